@@ -1,0 +1,61 @@
+//! Embeds `templates/` and `static/` into the binary so Arbor ships as one file.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    let mut code = String::new();
+    for (dir, kind) in [("templates", "TEMPLATES"), ("static", "STATIC_FILES")] {
+        let base = root.join(dir);
+        println!("cargo:rerun-if-changed={}", base.display());
+        let mut files = Vec::new();
+        walk(&base, &mut files);
+        let _ = writeln!(
+            code,
+            "/// Files under `{dir}/`: (relative path, contents, sha256 prefix)."
+        );
+        let _ = writeln!(code, "pub static {kind}: &[(&str, &[u8], &str)] = &[");
+        for file in files {
+            let rel = file
+                .strip_prefix(&base)
+                .unwrap_or(&file)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            let hash: String = Sha256::digest(&bytes)
+                .iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            println!("cargo:rerun-if-changed={}", file.display());
+            let _ = writeln!(
+                code,
+                "    ({rel:?}, include_bytes!({:?}), {hash:?}),",
+                file.display().to_string()
+            );
+        }
+        let _ = writeln!(code, "];");
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into())).join("assets.rs");
+    if let Err(e) = std::fs::write(&out, code) {
+        panic!("cannot write {}: {e}", out.display());
+    }
+}

@@ -1,0 +1,15 @@
+//! Arbor's schema migrations: append-only, one change per file, each reversible.
+pub use sea_orm_migration::prelude::*;
+
+mod m20261123_000001_base_tables;
+
+/// The ordered list of every schema change.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261123_000001_base_tables::Migration)]
+    }
+}
+pub use sea_orm_migration::MigrationStatus;

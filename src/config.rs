@@ -1,0 +1,568 @@
+//! Typed settings: embedded defaults -> config file -> `ARBOR_*` environment -> `*_FILE` -> flags.
+//!
+//! The defaults are `config/default.toml`, compiled in, so the documented file and the code can
+//! never disagree. Every struct denies unknown fields; errors name the key and where it came from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Value};
+use figment::{Figment, Provider};
+use serde::{Deserialize, Serialize};
+
+/// The configuration file that documents and defines every default.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Environment variables starting with `ARBOR_` that are not configuration keys.
+const NON_CONFIG_VARS: &[&str] = &["ARBOR_CONFIG", "ARBOR_TEST_DATABASE_URL"];
+
+/// Short environment names documented for convenience, mapped to their key.
+const ENV_ALIASES: &[(&str, &str)] = &[("DATABASE_URL", "database.url")];
+
+/// The whole effective configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Directory for the database, index, blobs and key files.
+    pub data_dir: PathBuf,
+    /// HTTP listener settings.
+    pub server: ServerConfig,
+    /// Database connection settings.
+    pub database: DatabaseConfig,
+    /// Logging settings.
+    pub log: LogConfig,
+    /// Live event stream settings.
+    pub events: EventsConfig,
+    /// Browser session lifetimes.
+    pub auth: AuthConfig,
+}
+
+/// HTTP listener settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub bind: SocketAddr,
+    /// Public base URL; empty means derived from `bind`.
+    pub public_url: String,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Grace period for in-flight requests at shutdown.
+    pub shutdown_timeout_secs: u64,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+/// Database connection settings.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connection URL; empty means SQLite in the data directory.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+    /// Seconds to wait for a pooled connection.
+    pub connect_timeout_secs: u64,
+    /// SQLite lock wait in milliseconds.
+    pub sqlite_busy_timeout_ms: u64,
+}
+
+impl std::fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &redact_url(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout_secs", &self.connect_timeout_secs)
+            .field("sqlite_busy_timeout_ms", &self.sqlite_busy_timeout_ms)
+            .finish()
+    }
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// EnvFilter directive.
+    pub level: String,
+    /// Output format.
+    pub format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human readable.
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Live event stream settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EventsConfig {
+    /// Seconds between SSE keep-alive comments.
+    pub keepalive_secs: u64,
+    /// Per-session broadcast buffer.
+    pub channel_capacity: usize,
+}
+
+/// Browser session lifetimes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Idle timeout in minutes.
+    pub session_idle_minutes: i64,
+    /// Absolute lifetime in hours.
+    pub session_max_hours: i64,
+}
+
+/// Overrides given on the command line.
+#[derive(Debug, Default, Clone)]
+pub struct CliOverrides {
+    /// `--config FILE`.
+    pub config_file: Option<PathBuf>,
+    /// `--bind ADDR:PORT`.
+    pub bind: Option<SocketAddr>,
+    /// `--data-dir DIR`.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A loaded configuration plus the warnings met while loading it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The effective configuration.
+    pub config: Config,
+    /// Non-fatal findings, e.g. unknown `ARBOR_*` variables.
+    pub warnings: Vec<String>,
+}
+
+/// Why the configuration could not be loaded; `Display` is the one line shown to the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A key has a value of the wrong type or shape.
+    #[error("configuration error: `{key}` ({source_name}): {message}")]
+    BadValue {
+        key: String,
+        source_name: String,
+        message: String,
+    },
+    /// A key that Arbor does not know.
+    #[error("configuration error: unknown key `{key}` in {source_name}")]
+    UnknownKey { key: String, source_name: String },
+    /// A file could not be read or parsed.
+    #[error("configuration error: {0}")]
+    File(String),
+}
+
+impl Config {
+    /// The public base URL without a trailing slash.
+    pub fn public_url(&self) -> String {
+        if self.server.public_url.is_empty() {
+            format!("http://{}", self.server.bind)
+        } else {
+            self.server.public_url.trim_end_matches('/').to_string()
+        }
+    }
+
+    /// Whether Arbor is reached over HTTPS (decides cookie flags).
+    pub fn is_https(&self) -> bool {
+        self.public_url().starts_with("https://")
+    }
+
+    /// The database URL, SQLite in the data directory when none is configured.
+    pub fn database_url(&self) -> String {
+        if self.database.url.is_empty() {
+            format!("sqlite://{}?mode=rwc", self.data_dir.join("arbor.db").display())
+        } else {
+            self.database.url.clone()
+        }
+    }
+
+    /// The configuration as TOML with secrets replaced, for `arbor check-config`.
+    pub fn to_redacted_toml(&self) -> String {
+        let mut shown = self.clone();
+        shown.database.url = redact_url(&self.database.url);
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# could not render: {e}\n"))
+    }
+
+    /// Checks that go beyond types: each names its key.
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |key: &str, msg: &str| Err((key.to_string(), msg.to_string()));
+        let url = &self.server.public_url;
+        if !url.is_empty() {
+            match reqwest::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return bad(
+                        "server.public_url",
+                        "must be an http:// or https:// URL, or empty",
+                    );
+                }
+            }
+        }
+        let db = &self.database.url;
+        if !db.is_empty()
+            && !(db.starts_with("postgres://")
+                || db.starts_with("postgresql://")
+                || db.starts_with("sqlite:"))
+        {
+            return bad(
+                "database.url",
+                "must start with postgres://, postgresql:// or sqlite:, or be empty",
+            );
+        }
+        if self.database.max_connections == 0 {
+            return bad("database.max_connections", "must be at least 1");
+        }
+        if self.server.max_body_bytes < 1024 {
+            return bad("server.max_body_bytes", "must be at least 1024");
+        }
+        if self.events.keepalive_secs == 0 || self.events.keepalive_secs > 300 {
+            return bad("events.keepalive_secs", "must be between 1 and 300");
+        }
+        if self.events.channel_capacity < 16 {
+            return bad("events.channel_capacity", "must be at least 16");
+        }
+        if self.auth.session_idle_minutes < 1 {
+            return bad("auth.session_idle_minutes", "must be at least 1");
+        }
+        if self.auth.session_max_hours < 1 {
+            return bad("auth.session_max_hours", "must be at least 1");
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return bad("data_dir", "must not be empty");
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return Err(("log.level".into(), format!("not a valid filter: {e}")));
+        }
+        Ok(())
+    }
+}
+
+/// Replaces the password of a URL with `****`.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Every dotted key path that the defaults define.
+fn known_keys() -> BTreeSet<String> {
+    fn walk(prefix: &str, dict: &Dict, out: &mut BTreeSet<String>) {
+        for (k, v) in dict {
+            let path = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                Value::Dict(_, inner) => walk(&path, inner, out),
+                _ => {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    if let Ok(data) = Figment::from(Toml::string(DEFAULT_TOML)).data() {
+        for dict in data.values() {
+            walk("", dict, &mut out);
+        }
+    }
+    out
+}
+
+/// Maps `ARBOR_SERVER__BIND` to `server.bind`, if it is a known key.
+fn env_key(rest: &str, known: &BTreeSet<String>) -> Option<String> {
+    if let Some((_, key)) = ENV_ALIASES.iter().find(|(name, _)| *name == rest) {
+        return Some((*key).to_string());
+    }
+    let path = rest
+        .split("__")
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .join(".");
+    known.contains(&path).then_some(path)
+}
+
+/// Loads the configuration from the defaults, an optional file, the given environment and flags.
+pub fn load(cli: &CliOverrides, env: &[(String, String)]) -> Result<Loaded, ConfigError> {
+    let known = known_keys();
+    let mut warnings = Vec::new();
+    let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+
+    let file = cli.config_file.clone().or_else(|| {
+        env.iter()
+            .find(|(k, _)| k == "ARBOR_CONFIG")
+            .map(|(_, v)| PathBuf::from(v))
+    });
+    let file_name = file.as_ref().map(|f| format!("config file {}", f.display()));
+    if let Some(path) = &file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::File(format!("cannot read config file {}: {e}", path.display())))?;
+        toml::from_str::<toml::Value>(&text).map_err(|e| {
+            ConfigError::File(format!(
+                "config file {}: {}",
+                path.display(),
+                one_line(&e.to_string())
+            ))
+        })?;
+        figment = figment.merge(Toml::string(&text));
+    }
+
+    // Which variable set which key, so an error can name it.
+    let mut sources: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in env {
+        let Some(rest) = name.strip_prefix("ARBOR_") else {
+            continue;
+        };
+        if NON_CONFIG_VARS.contains(&name.as_str()) {
+            continue;
+        }
+        let (key, raw) = if let Some(key) = env_key(rest, &known) {
+            (key, value.clone())
+        } else if let Some(key) = rest.strip_suffix("_FILE").and_then(|r| env_key(r, &known)) {
+            let content = std::fs::read_to_string(value).map_err(|e| ConfigError::BadValue {
+                key: key.clone(),
+                source_name: format!("environment variable {name}"),
+                message: format!("cannot read file {value}: {e}"),
+            })?;
+            (key, content.trim_end_matches(['\n', '\r']).to_string())
+        } else {
+            warnings.push(format!(
+                "ignoring unknown environment variable {name}: it is not an Arbor setting"
+            ));
+            continue;
+        };
+        let parsed: Value = raw
+            .parse()
+            .unwrap_or_else(|_: std::convert::Infallible| Value::from(raw.clone()));
+        figment = figment.merge(Serialized::default(&key, parsed));
+        sources.insert(key, format!("environment variable {name}"));
+    }
+
+    if let Some(bind) = cli.bind {
+        figment = figment.merge(Serialized::default("server.bind", bind.to_string()));
+        sources.insert("server.bind".into(), "--bind".into());
+    }
+    if let Some(dir) = &cli.data_dir {
+        figment = figment.merge(Serialized::default("data_dir", dir.display().to_string()));
+        sources.insert("data_dir".into(), "--data-dir".into());
+    }
+
+    let source_of = |key: &str| -> String {
+        sources
+            .get(key)
+            .cloned()
+            .or_else(|| file_name.clone())
+            .unwrap_or_else(|| "built-in default".into())
+    };
+
+    let config: Config = figment.extract().map_err(|err| {
+        let err = err
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| figment::Error::from("invalid configuration".to_string()));
+        let mut path = err.path.join(".");
+        match &err.kind {
+            figment::error::Kind::UnknownField(field, _) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(field);
+                ConfigError::UnknownKey {
+                    source_name: file_name.clone().unwrap_or_else(|| "configuration".into()),
+                    key: path,
+                }
+            }
+            kind => ConfigError::BadValue {
+                source_name: source_of(&path),
+                key: path,
+                message: one_line(&kind.to_string()),
+            },
+        }
+    })?;
+    config
+        .validate()
+        .map_err(|(key, message)| ConfigError::BadValue {
+            source_name: source_of(&key),
+            key,
+            message,
+        })?;
+    Ok(Loaded { config, warnings })
+}
+
+/// Joins a multi-line message into one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Resolves a possibly relative data directory against the current directory.
+pub fn absolute(dir: &Path) -> PathBuf {
+    if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(dir))
+            .unwrap_or_else(|_| dir.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_load_and_match_the_documented_values() {
+        let loaded = load(&CliOverrides::default(), &[]).unwrap();
+        let c = loaded.config;
+        assert_eq!(c.server.bind, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.log.format, LogFormat::Pretty);
+        assert!(c.database_url().starts_with("sqlite://./data/arbor.db"));
+        assert!(loaded.warnings.is_empty());
+    }
+
+    #[test]
+    fn every_default_key_is_commented() {
+        let lines: Vec<&str> = DEFAULT_TOML.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') || t.starts_with('[') {
+                continue;
+            }
+            assert!(
+                i > 0 && lines[i - 1].trim().starts_with('#'),
+                "key without a comment: {t}"
+            );
+        }
+    }
+
+    #[test]
+    fn env_overrides_nested_keys_and_alias() {
+        let e = env(&[
+            ("ARBOR_SERVER__BIND", "0.0.0.0:9000"),
+            ("ARBOR_DATABASE_URL", "postgres://u:pw@h/db"),
+            ("ARBOR_LOG__FORMAT", "json"),
+        ]);
+        let c = load(&CliOverrides::default(), &e).unwrap().config;
+        assert_eq!(c.server.bind.port(), 9000);
+        assert_eq!(c.database.url, "postgres://u:pw@h/db");
+        assert_eq!(c.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn cli_flags_win_over_env() {
+        let e = env(&[("ARBOR_SERVER__BIND", "0.0.0.0:9000")]);
+        let cli = CliOverrides {
+            bind: Some("127.0.0.1:7000".parse().unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(load(&cli, &e).unwrap().config.server.bind.port(), 7000);
+    }
+
+    #[test]
+    fn file_variables_read_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("db");
+        std::fs::write(&f, "postgres://a:secret@h/db\n").unwrap();
+        let e = env(&[("ARBOR_DATABASE__URL_FILE", f.to_str().unwrap())]);
+        let c = load(&CliOverrides::default(), &e).unwrap().config;
+        assert_eq!(c.database.url, "postgres://a:secret@h/db");
+        assert!(!c.to_redacted_toml().contains("secret"));
+        assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[test]
+    fn unknown_env_var_is_a_warning_naming_it() {
+        let e = env(&[
+            ("ARBOR_SERVR__BIND", "x"),
+            ("ARBOR_TEST_DATABASE_URL", "postgres://x"),
+        ]);
+        let loaded = load(&CliOverrides::default(), &e).unwrap();
+        assert_eq!(loaded.warnings.len(), 1);
+        assert!(loaded.warnings[0].contains("ARBOR_SERVR__BIND"));
+    }
+
+    #[test]
+    fn bad_env_value_names_key_and_variable() {
+        let e = env(&[("ARBOR_SERVER__BIND", "not-an-address")]);
+        let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+        assert!(err.contains("server.bind"), "{err}");
+        assert!(err.contains("ARBOR_SERVER__BIND"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn unknown_key_in_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("arbor.toml");
+        std::fs::write(&f, "[server]\nbnd = \"x\"\n").unwrap();
+        let cli = CliOverrides {
+            config_file: Some(f),
+            ..Default::default()
+        };
+        let err = load(&cli, &[]).unwrap_err().to_string();
+        assert!(err.contains("server.bnd"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_in_file_names_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("arbor.toml");
+        std::fs::write(&f, "[log]\nformat = \"xml\"\n").unwrap();
+        let cli = CliOverrides {
+            config_file: Some(f),
+            ..Default::default()
+        };
+        let err = load(&cli, &[]).unwrap_err().to_string();
+        assert!(err.contains("log.format") && err.contains("arbor.toml"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_key() {
+        let e = env(&[("ARBOR_SERVER__PUBLIC_URL", "ftp://x")]);
+        let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+        assert!(err.contains("server.public_url"), "{err}");
+        let e = env(&[("ARBOR_DATABASE__MAX_CONNECTIONS", "0")]);
+        let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+        assert!(err.contains("database.max_connections"), "{err}");
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        let cli = CliOverrides {
+            config_file: Some("/nonexistent/arbor.toml".into()),
+            ..Default::default()
+        };
+        assert!(
+            load(&cli, &[])
+                .unwrap_err()
+                .to_string()
+                .contains("/nonexistent/arbor.toml")
+        );
+    }
+
+    #[test]
+    fn https_public_url_turns_on_secure_cookies() {
+        let e = env(&[("ARBOR_SERVER__PUBLIC_URL", "https://arbor.example.com/")]);
+        let c = load(&CliOverrides::default(), &e).unwrap().config;
+        assert!(c.is_https());
+        assert_eq!(c.public_url(), "https://arbor.example.com");
+    }
+}

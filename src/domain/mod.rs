@@ -1,0 +1,35 @@
+//! Domain services: no actix, no tera. Every read of user data is scoped to the acting user here.
+
+pub mod accounts;
+pub mod chat;
+
+use crate::storage::StorageError;
+
+/// What a domain operation can fail with; the web layer maps each to a status.
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    /// The thing does not exist, or it is not the actor's (the two are never told apart).
+    #[error("not found")]
+    NotFound,
+    /// The actor is known but may not do this.
+    #[error("forbidden")]
+    Forbidden,
+    /// The input was rejected; the message is safe to show.
+    #[error("{0}")]
+    Invalid(String),
+    /// The operation conflicts with the current state; the message is safe to show.
+    #[error("{0}")]
+    Conflict(String),
+    /// Storage failed; details are logged, not shown.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<sea_orm::DbErr> for DomainError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        DomainError::Storage(StorageError::Db(e))
+    }
+}
+
+/// Shorthand for domain results.
+pub type DomainResult<T> = Result<T, DomainError>;

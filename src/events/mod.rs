@@ -1,0 +1,32 @@
+//! Live events: the run registry owns every live run and fans its events out per session.
+//!
+//! A run publishes typed [`RunEvent`]s; subscribers get a consistent snapshot plus every later
+//! event in order. The web layer turns these into HTML fragments; nothing here knows HTML.
+
+pub mod registry;
+
+pub use registry::{Envelope, RunPublisher, RunRegistry, RunSnapshot, Subscription};
+
+use uuid::Uuid;
+
+/// What a live run reports, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent {
+    /// Answer text appended.
+    Delta(String),
+    /// Reasoning text appended.
+    Thought(String),
+    /// Token usage so far.
+    Usage { input: u64, output: u64 },
+    /// The run ended normally; the final message is stored under this id.
+    Done { message_id: Option<Uuid> },
+    /// The run failed; the message is safe to show.
+    Error(String),
+}
+
+impl RunEvent {
+    /// Whether this event ends the run's stream.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, RunEvent::Done { .. } | RunEvent::Error(_))
+    }
+}

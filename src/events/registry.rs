@@ -1,0 +1,265 @@
+//! The registry of live runs, one per session at most, each with a broadcast channel.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use super::RunEvent;
+
+/// One event with its position in the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// 1-based, gap-free sequence number within the run.
+    pub seq: u64,
+    /// The run it belongs to.
+    pub run_id: Uuid,
+    /// The event itself.
+    pub event: RunEvent,
+}
+
+/// Everything a live run has produced up to `seq`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSnapshot {
+    /// The run.
+    pub run_id: Uuid,
+    /// Last sequence number folded into this snapshot.
+    pub seq: u64,
+    /// Answer text so far.
+    pub text: String,
+    /// Reasoning text so far.
+    pub thoughts: String,
+    /// Latest usage.
+    pub usage: Option<(u64, u64)>,
+}
+
+impl RunSnapshot {
+    fn apply(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Delta(t) => self.text.push_str(t),
+            RunEvent::Thought(t) => self.thoughts.push_str(t),
+            RunEvent::Usage { input, output } => self.usage = Some((*input, *output)),
+            RunEvent::Done { .. } | RunEvent::Error(_) => {}
+        }
+    }
+}
+
+/// A consistent view to start streaming from: the snapshot, then everything after it.
+pub struct Subscription {
+    /// State up to `snapshot.seq`.
+    pub snapshot: RunSnapshot,
+    /// Events after the snapshot (the receiver may also hold older ones; skip `seq <= snapshot.seq`).
+    pub receiver: broadcast::Receiver<Arc<Envelope>>,
+}
+
+struct LiveRun {
+    snapshot: RunSnapshot,
+    sender: broadcast::Sender<Arc<Envelope>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: HashMap<Uuid, LiveRun>,
+}
+
+/// Live runs keyed by session. Cheap to clone; all clones share one table.
+#[derive(Clone)]
+pub struct RunRegistry {
+    inner: Arc<Mutex<Inner>>,
+    capacity: usize,
+}
+
+/// Returned when a session already has a live run.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("this session already has a running reply")]
+pub struct AlreadyRunning;
+
+impl RunRegistry {
+    /// An empty registry whose per-session channels buffer `capacity` events.
+    pub fn new(capacity: usize) -> Self {
+        RunRegistry {
+            inner: Arc::new(Mutex::new(Inner::default())),
+            capacity: capacity.max(16),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave the map half-updated (every critical
+        // section is a single insert, remove or push), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a live run for a session; only one may run per session.
+    pub fn begin(&self, session_id: Uuid, run_id: Uuid) -> Result<RunPublisher, AlreadyRunning> {
+        let mut inner = self.lock();
+        if inner.runs.contains_key(&session_id) {
+            return Err(AlreadyRunning);
+        }
+        let (sender, _) = broadcast::channel(self.capacity);
+        inner.runs.insert(
+            session_id,
+            LiveRun {
+                snapshot: RunSnapshot {
+                    run_id,
+                    ..Default::default()
+                },
+                sender,
+            },
+        );
+        Ok(RunPublisher {
+            registry: self.clone(),
+            session_id,
+            run_id,
+            finished: false,
+        })
+    }
+
+    /// Subscribes to a session's live run, if it has one.
+    pub fn subscribe(&self, session_id: Uuid) -> Option<Subscription> {
+        let inner = self.lock();
+        let run = inner.runs.get(&session_id)?;
+        Some(Subscription {
+            snapshot: run.snapshot.clone(),
+            receiver: run.sender.subscribe(),
+        })
+    }
+
+    /// The current snapshot of a session's live run.
+    pub fn snapshot(&self, session_id: Uuid) -> Option<RunSnapshot> {
+        self.lock().runs.get(&session_id).map(|r| r.snapshot.clone())
+    }
+
+    /// Whether a session has a live run.
+    pub fn is_active(&self, session_id: Uuid) -> bool {
+        self.lock().runs.contains_key(&session_id)
+    }
+
+    /// Number of live runs.
+    pub fn len(&self) -> usize {
+        self.lock().runs.len()
+    }
+
+    /// Whether no run is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn publish(&self, session_id: Uuid, run_id: Uuid, event: RunEvent) {
+        let mut inner = self.lock();
+        let terminal = event.is_terminal();
+        let Some(run) = inner.runs.get_mut(&session_id) else {
+            return;
+        };
+        if run.snapshot.run_id != run_id {
+            return;
+        }
+        // Snapshot and broadcast change under one lock: a subscriber sees a snapshot at seq N and
+        // then exactly the events N+1.. from its receiver.
+        run.snapshot.seq += 1;
+        run.snapshot.apply(&event);
+        let envelope = Arc::new(Envelope {
+            seq: run.snapshot.seq,
+            run_id,
+            event,
+        });
+        // No receivers is fine: nobody is watching, the run goes on.
+        let _ = run.sender.send(envelope);
+        if terminal {
+            inner.runs.remove(&session_id);
+        }
+    }
+}
+
+/// The only handle that can publish for a run; dropping it unfinished reports an error.
+pub struct RunPublisher {
+    registry: RunRegistry,
+    session_id: Uuid,
+    run_id: Uuid,
+    finished: bool,
+}
+
+impl RunPublisher {
+    /// The run's id.
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    /// Publishes a non-terminal event.
+    pub fn publish(&self, event: RunEvent) {
+        debug_assert!(!event.is_terminal(), "use finish() for terminal events");
+        if !event.is_terminal() {
+            self.registry.publish(self.session_id, self.run_id, event);
+        }
+    }
+
+    /// Publishes the terminal event and removes the run.
+    pub fn finish(mut self, event: RunEvent) {
+        let event = if event.is_terminal() {
+            event
+        } else {
+            RunEvent::Done { message_id: None }
+        };
+        self.finished = true;
+        self.registry.publish(self.session_id, self.run_id, event);
+    }
+}
+
+impl Drop for RunPublisher {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.registry.publish(
+                self.session_id,
+                self.run_id,
+                RunEvent::Error("The reply stopped unexpectedly.".into()),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_per_session() {
+        let reg = RunRegistry::new(16);
+        let s = Uuid::new_v4();
+        let p = reg.begin(s, Uuid::new_v4()).unwrap();
+        assert_eq!(reg.begin(s, Uuid::new_v4()).err(), Some(AlreadyRunning));
+        p.finish(RunEvent::Done { message_id: None });
+        assert!(!reg.is_active(s));
+        assert!(reg.begin(s, Uuid::new_v4()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn subscriber_gets_snapshot_then_the_rest_in_order() {
+        let reg = RunRegistry::new(64);
+        let s = Uuid::new_v4();
+        let p = reg.begin(s, Uuid::new_v4()).unwrap();
+        p.publish(RunEvent::Delta("Hel".into()));
+        let mut sub = reg.subscribe(s).unwrap();
+        assert_eq!(sub.snapshot.text, "Hel");
+        assert_eq!(sub.snapshot.seq, 1);
+        p.publish(RunEvent::Delta("lo".into()));
+        p.finish(RunEvent::Done { message_id: None });
+        let a = sub.receiver.recv().await.unwrap();
+        let b = sub.receiver.recv().await.unwrap();
+        assert_eq!((a.seq, &a.event), (2, &RunEvent::Delta("lo".into())));
+        assert_eq!(b.seq, 3);
+        assert!(b.event.is_terminal());
+        assert!(reg.subscribe(s).is_none());
+    }
+
+    #[tokio::test]
+    async fn dropping_an_unfinished_publisher_reports_an_error() {
+        let reg = RunRegistry::new(16);
+        let s = Uuid::new_v4();
+        let p = reg.begin(s, Uuid::new_v4()).unwrap();
+        let mut sub = reg.subscribe(s).unwrap();
+        drop(p);
+        let e = sub.receiver.recv().await.unwrap();
+        assert!(matches!(e.event, RunEvent::Error(_)));
+        assert!(!reg.is_active(s));
+    }
+}

@@ -1,0 +1,68 @@
+//! Arbor: a self-hosted, multi-user server for LLM agents with branching sessions.
+//!
+//! `main.rs` is only the CLI; this crate builds the state and the route table, and the
+//! integration tests use exactly the same code.
+
+pub mod auth;
+pub mod config;
+pub mod domain;
+pub mod events;
+pub mod state;
+pub mod storage;
+pub mod telemetry;
+pub mod web;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{HttpServer, web as aweb};
+
+use crate::config::Config;
+use crate::events::RunRegistry;
+use crate::state::AppState;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// The database could not be opened, checked or migrated.
+    #[error("{0}")]
+    Storage(#[from] storage::StorageError),
+    /// A template failed to compile.
+    #[error("{0}")]
+    Templates(String),
+    /// The listener could not be bound or the server failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Connects, migrates and assembles the state once.
+pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
+    let db = storage::connect(&config).await?;
+    storage::migrate_up(&db).await?;
+    let templates = web::render::build_templates().map_err(StartupError::Templates)?;
+    let runs = RunRegistry::new(config.events.channel_capacity);
+    Ok(AppState {
+        config: Arc::new(config),
+        db,
+        templates: Arc::new(templates),
+        runs,
+    })
+}
+
+/// Starts serving on an already-bound listener; the returned server handles SIGTERM and Ctrl-C.
+pub fn serve(state: AppState, listener: TcpListener) -> Result<actix_web::dev::Server, StartupError> {
+    let workers = match state.config.server.workers {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    let shutdown = state.config.server.shutdown_timeout_secs;
+    let data = aweb::Data::new(state);
+    let server = HttpServer::new(move || web::build_app(data.clone()))
+        .workers(workers)
+        .shutdown_timeout(shutdown)
+        .client_request_timeout(Duration::from_secs(30))
+        .listen(listener)?
+        .run();
+    Ok(server)
+}

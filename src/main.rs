@@ -1,0 +1,249 @@
+//! The `arbor` command line: serve, migrate, check-config, healthcheck.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use arbor::config::{self, CliOverrides, Config};
+
+/// Arbor: a self-hosted, multi-user server for LLM agents with branching sessions.
+#[derive(Parser)]
+#[command(name = "arbor", version, about, long_about = None)]
+struct Cli {
+    /// Configuration file (TOML) layered over the built-in defaults; also ARBOR_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply pending database migrations, then serve the web UI and API.
+    Serve {
+        /// Address and port to listen on (default 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR:PORT")]
+        bind: Option<SocketAddr>,
+        /// Directory for the database, index and files (default ./data).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Inspect or change the database schema.
+    Migrate {
+        #[command(subcommand)]
+        action: MigrateAction,
+        /// Directory for the database (default ./data).
+        #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print the effective configuration with secrets redacted, then exit.
+    CheckConfig,
+    /// Exit 0 when a running server answers /healthz (for container health checks).
+    Healthcheck {
+        /// URL to probe (default: http://<server.bind>/healthz).
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MigrateAction {
+    /// Apply every pending migration.
+    Up,
+    /// Roll back the most recent migrations.
+    Down {
+        /// How many migrations to roll back.
+        #[arg(long, default_value_t = 1)]
+        steps: u32,
+    },
+    /// List migrations and whether each is applied.
+    Status,
+}
+
+/// Exit code for configuration errors.
+const EXIT_CONFIG: u8 = 2;
+
+fn load_config(
+    cli_config: Option<PathBuf>,
+    bind: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+) -> Result<Config, ExitCode> {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let overrides = CliOverrides {
+        config_file: cli_config,
+        bind,
+        data_dir,
+    };
+    match config::load(&overrides, &env) {
+        Ok(loaded) => {
+            arbor::telemetry::init(&loaded.config.log);
+            for w in &loaded.warnings {
+                tracing::warn!("{w}");
+            }
+            Ok(loaded.config)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // One TLS stack for every outbound client: rustls with ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Serve { bind, data_dir } => {
+            let config = match load_config(cli.config, bind, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            serve(config).await
+        }
+        Command::Migrate { action, data_dir } => {
+            let config = match load_config(cli.config, None, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            migrate(config, action).await
+        }
+        Command::CheckConfig => match load_config(cli.config, None, None) {
+            Ok(c) => {
+                print!("{}", c.to_redacted_toml());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Healthcheck { url } => {
+            let url = match url {
+                Some(u) => u,
+                None => match load_config(cli.config, None, None) {
+                    Ok(c) => {
+                        let mut addr = c.server.bind;
+                        if addr.ip().is_unspecified() {
+                            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                        }
+                        format!("http://{addr}/healthz")
+                    }
+                    Err(code) => return code,
+                },
+            };
+            healthcheck(&url).await
+        }
+    }
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let bind = config.server.bind;
+    let data_dir = config::absolute(&config.data_dir);
+    let backend = if config.database.url.is_empty() {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    let listener = match TcpListener::bind(bind) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cannot listen on {bind}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state = match arbor::build_state(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let public_url = state.config.public_url();
+    let server = match arbor::serve(state, listener) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(%bind, %public_url, data_dir = %data_dir.display(), database = backend, "Arbor is listening");
+    match server.await {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("server error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn migrate(config: Config, action: MigrateAction) -> ExitCode {
+    let db = match arbor::storage::connect(&config).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match action {
+        MigrateAction::Up => arbor::storage::migrate_up(&db)
+            .await
+            .map(|()| "migrations applied".to_string()),
+        MigrateAction::Down { steps } => arbor::storage::migrate_down(&db, steps)
+            .await
+            .map(|()| format!("rolled back {steps} migration(s)")),
+        MigrateAction::Status => arbor::storage::migration_status(&db).await.map(|rows| {
+            rows.iter()
+                .map(|(name, applied)| format!("{} {name}", if *applied { "applied" } else { "pending" }))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+    };
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn healthcheck(url: &str) -> ExitCode {
+    let client = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(url).send().await {
+        Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
+        Ok(r) => {
+            eprintln!("{url}: HTTP {}", r.status());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("{url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

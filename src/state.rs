@@ -1,0 +1,22 @@
+//! Application state, built once before the HTTP server starts and shared by every worker.
+
+use std::sync::Arc;
+
+use tera::Tera;
+
+use crate::config::Config;
+use crate::events::RunRegistry;
+use crate::storage::Db;
+
+/// Everything handlers need, cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The effective configuration.
+    pub config: Arc<Config>,
+    /// The database pool.
+    pub db: Db,
+    /// Compiled templates.
+    pub templates: Arc<Tera>,
+    /// Live runs and their event fan-out.
+    pub runs: RunRegistry,
+}

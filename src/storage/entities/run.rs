@@ -1,0 +1,23 @@
+//! `runs`: one agent run extending a session's leaf.
+use sea_orm::entity::prelude::*;
+
+/// One row of `runs`.
+#[sea_orm::model]
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "runs")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub owner_id: Uuid,
+    pub leaf_message_id: Option<Uuid>,
+    pub assistant_message_id: Option<Uuid>,
+    pub status: String,
+    pub iterations: i32,
+    pub error: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub finished_at: Option<DateTimeUtc>,
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,23 @@
+//! `users`: people who can sign in.
+use sea_orm::entity::prelude::*;
+
+/// One row of `users`.
+#[sea_orm::model]
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "users")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub email: String,
+    pub display_name: String,
+    pub role: String,
+    pub status: String,
+    pub oidc_issuer: Option<String>,
+    pub oidc_subject: Option<String>,
+    pub password_hash: Option<String>,
+    pub last_login_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+impl ActiveModelBehavior for ActiveModel {}

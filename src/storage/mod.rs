@@ -1,0 +1,146 @@
+//! Storage adapter: the database connection, entities and the queries over them.
+
+pub mod entities;
+pub mod repos;
+
+use std::time::Duration;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
+
+use crate::config::Config;
+
+/// Everything that can go wrong below the domain.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The database refused or failed a statement.
+    #[error("database error: {0}")]
+    Db(#[from] sea_orm::DbErr),
+    /// The database is not configured the way Arbor relies on.
+    #[error("database check failed: {0}")]
+    Check(String),
+    /// A stored value could not be understood.
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+}
+
+/// The database handle services receive.
+pub type Db = sea_orm::DatabaseConnection;
+
+/// Shorthand for storage results.
+pub type StorageResult<T> = Result<T, StorageError>;
+
+/// Opens the pool; for SQLite creates the file with WAL, `synchronous=FULL`, foreign keys and a
+/// busy timeout on every connection, then verifies those settings took.
+pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
+    let url = config.database_url();
+    if url.starts_with("sqlite:") {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            StorageError::Check(format!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            ))
+        })?;
+    }
+    let mut opts = ConnectOptions::new(url);
+    let busy = Duration::from_millis(config.database.sqlite_busy_timeout_ms);
+    opts.max_connections(config.database.max_connections)
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(config.database.connect_timeout_secs))
+        .acquire_timeout(Duration::from_secs(config.database.connect_timeout_secs))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(move |o| {
+            o.create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .foreign_keys(true)
+                .busy_timeout(busy)
+        });
+    let db = Database::connect(opts).await?;
+    check_pragmas(&db).await?;
+    Ok(db)
+}
+
+/// Reads one integer or text pragma back from SQLite.
+async fn pragma(db: &DatabaseConnection, name: &str) -> StorageResult<String> {
+    let row = db
+        .query_one_raw(Statement::from_string(
+            DbBackend::Sqlite,
+            format!("PRAGMA {name}"),
+        ))
+        .await?
+        .ok_or_else(|| StorageError::Check(format!("PRAGMA {name} returned nothing")))?;
+    if let Ok(v) = row.try_get_by_index::<String>(0) {
+        return Ok(v.to_ascii_lowercase());
+    }
+    row.try_get_by_index::<i64>(0)
+        .map(|v| v.to_string())
+        .map_err(StorageError::Db)
+}
+
+/// Verifies the SQLite settings durability depends on; a no-op on PostgreSQL.
+pub async fn check_pragmas(db: &DatabaseConnection) -> StorageResult<()> {
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return Ok(());
+    }
+    let expect = [
+        ("journal_mode", "wal"),
+        ("synchronous", "2"),
+        ("foreign_keys", "1"),
+    ];
+    for (name, want) in expect {
+        let got = pragma(db, name).await?;
+        if got != want {
+            return Err(StorageError::Check(format!(
+                "SQLite PRAGMA {name} is {got}, expected {want}"
+            )));
+        }
+    }
+    let busy: i64 = pragma(db, "busy_timeout").await?.parse().unwrap_or(0);
+    if busy <= 0 {
+        return Err(StorageError::Check("SQLite busy_timeout is not set".into()));
+    }
+    Ok(())
+}
+
+/// Applies every pending migration.
+pub async fn migrate_up(db: &DatabaseConnection) -> StorageResult<()> {
+    Migrator::up(db, None).await?;
+    Ok(())
+}
+
+/// Rolls back the given number of migrations.
+pub async fn migrate_down(db: &DatabaseConnection, steps: u32) -> StorageResult<()> {
+    Migrator::down(db, Some(steps)).await?;
+    Ok(())
+}
+
+/// Each known migration with whether it is applied, oldest first.
+pub async fn migration_status(db: &DatabaseConnection) -> StorageResult<Vec<(String, bool)>> {
+    let all = Migrator::get_migration_with_status(db).await?;
+    Ok(all
+        .iter()
+        .map(|m| {
+            (
+                m.name().to_string(),
+                m.status() == migration::MigrationStatus::Applied,
+            )
+        })
+        .collect())
+}
+
+/// Whether the database answers and no migration is pending, without writing anything.
+pub async fn readiness(db: &DatabaseConnection) -> StorageResult<()> {
+    db.query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT 1"))
+        .await?;
+    let pending = Migrator::get_pending_migrations_read_only(db).await?;
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(StorageError::Check(format!(
+            "{} migration(s) pending",
+            pending.len()
+        )))
+    }
+}

@@ -1,0 +1,4 @@
+//! Queries, one module per area. Each maps rows to domain types at the boundary.
+pub mod auth_sessions;
+pub mod chat;
+pub mod users;

@@ -1,0 +1,48 @@
+//! The HTTP layer: routes, extractors, middleware, error mapping and rendering. No SQL here.
+
+pub mod assets;
+pub mod error;
+pub mod extractors;
+pub mod handlers;
+pub mod middleware;
+pub mod render;
+pub mod routes;
+pub mod sse;
+
+pub use error::WebError;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::middleware::{ErrorHandlers, from_fn};
+use actix_web::{App, web};
+
+use crate::state::AppState;
+
+/// The application: state, middleware, the route table and the friendly 404.
+pub fn build_app(
+    state: web::Data<AppState>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let https = state.config.is_https();
+    let body_limit = state.config.server.max_body_bytes;
+    App::new()
+        .app_data(state)
+        .app_data(web::PayloadConfig::new(body_limit))
+        .app_data(web::FormConfig::default().limit(body_limit))
+        .app_data(web::JsonConfig::default().limit(body_limit))
+        // Innermost first: error pages are rendered, then get security headers, then are logged.
+        .wrap(ErrorHandlers::new().default_handler(error::render_error_page))
+        .wrap(middleware::security_headers(https))
+        .wrap(from_fn(middleware::request_context))
+        .configure(routes::configure)
+        .default_service(web::to(|| async {
+            Err::<actix_web::HttpResponse, _>(WebError::NotFound)
+        }))
+}

@@ -1,0 +1,97 @@
+//! Template loading and rendering: full pages and HTMX fragments from the same partials.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse};
+use tera::{Context, Tera};
+
+use super::WebError;
+use super::assets;
+use crate::state::AppState;
+
+/// Builds the Tera instance from the embedded templates; every name ends in `.html`, so all of
+/// them are autoescaped.
+pub fn build_templates() -> Result<Tera, String> {
+    let mut tera = Tera::new();
+    let mut sources = Vec::new();
+    for (name, bytes, _) in assets::TEMPLATES {
+        if !name.ends_with(".html") {
+            return Err(format!("template {name} must end in .html so it is autoescaped"));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("template {name}: {e}"))?;
+        sources.push((*name, text));
+    }
+    tera.add_raw_templates(sources)
+        .map_err(|e| format!("templates: {e}"))?;
+    let mut urls = std::collections::BTreeMap::new();
+    for (path, _, hash) in assets::STATIC_FILES {
+        urls.insert(path.to_string(), format!("/static/{path}?v={hash}"));
+    }
+    tera.global_context().insert("assets", &urls);
+    tera.global_context()
+        .insert("app_version", env!("CARGO_PKG_VERSION"));
+    Ok(tera)
+}
+
+/// Whether the request comes from htmx and wants a fragment (boosted navigations want pages).
+pub fn is_htmx(req: &HttpRequest) -> bool {
+    let h = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()) == Some("true");
+    h("HX-Request") && !h("HX-Boosted")
+}
+
+/// Renders the page, or only its partial for HTMX, with `Vary: HX-Request`.
+pub fn page(
+    state: &AppState,
+    req: &HttpRequest,
+    page: &str,
+    partial: &str,
+    ctx: Context,
+) -> Result<HttpResponse, WebError> {
+    let name = if is_htmx(req) { partial } else { page };
+    let html = state
+        .templates
+        .render(name, &ctx)
+        .map_err(|e| WebError::Internal(format!("render {name}: {e}")))?;
+    Ok(html_response(StatusCode::OK, html))
+}
+
+/// An HTML response that varies on `HX-Request` and is never cached by shared caches.
+pub fn html_response(status: StatusCode, html: String) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        ))
+        .insert_header((header::VARY, HeaderValue::from_static("HX-Request")))
+        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
+        .body(html)
+}
+
+/// The friendly error page (or fragment); falls back to plain markup if rendering fails.
+pub fn error_html(
+    state: &AppState,
+    _req: &HttpRequest,
+    status: StatusCode,
+    message: &str,
+    fragment: bool,
+) -> String {
+    let mut ctx = Context::new();
+    ctx.insert("status", &status.as_u16());
+    ctx.insert("reason", status.canonical_reason().unwrap_or("Error"));
+    ctx.insert("message", message);
+    let name = if fragment {
+        "partials/_error.html"
+    } else {
+        "pages/error.html"
+    };
+    match state.templates.render(name, &ctx) {
+        Ok(html) => html,
+        Err(e) => {
+            tracing::error!(error = %e, "error page failed to render");
+            format!(
+                "<!doctype html><title>Error</title><p>{}</p>",
+                super::sse::escape_text(message)
+            )
+        }
+    }
+}

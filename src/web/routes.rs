@@ -1,0 +1,98 @@
+//! The one route table: registration and the authorization test both read it.
+
+use actix_web::http::Method;
+use actix_web::{Route, web};
+
+use super::handlers;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, signed in or not.
+    Public,
+    /// A signed-in, active user; objects are scoped to their owner.
+    User,
+    /// A signed-in admin.
+    Admin,
+}
+
+/// A route's method, path pattern and access level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// HTTP method.
+    pub method: Method,
+    /// actix path pattern.
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+}
+
+/// A route as registered: its spec and handler.
+pub struct RouteEntry {
+    /// What the authorization test checks.
+    pub spec: RouteSpec,
+    /// The handler.
+    pub route: Route,
+}
+
+fn entry(method: Method, path: &'static str, access: Access, route: Route) -> RouteEntry {
+    RouteEntry {
+        spec: RouteSpec { method, path, access },
+        route,
+    }
+}
+
+/// Every route Arbor serves.
+pub fn table() -> Vec<RouteEntry> {
+    use Access::*;
+    vec![
+        entry(Method::GET, "/", Public, web::get().to(handlers::home::index)),
+        entry(
+            Method::GET,
+            "/healthz",
+            Public,
+            web::get().to(handlers::health::healthz),
+        ),
+        entry(
+            Method::GET,
+            "/readyz",
+            Public,
+            web::get().to(handlers::health::readyz),
+        ),
+        entry(
+            Method::GET,
+            "/static/{path:.*}",
+            Public,
+            web::get().to(handlers::assets::serve),
+        ),
+        entry(
+            Method::GET,
+            "/s/{session_id}/events",
+            User,
+            web::get().to(handlers::events::session_events),
+        ),
+    ]
+}
+
+/// The specs alone, for tests and docs.
+pub fn specs() -> Vec<RouteSpec> {
+    table().into_iter().map(|e| e.spec).collect()
+}
+
+/// Registers the table, one resource per path so several methods can share it.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let mut by_path: Vec<(&'static str, Vec<Route>)> = Vec::new();
+    for RouteEntry { spec, route } in table() {
+        match by_path.iter_mut().find(|(p, _)| *p == spec.path) {
+            Some((_, routes)) => routes.push(route),
+            None => by_path.push((spec.path, vec![route])),
+        }
+    }
+    for (path, routes) in by_path {
+        let mut resource = web::resource(path);
+        for route in routes {
+            resource = resource.route(route);
+        }
+        cfg.service(resource);
+    }
+}
