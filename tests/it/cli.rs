@@ -1,0 +1,244 @@
+//! The real binary: configuration errors, `serve` in an empty directory, SIGTERM, `migrate`.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{TestDb, free_port, init_crypto};
+
+const BIN: &str = env!("CARGO_BIN_EXE_arbor");
+
+/// A command with no inherited Arbor settings, run in `dir`.
+fn arbor(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ARBOR_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+#[test]
+fn help_explains_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = arbor(dir.path()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["serve", "migrate", "check-config", "healthcheck", "--config"] {
+        assert!(text.contains(cmd), "--help lacks {cmd}: {text}");
+    }
+    let out = arbor(dir.path()).args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--bind") && text.contains("--data-dir"));
+}
+
+#[test]
+fn a_bad_value_is_one_line_naming_the_key_and_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = arbor(dir.path())
+        .arg("serve")
+        .env("ARBOR_SERVER__BIND", "localhost:http")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("server.bind") && err.contains("ARBOR_SERVER__BIND"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing is written on a config error"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_the_file_is_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("arbor.toml");
+    std::fs::write(&file, "[server]\nbind = \"127.0.0.1:9\"\nworkerz = 3\n").unwrap();
+    let out = arbor(dir.path())
+        .arg("--config")
+        .arg(&file)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server.workerz") && err.contains("arbor.toml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_config_redacts_secrets_and_warns_about_unknown_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = arbor(dir.path())
+        .arg("check-config")
+        .env("ARBOR_DATABASE_URL", "postgres://arbor:hunter2@db.internal/arbor")
+        .env("ARBOR_SERVER__BINDD", "x")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("db.internal") && !stdout.contains("hunter2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[server]") && stdout.contains("bind = \"127.0.0.1:8080\""));
+    assert!(stderr.contains("ARBOR_SERVER__BINDD"), "{stderr}");
+    assert!(!stderr.contains("hunter2"));
+}
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_healthy(url: &str, deadline: Duration) -> bool {
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if let Ok(r) = client.get(url).send().await
+            && r.status().is_success()
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn sigterm(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_in_an_empty_directory_creates_sqlite_and_stops_on_sigterm() {
+    init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = arbor(dir.path())
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    assert!(
+        wait_healthy(
+            &format!("http://127.0.0.1:{port}/healthz"),
+            Duration::from_secs(20)
+        )
+        .await
+    );
+    assert!(
+        dir.path().join("data/arbor.db").exists(),
+        "SQLite database created in ./data"
+    );
+    let ready = reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+
+    // The healthcheck subcommand agrees.
+    let hc = arbor(dir.path())
+        .args([
+            "healthcheck",
+            "--url",
+            &format!("http://127.0.0.1:{port}/healthz"),
+        ])
+        .status()
+        .unwrap();
+    assert!(hc.success());
+
+    sigterm(&child.0);
+    let status = wait_exit(&mut child.0, Duration::from_secs(15)).expect("exits after SIGTERM");
+    assert!(status.success(), "graceful shutdown exits 0, got {status:?}");
+    let hc = arbor(dir.path())
+        .args([
+            "healthcheck",
+            "--url",
+            &format!("http://127.0.0.1:{port}/healthz"),
+        ])
+        .status()
+        .unwrap();
+    assert!(!hc.success(), "healthcheck fails when nothing listens");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_uses_the_database_url_from_the_environment() {
+    init_crypto();
+    // On the PostgreSQL run this is a fresh PostgreSQL database; on SQLite an explicit file URL.
+    let db = TestDb::fresh().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = arbor(dir.path())
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&db.data_dir)
+        .env("ARBOR_DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    assert!(
+        wait_healthy(
+            &format!("http://127.0.0.1:{port}/readyz"),
+            Duration::from_secs(20)
+        )
+        .await
+    );
+    if TestDb::is_postgres() {
+        assert!(
+            !dir.path().join("data").exists(),
+            "no SQLite file when PostgreSQL is configured"
+        );
+    }
+    sigterm(&child.0);
+    assert!(wait_exit(&mut child.0, Duration::from_secs(15)).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn migrate_status_down_and_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = arbor(dir.path()).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(run(&["migrate", "status"]).contains("pending m20261123_000001_base_tables"));
+    run(&["migrate", "up"]);
+    assert!(run(&["migrate", "status"]).contains("applied m20261123_000001_base_tables"));
+    run(&["migrate", "down"]);
+    assert!(run(&["migrate", "status"]).contains("pending m20261123_000001_base_tables"));
+    run(&["migrate", "up"]);
+    assert!(run(&["migrate", "status"]).contains("applied"));
+}

@@ -1,0 +1,182 @@
+//! The live event stream: snapshot first, events in order, `done` last, fan-out to many clients.
+
+use std::time::Duration;
+
+use arbor::domain::accounts::Role;
+use arbor::events::RunEvent;
+use uuid::Uuid;
+
+use crate::support::TestApp;
+use crate::support::sse_client::{Frame, SseReader};
+
+async fn open(app: &TestApp, session: Uuid, cookie: &str) -> SseReader {
+    let res = app.get(&format!("/s/{session}/events"), Some(cookie)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    assert_eq!(res.headers()["x-accel-buffering"], "no");
+    assert!(res.headers().contains_key("content-security-policy"));
+    SseReader::new(res)
+}
+
+async fn read_all(reader: &mut SseReader) -> Vec<(String, String)> {
+    let mut events = Vec::new();
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(10), reader.next_event())
+        .await
+        .expect("stream stalled")
+    {
+        events.push(e);
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_receive_the_same_events_in_order() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+
+    let run = app.state.runs.begin(session, Uuid::now_v7()).unwrap();
+    run.publish(RunEvent::Delta("Hello ".into()));
+
+    let mut a = open(&app, session, &cookie).await;
+    let mut b = open(&app, session, &cookie).await;
+    // Each connection starts with the state so far.
+    for r in [&mut a, &mut b] {
+        let (name, data) = r.next_event().await.unwrap();
+        assert_eq!(name, "snapshot");
+        assert!(data.contains("Hello "), "{data}");
+    }
+
+    run.publish(RunEvent::Thought("thinking".into()));
+    run.publish(RunEvent::Delta("<b>world</b>".into()));
+    run.publish(RunEvent::Delta("\n\nevent: done\ndata: injected\n".into()));
+    run.publish(RunEvent::Usage {
+        input: 12,
+        output: 34,
+    });
+    let message_id = Uuid::now_v7();
+    run.finish(RunEvent::Done {
+        message_id: Some(message_id),
+    });
+
+    let ea = read_all(&mut a).await;
+    let eb = read_all(&mut b).await;
+    assert_eq!(ea, eb, "both tabs see the same stream");
+    let names: Vec<&str> = ea.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["thought", "delta", "delta", "usage", "done"]);
+    assert_eq!(ea[1].1, r#"<span class="delta">&lt;b&gt;world&lt;/b&gt;</span>"#);
+    // Text that looks like SSE framing stays text inside one event.
+    assert_eq!(
+        ea[2].1,
+        "<span class=\"delta\">\n\nevent: done\ndata: injected\n</span>"
+    );
+    assert!(ea[4].1.contains(&message_id.to_string()));
+    assert!(!a.raw.contains("event: done\ndata: injected\n\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_a_live_run_gets_done_at_once() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+    let mut r = open(&app, session, &cookie).await;
+    let events = read_all(&mut r).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_is_followed_by_done() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+    let run = app.state.runs.begin(session, Uuid::now_v7()).unwrap();
+    let mut r = open(&app, session, &cookie).await;
+    assert_eq!(r.next_event().await.unwrap().0, "snapshot");
+    run.finish(RunEvent::Error("upstream said <no>".into()));
+    let events = read_all(&mut r).await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["error", "done"]);
+    assert!(events[0].1.contains("upstream said &lt;no&gt;"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_streams_get_keep_alive_comments() {
+    let app = TestApp::spawn_with(|c| c.events.keepalive_secs = 1).await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+    let run = app.state.runs.begin(session, Uuid::now_v7()).unwrap();
+    let mut r = open(&app, session, &cookie).await;
+    assert!(matches!(r.next().await, Some(Frame::Event { .. })));
+    let frame = tokio::time::timeout(Duration::from_secs(5), r.next())
+        .await
+        .expect("keep-alive within 5 s");
+    assert!(matches!(frame, Some(Frame::Comment(_))), "{frame:?}");
+    run.finish(RunEvent::Done { message_id: None });
+    assert_eq!(read_all(&mut r).await.last().unwrap().0, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_connects_mid_run_misses_nothing() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+    let run = app.state.runs.begin(session, Uuid::now_v7()).unwrap();
+    let words: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
+    let (half_tx, half_rx) = tokio::sync::oneshot::channel();
+    let mut half_tx = Some(half_tx);
+    let (connected_tx, connected_rx) = tokio::sync::oneshot::channel::<()>();
+    let producer = {
+        let words = words.clone();
+        tokio::spawn(async move {
+            for (i, w) in words.into_iter().enumerate() {
+                if i == 200
+                    && let Some(tx) = half_tx.take()
+                {
+                    let _ = tx.send(());
+                }
+                run.publish(RunEvent::Delta(w));
+                tokio::task::yield_now().await;
+            }
+            // Stay live until the client is connected, so the stream is never just `done`.
+            let _ = connected_rx.await;
+            run.finish(RunEvent::Done { message_id: None });
+        })
+    };
+    half_rx.await.unwrap();
+    // Subscribing races with the second half being published.
+    let mut r = open(&app, session, &cookie).await;
+    connected_tx.send(()).unwrap();
+    producer.await.unwrap();
+    let events = read_all(&mut r).await;
+    let mut text = String::new();
+    for (name, data) in &events {
+        match name.as_str() {
+            "snapshot" => {
+                assert!(text.is_empty(), "snapshot comes first");
+                text = data
+                    .split("<span class=\"answer-text\">")
+                    .nth(1)
+                    .and_then(|s| s.split("</span>").next())
+                    .unwrap_or("")
+                    .to_string();
+            }
+            "delta" => {
+                let inner = data
+                    .strip_prefix("<span class=\"delta\">")
+                    .and_then(|d| d.strip_suffix("</span>"));
+                text.push_str(inner.expect("delta markup"));
+            }
+            "done" => {}
+            other => panic!("unexpected event {other}"),
+        }
+    }
+    assert_eq!(events.first().unwrap().0, "snapshot");
+    assert_eq!(events.last().unwrap().0, "done");
+    assert_eq!(text, words.concat(), "no token missing or doubled");
+}

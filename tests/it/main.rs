@@ -1,0 +1,13 @@
+//! Arbor's integration tests: one binary, every test on its own fresh database.
+//! Runs on SQLite; with `ARBOR_TEST_DATABASE_URL` set, on a fresh PostgreSQL database per test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod authz;
+mod cli;
+mod e2e;
+mod events;
+mod migrations;
+mod web_basics;

@@ -1,0 +1,105 @@
+//! Every migration runs up, down and up again, on SQLite and PostgreSQL.
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
+
+use crate::support::TestDb;
+
+const TABLES: &[&str] = &[
+    "users",
+    "auth_sessions",
+    "workspaces",
+    "sessions",
+    "messages",
+    "runs",
+];
+
+async fn existing_tables(db: &sea_orm::DatabaseConnection) -> Vec<String> {
+    let sql = match db.get_database_backend() {
+        DbBackend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
+        _ => "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+    };
+    let rows = db
+        .query_all_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.try_get_by_index::<String>(0).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_go_up_down_and_up_again() {
+    let test_db = TestDb::fresh().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    assert_eq!(
+        db.get_database_backend() == DbBackend::Postgres,
+        TestDb::is_postgres()
+    );
+
+    Migrator::up(&db, None).await.unwrap();
+    let tables = existing_tables(&db).await;
+    for t in TABLES {
+        assert!(tables.iter().any(|x| x == t), "{t} missing after up: {tables:?}");
+    }
+    assert!(Migrator::get_pending_migrations(&db).await.unwrap().is_empty());
+
+    Migrator::down(&db, None).await.unwrap();
+    let tables = existing_tables(&db).await;
+    for t in TABLES {
+        assert!(!tables.iter().any(|x| x == t), "{t} still there after down");
+    }
+
+    Migrator::up(&db, None).await.unwrap();
+    let tables = existing_tables(&db).await;
+    for t in TABLES {
+        assert!(tables.iter().any(|x| x == t), "{t} missing after second up");
+    }
+    db.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_durability_settings_are_checked_at_start() {
+    if TestDb::is_postgres() {
+        // The PostgreSQL run checks connectivity instead; pragmas are SQLite-only.
+        let test_db = TestDb::fresh().await;
+        let mut config = crate::support::test_config(&test_db);
+        config.database.url = test_db.url.clone();
+        let db = arbor::storage::connect(&config).await.unwrap();
+        arbor::storage::check_pragmas(&db).await.unwrap();
+        return;
+    }
+    let test_db = TestDb::fresh().await;
+    let config = crate::support::test_config(&test_db);
+    let db = arbor::storage::connect(&config).await.unwrap();
+    let get = |sql: &'static str| {
+        let db = db.clone();
+        async move {
+            let row = db
+                .query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
+                .await
+                .unwrap()
+                .unwrap();
+            row.try_get_by_index::<String>(0)
+                .or_else(|_| row.try_get_by_index::<i64>(0).map(|v| v.to_string()))
+                .unwrap()
+        }
+    };
+    assert_eq!(get("PRAGMA journal_mode").await.to_lowercase(), "wal");
+    assert_eq!(get("PRAGMA synchronous").await, "2");
+    assert_eq!(get("PRAGMA foreign_keys").await, "1");
+    assert_eq!(get("PRAGMA busy_timeout").await, "5000");
+    // A connection opened without those settings is refused by the check.
+    let mut opts = sea_orm::ConnectOptions::new(test_db.url.clone());
+    opts.max_connections(1).min_connections(1);
+    let plain = Database::connect(opts).await.unwrap();
+    plain
+        .execute_unprepared("PRAGMA synchronous = OFF")
+        .await
+        .unwrap();
+    let err = arbor::storage::check_pragmas(&plain)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("synchronous"), "{err}");
+}

@@ -1,0 +1,228 @@
+//! The test world: a fresh database per test, the real app on an ephemeral port, helpers.
+
+#![allow(dead_code)]
+
+pub mod browser;
+pub mod sse_client;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+
+use arbor::config::{CliOverrides, Config};
+use arbor::domain::accounts::{Actor, Role, User, UserStatus};
+use arbor::state::AppState;
+use sea_orm::{ConnectionTrait, Database};
+use uuid::Uuid;
+
+/// Installs the TLS provider every reqwest client in the tests needs.
+pub fn init_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A database that exists for one test: a SQLite file in a temp dir, or a PostgreSQL database
+/// created on `ARBOR_TEST_DATABASE_URL`'s server and dropped afterwards.
+pub struct TestDb {
+    /// URL the app should use.
+    pub url: String,
+    /// Data directory (SQLite file, and everything else the app writes).
+    pub data_dir: PathBuf,
+    _dir: tempfile::TempDir,
+    pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    /// Whether this run targets PostgreSQL.
+    pub fn is_postgres() -> bool {
+        std::env::var("ARBOR_TEST_DATABASE_URL").is_ok_and(|v| !v.is_empty())
+    }
+
+    /// A fresh, empty database.
+    pub async fn fresh() -> TestDb {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir_all(&data_dir).expect("data dir");
+        match std::env::var("ARBOR_TEST_DATABASE_URL")
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            None => {
+                let url = format!("sqlite://{}?mode=rwc", data_dir.join("arbor.db").display());
+                TestDb {
+                    url,
+                    data_dir,
+                    _dir: dir,
+                    pg: None,
+                }
+            }
+            Some(admin_url) => {
+                let name = format!("arbor_t_{}", Uuid::new_v4().simple());
+                let admin = Database::connect(&admin_url)
+                    .await
+                    .expect("connect to ARBOR_TEST_DATABASE_URL");
+                admin
+                    .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
+                    .await
+                    .expect("create test database");
+                admin.close().await.ok();
+                let mut url = reqwest::Url::parse(&admin_url).expect("ARBOR_TEST_DATABASE_URL is a URL");
+                url.set_path(&format!("/{name}"));
+                TestDb {
+                    url: url.to_string(),
+                    data_dir,
+                    _dir: dir,
+                    pg: Some((admin_url, name)),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.pg.take() else {
+            return;
+        };
+        // Drop runs outside async context: use a private runtime on a plain thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok(admin) = Database::connect(&admin_url).await {
+                    let _ = admin
+                        .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                        .await;
+                    let _ = admin.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The configuration tests run with: defaults, one worker, the test database.
+pub fn test_config(db: &TestDb) -> Config {
+    let mut config = arbor::config::load(&CliOverrides::default(), &[])
+        .expect("default config")
+        .config;
+    config.data_dir = db.data_dir.clone();
+    config.database.url = db.url.clone();
+    config.database.max_connections = 5;
+    config.server.workers = 1;
+    config.server.bind = "127.0.0.1:0".parse().expect("addr");
+    config
+}
+
+/// A running Arbor with its own database.
+pub struct TestApp {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The shared state, for driving the domain directly.
+    pub state: AppState,
+    /// A client that follows no redirects and keeps no cookies.
+    pub client: reqwest::Client,
+    handle: actix_web::dev::ServerHandle,
+    // Dropped last: the server must stop before the database goes.
+    db: TestDb,
+}
+
+impl TestApp {
+    /// Starts the app on a fresh database.
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(|_| {}).await
+    }
+
+    /// Starts the app after letting the test adjust the configuration.
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        init_crypto();
+        let db = TestDb::fresh().await;
+        let mut config = test_config(&db);
+        adjust(&mut config);
+        let state = arbor::build_state(config).await.expect("build state");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = arbor::serve(state.clone(), listener).expect("serve");
+        let handle = server.handle();
+        tokio::spawn(server);
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        TestApp {
+            addr,
+            state,
+            client,
+            handle,
+            db,
+        }
+    }
+
+    /// Absolute URL of a path on this app.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Creates an active user.
+    pub async fn create_user(&self, email: &str, role: Role) -> User {
+        arbor::storage::repos::users::insert(
+            &self.state.db,
+            email,
+            email.split('@').next().unwrap_or(email),
+            role,
+            UserStatus::Active,
+        )
+        .await
+        .expect("insert user")
+    }
+
+    /// Signs a user in and returns the `Cookie` header value for their session.
+    pub async fn login(&self, user: &User) -> String {
+        let issued = arbor::auth::sessions::issue(
+            &self.state.db,
+            &self.state.config.auth,
+            user.id,
+            Some("tests"),
+            None,
+        )
+        .await
+        .expect("issue session");
+        format!("arbor_session={}", issued.token)
+    }
+
+    /// A GET with an optional session cookie.
+    pub async fn get(&self, path: &str, cookie: Option<&str>) -> reqwest::Response {
+        let mut req = self.client.get(self.url(path));
+        if let Some(c) = cookie {
+            req = req.header("Cookie", c);
+        }
+        req.send().await.expect("request")
+    }
+
+    /// A workspace and an empty session owned by `user`.
+    pub async fn create_session(&self, user: &User) -> (Uuid, Uuid) {
+        let actor = Actor::for_user(user);
+        let ws = arbor::domain::chat::create_workspace(&self.state.db, &actor, "Research")
+            .await
+            .expect("workspace");
+        let s = arbor::domain::chat::create_session(&self.state.db, &actor, ws.id, "First session")
+            .await
+            .expect("session");
+        (ws.id, s.id)
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // The stop command is sent on call; awaiting it is not needed.
+        drop(self.handle.stop(false));
+    }
+}
+
+/// A free loopback port (for running the real binary).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
