@@ -205,11 +205,11 @@ impl Config {
             }
         }
         let db = &self.database.url;
-        if !db.is_empty()
-            && !(db.starts_with("postgres://")
-                || db.starts_with("postgresql://")
-                || db.starts_with("sqlite:"))
-        {
+        let db_ok = db.is_empty()
+            || ["postgres://", "postgresql://", "sqlite:"]
+                .iter()
+                .any(|p| db.starts_with(p));
+        if !db_ok {
             return bad(
                 "database.url",
                 "must start with postgres://, postgresql:// or sqlite:, or be empty",

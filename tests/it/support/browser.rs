@@ -1,9 +1,9 @@
 //! Minimal W3C WebDriver client driving headless Chromium through `chromedriver`, for browser tests.
-//!
-//! Every [`Browser`] owns a private chromedriver on a free loopback port, a fresh Chromium profile in a
-//! tempdir and one WebDriver session. Chromedriver runs under a tiny `/bin/sh` watchdog in its own
-//! process group: when the `Browser` is closed or dropped, or the test process dies in any way (even
-//! SIGKILL), the whole group — watchdog, chromedriver and Chromium — is killed.
+//
+// Every `Browser` owns a private chromedriver on a free loopback port, a fresh Chromium profile in a
+// tempdir and one WebDriver session. Chromedriver runs under a tiny `/bin/sh` watchdog in its own
+// process group: when the `Browser` is closed or dropped, or the test process dies in any way (even
+// SIGKILL), the whole group — watchdog, chromedriver and Chromium — is killed.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -156,7 +156,7 @@ pub struct LogEntry {
     pub message: String,
 }
 
-/// A headless Chromium controlled over WebDriver; see the module docs for lifetime guarantees.
+/// A headless Chromium controlled over WebDriver; closing, dropping or dying kills chromedriver and Chromium.
 #[derive(Debug)]
 pub struct Browser {
     /// HTTP client for chromedriver (loopback, no proxy).
@@ -169,10 +169,10 @@ pub struct Browser {
     watchdog: Option<Child>,
     /// Write end of the watchdog's stdin; dropping it kills the process group.
     lifeline: Option<ChildStdin>,
-    /// Chromedriver's (and Chromium's) stdout/stderr.
+    /// Chromedriver's stdout/stderr (Chromium logs to `profile/chrome_debug.log`).
     log_path: PathBuf,
-    /// Holds the log and the Chromium profile; declared last so it is removed after the kill.
-    _dir: tempfile::TempDir,
+    /// Holds the logs and the Chromium profile; declared last so it is removed after the kill.
+    dir: tempfile::TempDir,
 }
 
 impl Browser {
@@ -263,7 +263,7 @@ impl Browser {
             watchdog: Some(watchdog),
             lifeline: Some(lifeline),
             log_path,
-            _dir: dir,
+            dir,
         })
     }
 
@@ -279,7 +279,7 @@ impl Browser {
 
     /// Returns the path of Chromium's own log, `chrome_debug.log` in the profile (deleted with the browser).
     pub fn chromium_log_path(&self) -> PathBuf {
-        self._dir.path().join("profile").join("chrome_debug.log")
+        self.dir.path().join("profile").join("chrome_debug.log")
     }
 
     /// Navigates to `url` and waits for the page load to finish.
@@ -470,10 +470,15 @@ impl Browser {
 
     /// Returns and clears all browser console log entries collected since the previous call.
     pub async fn console_logs(&self) -> Result<Vec<LogEntry>> {
-        // Chromedriver serves the legacy log command under W3C as POST /se/log (also POST /log).
-        let v = self
-            .cmd(Method::POST, "/se/log", json!({ "type": "browser" }))
-            .await?;
+        // Chromedriver serves the legacy log command under W3C as POST /se/log; POST /log is the older
+        // alias (GET /log is "unknown command").
+        let body = json!({ "type": "browser" });
+        let v = match self.cmd(Method::POST, "/se/log", body.clone()).await {
+            Err(err) if err.webdriver_code() == Some("unknown command") => {
+                self.cmd(Method::POST, "/log", body).await?
+            }
+            other => other?,
+        };
         let Some(items) = v.as_array() else {
             return Err(BrowserError::Protocol(format!("expected log array, got {v}")));
         };
@@ -551,7 +556,7 @@ impl Drop for Browser {
     fn drop(&mut self) {
         if let Some(child) = self.watchdog.as_mut() {
             // Synchronous kill of the whole group; closing the lifeline makes the watchdog do the same
-            // even if `kill` is unavailable, and kill_on_drop reaps the watchdog itself.
+            // even if `kill` is unavailable. Tokio reaps the watchdog in the background.
             kill_group(child);
         }
         self.lifeline = None;

@@ -1,0 +1,121 @@
+# Arbor container image.
+#
+#   docker build -t arbor .
+#   docker run -d -p 8080:8080 -v arbor-data:/data arbor
+#   docker run --rm -v arbor-data:/data arbor migrate status     # any other subcommand
+#
+# PostgreSQL instead of SQLite: add -e ARBOR_DATABASE_URL=postgres://user:pass@host:5432/arbor
+#
+# Two stages: a Rust builder that compiles the single `arbor` binary (templates and static
+# assets are embedded at build time), and a small Debian runtime that only holds that binary.
+
+# ---------------------------------------------------------------------------------------------
+# Builder
+# ---------------------------------------------------------------------------------------------
+# The full (non-slim) image already has gcc and make, which is all the C code in the tree needs
+# (ring, zstd-sys and the bundled libsqlite3); no OpenSSL or other -dev packages are required.
+# Bookworm to match the runtime stage: the binary links glibc dynamically, so the builder's
+# glibc must not be newer than the runtime's.
+FROM rust:1.95-bookworm AS builder
+
+WORKDIR /src
+
+# --- Dependency layer: rebuilt only when the manifests or the lock file change. --------------
+# Only the manifests are copied, plus throw-away stub sources, so that compiling the ~550
+# dependencies lands in its own cached layer and an edit to src/ does not redo it.
+# (rust-toolchain.toml is deliberately not copied: the image's toolchain is the pinned one and
+# rustup must not try to download another.)
+COPY Cargo.toml Cargo.lock ./
+COPY migration/Cargo.toml migration/
+# A stub build.rs makes cargo compile the [build-dependencies] in this layer too. Every
+# workspace member needs at least an empty crate root, or the manifest does not load.
+RUN mkdir -p src migration/src \
+ && echo 'fn main() {}' > src/main.rs \
+ && echo 'fn main() {}' > build.rs \
+ && touch migration/src/lib.rs \
+ && cargo build --profile dist --locked
+
+# --- Real sources. ----------------------------------------------------------------------------
+# build.rs reads templates/ and static/ to embed them, and src/config.rs include_str!s
+# config/default.toml, so those are build inputs too.
+COPY build.rs ./
+COPY src ./src
+COPY migration/src ./migration/src
+COPY config ./config
+COPY templates ./templates
+COPY static ./static
+# COPY keeps the files' original mtimes, which are older than the stub artifacts built above;
+# cargo's freshness check is mtime-based, so without the touch it would consider the stubs
+# up to date and ship an empty binary.
+RUN touch build.rs src/main.rs migration/src/lib.rs \
+ && cargo build --profile dist --locked
+
+# ---------------------------------------------------------------------------------------------
+# Runtime
+# ---------------------------------------------------------------------------------------------
+FROM debian:bookworm-slim
+
+# ca-certificates: root store for outgoing TLS (LLM providers, OIDC, SMTP) via rustls.
+# tini: a real PID 1 that forwards SIGTERM to arbor and reaps zombies (agent tools may spawn
+# child processes); < 1 MB. Versions are not pinned: bookworm only gets security updates.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates tini \
+ && rm -rf /var/lib/apt/lists/*
+
+# Fixed, non-root uid/gid 10001 so volume ownership is predictable across rebuilds and hosts
+# (a bind-mounted host directory must be writable by uid 10001).
+# --no-log-init: do not create a sparse lastlog/faillog entry for the uid (image bloat).
+# /data is created and chowned here, before VOLUME: a new named volume is initialised from
+# the image's /data, ownership included, while changes made after VOLUME would be discarded.
+RUN groupadd --system --gid 10001 arbor \
+ && useradd --system --no-log-init --uid 10001 --gid arbor \
+      --home-dir /data --no-create-home --shell /usr/sbin/nologin arbor \
+ && mkdir -p /data \
+ && chown arbor:arbor /data \
+ && chmod 0750 /data
+
+COPY --from=builder /src/target/dist/arbor /usr/local/bin/arbor
+# The AGPL text travels with the binary.
+COPY LICENSE /usr/share/doc/arbor/LICENSE
+
+# Fail the image build if the binary cannot even start here (e.g. a glibc mismatch).
+RUN ["/usr/local/bin/arbor", "--version"]
+
+# Data directory on the volume, listen on all interfaces inside the container (the port is
+# only reachable where it is published), JSON logs for log collectors.
+ENV ARBOR_DATA_DIR=/data \
+    ARBOR_SERVER__BIND=0.0.0.0:8080 \
+    ARBOR_LOG__FORMAT=json
+
+WORKDIR /data
+VOLUME ["/data"]
+
+# Numeric so that runtimes which check runAsNonRoot (Kubernetes) can verify it.
+USER 10001:10001
+
+EXPOSE 8080
+
+# `arbor healthcheck` is built into the binary so the image needs no curl/wget. It probes
+# http://<server.bind>/healthz with 0.0.0.0 replaced by 127.0.0.1 (so a changed
+# ARBOR_SERVER__BIND is followed), liveness only (not /readyz), and exits 0 on success.
+# Its own request timeout is 5 s; --timeout leaves room for process start on top of that.
+# start-period covers migrations on first start.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
+  CMD ["/usr/local/bin/arbor", "healthcheck"]
+
+# tini as PID 1; arbor runs as its child. Arguments to `docker run IMAGE ...` replace CMD,
+# so `docker run IMAGE migrate status` runs `arbor migrate status`.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/arbor"]
+CMD ["serve"]
+
+# Labels last: changing them never invalidates the layers above.
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=""
+LABEL org.opencontainers.image.title="Arbor" \
+      org.opencontainers.image.description="Self-hosted multi-user server for LLM agents with branching sessions" \
+      org.opencontainers.image.licenses="AGPL-3.0-or-later" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"

@@ -1,0 +1,87 @@
+# shellcheck shell=bash disable=SC2034  # the SYS_* variables are read by measure.sh
+# Arbor, release build, SQLite in a fresh data dir, upstream -> the harness's mock.
+#
+# System file for the comparison harness (shared/bench, see its README "Adding Arbor"). It is
+# sourced by measure.sh, which only looks in its own systems/ folder, and the harness folder is
+# read-only, so run it from a copy with this file symlinked in (the symlink keeps the repo
+# path below right):
+#
+#   cargo build --release                                   # in the Arbor repo
+#   cp -r /work/shared/bench /tmp/anchors/bench && chmod -R u+w /tmp/anchors/bench
+#   ln -sf /work/main/bench/systems/arbor.sh /tmp/anchors/bench/systems/arbor.sh
+#   cd /tmp/anchors/bench && ./measure.sh mock && ./measure.sh arbor
+#
+# Knobs (environment):
+#   ARBOR_BIN            binary to run (default ${CARGO_TARGET_DIR:-$ARBOR_REPO/target}/release/arbor)
+#   ARBOR_REPO           Arbor checkout (default: two levels above this file, symlinks resolved)
+#   SYS_PORT             listen port (default 7000)
+#   ARBOR_BENCH_TOKEN    bearer token to use instead of creating one
+#   ARBOR_BENCH_MODEL_D0, ARBOR_BENCH_MODEL_D5   model names as Arbor lists the mock's models
+#   ARBOR_BENCH_ENV      extra VAR=value words for the server's environment (space-separated)
+#
+# STATUS: the /v1 gateway and API tokens do not exist yet. Start-up time and idle memory
+# (measure.sh steps 1-3, printed in its log) work now; sys_token then stops the run with a
+# message. For start-up/idle figures alone, scripts/bench-startup is the better tool.
+
+ARBOR_REPO=${ARBOR_REPO:-$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)}
+ARBOR_BIN=${ARBOR_BIN:-${CARGO_TARGET_DIR:-$ARBOR_REPO/target}/release/arbor}
+SYS_PORT=${SYS_PORT:-7000}
+SYS_DESC="Arbor, release build, SQLite, upstream -> mock"
+SYS_HEALTH_URL="http://127.0.0.1:$SYS_PORT/healthz"
+SYS_CHAT_URL="http://127.0.0.1:$SYS_PORT/v1/chat/completions"
+SYS_MODEL_D0=${ARBOR_BENCH_MODEL_D0:-mock-d0}
+SYS_MODEL_D5=${ARBOR_BENCH_MODEL_D5:-mock-d5}
+# Page-load probes (GET with the token). measure.sh needs the variable set, even if empty.
+# TODO: once the UI and chat API exist, list e.g. "$base/ $base/api/chats".
+SYS_PAGES=""
+
+sys_version() { "$ARBOR_BIN" --version; }
+
+sys_prepare() {
+  if [ ! -x "$ARBOR_BIN" ]; then
+    echo "arbor.sh: no executable at ARBOR_BIN=$ARBOR_BIN (run 'cargo build --release' in $ARBOR_REPO or set ARBOR_BIN)" >&2
+    return 1
+  fi
+  rm -rf "$WORK_DIR/arbor"
+  mkdir -p "$WORK_DIR/arbor/data"
+}
+
+# Starts the server in the background in its own session (setsid: measure.sh stops the whole
+# process group) and sets SYS_PID to the server's own PID (exec all the way down).
+sys_start() {
+  local extra_env=()
+  # ARBOR_BENCH_ENV is a list of VAR=value words by design.
+  read -r -a extra_env <<<"${ARBOR_BENCH_ENV:-}"
+  # ARBOR_DATABASE_URL is unset so a value in the caller's environment cannot turn this into a
+  # PostgreSQL run; this file's own ARBOR_* knobs are unset so Arbor's ARBOR_-prefixed config
+  # loader never sees them. ARBOR_UPSTREAM_URL is the README's placeholder for "one
+  # OpenAI-compatible upstream = the mock"; TODO: align with Arbor's provider configuration.
+  # shellcheck disable=SC2086  # $PIN_SUT is "taskset -c N" or empty: splitting intended
+  ( cd "$WORK_DIR/arbor" && exec env -u ARBOR_DATABASE_URL -u ARBOR_BIN -u ARBOR_REPO \
+      -u ARBOR_BENCH_TOKEN -u ARBOR_BENCH_MODEL_D0 -u ARBOR_BENCH_MODEL_D5 -u ARBOR_BENCH_ENV \
+      ARBOR_UPSTREAM_URL="$MOCK_URL/v1" "${extra_env[@]}" \
+      setsid $PIN_SUT "$ARBOR_BIN" serve --bind "127.0.0.1:$SYS_PORT" --data-dir "$WORK_DIR/arbor/data" \
+      >>"$WORK_DIR/arbor/server.log" 2>&1 ) &
+  SYS_PID=$!
+}
+
+# Prints a bearer token for /v1. Guarded: until the gateway exists this fails with a clear
+# message (measure.sh then stops after the start-up/idle part, whose figures are in its log).
+sys_token() {
+  local base="http://127.0.0.1:$SYS_PORT" code
+  if [ -n "${ARBOR_BENCH_TOKEN:-}" ]; then
+    echo "$ARBOR_BENCH_TOKEN"
+    return 0
+  fi
+  code=$(curl -s -o /dev/null -m 10 -w '%{http_code}' "$base/v1/models" || true)
+  if [ "$code" = 404 ]; then
+    echo "arbor.sh: GET $base/v1/models -> 404: this Arbor build has no /v1 gateway yet." >&2
+    echo "arbor.sh: start-up and idle-memory figures are in the log above; load runs need the gateway." >&2
+    return 1
+  fi
+  # TODO: when tokens exist, create the first (admin) user and an API key here, e.g. via
+  # `"$ARBOR_BIN" ... --data-dir "$WORK_DIR/arbor/data"` or the sign-up API, and print the key.
+  echo "arbor.sh: GET $base/v1/models -> HTTP ${code:-none}; token creation is not implemented in arbor.sh yet." >&2
+  echo "arbor.sh: set ARBOR_BENCH_TOKEN=<api key> to run the load part." >&2
+  return 1
+}
