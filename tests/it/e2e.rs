@@ -61,6 +61,8 @@ async fn home_page_renders_without_console_errors() {
         .await
         .unwrap();
     assert_eq!(open.as_bool(), Some(true));
+    // Let the drawer finish sliding in before the picture.
+    tokio::time::sleep(Duration::from_millis(400)).await;
     browser
         .screenshot(artifacts_dir().join("home-phone-drawer.png"))
         .await
