@@ -110,7 +110,7 @@ pub struct EventsConfig {
     pub channel_capacity: usize,
 }
 
-/// Browser session lifetimes.
+/// Browser sessions and local accounts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
@@ -118,6 +118,30 @@ pub struct AuthConfig {
     pub session_idle_minutes: i64,
     /// Absolute lifetime in hours.
     pub session_max_hours: i64,
+    /// Whether local accounts are enabled.
+    pub local_accounts: Toggle,
+    /// Whether self sign-up is allowed.
+    pub allow_signup: bool,
+    /// Shortest accepted password.
+    pub min_password_length: usize,
+    /// Sign-in attempts per minute per client address.
+    pub login_attempts_per_ip_per_minute: u32,
+    /// Sign-in attempts per minute per account.
+    pub login_attempts_per_account_per_minute: u32,
+    /// Proxies whose `X-Forwarded-For` is trusted.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+}
+
+/// A feature switch with an automatic default.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Toggle {
+    /// Decided by other settings.
+    Auto,
+    /// Always on.
+    On,
+    /// Always off.
+    Off,
 }
 
 /// Overrides given on the command line.
@@ -182,6 +206,15 @@ impl Config {
         }
     }
 
+    /// Whether local email-and-password accounts are enabled.
+    pub fn local_accounts_enabled(&self) -> bool {
+        match self.auth.local_accounts {
+            Toggle::On => true,
+            Toggle::Off => false,
+            Toggle::Auto => true,
+        }
+    }
+
     /// The configuration as TOML with secrets replaced, for `arbor check-config`.
     pub fn to_redacted_toml(&self) -> String {
         let mut shown = self.clone();
@@ -229,6 +262,17 @@ impl Config {
         }
         if self.auth.session_idle_minutes < 1 {
             return bad("auth.session_idle_minutes", "must be at least 1");
+        }
+        if self.auth.min_password_length < 8 {
+            return bad("auth.min_password_length", "must be at least 8");
+        }
+        if self.auth.login_attempts_per_ip_per_minute == 0
+            || self.auth.login_attempts_per_account_per_minute == 0
+        {
+            return bad(
+                "auth.login_attempts_per_ip_per_minute",
+                "sign-in limits must be at least 1 per minute",
+            );
         }
         if self.auth.session_max_hours < 1 {
             return bad("auth.session_max_hours", "must be at least 1");

@@ -47,6 +47,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         db,
         templates: Arc::new(templates),
         runs,
+        login_limiter: auth::ratelimit::RateLimiter::default(),
     })
 }
 

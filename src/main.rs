@@ -40,6 +40,14 @@ enum Command {
     },
     /// Print the effective configuration with secrets redacted, then exit.
     CheckConfig,
+    /// Create or promote administrators.
+    Admin {
+        #[command(subcommand)]
+        action: AdminAction,
+        /// Directory for the database (default ./data).
+        #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
     /// Exit 0 when a running server answers /healthz (for container health checks).
     Healthcheck {
         /// URL to probe (default: http://<server.bind>/healthz).
@@ -60,6 +68,29 @@ enum MigrateAction {
     },
     /// List migrations and whether each is applied.
     Status,
+}
+
+#[derive(Subcommand)]
+enum AdminAction {
+    /// Create a local administrator account. The password is read from --password-file, or
+    /// else from the first line of standard input.
+    Create {
+        /// Email address to sign in with.
+        #[arg(long)]
+        email: String,
+        /// Display name (default: the part of the email before @).
+        #[arg(long, default_value = "")]
+        name: String,
+        /// File holding the password.
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+    },
+    /// Make an existing user an administrator.
+    Promote {
+        /// Email address of the user.
+        #[arg(long)]
+        email: String,
+    },
 }
 
 /// Exit code for configuration errors.
@@ -121,6 +152,13 @@ async fn run(cli: Cli) -> ExitCode {
             };
             migrate(config, action).await
         }
+        Command::Admin { action, data_dir } => {
+            let config = match load_config(cli.config, None, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            admin(config, action).await
+        }
         Command::CheckConfig => match load_config(cli.config, None, None) {
             Ok(c) => {
                 print!("{}", c.to_redacted_toml());
@@ -170,6 +208,17 @@ async fn serve(config: Config) -> ExitCode {
         }
     };
     let public_url = state.config.public_url();
+    match arbor::domain::accounts::open_setup(&state.db).await {
+        Ok(Some(token)) => tracing::warn!(
+            "No administrator yet. Open {public_url}/setup/{token} and sign in to become the administrator \
+             (this link works once; a new one is printed at each start until then), or run `arbor admin create`."
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("cannot prepare the setup link: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let server = match arbor::serve(state, listener) {
         Ok(s) => s,
         Err(e) => {
@@ -211,6 +260,70 @@ async fn migrate(config: Config, action: MigrateAction) -> ExitCode {
                 .collect::<Vec<_>>()
                 .join("\n")
         }),
+    };
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read_password(file: Option<PathBuf>) -> Result<String, String> {
+    let raw = match file {
+        Some(path) => {
+            std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        }
+        None => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| format!("cannot read the password: {e}"))?;
+            line
+        }
+    };
+    Ok(raw.trim_end_matches(['\n', '\r']).to_string())
+}
+
+async fn admin(config: Config, action: AdminAction) -> ExitCode {
+    let db = match arbor::storage::connect(&config).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = arbor::storage::migrate_up(&db).await {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    use arbor::domain::accounts;
+    let result = match action {
+        AdminAction::Create {
+            email,
+            name,
+            password_file,
+        } => match read_password(password_file) {
+            Ok(password) => {
+                let min = config.auth.min_password_length;
+                accounts::create_local(&db, &email, &name, &password, min, accounts::Role::Admin)
+                    .await
+                    .map(|u| format!("created administrator {}", u.email))
+                    .map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e),
+        },
+        AdminAction::Promote { email } => accounts::promote_by_email(&db, &email)
+            .await
+            .map(|u| format!("{} is now an administrator", u.email))
+            .map_err(|e| match e {
+                arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
+                e => e.to_string(),
+            }),
     };
     match result {
         Ok(text) => {

@@ -19,4 +19,6 @@ pub struct AppState {
     pub templates: Arc<Tera>,
     /// Live runs and their event fan-out.
     pub runs: RunRegistry,
+    /// Sign-in attempt counters.
+    pub login_limiter: crate::auth::ratelimit::RateLimiter,
 }

@@ -2,6 +2,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261123_000001_base_tables;
+mod m20261123_000002_sign_in;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -9,7 +10,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261123_000001_base_tables::Migration)]
+        vec![
+            Box::new(m20261123_000001_base_tables::Migration),
+            Box::new(m20261123_000002_sign_in::Migration),
+        ]
     }
 }
 pub use sea_orm_migration::MigrationStatus;

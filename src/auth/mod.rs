@@ -1,2 +1,4 @@
-//! Authentication: browser sessions now; OIDC, local accounts and API tokens build on it.
+//! Authentication: browser sessions, local passwords, sign-in rate limits; OIDC builds on them.
+pub mod passwords;
+pub mod ratelimit;
 pub mod sessions;

@@ -104,3 +104,224 @@ impl Actor {
         self.role == Role::Admin
     }
 }
+
+use super::{DomainError, DomainResult};
+use crate::auth::passwords;
+use crate::storage::Db;
+use crate::storage::repos::{auth_sessions, setup_tokens, users};
+
+/// The one message for every failed password sign-in: it never tells whether the email exists.
+pub const BAD_CREDENTIALS: &str = "That email and password do not match an account.";
+
+/// Lower-cases and checks an email address (shape only; delivery is the mail server's job).
+pub fn normalize_email(email: &str) -> DomainResult<String> {
+    let email = email.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && !email
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+        });
+    if valid {
+        Ok(email)
+    } else {
+        Err(DomainError::Invalid("Enter a valid email address.".into()))
+    }
+}
+
+/// Checks a new password against the length rule.
+pub fn check_password(password: &str, min_len: usize) -> DomainResult<()> {
+    let n = password.chars().count();
+    if n < min_len {
+        return Err(DomainError::Invalid(format!(
+            "Use at least {min_len} characters for the password."
+        )));
+    }
+    if n > 1024 {
+        return Err(DomainError::Invalid(
+            "That password is longer than 1024 characters.".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn clean_display_name(name: &str, email: &str) -> DomainResult<String> {
+    let name = name.trim();
+    if name.chars().any(char::is_control) || name.chars().count() > 100 {
+        return Err(DomainError::Invalid(
+            "Use a name of at most 100 characters.".into(),
+        ));
+    }
+    Ok(if name.is_empty() {
+        email.split('@').next().unwrap_or(email).to_string()
+    } else {
+        name.to_string()
+    })
+}
+
+/// Creates a local account with the given role.
+pub async fn create_local(
+    db: &Db,
+    email: &str,
+    display_name: &str,
+    password: &str,
+    min_len: usize,
+    role: Role,
+) -> DomainResult<User> {
+    let email = normalize_email(email)?;
+    check_password(password, min_len)?;
+    let display_name = clean_display_name(display_name, &email)?;
+    if users::find_by_email(db, &email).await?.is_some() {
+        return Err(DomainError::Conflict(
+            "We could not create that account. If you already have one, sign in instead.".into(),
+        ));
+    }
+    let hash = passwords::hash(password.to_string())
+        .await
+        .map_err(DomainError::Invalid)?;
+    Ok(users::insert_local(db, &email, &display_name, role, &hash).await?)
+}
+
+/// Checks a local sign-in. Unknown email and wrong password fail alike, in the same time.
+pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult<User> {
+    let found = match normalize_email(email) {
+        Ok(email) => users::find_by_email(db, &email).await?,
+        Err(_) => None,
+    };
+    let (user, hash) = match found {
+        Some((user, hash)) => (Some(user), hash),
+        None => (None, None),
+    };
+    if !passwords::verify(password.to_string(), hash).await {
+        return Err(DomainError::Invalid(BAD_CREDENTIALS.into()));
+    }
+    let user = user.ok_or_else(|| DomainError::Invalid(BAD_CREDENTIALS.into()))?;
+    if user.status != UserStatus::Active {
+        return Err(DomainError::Forbidden);
+    }
+    users::touch_login(db, user.id).await?;
+    Ok(user)
+}
+
+/// Changes the actor's own password after checking the current one.
+pub async fn change_password(
+    db: &Db,
+    actor: &Actor,
+    current: &str,
+    new: &str,
+    min_len: usize,
+) -> DomainResult<()> {
+    let stored = users::password_hash(db, actor.user_id).await?;
+    if stored.is_none() {
+        return Err(DomainError::Invalid(
+            "Your account signs in through your organisation; it has no password here.".into(),
+        ));
+    }
+    if !passwords::verify(current.to_string(), stored).await {
+        return Err(DomainError::Invalid(
+            "The current password is not correct.".into(),
+        ));
+    }
+    check_password(new, min_len)?;
+    let hash = passwords::hash(new.to_string())
+        .await
+        .map_err(DomainError::Invalid)?;
+    users::set_password(db, actor.user_id, &hash).await?;
+    Ok(())
+}
+
+/// When no admin exists, issues a new one-time setup token (older links stop working).
+pub async fn open_setup(db: &Db) -> DomainResult<Option<String>> {
+    if users::count_admins(db).await? > 0 {
+        return Ok(None);
+    }
+    let token = crate::auth::sessions::random_token();
+    setup_tokens::replace(db, &crate::auth::sessions::hash_token(&token)).await?;
+    Ok(Some(token))
+}
+
+/// Whether a setup link is still usable.
+pub async fn setup_is_open(db: &Db, token: &str) -> DomainResult<bool> {
+    if users::count_admins(db).await? > 0 {
+        return Ok(false);
+    }
+    Ok(setup_tokens::is_open(db, &crate::auth::sessions::hash_token(token)).await?)
+}
+
+/// Makes `user_id` the administrator if the setup token is still unused, in one transaction.
+/// Exactly one caller can win, however many race.
+pub async fn redeem_setup(db: &Db, token: &str, user_id: Uuid) -> DomainResult<bool> {
+    use sea_orm::TransactionTrait;
+    let txn = db.begin().await?;
+    let won = setup_tokens::redeem(&txn, &crate::auth::sessions::hash_token(token), user_id).await?
+        && users::count_admins(&txn).await? == 0;
+    if won {
+        users::set_role(&txn, user_id, Role::Admin).await?;
+        txn.commit().await?;
+    } else {
+        txn.rollback().await?;
+    }
+    Ok(won)
+}
+
+/// Makes an existing user an administrator (CLI).
+pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
+    let email = normalize_email(email)?;
+    let (user, _) = users::find_by_email(db, &email)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    users::set_role(db, user.id, Role::Admin).await?;
+    Ok(User {
+        role: Role::Admin,
+        ..user
+    })
+}
+
+/// The actor's own browser sessions.
+pub async fn list_sessions(db: &Db, actor: &Actor) -> DomainResult<Vec<auth_sessions::SessionListing>> {
+    Ok(auth_sessions::list_for_user(db, actor.user_id).await?)
+}
+
+/// Ends one of the actor's own sessions; someone else's is `NotFound`.
+pub async fn revoke_session(db: &Db, actor: &Actor, session_id: &str) -> DomainResult<()> {
+    if auth_sessions::delete_owned(db, actor.user_id, session_id).await? {
+        Ok(())
+    } else {
+        Err(DomainError::NotFound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_normalised_and_checked() {
+        assert_eq!(normalize_email("  Ada@Example.COM ").unwrap(), "ada@example.com");
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "ada@example",
+            "a b@example.com",
+            "ada@.com",
+            "<a>@x.io",
+            "a@b@c.io",
+        ] {
+            assert!(normalize_email(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn password_length_is_enforced() {
+        assert!(check_password("short", 12).is_err());
+        assert!(check_password("twelve chars", 12).is_ok());
+        assert!(check_password(&"x".repeat(1025), 12).is_err());
+    }
+}

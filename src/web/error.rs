@@ -110,6 +110,45 @@ fn default_message(status: StatusCode) -> String {
     }
 }
 
+/// Where an anonymous browser asking for a page is sent instead of a bare 401: the sign-in
+/// page, remembering where it wanted to go. htmx requests get `HX-Redirect`; API and event
+/// stream requests keep their 401.
+fn login_redirect(req: &actix_web::HttpRequest) -> Option<HttpResponse> {
+    let accepts_html = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    let htmx = super::render::is_htmx(req);
+    if req.method() != actix_web::http::Method::GET || !(accepts_html || htmx) {
+        return None;
+    }
+    let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let encoded: String = url_encode(target);
+    let location = format!("/login?next={encoded}");
+    Some(if htmx {
+        HttpResponse::Unauthorized()
+            .insert_header(("HX-Redirect", location))
+            .finish()
+    } else {
+        HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, location))
+            .finish()
+    })
+}
+
+/// Percent-encodes everything but unreserved characters and `/`.
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Replaces plain-text error bodies with the friendly page, or its fragment for HTMX requests.
 /// JSON, HTML and event-stream bodies are left alone: their handler chose them.
 pub fn render_error_page<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHandlerResponse<B>> {
@@ -124,6 +163,13 @@ pub fn render_error_page<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorH
         return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
     }
     let status = res.status();
+    if status == StatusCode::UNAUTHORIZED
+        && let Some(redirect) = login_redirect(res.request())
+    {
+        return Ok(ErrorHandlerResponse::Response(
+            res.into_response(redirect).map_into_right_body(),
+        ));
+    }
     let message = res
         .response()
         .extensions()

@@ -1,6 +1,8 @@
 //! The HTTP layer: routes, extractors, middleware, error mapping and rendering. No SQL here.
 
 pub mod assets;
+pub mod client;
+pub mod csrf;
 pub mod error;
 pub mod extractors;
 pub mod handlers;
@@ -37,7 +39,8 @@ pub fn build_app(
         .app_data(web::PayloadConfig::new(body_limit))
         .app_data(web::FormConfig::default().limit(body_limit))
         .app_data(web::JsonConfig::default().limit(body_limit))
-        // Innermost first: error pages are rendered, then get security headers, then are logged.
+        // Innermost first: CSRF refusals become error pages, which get security headers and are logged.
+        .wrap(from_fn(csrf::csrf_guard))
         .wrap(ErrorHandlers::new().default_handler(error::render_error_page))
         .wrap(middleware::security_headers(https))
         .wrap(from_fn(middleware::request_context))

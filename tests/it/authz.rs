@@ -1,14 +1,15 @@
-//! Every route in the table, for every kind of caller. A route without a row fails this test.
+//! Every route in the table, for every kind of caller; and CSRF on every state-changing route.
+//! A route without a row here fails `every_route_has_an_authorization_case`.
 
 use actix_web::http::Method;
 use arbor::domain::accounts::{Role, UserStatus};
 use arbor::web::routes::{Access, specs};
 use uuid::Uuid;
 
-use crate::support::TestApp;
+use crate::support::{TestApp, TestSession};
 
-/// What a caller gets.
-#[derive(Debug, Clone, Copy)]
+/// What each caller gets.
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Expect {
     anonymous: u16,
     other_member: u16,
@@ -21,58 +22,126 @@ struct Case {
     method: Method,
     pattern: &'static str,
     path: fn(&Ids) -> String,
+    body: &'static str,
     expect: Expect,
 }
 
 struct Ids {
     session: Uuid,
+    owner_spare_session: String,
 }
 
-const PUBLIC_OK: Expect = Expect {
+const fn all(code: u16) -> Expect {
+    Expect {
+        anonymous: code,
+        other_member: code,
+        owner: code,
+        admin: code,
+    }
+}
+
+/// Pages for the signed-out: anonymous callers get them, signed-in ones are sent on.
+const SIGNED_OUT_PAGE: Expect = Expect {
     anonymous: 200,
+    other_member: 303,
+    owner: 303,
+    admin: 303,
+};
+/// A signed-in user's own page.
+const OWN_PAGE: Expect = Expect {
+    anonymous: 401,
     other_member: 200,
     owner: 200,
     admin: 200,
 };
 
 fn cases() -> Vec<Case> {
+    let get = |pattern, path: fn(&Ids) -> String, expect| Case {
+        method: Method::GET,
+        pattern,
+        path,
+        body: "",
+        expect,
+    };
+    let post = |pattern, path: fn(&Ids) -> String, body, expect| Case {
+        method: Method::POST,
+        pattern,
+        path,
+        body,
+        expect,
+    };
     vec![
-        Case {
-            method: Method::GET,
-            pattern: "/",
-            path: |_| "/".into(),
-            expect: PUBLIC_OK,
-        },
-        Case {
-            method: Method::GET,
-            pattern: "/healthz",
-            path: |_| "/healthz".into(),
-            expect: PUBLIC_OK,
-        },
-        Case {
-            method: Method::GET,
-            pattern: "/readyz",
-            path: |_| "/readyz".into(),
-            expect: PUBLIC_OK,
-        },
-        Case {
-            method: Method::GET,
-            pattern: "/static/{path:.*}",
-            path: |_| "/static/app.css".into(),
-            expect: PUBLIC_OK,
-        },
-        Case {
-            method: Method::GET,
-            pattern: "/s/{session_id}/events",
-            path: |ids| format!("/s/{}/events", ids.session),
-            // Someone else's session is indistinguishable from a missing one.
-            expect: Expect {
+        get("/", |_| "/".into(), all(200)),
+        get("/healthz", |_| "/healthz".into(), all(200)),
+        get("/readyz", |_| "/readyz".into(), all(200)),
+        get("/static/{path:.*}", |_| "/static/app.css".into(), all(200)),
+        get("/login", |_| "/login".into(), SIGNED_OUT_PAGE),
+        post(
+            "/login",
+            |_| "/login".into(),
+            "email=nobody%40example.com&password=wrong-password",
+            all(401),
+        ),
+        post("/logout", |_| "/logout".into(), "", all(303)),
+        // Self sign-up is off by default, and the setup link is closed once an admin exists.
+        get(
+            "/signup",
+            |_| "/signup".into(),
+            Expect {
+                anonymous: 404,
+                other_member: 303,
+                owner: 303,
+                admin: 303,
+            },
+        ),
+        post(
+            "/signup",
+            |_| "/signup".into(),
+            "email=x%40example.com&display_name=x&password=long-enough-pw",
+            all(404),
+        ),
+        get(
+            "/setup/{token}",
+            |_| format!("/setup/{}", "a".repeat(43)),
+            all(404),
+        ),
+        get("/account/sessions", |_| "/account/sessions".into(), OWN_PAGE),
+        post(
+            "/account/sessions/{id}/revoke",
+            |ids| format!("/account/sessions/{}/revoke", ids.owner_spare_session),
+            "",
+            // Only the owner can end the owner's session; for anyone else it does not exist.
+            Expect {
+                anonymous: 401,
+                other_member: 404,
+                owner: 303,
+                admin: 404,
+            },
+        ),
+        get("/account/password", |_| "/account/password".into(), OWN_PAGE),
+        // Test users have no password, so a change is refused as invalid, never forbidden.
+        post(
+            "/account/password",
+            |_| "/account/password".into(),
+            "current=a&new=b",
+            Expect {
+                anonymous: 401,
+                other_member: 400,
+                owner: 400,
+                admin: 400,
+            },
+        ),
+        get(
+            "/s/{session_id}/events",
+            |ids| format!("/s/{}/events", ids.session),
+            // Someone else's session is indistinguishable from a missing one; admins included.
+            Expect {
                 anonymous: 401,
                 other_member: 404,
                 owner: 200,
                 admin: 404,
             },
-        },
+        ),
     ]
 }
 
@@ -101,6 +170,22 @@ fn every_route_has_an_authorization_case() {
     }
 }
 
+async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
+    let mut req = app
+        .client
+        .request(case.method.as_str().parse().unwrap(), app.url(path));
+    if case.method != Method::GET {
+        req = req
+            .header("Origin", app.origin())
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(case.body);
+    }
+    if let Some(s) = session {
+        req = req.header("Cookie", &s.cookie).header("X-CSRF-Token", &s.csrf);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_answers_each_caller_as_its_row_says() {
     let app = TestApp::spawn().await;
@@ -109,11 +194,11 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let admin = app.create_user("admin@example.com", Role::Admin).await;
     let disabled = app.create_user("gone@example.com", Role::Member).await;
     let (_, session) = app.create_session(&owner).await;
-    let ids = Ids { session };
-    let owner_cookie = app.login(&owner).await;
-    let other_cookie = app.login(&other).await;
-    let admin_cookie = app.login(&admin).await;
-    let disabled_cookie = app.login(&disabled).await;
+    let ids = Ids {
+        session,
+        owner_spare_session: app.login_full(&owner).await.id,
+    };
+    let disabled_session = app.login_full(&disabled).await;
     arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled)
         .await
         .unwrap();
@@ -127,38 +212,27 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     };
     for case in cases() {
         let path = (case.path)(&ids);
-        let call = |cookie: Option<String>| {
-            let req = app
-                .client
-                .request(case.method.as_str().parse().unwrap(), app.url(&path));
-            let req = match cookie {
-                Some(c) => req.header("Cookie", c),
-                None => req,
-            };
-            async move { req.send().await.unwrap().status().as_u16() }
-        };
+        // A fresh session per call, so signing out in one call cannot affect the next.
         let got = Expect {
-            anonymous: call(None).await,
-            other_member: call(Some(other_cookie.clone())).await,
-            owner: call(Some(owner_cookie.clone())).await,
-            admin: call(Some(admin_cookie.clone())).await,
+            anonymous: call(&app, &case, &path, None).await,
+            other_member: call(&app, &case, &path, Some(&app.login_full(&other).await)).await,
+            owner: call(&app, &case, &path, Some(&app.login_full(&owner).await)).await,
+            admin: call(&app, &case, &path, Some(&app.login_full(&admin).await)).await,
         };
-        let e = case.expect;
-        assert_eq!(
-            (got.anonymous, got.other_member, got.owner, got.admin),
-            (e.anonymous, e.other_member, e.owner, e.admin),
-            "{} {path}: (anonymous, other member, owner, admin)",
-            case.method
-        );
+        assert_eq!(got, case.expect, "{} {path}", case.method);
         if access_of(&case) != Access::Public {
             assert_eq!(
-                call(Some(disabled_cookie.clone())).await,
+                call(&app, &case, &path, Some(&disabled_session)).await,
                 403,
                 "disabled user on {path}"
             );
-            // A forged or stale cookie is anonymous.
+            let forged = TestSession {
+                cookie: "arbor_session=forged".into(),
+                csrf: "x".into(),
+                id: String::new(),
+            };
             assert_eq!(
-                call(Some("arbor_session=forged".into())).await,
+                call(&app, &case, &path, Some(&forged)).await,
                 401,
                 "forged cookie on {path}"
             );
@@ -167,19 +241,141 @@ async fn every_route_answers_each_caller_as_its_row_says() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() {
+    let app = TestApp::spawn().await;
+    let owner = app.create_user("owner@example.com", Role::Member).await;
+    let ids = Ids {
+        session: Uuid::now_v7(),
+        owner_spare_session: app.login_full(&owner).await.id,
+    };
+    let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
+    assert!(!mutating.is_empty());
+    for spec in specs().iter().filter(|s| s.method != Method::GET) {
+        assert!(
+            mutating.iter().any(|c| c.pattern == spec.path),
+            "no CSRF case for {}",
+            spec.path
+        );
+    }
+    for case in &mutating {
+        let path = (case.path)(&ids);
+        let send = |headers: Vec<(&'static str, String)>| {
+            let mut req = app
+                .client
+                .post(app.url(&path))
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .body(case.body);
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            async move { req.send().await.unwrap().status().as_u16() }
+        };
+        let s = app.login_full(&owner).await;
+        // Cross-site, even with a valid cookie and token.
+        let cross = send(vec![
+            ("Cookie", s.cookie.clone()),
+            ("X-CSRF-Token", s.csrf.clone()),
+            ("Sec-Fetch-Site", "cross-site".into()),
+        ])
+        .await;
+        assert_eq!(cross, 403, "cross-site {path}");
+        let same_site = send(vec![
+            ("Cookie", s.cookie.clone()),
+            ("X-CSRF-Token", s.csrf.clone()),
+            ("Sec-Fetch-Site", "same-site".into()),
+        ])
+        .await;
+        assert_eq!(same_site, 403, "same-site but cross-origin {path}");
+        let evil = send(vec![
+            ("Cookie", s.cookie.clone()),
+            ("X-CSRF-Token", s.csrf.clone()),
+            ("Origin", "https://evil.example".into()),
+        ])
+        .await;
+        assert_eq!(evil, 403, "foreign Origin {path}");
+        // Same origin but no or a wrong token.
+        let no_token = send(vec![("Cookie", s.cookie.clone()), ("Origin", app.origin())]).await;
+        assert_eq!(no_token, 403, "no token {path}");
+        let wrong = send(vec![
+            ("Cookie", s.cookie.clone()),
+            ("Origin", app.origin()),
+            ("X-CSRF-Token", "wrong".into()),
+        ])
+        .await;
+        assert_eq!(wrong, 403, "wrong token {path}");
+        // Anonymous, cross-site or with no origin information at all.
+        assert_eq!(
+            send(vec![("Sec-Fetch-Site", "cross-site".into())]).await,
+            403,
+            "anonymous cross-site {path}"
+        );
+        assert_eq!(send(vec![]).await, 403, "no Origin or Sec-Fetch-Site on {path}");
+        // None of that signed the session out or revoked anything.
+        assert_eq!(
+            app.get("/account/sessions", Some(&s.cookie)).await.status(),
+            200,
+            "{path} had a side effect"
+        );
+    }
+    let listed = arbor::storage::repos::auth_sessions::list_for_user(&app.state.db, owner.id)
+        .await
+        .unwrap();
+    assert!(
+        listed.iter().any(|l| l.id == ids.owner_spare_session),
+        "the spare session survived every refused revoke"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_ids_are_404_not_500() {
     let app = TestApp::spawn().await;
     let owner = app.create_user("owner@example.com", Role::Member).await;
-    let cookie = app.login(&owner).await;
+    let s = app.login_full(&owner).await;
     for bad in [
         "not-a-uuid",
         "..",
         "%2e%2e",
         "00000000-0000-0000-0000-000000000000",
     ] {
-        let status = app.get(&format!("/s/{bad}/events"), Some(&cookie)).await.status();
+        let status = app
+            .get(&format!("/s/{bad}/events"), Some(&s.cookie))
+            .await
+            .status();
+        assert_eq!(status, 404, "{bad}");
+        let status = app
+            .post_form(&format!("/account/sessions/{bad}/revoke"), "", Some(&s))
+            .await
+            .status();
         assert_eq!(status, 404, "{bad}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_browsers_are_sent_to_the_sign_in_page() {
+    let app = TestApp::spawn().await;
+    let res = app
+        .client
+        .get(app.url("/account/sessions?tab=1"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    assert_eq!(
+        res.headers()["location"],
+        "/login?next=/account/sessions%3Ftab%3D1"
+    );
+    let res = app
+        .client
+        .get(app.url("/account/sessions"))
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers()["hx-redirect"], "/login?next=/account/sessions");
+    // API-style callers keep the 401.
+    assert_eq!(app.get("/account/sessions", None).await.status(), 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -236,9 +236,23 @@ fn migrate_status_down_and_up() {
     };
     assert!(run(&["migrate", "status"]).contains("pending m20261123_000001_base_tables"));
     run(&["migrate", "up"]);
-    assert!(run(&["migrate", "status"]).contains("applied m20261123_000001_base_tables"));
+    let status = run(&["migrate", "status"]);
+    assert!(
+        status.contains("applied m20261123_000001_base_tables") && !status.contains("pending"),
+        "{status}"
+    );
     run(&["migrate", "down"]);
-    assert!(run(&["migrate", "status"]).contains("pending m20261123_000001_base_tables"));
+    let status = run(&["migrate", "status"]);
+    assert!(
+        status.contains("applied m20261123_000001_base_tables"),
+        "{status}"
+    );
+    assert!(
+        status.contains("pending m20261123_000002_sign_in"),
+        "only the newest is rolled back: {status}"
+    );
+    run(&["migrate", "down", "--steps", "2"]);
+    assert!(!run(&["migrate", "status"]).contains("applied"));
     run(&["migrate", "up"]);
-    assert!(run(&["migrate", "status"]).contains("applied"));
+    assert!(!run(&["migrate", "status"]).contains("pending"));
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod accounts;
 mod authz;
 mod cli;
 mod e2e;

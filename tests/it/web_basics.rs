@@ -123,7 +123,13 @@ async fn friendly_404_page_and_fragment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_method_is_405_with_a_page() {
     let app = TestApp::spawn().await;
-    let res = app.client.post(app.url("/healthz")).send().await.unwrap();
+    let res = app
+        .client
+        .post(app.url("/healthz"))
+        .header("Origin", app.origin())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 405);
     assert!(
         res.text()

@@ -1,7 +1,10 @@
 //! SeaORM entities: the shape of each table, nothing else. Queries live in `repos`.
 pub mod auth_session;
 pub mod chat_session;
+pub mod invitation;
+pub mod login_flow;
 pub mod message;
 pub mod run;
+pub mod setup_token;
 pub mod user;
 pub mod workspace;

@@ -98,3 +98,49 @@ pub async fn delete_for_user(db: &Db, user_id: Uuid) -> StorageResult<u64> {
         .await?;
     Ok(res.rows_affected)
 }
+
+/// A session as listed to its owner.
+#[derive(Debug, Clone)]
+pub struct SessionListing {
+    /// Row id (token hash).
+    pub id: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Last activity.
+    pub last_seen_at: DateTime<Utc>,
+    /// Browser description.
+    pub user_agent: Option<String>,
+    /// Client address.
+    pub ip: Option<String>,
+}
+
+/// A user's live sessions, most recent first.
+pub async fn list_for_user(db: &Db, user_id: Uuid) -> StorageResult<Vec<SessionListing>> {
+    use sea_orm::QueryOrder;
+    let rows = auth_session::Entity::find()
+        .filter(auth_session::Column::UserId.eq(user_id))
+        .filter(auth_session::Column::ExpiresAt.gt(Utc::now()))
+        .order_by_desc(auth_session::Column::LastSeenAt)
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SessionListing {
+            id: r.id,
+            created_at: r.created_at,
+            last_seen_at: r.last_seen_at,
+            user_agent: r.user_agent,
+            ip: r.ip,
+        })
+        .collect())
+}
+
+/// Deletes a session only if it belongs to the user; true when something was deleted.
+pub async fn delete_owned(db: &Db, user_id: Uuid, id_hash: &str) -> StorageResult<bool> {
+    let res = auth_session::Entity::delete_many()
+        .filter(auth_session::Column::Id.eq(id_hash))
+        .filter(auth_session::Column::UserId.eq(user_id))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}

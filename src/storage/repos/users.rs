@@ -70,3 +70,89 @@ pub async fn set_status(db: &Db, id: Uuid, status: UserStatus) -> StorageResult<
     row.update(db).await?;
     Ok(())
 }
+
+/// The user with this email (compared case-insensitively; emails are stored lower-case).
+pub async fn find_by_email(db: &Db, email: &str) -> StorageResult<Option<(User, Option<String>)>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    let row = user::Entity::find()
+        .filter(user::Column::Email.eq(email.to_lowercase()))
+        .one(db)
+        .await?;
+    row.map(|m| {
+        let hash = m.password_hash.clone();
+        to_domain(m).map(|u| (u, hash))
+    })
+    .transpose()
+}
+
+/// Inserts a local account with a password hash.
+pub async fn insert_local(
+    db: &Db,
+    email: &str,
+    display_name: &str,
+    role: Role,
+    password_hash: &str,
+) -> StorageResult<User> {
+    let user = insert(db, &email.to_lowercase(), display_name, role, UserStatus::Active).await?;
+    set_password(db, user.id, password_hash).await?;
+    Ok(user)
+}
+
+/// Replaces a user's password hash.
+pub async fn set_password(db: &Db, id: Uuid, password_hash: &str) -> StorageResult<()> {
+    user::ActiveModel {
+        id: Set(id),
+        password_hash: Set(Some(password_hash.to_string())),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
+}
+
+/// The stored password hash of a user, if they have a local password.
+pub async fn password_hash(db: &Db, id: Uuid) -> StorageResult<Option<String>> {
+    Ok(user::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .and_then(|m| m.password_hash))
+}
+
+/// Changes a user's role.
+pub async fn set_role<C: sea_orm::ConnectionTrait>(conn: &C, id: Uuid, role: Role) -> StorageResult<()> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    user::Entity::update_many()
+        .col_expr(user::Column::Role, sea_orm::sea_query::Expr::value(role.as_str()))
+        .col_expr(
+            user::Column::UpdatedAt,
+            sea_orm::sea_query::Expr::value(Utc::now()),
+        )
+        .filter(user::Column::Id.eq(id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// How many admins exist.
+pub async fn count_admins<C: sea_orm::ConnectionTrait>(conn: &C) -> StorageResult<u64> {
+    use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
+    Ok(user::Entity::find()
+        .filter(user::Column::Role.eq(Role::Admin.as_str()))
+        .count(conn)
+        .await?)
+}
+
+/// Records a successful sign-in.
+pub async fn touch_login(db: &Db, id: Uuid) -> StorageResult<()> {
+    let now = Utc::now();
+    user::ActiveModel {
+        id: Set(id),
+        last_login_at: Set(Some(now)),
+        updated_at: Set(now),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
+}

@@ -1,5 +1,7 @@
 //! HTTP handlers, one file per area: extract, authorize, call one service, render.
+pub mod account;
 pub mod assets;
+pub mod auth;
 pub mod events;
 pub mod health;
 pub mod home;

@@ -178,6 +178,11 @@ impl TestApp {
 
     /// Signs a user in and returns the `Cookie` header value for their session.
     pub async fn login(&self, user: &User) -> String {
+        self.login_full(user).await.cookie
+    }
+
+    /// Signs a user in and returns the cookie and the CSRF token of the new session.
+    pub async fn login_full(&self, user: &User) -> TestSession {
         let issued = arbor::auth::sessions::issue(
             &self.state.db,
             &self.state.config.auth,
@@ -187,7 +192,35 @@ impl TestApp {
         )
         .await
         .expect("issue session");
-        format!("arbor_session={}", issued.token)
+        TestSession {
+            cookie: format!("arbor_session={}", issued.token),
+            csrf: issued.csrf_secret.clone(),
+            id: arbor::auth::sessions::hash_token(&issued.token),
+        }
+    }
+
+    /// This app's origin, as a browser would send it.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A same-origin form POST, with the session's cookie and CSRF token when given.
+    pub async fn post_form(
+        &self,
+        path: &str,
+        body: &str,
+        session: Option<&TestSession>,
+    ) -> reqwest::Response {
+        let mut req = self
+            .client
+            .post(self.url(path))
+            .header("Origin", self.origin())
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body.to_string());
+        if let Some(s) = session {
+            req = req.header("Cookie", &s.cookie).header("X-CSRF-Token", &s.csrf);
+        }
+        req.send().await.expect("request")
     }
 
     /// A GET with an optional session cookie.
@@ -217,6 +250,28 @@ impl Drop for TestApp {
         // The stop command is sent on call; awaiting it is not needed.
         drop(self.handle.stop(false));
     }
+}
+
+/// A signed-in browser session as the tests hold it.
+#[derive(Debug, Clone)]
+pub struct TestSession {
+    /// `Cookie` header value.
+    pub cookie: String,
+    /// The session's CSRF token.
+    pub csrf: String,
+    /// The session's id (token hash), as the sessions page names it.
+    pub id: String,
+}
+
+/// The session cookie value from a response's `Set-Cookie`, as a `Cookie` header value.
+pub fn session_cookie_from(res: &reqwest::Response) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("arbor_session=") && !c.starts_with("arbor_session=;"))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_string)
 }
 
 /// A free loopback port (for running the real binary).

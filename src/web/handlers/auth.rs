@@ -1,0 +1,351 @@
+//! Sign-in pages: local sign-in and sign-up, sign-out, and the one-time admin setup link.
+
+use std::time::Duration;
+
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use tera::Context;
+
+use crate::auth::sessions;
+use crate::domain::DomainError;
+use crate::domain::accounts::{self, Role, User};
+use crate::state::AppState;
+use crate::web::client::{client_ip, safe_return_to, see_other};
+use crate::web::extractors::{MaybeUser, session_cookie_name};
+use crate::web::{WebError, render};
+
+/// Cookie holding a setup token between opening the setup link and signing in.
+pub const SETUP_COOKIE: &str = "arbor_setup";
+
+fn cookie<'a>(state: &AppState, name: &'a str, value: String, max_age: CookieDuration) -> Cookie<'a> {
+    Cookie::build(name, value)
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(state.config.is_https())
+        .max_age(max_age)
+        .finish()
+}
+
+fn removal(state: &AppState, name: &'static str) -> Cookie<'static> {
+    let mut c = cookie(state, name, String::new(), CookieDuration::ZERO);
+    c.make_removal();
+    c
+}
+
+/// The setup token the browser carries, if it is still usable.
+async fn open_setup_token(state: &AppState, req: &HttpRequest) -> Result<Option<String>, WebError> {
+    let Some(c) = req.cookie(SETUP_COOKIE) else {
+        return Ok(None);
+    };
+    let token = c.value().to_string();
+    Ok(accounts::setup_is_open(&state.db, &token).await?.then_some(token))
+}
+
+/// Starts a fresh browser session for `user` (ending the one the request came with), redeems a
+/// pending setup token, and redirects.
+async fn finish_sign_in(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &User,
+    next: &str,
+) -> Result<HttpResponse, WebError> {
+    let name = session_cookie_name(state.config.is_https());
+    if let Some(old) = req.cookie(name) {
+        sessions::revoke(&state.db, &sessions::hash_token(old.value())).await?;
+    }
+    let mut went_to = next.to_string();
+    if let Some(token) = open_setup_token(state, req).await?
+        && accounts::redeem_setup(&state.db, &token, user.id).await?
+    {
+        tracing::warn!(user = %user.id, "setup link redeemed: this user is now the administrator");
+        went_to = "/".into();
+    }
+    let ua = req.headers().get("User-Agent").and_then(|v| v.to_str().ok());
+    let ip = client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
+    let issued = sessions::issue(&state.db, &state.config.auth, user.id, ua, ip.as_deref()).await?;
+    let max_age = CookieDuration::hours(state.config.auth.session_max_hours);
+    let mut res = see_other(req, &went_to);
+    let _ = res.add_cookie(&cookie(state, name, issued.token.clone(), max_age));
+    let _ = res.add_cookie(&removal(state, SETUP_COOKIE));
+    Ok(res)
+}
+
+/// Query of the sign-in page.
+#[derive(Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+struct LoginView<'a> {
+    next: &'a str,
+    email: &'a str,
+    error: Option<&'a str>,
+    setup: bool,
+}
+
+fn login_page(
+    state: &AppState,
+    req: &HttpRequest,
+    v: LoginView<'_>,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("next", v.next);
+    ctx.insert("email", v.email);
+    ctx.insert("error", &v.error);
+    ctx.insert("setup", &v.setup);
+    ctx.insert("local_enabled", &state.config.local_accounts_enabled());
+    ctx.insert("signup_allowed", &(state.config.auth.allow_signup || v.setup));
+    let mut res = render::page(state, req, "pages/login.html", "partials/_login.html", ctx)?;
+    *res.status_mut() = status;
+    Ok(res)
+}
+
+/// `GET /login`.
+pub async fn login_form(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: MaybeUser,
+    q: web::Query<NextQuery>,
+) -> Result<HttpResponse, WebError> {
+    let next = safe_return_to(q.next.as_deref());
+    if user.0.is_some() {
+        return Ok(HttpResponse::SeeOther()
+            .insert_header(("Location", next))
+            .finish());
+    }
+    let setup = open_setup_token(&state, &req).await?.is_some();
+    login_page(
+        &state,
+        &req,
+        LoginView {
+            next: &next,
+            email: "",
+            error: None,
+            setup,
+        },
+        StatusCode::OK,
+    )
+}
+
+/// Form of the sign-in page.
+#[derive(Deserialize)]
+pub struct LoginForm {
+    email: String,
+    password: String,
+    next: Option<String>,
+}
+
+/// `POST /login`: rate-limited per client address and per account.
+pub async fn login(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, WebError> {
+    if !state.config.local_accounts_enabled() {
+        return Err(WebError::NotFound);
+    }
+    let next = safe_return_to(form.next.as_deref());
+    let setup = open_setup_token(&state, &req).await?.is_some();
+    let cfg = &state.config.auth;
+    let ip = client_ip(&req, &cfg.trusted_proxies)
+        .map(|ip| ip.to_string())
+        .unwrap_or_default();
+    let minute = Duration::from_secs(60);
+    let account = form.email.trim().to_lowercase();
+    let limited = state
+        .login_limiter
+        .check(&format!("ip:{ip}"), cfg.login_attempts_per_ip_per_minute, minute)
+        .and_then(|()| {
+            state.login_limiter.check(
+                &format!("account:{account}"),
+                cfg.login_attempts_per_account_per_minute,
+                minute,
+            )
+        });
+    if let Err(retry) = limited {
+        let secs = retry.0.as_secs().max(1);
+        let msg = format!("Too many sign-in attempts. Try again in {secs} seconds.");
+        let view = LoginView {
+            next: &next,
+            email: &form.email,
+            error: Some(&msg),
+            setup,
+        };
+        let mut res = login_page(&state, &req, view, StatusCode::TOO_MANY_REQUESTS)?;
+        if let Ok(v) = secs.to_string().parse() {
+            res.headers_mut().insert(actix_web::http::header::RETRY_AFTER, v);
+        }
+        return Ok(res);
+    }
+    match accounts::sign_in_local(&state.db, &form.email, &form.password).await {
+        Ok(user) => {
+            tracing::info!(user = %user.id, "signed in with a password");
+            finish_sign_in(&state, &req, &user, &next).await
+        }
+        Err(DomainError::Invalid(msg)) => {
+            tracing::info!("password sign-in refused");
+            let view = LoginView {
+                next: &next,
+                email: &form.email,
+                error: Some(&msg),
+                setup,
+            };
+            login_page(&state, &req, view, StatusCode::UNAUTHORIZED)
+        }
+        Err(DomainError::Forbidden) => Err(WebError::Forbidden(
+            "Your account is disabled. Ask an administrator.".into(),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /logout`: ends the session server-side and clears the cookie.
+pub async fn logout(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, WebError> {
+    let name = session_cookie_name(state.config.is_https());
+    if let Some(c) = req.cookie(name) {
+        sessions::revoke(&state.db, &sessions::hash_token(c.value())).await?;
+    }
+    let mut res = see_other(&req, "/login");
+    let _ = res.add_cookie(&removal(
+        &state,
+        if state.config.is_https() {
+            "__Host-arbor_session"
+        } else {
+            "arbor_session"
+        },
+    ));
+    Ok(res)
+}
+
+fn signup_page(
+    state: &AppState,
+    req: &HttpRequest,
+    form: Option<&SignupForm>,
+    error: Option<&str>,
+    setup: bool,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("email", form.map(|f| f.email.as_str()).unwrap_or(""));
+    ctx.insert(
+        "display_name",
+        form.map(|f| f.display_name.as_str()).unwrap_or(""),
+    );
+    ctx.insert("error", &error);
+    ctx.insert("setup", &setup);
+    ctx.insert("min_password_length", &state.config.auth.min_password_length);
+    let mut res = render::page(state, req, "pages/signup.html", "partials/_signup.html", ctx)?;
+    *res.status_mut() = status;
+    Ok(res)
+}
+
+/// Whether this browser may create a local account now.
+async fn signup_open(state: &AppState, req: &HttpRequest) -> Result<(bool, bool), WebError> {
+    if !state.config.local_accounts_enabled() {
+        return Ok((false, false));
+    }
+    let setup = open_setup_token(state, req).await?.is_some();
+    Ok((state.config.auth.allow_signup || setup, setup))
+}
+
+/// `GET /signup`.
+pub async fn signup_form(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: MaybeUser,
+) -> Result<HttpResponse, WebError> {
+    if user.0.is_some() {
+        return Ok(HttpResponse::SeeOther().insert_header(("Location", "/")).finish());
+    }
+    let (open, setup) = signup_open(&state, &req).await?;
+    if !open {
+        return Err(WebError::NotFound);
+    }
+    signup_page(&state, &req, None, None, setup, StatusCode::OK)
+}
+
+/// Form of the sign-up page. Only these fields are read; a posted `role` is ignored.
+#[derive(Deserialize)]
+pub struct SignupForm {
+    email: String,
+    display_name: String,
+    password: String,
+}
+
+/// `POST /signup`: a member account (the setup link alone can make an admin).
+pub async fn signup(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<SignupForm>,
+) -> Result<HttpResponse, WebError> {
+    let (open, setup) = signup_open(&state, &req).await?;
+    if !open {
+        return Err(WebError::NotFound);
+    }
+    let cfg = &state.config.auth;
+    let ip = client_ip(&req, &cfg.trusted_proxies)
+        .map(|ip| ip.to_string())
+        .unwrap_or_default();
+    if state
+        .login_limiter
+        .check(
+            &format!("signup:{ip}"),
+            cfg.login_attempts_per_ip_per_minute,
+            Duration::from_secs(60),
+        )
+        .is_err()
+    {
+        return signup_page(
+            &state,
+            &req,
+            Some(&form),
+            Some("Too many attempts. Try again in a minute."),
+            setup,
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+    }
+    match accounts::create_local(
+        &state.db,
+        &form.email,
+        &form.display_name,
+        &form.password,
+        cfg.min_password_length,
+        Role::Member,
+    )
+    .await
+    {
+        Ok(user) => {
+            tracing::info!(user = %user.id, "local account created");
+            finish_sign_in(&state, &req, &user, "/").await
+        }
+        Err(DomainError::Invalid(msg)) | Err(DomainError::Conflict(msg)) => signup_page(
+            &state,
+            &req,
+            Some(&form),
+            Some(&msg),
+            setup,
+            StatusCode::BAD_REQUEST,
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `GET /setup/{token}`: remembers the token in this browser, then asks to sign in or sign up.
+pub async fn setup(state: web::Data<AppState>, token: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let token = token.into_inner();
+    if token.len() != 43 || !accounts::setup_is_open(&state.db, &token).await? {
+        return Err(WebError::NotFound);
+    }
+    let to = if state.config.local_accounts_enabled() {
+        "/signup"
+    } else {
+        "/login"
+    };
+    let mut res = HttpResponse::SeeOther().insert_header(("Location", to)).finish();
+    let _ = res.add_cookie(&cookie(&state, SETUP_COOKIE, token, CookieDuration::minutes(30)));
+    Ok(res)
+}
