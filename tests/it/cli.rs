@@ -256,3 +256,57 @@ fn migrate_status_down_and_up() {
     run(&["migrate", "up"]);
     assert!(!run(&["migrate", "status"]).contains("pending"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_prints_a_one_time_setup_link() {
+    init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("server.log");
+    let child = arbor(dir.path())
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    sigterm(&child.0);
+    wait_exit(&mut child.0, Duration::from_secs(15)).expect("stops");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let marker = format!("http://127.0.0.1:{port}/setup/");
+    let at = text.find(&marker).unwrap_or_else(|| panic!("no setup link in the log: {text}"));
+    let token: String = text[at + marker.len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+    assert_eq!(token.len(), 43, "{token}");
+}
+
+#[test]
+fn admin_create_and_promote() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = arbor(dir.path()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["admin", "create", "--email", "Root@Example.com", "--name", "Root"], "correct horse battery\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("created administrator root@example.com"));
+
+    let out = run(&["admin", "create", "--email", "short@example.com"], "short\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 12 characters"));
+
+    let out = run(&["admin", "promote", "--email", "nobody@example.com"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no user with the email nobody@example.com"));
+
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "another long password\n").unwrap();
+    let out = run(&["admin", "create", "--email", "root@example.com", "--password-file", pw.to_str().unwrap()], "");
+    assert!(!out.status.success(), "the email is taken");
+
+    let out = run(&["admin", "promote", "--email", "root@example.com"], "");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("root@example.com is now an administrator"));
+}
