@@ -35,8 +35,10 @@ pub struct Config {
     pub log: LogConfig,
     /// Live event stream settings.
     pub events: EventsConfig,
-    /// Browser session lifetimes.
+    /// Browser sessions and local accounts.
     pub auth: AuthConfig,
+    /// Outgoing mail.
+    pub smtp: SmtpConfig,
 }
 
 /// HTTP listener settings.
@@ -128,8 +130,56 @@ pub struct AuthConfig {
     pub login_attempts_per_ip_per_minute: u32,
     /// Sign-in attempts per minute per account.
     pub login_attempts_per_account_per_minute: u32,
+    /// Invitation link lifetime in hours.
+    pub invitation_valid_hours: i64,
     /// Proxies whose `X-Forwarded-For` is trusted.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+}
+
+/// Outgoing mail settings.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConfig {
+    /// Mail server host; empty turns mail off.
+    pub host: String,
+    /// Mail server port.
+    pub port: u16,
+    /// Transport security.
+    pub security: SmtpSecurity,
+    /// Login name.
+    pub username: String,
+    /// Login password (secret).
+    pub password: String,
+    /// Sender address.
+    pub from: String,
+    /// Delivery timeout.
+    pub timeout_secs: u64,
+}
+
+impl std::fmt::Debug for SmtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("security", &self.security)
+            .field("username", &self.username)
+            .field("password", &if self.password.is_empty() { "" } else { "****" })
+            .field("from", &self.from)
+            .field("timeout_secs", &self.timeout_secs)
+            .finish()
+    }
+}
+
+/// How Arbor talks to the mail server.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpSecurity {
+    /// Upgrade a plain connection with STARTTLS (required).
+    Starttls,
+    /// TLS from the first byte.
+    Tls,
+    /// No encryption.
+    None,
 }
 
 /// A feature switch with an automatic default.
@@ -169,11 +219,7 @@ pub struct Loaded {
 pub enum ConfigError {
     /// A key has a value of the wrong type or shape.
     #[error("configuration error: `{key}` ({source_name}): {message}")]
-    BadValue {
-        key: String,
-        source_name: String,
-        message: String,
-    },
+    BadValue { key: String, source_name: String, message: String },
     /// A key that Arbor does not know.
     #[error("configuration error: unknown key `{key}` in {source_name}")]
     UnknownKey { key: String, source_name: String },
@@ -219,6 +265,9 @@ impl Config {
     pub fn to_redacted_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = redact_url(&self.database.url);
+        if !shown.smtp.password.is_empty() {
+            shown.smtp.password = "****".into();
+        }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# could not render: {e}\n"))
     }
 
@@ -230,23 +279,15 @@ impl Config {
             match reqwest::Url::parse(url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
                 _ => {
-                    return bad(
-                        "server.public_url",
-                        "must be an http:// or https:// URL, or empty",
-                    );
+                    return bad("server.public_url", "must be an http:// or https:// URL, or empty");
                 }
             }
         }
         let db = &self.database.url;
-        let db_ok = db.is_empty()
-            || ["postgres://", "postgresql://", "sqlite:"]
-                .iter()
-                .any(|p| db.starts_with(p));
+        let db_ok =
+            db.is_empty() || ["postgres://", "postgresql://", "sqlite:"].iter().any(|p| db.starts_with(p));
         if !db_ok {
-            return bad(
-                "database.url",
-                "must start with postgres://, postgresql:// or sqlite:, or be empty",
-            );
+            return bad("database.url", "must start with postgres://, postgresql:// or sqlite:, or be empty");
         }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");
@@ -273,6 +314,12 @@ impl Config {
                 "auth.login_attempts_per_ip_per_minute",
                 "sign-in limits must be at least 1 per minute",
             );
+        }
+        if self.auth.invitation_valid_hours < 1 {
+            return bad("auth.invitation_valid_hours", "must be at least 1");
+        }
+        if !self.smtp.host.is_empty() && self.smtp.from.parse::<lettre::message::Mailbox>().is_err() {
+            return bad("smtp.from", "must be an address like \"Arbor <arbor@example.com>\"");
         }
         if self.auth.session_max_hours < 1 {
             return bad("auth.session_max_hours", "must be at least 1");
@@ -302,11 +349,7 @@ pub fn redact_url(url: &str) -> String {
 fn known_keys() -> BTreeSet<String> {
     fn walk(prefix: &str, dict: &Dict, out: &mut BTreeSet<String>) {
         for (k, v) in dict {
-            let path = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
+            let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
             match v {
                 Value::Dict(_, inner) => walk(&path, inner, out),
                 _ => {
@@ -329,11 +372,7 @@ fn env_key(rest: &str, known: &BTreeSet<String>) -> Option<String> {
     if let Some((_, key)) = ENV_ALIASES.iter().find(|(name, _)| *name == rest) {
         return Some((*key).to_string());
     }
-    let path = rest
-        .split("__")
-        .map(str::to_ascii_lowercase)
-        .collect::<Vec<_>>()
-        .join(".");
+    let path = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
     known.contains(&path).then_some(path)
 }
 
@@ -343,21 +382,16 @@ pub fn load(cli: &CliOverrides, env: &[(String, String)]) -> Result<Loaded, Conf
     let mut warnings = Vec::new();
     let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
 
-    let file = cli.config_file.clone().or_else(|| {
-        env.iter()
-            .find(|(k, _)| k == "ARBOR_CONFIG")
-            .map(|(_, v)| PathBuf::from(v))
-    });
+    let file = cli
+        .config_file
+        .clone()
+        .or_else(|| env.iter().find(|(k, _)| k == "ARBOR_CONFIG").map(|(_, v)| PathBuf::from(v)));
     let file_name = file.as_ref().map(|f| format!("config file {}", f.display()));
     if let Some(path) = &file {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::File(format!("cannot read config file {}: {e}", path.display())))?;
         toml::from_str::<toml::Value>(&text).map_err(|e| {
-            ConfigError::File(format!(
-                "config file {}: {}",
-                path.display(),
-                one_line(&e.to_string())
-            ))
+            ConfigError::File(format!("config file {}: {}", path.display(), one_line(&e.to_string())))
         })?;
         figment = figment.merge(Toml::string(&text));
     }
@@ -381,14 +415,12 @@ pub fn load(cli: &CliOverrides, env: &[(String, String)]) -> Result<Loaded, Conf
             })?;
             (key, content.trim_end_matches(['\n', '\r']).to_string())
         } else {
-            warnings.push(format!(
-                "ignoring unknown environment variable {name}: it is not an Arbor setting"
-            ));
+            warnings
+                .push(format!("ignoring unknown environment variable {name}: it is not an Arbor setting"));
             continue;
         };
-        let parsed: Value = raw
-            .parse()
-            .unwrap_or_else(|_: std::convert::Infallible| Value::from(raw.clone()));
+        let parsed: Value =
+            raw.parse().unwrap_or_else(|_: std::convert::Infallible| Value::from(raw.clone()));
         figment = figment.merge(Serialized::default(&key, parsed));
         sources.insert(key, format!("environment variable {name}"));
     }
@@ -403,11 +435,7 @@ pub fn load(cli: &CliOverrides, env: &[(String, String)]) -> Result<Loaded, Conf
     }
 
     let source_of = |key: &str| -> String {
-        sources
-            .get(key)
-            .cloned()
-            .or_else(|| file_name.clone())
-            .unwrap_or_else(|| "built-in default".into())
+        sources.get(key).cloned().or_else(|| file_name.clone()).unwrap_or_else(|| "built-in default".into())
     };
 
     let config: Config = figment.extract().map_err(|err| {
@@ -434,13 +462,11 @@ pub fn load(cli: &CliOverrides, env: &[(String, String)]) -> Result<Loaded, Conf
             },
         }
     })?;
-    config
-        .validate()
-        .map_err(|(key, message)| ConfigError::BadValue {
-            source_name: source_of(&key),
-            key,
-            message,
-        })?;
+    config.validate().map_err(|(key, message)| ConfigError::BadValue {
+        source_name: source_of(&key),
+        key,
+        message,
+    })?;
     Ok(Loaded { config, warnings })
 }
 
@@ -454,9 +480,7 @@ pub fn absolute(dir: &Path) -> PathBuf {
     if dir.is_absolute() {
         dir.to_path_buf()
     } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(dir))
-            .unwrap_or_else(|_| dir.to_path_buf())
+        std::env::current_dir().map(|cwd| cwd.join(dir)).unwrap_or_else(|_| dir.to_path_buf())
     }
 }
 
@@ -465,10 +489,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -490,10 +511,7 @@ mod tests {
             if t.is_empty() || t.starts_with('#') || t.starts_with('[') {
                 continue;
             }
-            assert!(
-                i > 0 && lines[i - 1].trim().starts_with('#'),
-                "key without a comment: {t}"
-            );
+            assert!(i > 0 && lines[i - 1].trim().starts_with('#'), "key without a comment: {t}");
         }
     }
 
@@ -513,10 +531,7 @@ mod tests {
     #[test]
     fn cli_flags_win_over_env() {
         let e = env(&[("ARBOR_SERVER__BIND", "0.0.0.0:9000")]);
-        let cli = CliOverrides {
-            bind: Some("127.0.0.1:7000".parse().unwrap()),
-            ..Default::default()
-        };
+        let cli = CliOverrides { bind: Some("127.0.0.1:7000".parse().unwrap()), ..Default::default() };
         assert_eq!(load(&cli, &e).unwrap().config.server.bind.port(), 7000);
     }
 
@@ -534,10 +549,7 @@ mod tests {
 
     #[test]
     fn unknown_env_var_is_a_warning_naming_it() {
-        let e = env(&[
-            ("ARBOR_SERVR__BIND", "x"),
-            ("ARBOR_TEST_DATABASE_URL", "postgres://x"),
-        ]);
+        let e = env(&[("ARBOR_SERVR__BIND", "x"), ("ARBOR_TEST_DATABASE_URL", "postgres://x")]);
         let loaded = load(&CliOverrides::default(), &e).unwrap();
         assert_eq!(loaded.warnings.len(), 1);
         assert!(loaded.warnings[0].contains("ARBOR_SERVR__BIND"));
@@ -557,10 +569,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("arbor.toml");
         std::fs::write(&f, "[server]\nbnd = \"x\"\n").unwrap();
-        let cli = CliOverrides {
-            config_file: Some(f),
-            ..Default::default()
-        };
+        let cli = CliOverrides { config_file: Some(f), ..Default::default() };
         let err = load(&cli, &[]).unwrap_err().to_string();
         assert!(err.contains("server.bnd"), "{err}");
     }
@@ -570,10 +579,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("arbor.toml");
         std::fs::write(&f, "[log]\nformat = \"xml\"\n").unwrap();
-        let cli = CliOverrides {
-            config_file: Some(f),
-            ..Default::default()
-        };
+        let cli = CliOverrides { config_file: Some(f), ..Default::default() };
         let err = load(&cli, &[]).unwrap_err().to_string();
         assert!(err.contains("log.format") && err.contains("arbor.toml"), "{err}");
     }
@@ -590,16 +596,8 @@ mod tests {
 
     #[test]
     fn missing_config_file_is_an_error() {
-        let cli = CliOverrides {
-            config_file: Some("/nonexistent/arbor.toml".into()),
-            ..Default::default()
-        };
-        assert!(
-            load(&cli, &[])
-                .unwrap_err()
-                .to_string()
-                .contains("/nonexistent/arbor.toml")
-        );
+        let cli = CliOverrides { config_file: Some("/nonexistent/arbor.toml".into()), ..Default::default() };
+        assert!(load(&cli, &[]).unwrap_err().to_string().contains("/nonexistent/arbor.toml"));
     }
 
     #[test]

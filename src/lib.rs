@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod mail;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
@@ -31,6 +32,9 @@ pub enum StartupError {
     /// A template failed to compile.
     #[error("{0}")]
     Templates(String),
+    /// The mail settings could not be turned into a transport.
+    #[error("{0}")]
+    Mail(String),
     /// The listener could not be bound or the server failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -42,11 +46,13 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     storage::migrate_up(&db).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
     let runs = RunRegistry::new(config.events.channel_capacity);
+    let mailer = mail::Mailer::from_config(&config.smtp).map_err(|e| StartupError::Mail(e.to_string()))?;
     Ok(AppState {
         config: Arc::new(config),
         db,
         templates: Arc::new(templates),
         runs,
+        mailer,
         login_limiter: auth::ratelimit::RateLimiter::default(),
     })
 }

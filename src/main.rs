@@ -102,11 +102,7 @@ fn load_config(
     data_dir: Option<PathBuf>,
 ) -> Result<Config, ExitCode> {
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let overrides = CliOverrides {
-        config_file: cli_config,
-        bind,
-        data_dir,
-    };
+    let overrides = CliOverrides { config_file: cli_config, bind, data_dir };
     match config::load(&overrides, &env) {
         Ok(loaded) => {
             arbor::telemetry::init(&loaded.config.log);
@@ -188,11 +184,7 @@ async fn run(cli: Cli) -> ExitCode {
 async fn serve(config: Config) -> ExitCode {
     let bind = config.server.bind;
     let data_dir = config::absolute(&config.data_dir);
-    let backend = if config.database.url.is_empty() {
-        "sqlite"
-    } else {
-        "postgres"
-    };
+    let backend = if config.database.url.is_empty() { "sqlite" } else { "postgres" };
     let listener = match TcpListener::bind(bind) {
         Ok(l) => l,
         Err(e) => {
@@ -248,9 +240,7 @@ async fn migrate(config: Config, action: MigrateAction) -> ExitCode {
         }
     };
     let result = match action {
-        MigrateAction::Up => arbor::storage::migrate_up(&db)
-            .await
-            .map(|()| "migrations applied".to_string()),
+        MigrateAction::Up => arbor::storage::migrate_up(&db).await.map(|()| "migrations applied".to_string()),
         MigrateAction::Down { steps } => arbor::storage::migrate_down(&db, steps)
             .await
             .map(|()| format!("rolled back {steps} migration(s)")),
@@ -280,9 +270,7 @@ fn read_password(file: Option<PathBuf>) -> Result<String, String> {
         }
         None => {
             let mut line = String::new();
-            std::io::stdin()
-                .read_line(&mut line)
-                .map_err(|e| format!("cannot read the password: {e}"))?;
+            std::io::stdin().read_line(&mut line).map_err(|e| format!("cannot read the password: {e}"))?;
             line
         }
     };
@@ -303,11 +291,7 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
     }
     use arbor::domain::accounts;
     let result = match action {
-        AdminAction::Create {
-            email,
-            name,
-            password_file,
-        } => match read_password(password_file) {
+        AdminAction::Create { email, name, password_file } => match read_password(password_file) {
             Ok(password) => {
                 let min = config.auth.min_password_length;
                 accounts::create_local(&db, &email, &name, &password, min, accounts::Role::Admin)
@@ -338,10 +322,7 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
 }
 
 async fn healthcheck(url: &str) -> ExitCode {
-    let client = match reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(5))
-        .build()
-    {
+    let client = match reqwest::Client::builder().timeout(std::time::Duration::from_secs(5)).build() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");

@@ -19,6 +19,8 @@ pub struct AppState {
     pub templates: Arc<Tera>,
     /// Live runs and their event fan-out.
     pub runs: RunRegistry,
+    /// Outgoing mail.
+    pub mailer: crate::mail::Mailer,
     /// Sign-in attempt counters.
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
 }

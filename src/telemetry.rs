@@ -13,19 +13,10 @@ pub fn init(log: &LogConfig) {
         .and_then(|v| EnvFilter::try_new(v).ok())
         .or_else(|| EnvFilter::try_new(&log.level).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let result = match log.format {
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .try_init(),
-        LogFormat::Pretty => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .compact()
-            .try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Pretty => builder.with_ansi(std::io::stderr().is_terminal()).compact().try_init(),
     };
     // Already installed (e.g. by a test harness): keep the first one.
     let _ = result;

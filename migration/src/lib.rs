@@ -10,10 +10,7 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![
-            Box::new(m20261123_000001_base_tables::Migration),
-            Box::new(m20261123_000002_sign_in::Migration),
-        ]
+        vec![Box::new(m20261123_000001_base_tables::Migration), Box::new(m20261123_000002_sign_in::Migration)]
     }
 }
 pub use sea_orm_migration::MigrationStatus;

@@ -110,12 +110,7 @@ fn fk(
     to: (impl IntoIden, impl IntoIden),
     on_delete: ForeignKeyAction,
 ) -> ForeignKeyCreateStatement {
-    ForeignKey::create()
-        .name(name)
-        .from(from.0, from.1)
-        .to(to.0, to.1)
-        .on_delete(on_delete)
-        .to_owned()
+    ForeignKey::create().name(name).from(from.0, from.1).to(to.0, to.1).on_delete(on_delete).to_owned()
 }
 
 #[async_trait::async_trait]
@@ -152,11 +147,7 @@ impl MigrationTrait for Migration {
             .await?;
         manager
             .create_index(
-                Index::create()
-                    .name("ix_users_email")
-                    .table(Users::Table)
-                    .col(Users::Email)
-                    .to_owned(),
+                Index::create().name("ix_users_email").table(Users::Table).col(Users::Email).to_owned(),
             )
             .await?;
 
@@ -403,11 +394,7 @@ impl MigrationTrait for Migration {
             .await?;
         manager
             .create_index(
-                Index::create()
-                    .name("ix_runs_status")
-                    .table(Runs::Table)
-                    .col(Runs::Status)
-                    .to_owned(),
+                Index::create().name("ix_runs_status").table(Runs::Table).col(Runs::Status).to_owned(),
             )
             .await?;
         Ok(())
@@ -415,24 +402,12 @@ impl MigrationTrait for Migration {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         // Children before parents, so foreign keys never block a drop.
-        manager
-            .drop_table(Table::drop().table(Runs::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(Messages::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(Sessions::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(Workspaces::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(AuthSessions::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(Users::Table).to_owned())
-            .await?;
+        manager.drop_table(Table::drop().table(Runs::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(Messages::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(Sessions::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(Workspaces::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(AuthSessions::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(Users::Table).to_owned()).await?;
         Ok(())
     }
 }

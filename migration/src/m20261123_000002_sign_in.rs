@@ -113,15 +113,9 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_table(Table::drop().table(LoginFlows::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(Invitations::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(SetupTokens::Table).to_owned())
-            .await?;
+        manager.drop_table(Table::drop().table(LoginFlows::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(Invitations::Table).to_owned()).await?;
+        manager.drop_table(Table::drop().table(SetupTokens::Table).to_owned()).await?;
         Ok(())
     }
 }

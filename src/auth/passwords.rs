@@ -10,20 +10,14 @@ use std::sync::OnceLock;
 fn dummy_hash() -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
     DUMMY.get_or_init(|| {
-        Argon2::default()
-            .hash_password(b"arbor-dummy-password")
-            .map(|h| h.to_string())
-            .unwrap_or_default()
+        Argon2::default().hash_password(b"arbor-dummy-password").map(|h| h.to_string()).unwrap_or_default()
     })
 }
 
 /// Hashes a password with Argon2id (default parameters, random salt).
 pub async fn hash(password: String) -> Result<String, String> {
     tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| e.to_string())
+        Argon2::default().hash_password(password.as_bytes()).map(|h| h.to_string()).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?
@@ -37,9 +31,7 @@ pub async fn verify(password: String, stored: Option<String>) -> bool {
         let Ok(parsed) = PasswordHash::new(&stored) else {
             return false;
         };
-        let ok = Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok();
+        let ok = Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok();
         ok && known
     })
     .await

@@ -29,9 +29,7 @@ impl RateLimiter {
         }
         if entry.1 >= limit {
             return Err(RetryAfter(
-                window
-                    .saturating_sub(now.duration_since(entry.0))
-                    .max(Duration::from_secs(1)),
+                window.saturating_sub(now.duration_since(entry.0)).max(Duration::from_secs(1)),
             ));
         }
         entry.1 += 1;

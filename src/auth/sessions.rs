@@ -74,16 +74,7 @@ pub async fn issue(
     let token = random_token();
     let csrf_secret = random_token();
     let expires_at = Utc::now() + Duration::hours(cfg.session_max_hours);
-    repo::insert(
-        db,
-        &hash_token(&token),
-        user_id,
-        &csrf_secret,
-        expires_at,
-        user_agent,
-        ip,
-    )
-    .await?;
+    repo::insert(db, &hash_token(&token), user_id, &csrf_secret, expires_at, user_agent, ip).await?;
     Ok(IssuedSession { token, csrf_secret })
 }
 
@@ -94,11 +85,7 @@ pub async fn resolve(
     token: &str,
 ) -> StorageResult<Result<Authenticated, Rejection>> {
     // A token is 43 base64url characters; anything else cannot be ours and costs no query.
-    if token.len() != 43
-        || !token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
+    if token.len() != 43 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Ok(Err(Rejection::Anonymous));
     }
     let id = hash_token(token);
@@ -118,12 +105,7 @@ pub async fn resolve(
         repo::touch(db, &id, now).await?;
     }
     let actor = Actor::for_user(&stored.user);
-    Ok(Ok(Authenticated {
-        user: stored.user,
-        actor,
-        session_id: stored.id,
-        csrf_secret: stored.csrf_secret,
-    }))
+    Ok(Ok(Authenticated { user: stored.user, actor, session_id: stored.id, csrf_secret: stored.csrf_secret }))
 }
 
 /// Ends a session server-side.
@@ -142,9 +124,6 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(URL_SAFE_NO_PAD.decode(&a).unwrap().len(), 32);
         assert_eq!(a.len(), 43);
-        assert_eq!(
-            hash_token("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(hash_token("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

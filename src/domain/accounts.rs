@@ -93,10 +93,7 @@ pub struct Actor {
 impl Actor {
     /// The actor for a loaded, active user.
     pub fn for_user(user: &User) -> Actor {
-        Actor {
-            user_id: user.id,
-            role: user.role,
-        }
+        Actor { user_id: user.id, role: user.role }
     }
 
     /// Whether the actor is an instance admin.
@@ -117,9 +114,7 @@ pub const BAD_CREDENTIALS: &str = "That email and password do not match an accou
 pub fn normalize_email(email: &str) -> DomainResult<String> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 254
-        && !email
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
         && email.split_once('@').is_some_and(|(local, domain)| {
             !local.is_empty()
                 && domain.contains('.')
@@ -127,25 +122,17 @@ pub fn normalize_email(email: &str) -> DomainResult<String> {
                 && !domain.ends_with('.')
                 && !domain.contains('@')
         });
-    if valid {
-        Ok(email)
-    } else {
-        Err(DomainError::Invalid("Enter a valid email address.".into()))
-    }
+    if valid { Ok(email) } else { Err(DomainError::Invalid("Enter a valid email address.".into())) }
 }
 
 /// Checks a new password against the length rule.
 pub fn check_password(password: &str, min_len: usize) -> DomainResult<()> {
     let n = password.chars().count();
     if n < min_len {
-        return Err(DomainError::Invalid(format!(
-            "Use at least {min_len} characters for the password."
-        )));
+        return Err(DomainError::Invalid(format!("Use at least {min_len} characters for the password.")));
     }
     if n > 1024 {
-        return Err(DomainError::Invalid(
-            "That password is longer than 1024 characters.".into(),
-        ));
+        return Err(DomainError::Invalid("That password is longer than 1024 characters.".into()));
     }
     Ok(())
 }
@@ -153,15 +140,9 @@ pub fn check_password(password: &str, min_len: usize) -> DomainResult<()> {
 fn clean_display_name(name: &str, email: &str) -> DomainResult<String> {
     let name = name.trim();
     if name.chars().any(char::is_control) || name.chars().count() > 100 {
-        return Err(DomainError::Invalid(
-            "Use a name of at most 100 characters.".into(),
-        ));
+        return Err(DomainError::Invalid("Use a name of at most 100 characters.".into()));
     }
-    Ok(if name.is_empty() {
-        email.split('@').next().unwrap_or(email).to_string()
-    } else {
-        name.to_string()
-    })
+    Ok(if name.is_empty() { email.split('@').next().unwrap_or(email).to_string() } else { name.to_string() })
 }
 
 /// Creates a local account with the given role.
@@ -181,9 +162,7 @@ pub async fn create_local(
             "We could not create that account. If you already have one, sign in instead.".into(),
         ));
     }
-    let hash = passwords::hash(password.to_string())
-        .await
-        .map_err(DomainError::Invalid)?;
+    let hash = passwords::hash(password.to_string()).await.map_err(DomainError::Invalid)?;
     Ok(users::insert_local(db, &email, &display_name, role, &hash).await?)
 }
 
@@ -223,14 +202,10 @@ pub async fn change_password(
         ));
     }
     if !passwords::verify(current.to_string(), stored).await {
-        return Err(DomainError::Invalid(
-            "The current password is not correct.".into(),
-        ));
+        return Err(DomainError::Invalid("The current password is not correct.".into()));
     }
     check_password(new, min_len)?;
-    let hash = passwords::hash(new.to_string())
-        .await
-        .map_err(DomainError::Invalid)?;
+    let hash = passwords::hash(new.to_string()).await.map_err(DomainError::Invalid)?;
     users::set_password(db, actor.user_id, &hash).await?;
     Ok(())
 }
@@ -272,14 +247,9 @@ pub async fn redeem_setup(db: &Db, token: &str, user_id: Uuid) -> DomainResult<b
 /// Makes an existing user an administrator (CLI).
 pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
     let email = normalize_email(email)?;
-    let (user, _) = users::find_by_email(db, &email)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    let (user, _) = users::find_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
     users::set_role(db, user.id, Role::Admin).await?;
-    Ok(User {
-        role: Role::Admin,
-        ..user
-    })
+    Ok(User { role: Role::Admin, ..user })
 }
 
 /// The actor's own browser sessions.

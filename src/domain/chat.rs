@@ -46,9 +46,7 @@ fn clean_name(name: &str, what: &str) -> DomainResult<String> {
         )));
     }
     if name.chars().any(char::is_control) {
-        return Err(DomainError::Invalid(format!(
-            "The {what} name contains control characters."
-        )));
+        return Err(DomainError::Invalid(format!("The {what} name contains control characters.")));
     }
     Ok(name.to_string())
 }
@@ -67,17 +65,13 @@ pub async fn create_session(
     title: &str,
 ) -> DomainResult<ChatSession> {
     let title = clean_name(title, "session")?;
-    repo::find_workspace(db, actor.user_id, workspace_id)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    repo::find_workspace(db, actor.user_id, workspace_id).await?.ok_or(DomainError::NotFound)?;
     Ok(repo::insert_session(db, actor.user_id, workspace_id, &title).await?)
 }
 
 /// The actor's session with this id; someone else's is `NotFound`.
 pub async fn get_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<ChatSession> {
-    repo::find_session(db, actor.user_id, session_id)
-        .await?
-        .ok_or(DomainError::NotFound)
+    repo::find_session(db, actor.user_id, session_id).await?.ok_or(DomainError::NotFound)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 pub mod accounts;
 pub mod chat;
+pub mod invitations;
 
 use crate::storage::StorageError;
 

@@ -78,10 +78,7 @@ pub struct AlreadyRunning;
 impl RunRegistry {
     /// An empty registry whose per-session channels buffer `capacity` events.
     pub fn new(capacity: usize) -> Self {
-        RunRegistry {
-            inner: Arc::new(Mutex::new(Inner::default())),
-            capacity: capacity.max(16),
-        }
+        RunRegistry { inner: Arc::new(Mutex::new(Inner::default())), capacity: capacity.max(16) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -97,32 +94,17 @@ impl RunRegistry {
             return Err(AlreadyRunning);
         }
         let (sender, _) = broadcast::channel(self.capacity);
-        inner.runs.insert(
-            session_id,
-            LiveRun {
-                snapshot: RunSnapshot {
-                    run_id,
-                    ..Default::default()
-                },
-                sender,
-            },
-        );
-        Ok(RunPublisher {
-            registry: self.clone(),
-            session_id,
-            run_id,
-            finished: false,
-        })
+        inner
+            .runs
+            .insert(session_id, LiveRun { snapshot: RunSnapshot { run_id, ..Default::default() }, sender });
+        Ok(RunPublisher { registry: self.clone(), session_id, run_id, finished: false })
     }
 
     /// Subscribes to a session's live run, if it has one.
     pub fn subscribe(&self, session_id: Uuid) -> Option<Subscription> {
         let inner = self.lock();
         let run = inner.runs.get(&session_id)?;
-        Some(Subscription {
-            snapshot: run.snapshot.clone(),
-            receiver: run.sender.subscribe(),
-        })
+        Some(Subscription { snapshot: run.snapshot.clone(), receiver: run.sender.subscribe() })
     }
 
     /// The current snapshot of a session's live run.
@@ -158,11 +140,7 @@ impl RunRegistry {
         // then exactly the events N+1.. from its receiver.
         run.snapshot.seq += 1;
         run.snapshot.apply(&event);
-        let envelope = Arc::new(Envelope {
-            seq: run.snapshot.seq,
-            run_id,
-            event,
-        });
+        let envelope = Arc::new(Envelope { seq: run.snapshot.seq, run_id, event });
         // No receivers is fine: nobody is watching, the run goes on.
         let _ = run.sender.send(envelope);
         if terminal {
@@ -195,11 +173,7 @@ impl RunPublisher {
 
     /// Publishes the terminal event and removes the run.
     pub fn finish(mut self, event: RunEvent) {
-        let event = if event.is_terminal() {
-            event
-        } else {
-            RunEvent::Done { message_id: None }
-        };
+        let event = if event.is_terminal() { event } else { RunEvent::Done { message_id: None } };
         self.finished = true;
         self.registry.publish(self.session_id, self.run_id, event);
     }

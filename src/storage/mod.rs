@@ -37,10 +37,7 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
     let url = config.database_url();
     if url.starts_with("sqlite:") {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-            StorageError::Check(format!(
-                "cannot create data directory {}: {e}",
-                config.data_dir.display()
-            ))
+            StorageError::Check(format!("cannot create data directory {}: {e}", config.data_dir.display()))
         })?;
     }
     let mut opts = ConnectOptions::new(url);
@@ -65,18 +62,13 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
 /// Reads one integer or text pragma back from SQLite.
 async fn pragma(db: &DatabaseConnection, name: &str) -> StorageResult<String> {
     let row = db
-        .query_one_raw(Statement::from_string(
-            DbBackend::Sqlite,
-            format!("PRAGMA {name}"),
-        ))
+        .query_one_raw(Statement::from_string(DbBackend::Sqlite, format!("PRAGMA {name}")))
         .await?
         .ok_or_else(|| StorageError::Check(format!("PRAGMA {name} returned nothing")))?;
     if let Ok(v) = row.try_get_by_index::<String>(0) {
         return Ok(v.to_ascii_lowercase());
     }
-    row.try_get_by_index::<i64>(0)
-        .map(|v| v.to_string())
-        .map_err(StorageError::Db)
+    row.try_get_by_index::<i64>(0).map(|v| v.to_string()).map_err(StorageError::Db)
 }
 
 /// Verifies the SQLite settings durability depends on; a no-op on PostgreSQL.
@@ -84,17 +76,11 @@ pub async fn check_pragmas(db: &DatabaseConnection) -> StorageResult<()> {
     if db.get_database_backend() != DbBackend::Sqlite {
         return Ok(());
     }
-    let expect = [
-        ("journal_mode", "wal"),
-        ("synchronous", "2"),
-        ("foreign_keys", "1"),
-    ];
+    let expect = [("journal_mode", "wal"), ("synchronous", "2"), ("foreign_keys", "1")];
     for (name, want) in expect {
         let got = pragma(db, name).await?;
         if got != want {
-            return Err(StorageError::Check(format!(
-                "SQLite PRAGMA {name} is {got}, expected {want}"
-            )));
+            return Err(StorageError::Check(format!("SQLite PRAGMA {name} is {got}, expected {want}")));
         }
     }
     let busy: i64 = pragma(db, "busy_timeout").await?.parse().unwrap_or(0);
@@ -121,26 +107,17 @@ pub async fn migration_status(db: &DatabaseConnection) -> StorageResult<Vec<(Str
     let all = Migrator::get_migration_with_status(db).await?;
     Ok(all
         .iter()
-        .map(|m| {
-            (
-                m.name().to_string(),
-                m.status() == migration::MigrationStatus::Applied,
-            )
-        })
+        .map(|m| (m.name().to_string(), m.status() == migration::MigrationStatus::Applied))
         .collect())
 }
 
 /// Whether the database answers and no migration is pending, without writing anything.
 pub async fn readiness(db: &DatabaseConnection) -> StorageResult<()> {
-    db.query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT 1"))
-        .await?;
+    db.query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT 1")).await?;
     let pending = Migrator::get_pending_migrations_read_only(db).await?;
     if pending.is_empty() {
         Ok(())
     } else {
-        Err(StorageError::Check(format!(
-            "{} migration(s) pending",
-            pending.len()
-        )))
+        Err(StorageError::Check(format!("{} migration(s) pending", pending.len())))
     }
 }

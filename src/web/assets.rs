@@ -3,10 +3,7 @@ include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
 /// The embedded static file at this path: (contents, content hash).
 pub fn static_file(path: &str) -> Option<(&'static [u8], &'static str)> {
-    STATIC_FILES
-        .iter()
-        .find(|(p, _, _)| *p == path)
-        .map(|(_, bytes, hash)| (*bytes, *hash))
+    STATIC_FILES.iter().find(|(p, _, _)| *p == path).map(|(_, bytes, hash)| (*bytes, *hash))
 }
 
 /// The content type for a static file, by extension.

@@ -13,11 +13,7 @@ pub fn client_ip(req: &HttpRequest, trusted: &[IpAddr]) -> Option<IpAddr> {
     if !trusted.contains(&peer) {
         return Some(peer);
     }
-    let forwarded = req
-        .headers()
-        .get("X-Forwarded-For")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let forwarded = req.headers().get("X-Forwarded-For").and_then(|v| v.to_str().ok()).unwrap_or("");
     forwarded
         .split(',')
         .rev()
@@ -29,13 +25,9 @@ pub fn client_ip(req: &HttpRequest, trusted: &[IpAddr]) -> Option<IpAddr> {
 /// A redirect after a POST: `HX-Redirect` for htmx, 303 otherwise.
 pub fn see_other(req: &HttpRequest, location: &str) -> HttpResponse {
     if super::render::is_htmx(req) {
-        HttpResponse::Ok()
-            .insert_header(("HX-Redirect", location))
-            .finish()
+        HttpResponse::Ok().insert_header(("HX-Redirect", location)).finish()
     } else {
-        HttpResponse::SeeOther()
-            .insert_header((header::LOCATION, location))
-            .finish()
+        HttpResponse::SeeOther().insert_header((header::LOCATION, location)).finish()
     }
 }
 
@@ -79,11 +71,7 @@ mod tests {
             .insert_header(("X-Forwarded-For", "1.2.3.4, 10.0.0.1"))
             .to_http_request();
         assert_eq!(client_ip(&req, &[proxy]), Some("1.2.3.4".parse().unwrap()));
-        assert_eq!(
-            client_ip(&req, &[]),
-            Some(proxy),
-            "untrusted peer: header ignored"
-        );
+        assert_eq!(client_ip(&req, &[]), Some(proxy), "untrusted peer: header ignored");
         let spoofed = actix_web::test::TestRequest::default()
             .peer_addr("5.6.7.8:5000".parse().unwrap())
             .insert_header(("X-Forwarded-For", "1.2.3.4"))

@@ -25,12 +25,7 @@ fn is_safe(method: &Method) -> bool {
 
 /// Whether the request was sent by a page of this very origin.
 fn same_origin(req: &ServiceRequest, state: &AppState) -> bool {
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(site) = header("Sec-Fetch-Site") {
         return site == "same-origin";
     }
@@ -65,14 +60,10 @@ pub async fn csrf_guard(
     }
     let user = req.extract::<MaybeUser>().await?;
     if let Some(auth) = user.0 {
-        let sent = req
-            .headers()
-            .get(CSRF_HEADER)
-            .map(|v| v.as_bytes())
-            .unwrap_or_default();
+        let sent = req.headers().get(CSRF_HEADER).map(|v| v.as_bytes()).unwrap_or_default();
         if !bool::from(sent.ct_eq(auth.csrf_secret.as_bytes())) {
             return Err(
-                WebError::Forbidden("Your page was out of date. Reload it and try again.".into()).into(),
+                WebError::Forbidden("Your page was out of date. Reload it and try again.".into()).into()
             );
         }
     }

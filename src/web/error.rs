@@ -127,13 +127,9 @@ fn login_redirect(req: &actix_web::HttpRequest) -> Option<HttpResponse> {
     let encoded: String = url_encode(target);
     let location = format!("/login?next={encoded}");
     Some(if htmx {
-        HttpResponse::Unauthorized()
-            .insert_header(("HX-Redirect", location))
-            .finish()
+        HttpResponse::Unauthorized().insert_header(("HX-Redirect", location)).finish()
     } else {
-        HttpResponse::SeeOther()
-            .insert_header((header::LOCATION, location))
-            .finish()
+        HttpResponse::SeeOther().insert_header((header::LOCATION, location)).finish()
     })
 }
 
@@ -166,9 +162,7 @@ pub fn render_error_page<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorH
     if status == StatusCode::UNAUTHORIZED
         && let Some(redirect) = login_redirect(res.request())
     {
-        return Ok(ErrorHandlerResponse::Response(
-            res.into_response(redirect).map_into_right_body(),
-        ));
+        return Ok(ErrorHandlerResponse::Response(res.into_response(redirect).map_into_right_body()));
     }
     let message = res
         .response()
@@ -185,12 +179,7 @@ pub fn render_error_page<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorH
             new.append_header((name.clone(), value.clone()));
         }
     }
-    new.insert_header((
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    ));
+    new.insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")));
     new.insert_header((header::VARY, HeaderValue::from_static("HX-Request")));
-    Ok(ErrorHandlerResponse::Response(
-        ServiceResponse::new(req, new.body(html)).map_into_right_body(),
-    ))
+    Ok(ErrorHandlerResponse::Response(ServiceResponse::new(req, new.body(html)).map_into_right_body()))
 }

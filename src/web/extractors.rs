@@ -11,11 +11,7 @@ use crate::state::AppState;
 
 /// Cookie name of the browser session: `__Host-` prefixed (and `Secure`) over HTTPS.
 pub fn session_cookie_name(https: bool) -> &'static str {
-    if https {
-        "__Host-arbor_session"
-    } else {
-        "arbor_session"
-    }
+    if https { "__Host-arbor_session" } else { "arbor_session" }
 }
 
 /// The signed-in, active user; anonymous requests fail with 401, disabled users with 403.
@@ -45,9 +41,7 @@ async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, WebError> {
             Ok(auth) => Some(auth),
             Err(Rejection::Anonymous) => None,
             Err(Rejection::Disabled) => {
-                return Err(WebError::Forbidden(
-                    "Your account is disabled. Ask an administrator.".into(),
-                ));
+                return Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()));
             }
         },
     };
@@ -61,12 +55,7 @@ impl FromRequest for CurrentUser {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
-        Box::pin(async move {
-            resolve(req)
-                .await?
-                .map(CurrentUser)
-                .ok_or(WebError::Unauthenticated)
-        })
+        Box::pin(async move { resolve(req).await?.map(CurrentUser).ok_or(WebError::Unauthenticated) })
     }
 }
 
@@ -77,5 +66,26 @@ impl FromRequest for MaybeUser {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move { resolve(req).await.map(MaybeUser) })
+    }
+}
+
+/// A signed-in admin; members get 403, anonymous requests 401.
+#[derive(Debug, Clone)]
+pub struct AdminUser(pub Authenticated);
+
+impl FromRequest for AdminUser {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let auth = resolve(req).await?.ok_or(WebError::Unauthenticated)?;
+            if auth.actor.is_admin() {
+                Ok(AdminUser(auth))
+            } else {
+                Err(WebError::Forbidden("This page is for administrators.".into()))
+            }
+        })
     }
 }

@@ -27,10 +27,7 @@ pub fn security_headers(https: bool) -> DefaultHeaders {
         .add(("X-Frame-Options", "DENY"))
         .add(("Referrer-Policy", "no-referrer"))
         .add(("Cross-Origin-Opener-Policy", "same-origin"))
-        .add((
-            "Permissions-Policy",
-            "camera=(), microphone=(), geolocation=(), payment=()",
-        ));
+        .add(("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()"));
     if https {
         h = h.add(("Strict-Transport-Security", "max-age=31536000; includeSubDomains"));
     }
@@ -57,8 +54,7 @@ pub async fn request_context(
                 "served"
             );
             if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
-                res.headers_mut()
-                    .insert(HeaderName::from_static("x-request-id"), v);
+                res.headers_mut().insert(HeaderName::from_static("x-request-id"), v);
             }
             Ok(res)
         }

@@ -45,7 +45,5 @@ pub fn build_app(
         .wrap(middleware::security_headers(https))
         .wrap(from_fn(middleware::request_context))
         .configure(routes::configure)
-        .default_service(web::to(|| async {
-            Err::<actix_web::HttpResponse, _>(WebError::NotFound)
-        }))
+        .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(WebError::NotFound) }))
 }

@@ -21,15 +21,13 @@ pub fn build_templates() -> Result<Tera, String> {
         let text = std::str::from_utf8(bytes).map_err(|e| format!("template {name}: {e}"))?;
         sources.push((*name, text));
     }
-    tera.add_raw_templates(sources)
-        .map_err(|e| format!("templates: {e}"))?;
+    tera.add_raw_templates(sources).map_err(|e| format!("templates: {e}"))?;
     let mut urls = std::collections::BTreeMap::new();
     for (path, _, hash) in assets::STATIC_FILES {
         urls.insert(path.to_string(), format!("/static/{path}?v={hash}"));
     }
     tera.global_context().insert("assets", &urls);
-    tera.global_context()
-        .insert("app_version", env!("CARGO_PKG_VERSION"));
+    tera.global_context().insert("app_version", env!("CARGO_PKG_VERSION"));
     Ok(tera)
 }
 
@@ -48,20 +46,15 @@ pub fn page(
     ctx: Context,
 ) -> Result<HttpResponse, WebError> {
     let name = if is_htmx(req) { partial } else { page };
-    let html = state
-        .templates
-        .render(name, &ctx)
-        .map_err(|e| WebError::Internal(format!("render {name}: {e}")))?;
+    let html =
+        state.templates.render(name, &ctx).map_err(|e| WebError::Internal(format!("render {name}: {e}")))?;
     Ok(html_response(StatusCode::OK, html))
 }
 
 /// An HTML response that varies on `HX-Request` and is never cached by shared caches.
 pub fn html_response(status: StatusCode, html: String) -> HttpResponse {
     HttpResponse::build(status)
-        .insert_header((
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        ))
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")))
         .insert_header((header::VARY, HeaderValue::from_static("HX-Request")))
         .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
         .body(html)
@@ -79,19 +72,12 @@ pub fn error_html(
     ctx.insert("status", &status.as_u16());
     ctx.insert("reason", status.canonical_reason().unwrap_or("Error"));
     ctx.insert("message", message);
-    let name = if fragment {
-        "partials/_error.html"
-    } else {
-        "pages/error.html"
-    };
+    let name = if fragment { "partials/_error.html" } else { "pages/error.html" };
     match state.templates.render(name, &ctx) {
         Ok(html) => html,
         Err(e) => {
             tracing::error!(error = %e, "error page failed to render");
-            format!(
-                "<!doctype html><title>Error</title><p>{}</p>",
-                super::sse::escape_text(message)
-            )
+            format!("<!doctype html><title>Error</title><p>{}</p>", super::sse::escape_text(message))
         }
     }
 }

@@ -36,101 +36,33 @@ pub struct RouteEntry {
 }
 
 fn entry(method: Method, path: &'static str, access: Access, route: Route) -> RouteEntry {
-    RouteEntry {
-        spec: RouteSpec { method, path, access },
-        route,
-    }
+    RouteEntry { spec: RouteSpec { method, path, access }, route }
 }
 
 /// Every route Arbor serves.
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
+    use handlers::{account, assets, auth, events, health, home, invitations};
     vec![
-        entry(Method::GET, "/", Public, web::get().to(handlers::home::index)),
-        entry(
-            Method::GET,
-            "/healthz",
-            Public,
-            web::get().to(handlers::health::healthz),
-        ),
-        entry(
-            Method::GET,
-            "/readyz",
-            Public,
-            web::get().to(handlers::health::readyz),
-        ),
-        entry(
-            Method::GET,
-            "/static/{path:.*}",
-            Public,
-            web::get().to(handlers::assets::serve),
-        ),
-        entry(
-            Method::GET,
-            "/login",
-            Public,
-            web::get().to(handlers::auth::login_form),
-        ),
-        entry(
-            Method::POST,
-            "/login",
-            Public,
-            web::post().to(handlers::auth::login),
-        ),
-        entry(
-            Method::POST,
-            "/logout",
-            Public,
-            web::post().to(handlers::auth::logout),
-        ),
-        entry(
-            Method::GET,
-            "/signup",
-            Public,
-            web::get().to(handlers::auth::signup_form),
-        ),
-        entry(
-            Method::POST,
-            "/signup",
-            Public,
-            web::post().to(handlers::auth::signup),
-        ),
-        entry(
-            Method::GET,
-            "/setup/{token}",
-            Public,
-            web::get().to(handlers::auth::setup),
-        ),
-        entry(
-            Method::GET,
-            "/account/sessions",
-            User,
-            web::get().to(handlers::account::sessions),
-        ),
-        entry(
-            Method::POST,
-            "/account/sessions/{id}/revoke",
-            User,
-            web::post().to(handlers::account::revoke),
-        ),
-        entry(
-            Method::GET,
-            "/account/password",
-            User,
-            web::get().to(handlers::account::password_form),
-        ),
-        entry(
-            Method::POST,
-            "/account/password",
-            User,
-            web::post().to(handlers::account::change_password),
-        ),
-        entry(
-            Method::GET,
-            "/s/{session_id}/events",
-            User,
-            web::get().to(handlers::events::session_events),
-        ),
+        entry(Method::GET, "/", Public, web::get().to(home::index)),
+        entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
+        entry(Method::GET, "/readyz", Public, web::get().to(health::readyz)),
+        entry(Method::GET, "/static/{path:.*}", Public, web::get().to(assets::serve)),
+        entry(Method::GET, "/login", Public, web::get().to(auth::login_form)),
+        entry(Method::POST, "/login", Public, web::post().to(auth::login)),
+        entry(Method::POST, "/logout", Public, web::post().to(auth::logout)),
+        entry(Method::GET, "/signup", Public, web::get().to(auth::signup_form)),
+        entry(Method::POST, "/signup", Public, web::post().to(auth::signup)),
+        entry(Method::GET, "/setup/{token}", Public, web::get().to(auth::setup)),
+        entry(Method::GET, "/invite/{token}", Public, web::get().to(invitations::show)),
+        entry(Method::POST, "/invite/{token}", Public, web::post().to(invitations::accept)),
+        entry(Method::GET, "/admin/invitations", Admin, web::get().to(invitations::list)),
+        entry(Method::POST, "/admin/invitations", Admin, web::post().to(invitations::create)),
+        entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
+        entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),
+        entry(Method::GET, "/account/password", User, web::get().to(account::password_form)),
+        entry(Method::POST, "/account/password", User, web::post().to(account::change_password)),
+        entry(Method::GET, "/s/{session_id}/events", User, web::get().to(events::session_events)),
     ]
 }
 

@@ -39,17 +39,12 @@ pub fn snapshot_event(s: &RunSnapshot) -> sse::Event {
         html.push_str(&span("thought-text", &s.thoughts));
     }
     html.push_str(&span("answer-text", &s.text));
-    event(
-        "snapshot",
-        format!("<div class=\"snapshot\" data-seq=\"{}\">{html}</div>", s.seq),
-    )
+    event("snapshot", format!("<div class=\"snapshot\" data-seq=\"{}\">{html}</div>", s.seq))
 }
 
 /// The `done` event; it is always the last one on a stream.
 pub fn done_event(message_id: Option<Uuid>) -> sse::Event {
-    let attr = message_id
-        .map(|id| format!(" data-message-id=\"{id}\""))
-        .unwrap_or_default();
+    let attr = message_id.map(|id| format!(" data-message-id=\"{id}\"")).unwrap_or_default();
     event("done", format!("<span class=\"done\"{attr}></span>"))
 }
 
@@ -58,15 +53,13 @@ pub fn run_event(e: &RunEvent) -> sse::Event {
     match e {
         RunEvent::Delta(t) => event("delta", span("delta", t)),
         RunEvent::Thought(t) => event("thought", span("thought-delta", t)),
-        RunEvent::Usage { input, output } => event(
-            "usage",
-            format!("<span class=\"usage\">{input} in · {output} out</span>"),
-        ),
+        RunEvent::Usage { input, output } => {
+            event("usage", format!("<span class=\"usage\">{input} in · {output} out</span>"))
+        }
         RunEvent::Done { message_id } => done_event(*message_id),
-        RunEvent::Error(m) => event(
-            "error",
-            format!("<div class=\"flash flash-error\">{}</div>", escape_text(m)),
-        ),
+        RunEvent::Error(m) => {
+            event("error", format!("<div class=\"flash flash-error\">{}</div>", escape_text(m)))
+        }
     }
 }
 
@@ -104,10 +97,7 @@ pub fn session_stream(
                             let next = match &env.event {
                                 RunEvent::Done { .. } => Phase::End,
                                 RunEvent::Error(_) => Phase::Closing,
-                                _ => Phase::Live {
-                                    last_seq: env.seq,
-                                    sub,
-                                },
+                                _ => Phase::Live { last_seq: env.seq, sub },
                             };
                             break Some((run_event(&env.event), next));
                         }
@@ -147,9 +137,6 @@ mod tests {
     #[test]
     fn delta_markup_is_escaped_inside_a_span() {
         let html = span("delta", "<img src=x onerror=alert(1)>\n");
-        assert_eq!(
-            html,
-            "<span class=\"delta\">&lt;img src=x onerror=alert(1)&gt;\n</span>"
-        );
+        assert_eq!(html, "<span class=\"delta\">&lt;img src=x onerror=alert(1)&gt;\n</span>");
     }
 }

@@ -12,21 +12,12 @@ async fn signup_app() -> TestApp {
 }
 
 async fn sign_up(app: &TestApp, email: &str) -> reqwest::Response {
-    let body = format!(
-        "email={}&display_name=Ada&password={}",
-        urlenc(email),
-        urlenc(PASSWORD)
-    );
+    let body = format!("email={}&display_name=Ada&password={}", urlenc(email), urlenc(PASSWORD));
     app.post_form("/signup", &body, None).await
 }
 
 async fn sign_in(app: &TestApp, email: &str, password: &str) -> reqwest::Response {
-    app.post_form(
-        "/login",
-        &format!("email={}&password={}", urlenc(email), urlenc(password)),
-        None,
-    )
-    .await
+    app.post_form("/login", &format!("email={}&password={}", urlenc(email), urlenc(password)), None).await
 }
 
 fn urlenc(s: &str) -> String {
@@ -65,10 +56,7 @@ async fn sign_up_then_sign_in_with_safe_cookies() {
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
         .collect::<Vec<_>>();
-    let session = set_cookie
-        .iter()
-        .find(|c| c.starts_with("arbor_session="))
-        .expect("session cookie");
+    let session = set_cookie.iter().find(|c| c.starts_with("arbor_session=")).expect("session cookie");
     assert!(
         session.contains("HttpOnly") && session.contains("SameSite=Lax") && session.contains("Path=/"),
         "{session}"
@@ -78,10 +66,8 @@ async fn sign_up_then_sign_in_with_safe_cookies() {
     assert!(home.contains("Welcome, Ada"));
     assert!(home.contains(r#"<meta name="csrf-token""#));
 
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
     assert_eq!(user.role, Role::Member);
 
     let res = sign_in(&app, "ada@example.com", PASSWORD).await;
@@ -99,32 +85,19 @@ async fn posted_role_fields_are_ignored_at_sign_up() {
         urlenc(PASSWORD)
     );
     assert_eq!(app.post_form("/signup", &body, None).await.status(), 303);
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "eve@example.com")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "eve@example.com").await.unwrap().unwrap();
     assert_eq!(user.role, Role::Member);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_sign_up_input_is_refused_with_a_message() {
     let app = signup_app().await;
-    let res = app
-        .post_form(
-            "/signup",
-            "email=not-an-email&display_name=x&password=long-enough-pw",
-            None,
-        )
-        .await;
+    let res =
+        app.post_form("/signup", "email=not-an-email&display_name=x&password=long-enough-pw", None).await;
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("Enter a valid email address."));
-    let res = app
-        .post_form(
-            "/signup",
-            "email=a%40example.com&display_name=x&password=short",
-            None,
-        )
-        .await;
+    let res = app.post_form("/signup", "email=a%40example.com&display_name=x&password=short", None).await;
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("at least 12 characters"));
     let res = app.post_form("/signup", "email=a%40example.com", None).await;
@@ -147,24 +120,16 @@ async fn wrong_password_and_unknown_email_look_the_same() {
     let a = wrong.text().await.unwrap();
     let b = unknown.text().await.unwrap();
     assert!(a.contains(arbor::domain::accounts::BAD_CREDENTIALS));
-    assert_eq!(
-        a.replace("ada@example.com", ""),
-        b.replace("nobody@example.com", ""),
-        "same page either way"
-    );
+    assert_eq!(a.replace("ada@example.com", ""), b.replace("nobody@example.com", ""), "same page either way");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_user_cannot_sign_in() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
-        .await
-        .unwrap()
-        .unwrap();
-    arbor::storage::repos::users::set_status(&app.state.db, user.id, UserStatus::Disabled)
-        .await
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    arbor::storage::repos::users::set_status(&app.state.db, user.id, UserStatus::Disabled).await.unwrap();
     let res = sign_in(&app, "ada@example.com", PASSWORD).await;
     assert_eq!(res.status(), 403);
     assert!(session_cookie_from(&res).is_none());
@@ -175,10 +140,8 @@ async fn a_pre_set_cookie_is_not_kept_after_sign_in() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
     // An attacker's own valid session planted in the victim's browser is ended by sign-in.
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
     let planted = app.login(&user).await;
     let res = app
         .client
@@ -205,12 +168,7 @@ async fn a_pre_set_cookie_is_not_kept_after_sign_in() {
     assert_eq!(res.status(), 303);
     let fresh = session_cookie_from(&res).unwrap();
     assert_ne!(fresh, "arbor_session=planted-by-attacker");
-    assert_eq!(
-        app.get("/account/sessions", Some("arbor_session=planted-by-attacker"))
-            .await
-            .status(),
-        401
-    );
+    assert_eq!(app.get("/account/sessions", Some("arbor_session=planted-by-attacker")).await.status(), 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,17 +182,10 @@ async fn sign_in_attempts_are_limited_per_account_and_per_address() {
     .await;
     sign_up(&app, "ada@example.com").await;
     for _ in 0..3 {
-        assert_eq!(
-            sign_in(&app, "ada@example.com", "wrong password!").await.status(),
-            401
-        );
+        assert_eq!(sign_in(&app, "ada@example.com", "wrong password!").await.status(), 401);
     }
     let res = sign_in(&app, "ada@example.com", PASSWORD).await;
-    assert_eq!(
-        res.status(),
-        429,
-        "even the right password waits once the account is limited"
-    );
+    assert_eq!(res.status(), 429, "even the right password waits once the account is limited");
     assert!(res.headers().contains_key("retry-after"));
     assert!(res.text().await.unwrap().contains("Too many sign-in attempts"));
     // Other accounts from the same address still work until the address limit…
@@ -253,22 +204,15 @@ async fn sign_in_attempts_are_limited_per_account_and_per_address() {
         assert_eq!(forged.status(), 401);
     }
     // …which is now reached.
-    assert_eq!(
-        sign_in(&app, "someone@example.com", "whatever-long")
-            .await
-            .status(),
-        429
-    );
+    assert_eq!(sign_in(&app, "someone@example.com", "whatever-long").await.status(), 429);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_out_ends_the_session_server_side() {
     let app = signup_app().await;
     let cookie = session_cookie_from(&sign_up(&app, "ada@example.com").await).unwrap();
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
     let s = app.login_full(&user).await;
     let res = app.post_form("/logout", "", Some(&s)).await;
     assert_eq!(res.status(), 303);
@@ -278,16 +222,8 @@ async fn sign_out_ends_the_session_server_side() {
         .iter()
         .any(|v| v.to_str().unwrap().starts_with("arbor_session=;"));
     assert!(cleared, "cookie cleared");
-    assert_eq!(
-        app.get("/account/sessions", Some(&s.cookie)).await.status(),
-        401,
-        "old cookie is dead"
-    );
-    assert_eq!(
-        app.get("/account/sessions", Some(&cookie)).await.status(),
-        200,
-        "other sessions live on"
-    );
+    assert_eq!(app.get("/account/sessions", Some(&s.cookie)).await.status(), 401, "old cookie is dead");
+    assert_eq!(app.get("/account/sessions", Some(&cookie)).await.status(), 200, "other sessions live on");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,19 +250,12 @@ async fn sessions_page_lists_and_revokes_only_your_own() {
     let here = app.login_full(&ada).await;
     let phone = app.login_full(&ada).await;
     let bobs = app.login_full(&bob).await;
-    let page = app
-        .get("/account/sessions", Some(&here.cookie))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = app.get("/account/sessions", Some(&here.cookie)).await.text().await.unwrap();
     assert!(page.contains(&here.id) && page.contains(&phone.id) && !page.contains(&bobs.id));
     assert!(page.contains("this browser"));
 
     assert_eq!(
-        app.post_form(&format!("/account/sessions/{}/revoke", bobs.id), "", Some(&here))
-            .await
-            .status(),
+        app.post_form(&format!("/account/sessions/{}/revoke", bobs.id), "", Some(&here)).await.status(),
         404
     );
     assert_eq!(
@@ -336,54 +265,27 @@ async fn sessions_page_lists_and_revokes_only_your_own() {
     );
 
     assert_eq!(
-        app.post_form(&format!("/account/sessions/{}/revoke", phone.id), "", Some(&here))
-            .await
-            .status(),
+        app.post_form(&format!("/account/sessions/{}/revoke", phone.id), "", Some(&here)).await.status(),
         303
     );
-    assert_eq!(
-        app.get("/account/sessions", Some(&phone.cookie)).await.status(),
-        401
-    );
-    let res = app
-        .post_form(&format!("/account/sessions/{}/revoke", here.id), "", Some(&here))
-        .await;
+    assert_eq!(app.get("/account/sessions", Some(&phone.cookie)).await.status(), 401);
+    let res = app.post_form(&format!("/account/sessions/{}/revoke", here.id), "", Some(&here)).await;
     assert_eq!(res.headers()["location"], "/login");
-    assert_eq!(
-        app.get("/account/sessions", Some(&here.cookie)).await.status(),
-        401
-    );
+    assert_eq!(app.get("/account/sessions", Some(&here.cookie)).await.status(), 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_password() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
     let s = app.login_full(&user).await;
-    let res = app
-        .post_form(
-            "/account/password",
-            "current=wrong&new=another+long+password",
-            Some(&s),
-        )
-        .await;
+    let res = app.post_form("/account/password", "current=wrong&new=another+long+password", Some(&s)).await;
     assert_eq!(res.status(), 400);
-    assert!(
-        res.text()
-            .await
-            .unwrap()
-            .contains("current password is not correct")
-    );
+    assert!(res.text().await.unwrap().contains("current password is not correct"));
     let res = app
-        .post_form(
-            "/account/password",
-            &format!("current={}&new=short", urlenc(PASSWORD)),
-            Some(&s),
-        )
+        .post_form("/account/password", &format!("current={}&new=short", urlenc(PASSWORD)), Some(&s))
         .await;
     assert_eq!(res.status(), 400);
     let res = app
@@ -394,19 +296,9 @@ async fn change_password() {
         )
         .await;
     assert_eq!(res.status(), 200);
-    assert!(
-        res.text()
-            .await
-            .unwrap()
-            .contains("Your password has been changed.")
-    );
+    assert!(res.text().await.unwrap().contains("Your password has been changed."));
     assert_eq!(sign_in(&app, "ada@example.com", PASSWORD).await.status(), 401);
-    assert_eq!(
-        sign_in(&app, "ada@example.com", "another long password")
-            .await
-            .status(),
-        303
-    );
+    assert_eq!(sign_in(&app, "ada@example.com", "another long password").await.status(), 303);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,11 +319,7 @@ async fn next_never_leaves_the_site() {
         ("/%5Cevil.example", "/%5Cevil.example"),
     ];
     for (next, expected) in cases {
-        let body = format!(
-            "email=ada%40example.com&password={}&next={}",
-            urlenc(PASSWORD),
-            urlenc(next)
-        );
+        let body = format!("email=ada%40example.com&password={}&next={}", urlenc(PASSWORD), urlenc(next));
         let res = app.post_form("/login", &body, None).await;
         assert_eq!(res.status(), 303);
         assert_eq!(res.headers()["location"], expected, "{next}");
@@ -439,10 +327,7 @@ async fn next_never_leaves_the_site() {
 }
 
 async fn setup_cookie(app: &TestApp) -> String {
-    let token = arbor::domain::accounts::open_setup(&app.state.db)
-        .await
-        .unwrap()
-        .expect("no admin yet");
+    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().expect("no admin yet");
     let res = app.get(&format!("/setup/{token}"), None).await;
     assert_eq!(res.status(), 303);
     assert_eq!(res.headers()["location"], "/signup");
@@ -459,35 +344,16 @@ async fn setup_cookie(app: &TestApp) -> String {
 async fn the_setup_link_makes_exactly_one_admin_and_then_stops_working() {
     let app = TestApp::spawn().await;
     let setup = setup_cookie(&app).await;
-    let signup_page = app
-        .client
-        .get(app.url("/signup"))
-        .header("Cookie", &setup)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        signup_page.status(),
-        200,
-        "sign-up opens for the setup link even though it is off"
-    );
-    assert!(
-        signup_page
-            .text()
-            .await
-            .unwrap()
-            .contains("becomes its administrator")
-    );
+    let signup_page = app.client.get(app.url("/signup")).header("Cookie", &setup).send().await.unwrap();
+    assert_eq!(signup_page.status(), 200, "sign-up opens for the setup link even though it is off");
+    assert!(signup_page.text().await.unwrap().contains("becomes its administrator"));
     let res = app
         .client
         .post(app.url("/signup"))
         .header("Origin", app.origin())
         .header("Cookie", &setup)
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(format!(
-            "email=root%40example.com&display_name=Root&password={}",
-            urlenc(PASSWORD)
-        ))
+        .body(format!("email=root%40example.com&display_name=Root&password={}", urlenc(PASSWORD)))
         .send()
         .await
         .unwrap();
@@ -498,20 +364,9 @@ async fn the_setup_link_makes_exactly_one_admin_and_then_stops_working() {
         .unwrap();
     assert_eq!(root.role, Role::Admin);
     // Used once: the same cookie no longer opens sign-up, and no new link is issued.
-    let again = app
-        .client
-        .get(app.url("/signup"))
-        .header("Cookie", &setup)
-        .send()
-        .await
-        .unwrap();
+    let again = app.client.get(app.url("/signup")).header("Cookie", &setup).send().await.unwrap();
     assert_eq!(again.status(), 404);
-    assert!(
-        arbor::domain::accounts::open_setup(&app.state.db)
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -530,9 +385,7 @@ async fn twenty_concurrent_setup_sign_ups_make_one_admin() {
                 .header("Origin", origin)
                 .header("Cookie", setup)
                 .header("Content-Type", "application/x-www-form-urlencoded")
-                .body(format!(
-                    "email=racer{i}%40example.com&display_name=R&password=correct+horse+battery"
-                ))
+                .body(format!("email=racer{i}%40example.com&display_name=R&password=correct+horse+battery"))
                 .send()
                 .await
                 .unwrap()
@@ -544,12 +397,7 @@ async fn twenty_concurrent_setup_sign_ups_make_one_admin() {
         let status = t.await.unwrap();
         assert!(status == 303 || status == 404, "{status}");
     }
-    assert_eq!(
-        arbor::storage::repos::users::count_admins(&app.state.db)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(arbor::storage::repos::users::count_admins(&app.state.db).await.unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,10 +412,7 @@ async fn https_deployments_use_host_prefixed_secure_cookies() {
         .post(app.url("/signup"))
         .header("Origin", "https://arbor.example.com")
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(format!(
-            "email=ada%40example.com&display_name=Ada&password={}",
-            urlenc(PASSWORD)
-        ))
+        .body(format!("email=ada%40example.com&display_name=Ada&password={}", urlenc(PASSWORD)))
         .send()
         .await
         .unwrap();
@@ -587,9 +432,5 @@ async fn https_deployments_use_host_prefixed_secure_cookies() {
     // With a public URL configured, only that origin is accepted.
     let res = app.post_form("/login", "email=a%40b.io&password=x", None).await;
     assert_eq!(res.status(), 403);
-    let _ = TestSession {
-        cookie: String::new(),
-        csrf: String::new(),
-        id: String::new(),
-    };
+    let _ = TestSession { cookie: String::new(), csrf: String::new(), id: String::new() };
 }

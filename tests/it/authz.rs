@@ -29,31 +29,26 @@ struct Case {
 struct Ids {
     session: Uuid,
     owner_spare_session: String,
+    invite_token: String,
 }
 
 const fn all(code: u16) -> Expect {
-    Expect {
-        anonymous: code,
-        other_member: code,
-        owner: code,
-        admin: code,
-    }
+    Expect { anonymous: code, other_member: code, owner: code, admin: code }
 }
 
 /// Pages for the signed-out: anonymous callers get them, signed-in ones are sent on.
-const SIGNED_OUT_PAGE: Expect = Expect {
-    anonymous: 200,
-    other_member: 303,
-    owner: 303,
-    admin: 303,
-};
+const SIGNED_OUT_PAGE: Expect = Expect { anonymous: 200, other_member: 303, owner: 303, admin: 303 };
+/// Admin pages: members are forbidden, anonymous callers must sign in.
+const ADMIN_ONLY: Expect = Expect { anonymous: 401, other_member: 403, owner: 403, admin: 200 };
+
+/// Signed-out flows that a signed-in caller may not enter.
+#[allow(non_snake_case)]
+const fn SIGNED_IN_CONFLICT_ELSE(anonymous: u16) -> Expect {
+    Expect { anonymous, other_member: 409, owner: 409, admin: 409 }
+}
+
 /// A signed-in user's own page.
-const OWN_PAGE: Expect = Expect {
-    anonymous: 401,
-    other_member: 200,
-    owner: 200,
-    admin: 200,
-};
+const OWN_PAGE: Expect = Expect { anonymous: 401, other_member: 200, owner: 200, admin: 200 };
 
 fn cases() -> Vec<Case> {
     let get = |pattern, path: fn(&Ids) -> String, expect| Case {
@@ -76,23 +71,13 @@ fn cases() -> Vec<Case> {
         get("/readyz", |_| "/readyz".into(), all(200)),
         get("/static/{path:.*}", |_| "/static/app.css".into(), all(200)),
         get("/login", |_| "/login".into(), SIGNED_OUT_PAGE),
-        post(
-            "/login",
-            |_| "/login".into(),
-            "email=nobody%40example.com&password=wrong-password",
-            all(401),
-        ),
+        post("/login", |_| "/login".into(), "email=nobody%40example.com&password=wrong-password", all(401)),
         post("/logout", |_| "/logout".into(), "", all(303)),
         // Self sign-up is off by default, and the setup link is closed once an admin exists.
         get(
             "/signup",
             |_| "/signup".into(),
-            Expect {
-                anonymous: 404,
-                other_member: 303,
-                owner: 303,
-                admin: 303,
-            },
+            Expect { anonymous: 404, other_member: 303, owner: 303, admin: 303 },
         ),
         post(
             "/signup",
@@ -100,10 +85,21 @@ fn cases() -> Vec<Case> {
             "email=x%40example.com&display_name=x&password=long-enough-pw",
             all(404),
         ),
-        get(
-            "/setup/{token}",
-            |_| format!("/setup/{}", "a".repeat(43)),
-            all(404),
+        get("/setup/{token}", |_| format!("/setup/{}", "a".repeat(43)), all(404)),
+        // An open invitation's link: for the signed-out; signed-in callers are told to sign out.
+        get("/invite/{token}", |ids| format!("/invite/{}", ids.invite_token), SIGNED_IN_CONFLICT_ELSE(200)),
+        post(
+            "/invite/{token}",
+            |ids| format!("/invite/{}", ids.invite_token),
+            "display_name=x&password=short",
+            SIGNED_IN_CONFLICT_ELSE(400),
+        ),
+        get("/admin/invitations", |_| "/admin/invitations".into(), ADMIN_ONLY),
+        post(
+            "/admin/invitations",
+            |_| "/admin/invitations".into(),
+            "email=new%40example.com&role=member",
+            ADMIN_ONLY,
         ),
         get("/account/sessions", |_| "/account/sessions".into(), OWN_PAGE),
         post(
@@ -111,12 +107,7 @@ fn cases() -> Vec<Case> {
             |ids| format!("/account/sessions/{}/revoke", ids.owner_spare_session),
             "",
             // Only the owner can end the owner's session; for anyone else it does not exist.
-            Expect {
-                anonymous: 401,
-                other_member: 404,
-                owner: 303,
-                admin: 404,
-            },
+            Expect { anonymous: 401, other_member: 404, owner: 303, admin: 404 },
         ),
         get("/account/password", |_| "/account/password".into(), OWN_PAGE),
         // Test users have no password, so a change is refused as invalid, never forbidden.
@@ -124,23 +115,13 @@ fn cases() -> Vec<Case> {
             "/account/password",
             |_| "/account/password".into(),
             "current=a&new=b",
-            Expect {
-                anonymous: 401,
-                other_member: 400,
-                owner: 400,
-                admin: 400,
-            },
+            Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
         ),
         get(
             "/s/{session_id}/events",
             |ids| format!("/s/{}/events", ids.session),
             // Someone else's session is indistinguishable from a missing one; admins included.
-            Expect {
-                anonymous: 401,
-                other_member: 404,
-                owner: 200,
-                admin: 404,
-            },
+            Expect { anonymous: 401, other_member: 404, owner: 200, admin: 404 },
         ),
     ]
 }
@@ -150,9 +131,7 @@ fn every_route_has_an_authorization_case() {
     let cases = cases();
     for spec in specs() {
         assert!(
-            cases
-                .iter()
-                .any(|c| c.method == spec.method && c.pattern == spec.path),
+            cases.iter().any(|c| c.method == spec.method && c.pattern == spec.path),
             "route {} {} has no row in tests/it/authz.rs",
             spec.method,
             spec.path
@@ -160,9 +139,7 @@ fn every_route_has_an_authorization_case() {
     }
     for c in &cases {
         assert!(
-            specs()
-                .iter()
-                .any(|s| s.method == c.method && s.path == c.pattern),
+            specs().iter().any(|s| s.method == c.method && s.path == c.pattern),
             "authz row {} {} names no route",
             c.method,
             c.pattern
@@ -171,9 +148,7 @@ fn every_route_has_an_authorization_case() {
 }
 
 async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
-    let mut req = app
-        .client
-        .request(case.method.as_str().parse().unwrap(), app.url(path));
+    let mut req = app.client.request(case.method.as_str().parse().unwrap(), app.url(path));
     if case.method != Method::GET {
         req = req
             .header("Origin", app.origin())
@@ -194,22 +169,22 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let admin = app.create_user("admin@example.com", Role::Admin).await;
     let disabled = app.create_user("gone@example.com", Role::Member).await;
     let (_, session) = app.create_session(&owner).await;
-    let ids = Ids {
-        session,
-        owner_spare_session: app.login_full(&owner).await.id,
-    };
+    let invite = arbor::domain::invitations::create(
+        &app.state.db,
+        &arbor::domain::accounts::Actor::for_user(&admin),
+        "invitee@example.com",
+        Role::Member,
+        24,
+    )
+    .await
+    .unwrap();
+    let ids =
+        Ids { session, owner_spare_session: app.login_full(&owner).await.id, invite_token: invite.token };
     let disabled_session = app.login_full(&disabled).await;
-    arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled)
-        .await
-        .unwrap();
+    arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled).await.unwrap();
 
-    let access_of = |c: &Case| {
-        specs()
-            .into_iter()
-            .find(|s| s.method == c.method && s.path == c.pattern)
-            .unwrap()
-            .access
-    };
+    let access_of =
+        |c: &Case| specs().into_iter().find(|s| s.method == c.method && s.path == c.pattern).unwrap().access;
     for case in cases() {
         let path = (case.path)(&ids);
         // A fresh session per call, so signing out in one call cannot affect the next.
@@ -226,16 +201,9 @@ async fn every_route_answers_each_caller_as_its_row_says() {
                 403,
                 "disabled user on {path}"
             );
-            let forged = TestSession {
-                cookie: "arbor_session=forged".into(),
-                csrf: "x".into(),
-                id: String::new(),
-            };
-            assert_eq!(
-                call(&app, &case, &path, Some(&forged)).await,
-                401,
-                "forged cookie on {path}"
-            );
+            let forged =
+                TestSession { cookie: "arbor_session=forged".into(), csrf: "x".into(), id: String::new() };
+            assert_eq!(call(&app, &case, &path, Some(&forged)).await, 401, "forged cookie on {path}");
         }
     }
 }
@@ -247,15 +215,12 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
     let ids = Ids {
         session: Uuid::now_v7(),
         owner_spare_session: app.login_full(&owner).await.id,
+        invite_token: "x".repeat(43),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());
     for spec in specs().iter().filter(|s| s.method != Method::GET) {
-        assert!(
-            mutating.iter().any(|c| c.pattern == spec.path),
-            "no CSRF case for {}",
-            spec.path
-        );
+        assert!(mutating.iter().any(|c| c.pattern == spec.path), "no CSRF case for {}", spec.path);
     }
     for case in &mutating {
         let path = (case.path)(&ids);
@@ -317,9 +282,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
             "{path} had a side effect"
         );
     }
-    let listed = arbor::storage::repos::auth_sessions::list_for_user(&app.state.db, owner.id)
-        .await
-        .unwrap();
+    let listed = arbor::storage::repos::auth_sessions::list_for_user(&app.state.db, owner.id).await.unwrap();
     assert!(
         listed.iter().any(|l| l.id == ids.owner_spare_session),
         "the spare session survived every refused revoke"
@@ -331,21 +294,10 @@ async fn malformed_ids_are_404_not_500() {
     let app = TestApp::spawn().await;
     let owner = app.create_user("owner@example.com", Role::Member).await;
     let s = app.login_full(&owner).await;
-    for bad in [
-        "not-a-uuid",
-        "..",
-        "%2e%2e",
-        "00000000-0000-0000-0000-000000000000",
-    ] {
-        let status = app
-            .get(&format!("/s/{bad}/events"), Some(&s.cookie))
-            .await
-            .status();
+    for bad in ["not-a-uuid", "..", "%2e%2e", "00000000-0000-0000-0000-000000000000"] {
+        let status = app.get(&format!("/s/{bad}/events"), Some(&s.cookie)).await.status();
         assert_eq!(status, 404, "{bad}");
-        let status = app
-            .post_form(&format!("/account/sessions/{bad}/revoke"), "", Some(&s))
-            .await
-            .status();
+        let status = app.post_form(&format!("/account/sessions/{bad}/revoke"), "", Some(&s)).await.status();
         assert_eq!(status, 404, "{bad}");
     }
 }
@@ -361,17 +313,8 @@ async fn anonymous_browsers_are_sent_to_the_sign_in_page() {
         .await
         .unwrap();
     assert_eq!(res.status(), 303);
-    assert_eq!(
-        res.headers()["location"],
-        "/login?next=/account/sessions%3Ftab%3D1"
-    );
-    let res = app
-        .client
-        .get(app.url("/account/sessions"))
-        .header("HX-Request", "true")
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(res.headers()["location"], "/login?next=/account/sessions%3Ftab%3D1");
+    let res = app.client.get(app.url("/account/sessions")).header("HX-Request", "true").send().await.unwrap();
     assert_eq!(res.status(), 401);
     assert_eq!(res.headers()["hx-redirect"], "/login?next=/account/sessions");
     // API-style callers keep the 401.
@@ -387,9 +330,7 @@ async fn signing_out_server_side_ends_the_session_and_expiry_is_enforced() {
     let path = format!("/s/{session}/events");
     assert_eq!(app.get(&path, Some(&cookie)).await.status(), 200);
     let token = cookie.trim_start_matches("arbor_session=");
-    arbor::auth::sessions::revoke(&app.state.db, &arbor::auth::sessions::hash_token(token))
-        .await
-        .unwrap();
+    arbor::auth::sessions::revoke(&app.state.db, &arbor::auth::sessions::hash_token(token)).await.unwrap();
     assert_eq!(app.get(&path, Some(&cookie)).await.status(), 401);
 
     // Idle timeout: a session last seen long ago is refused and removed.

@@ -36,22 +36,12 @@ fn help_explains_every_command() {
 #[test]
 fn a_bad_value_is_one_line_naming_the_key_and_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();
-    let out = arbor(dir.path())
-        .arg("serve")
-        .env("ARBOR_SERVER__BIND", "localhost:http")
-        .output()
-        .unwrap();
+    let out = arbor(dir.path()).arg("serve").env("ARBOR_SERVER__BIND", "localhost:http").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("server.bind") && err.contains("ARBOR_SERVER__BIND"),
-        "{err}"
-    );
-    assert!(
-        !dir.path().join("data").exists(),
-        "nothing is written on a config error"
-    );
+    assert!(err.contains("server.bind") && err.contains("ARBOR_SERVER__BIND"), "{err}");
+    assert!(!dir.path().join("data").exists(), "nothing is written on a config error");
 }
 
 #[test]
@@ -59,18 +49,10 @@ fn an_unknown_key_in_the_file_is_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("arbor.toml");
     std::fs::write(&file, "[server]\nbind = \"127.0.0.1:9\"\nworkerz = 3\n").unwrap();
-    let out = arbor(dir.path())
-        .arg("--config")
-        .arg(&file)
-        .arg("check-config")
-        .output()
-        .unwrap();
+    let out = arbor(dir.path()).arg("--config").arg(&file).arg("check-config").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("server.workerz") && err.contains("arbor.toml"),
-        "{err}"
-    );
+    assert!(err.contains("server.workerz") && err.contains("arbor.toml"), "{err}");
 }
 
 #[test]
@@ -85,10 +67,7 @@ fn check_config_redacts_secrets_and_warns_about_unknown_variables() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stdout.contains("db.internal") && !stdout.contains("hunter2"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("db.internal") && !stdout.contains("hunter2"), "{stdout}");
     assert!(stdout.contains("[server]") && stdout.contains("bind = \"127.0.0.1:8080\""));
     assert!(stderr.contains("ARBOR_SERVER__BINDD"), "{stderr}");
     assert!(!stderr.contains("hunter2"));
@@ -118,10 +97,7 @@ async fn wait_healthy(url: &str, deadline: Duration) -> bool {
 }
 
 fn sigterm(child: &std::process::Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
 }
 
@@ -148,29 +124,14 @@ async fn serve_in_an_empty_directory_creates_sqlite_and_stops_on_sigterm() {
         .spawn()
         .unwrap();
     let mut child = Child(child);
-    assert!(
-        wait_healthy(
-            &format!("http://127.0.0.1:{port}/healthz"),
-            Duration::from_secs(20)
-        )
-        .await
-    );
-    assert!(
-        dir.path().join("data/arbor.db").exists(),
-        "SQLite database created in ./data"
-    );
-    let ready = reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
-        .await
-        .unwrap();
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    assert!(dir.path().join("data/arbor.db").exists(), "SQLite database created in ./data");
+    let ready = reqwest::get(format!("http://127.0.0.1:{port}/readyz")).await.unwrap();
     assert_eq!(ready.status(), 200);
 
     // The healthcheck subcommand agrees.
     let hc = arbor(dir.path())
-        .args([
-            "healthcheck",
-            "--url",
-            &format!("http://127.0.0.1:{port}/healthz"),
-        ])
+        .args(["healthcheck", "--url", &format!("http://127.0.0.1:{port}/healthz")])
         .status()
         .unwrap();
     assert!(hc.success());
@@ -179,11 +140,7 @@ async fn serve_in_an_empty_directory_creates_sqlite_and_stops_on_sigterm() {
     let status = wait_exit(&mut child.0, Duration::from_secs(15)).expect("exits after SIGTERM");
     assert!(status.success(), "graceful shutdown exits 0, got {status:?}");
     let hc = arbor(dir.path())
-        .args([
-            "healthcheck",
-            "--url",
-            &format!("http://127.0.0.1:{port}/healthz"),
-        ])
+        .args(["healthcheck", "--url", &format!("http://127.0.0.1:{port}/healthz")])
         .status()
         .unwrap();
     assert!(!hc.success(), "healthcheck fails when nothing listens");
@@ -205,18 +162,9 @@ async fn serve_uses_the_database_url_from_the_environment() {
         .spawn()
         .unwrap();
     let mut child = Child(child);
-    assert!(
-        wait_healthy(
-            &format!("http://127.0.0.1:{port}/readyz"),
-            Duration::from_secs(20)
-        )
-        .await
-    );
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/readyz"), Duration::from_secs(20)).await);
     if TestDb::is_postgres() {
-        assert!(
-            !dir.path().join("data").exists(),
-            "no SQLite file when PostgreSQL is configured"
-        );
+        assert!(!dir.path().join("data").exists(), "no SQLite file when PostgreSQL is configured");
     }
     sigterm(&child.0);
     assert!(wait_exit(&mut child.0, Duration::from_secs(15)).is_some_and(|s| s.success()));
@@ -227,11 +175,7 @@ fn migrate_status_down_and_up() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let out = arbor(dir.path()).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     assert!(run(&["migrate", "status"]).contains("pending m20261123_000001_base_tables"));
@@ -243,14 +187,8 @@ fn migrate_status_down_and_up() {
     );
     run(&["migrate", "down"]);
     let status = run(&["migrate", "status"]);
-    assert!(
-        status.contains("applied m20261123_000001_base_tables"),
-        "{status}"
-    );
-    assert!(
-        status.contains("pending m20261123_000002_sign_in"),
-        "only the newest is rolled back: {status}"
-    );
+    assert!(status.contains("applied m20261123_000001_base_tables"), "{status}");
+    assert!(status.contains("pending m20261123_000002_sign_in"), "only the newest is rolled back: {status}");
     run(&["migrate", "down", "--steps", "2"]);
     assert!(!run(&["migrate", "status"]).contains("applied"));
     run(&["migrate", "up"]);
@@ -276,7 +214,10 @@ async fn first_start_prints_a_one_time_setup_link() {
     let text = std::fs::read_to_string(&log).unwrap();
     let marker = format!("http://127.0.0.1:{port}/setup/");
     let at = text.find(&marker).unwrap_or_else(|| panic!("no setup link in the log: {text}"));
-    let token: String = text[at + marker.len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+    let token: String = text[at + marker.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
     assert_eq!(token.len(), 43, "{token}");
 }
 
@@ -285,11 +226,18 @@ fn admin_create_and_promote() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str], stdin: &str| {
         use std::io::Write;
-        let mut child = arbor(dir.path()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = arbor(dir.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
         child.wait_with_output().unwrap()
     };
-    let out = run(&["admin", "create", "--email", "Root@Example.com", "--name", "Root"], "correct horse battery\n");
+    let out =
+        run(&["admin", "create", "--email", "Root@Example.com", "--name", "Root"], "correct horse battery\n");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("created administrator root@example.com"));
 
@@ -303,7 +251,8 @@ fn admin_create_and_promote() {
 
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "another long password\n").unwrap();
-    let out = run(&["admin", "create", "--email", "root@example.com", "--password-file", pw.to_str().unwrap()], "");
+    let out =
+        run(&["admin", "create", "--email", "root@example.com", "--password-file", pw.to_str().unwrap()], "");
     assert!(!out.status.success(), "the email is taken");
 
     let out = run(&["admin", "promote", "--email", "root@example.com"], "");

@@ -20,9 +20,8 @@ async fn open(app: &TestApp, session: Uuid, cookie: &str) -> SseReader {
 
 async fn read_all(reader: &mut SseReader) -> Vec<(String, String)> {
     let mut events = Vec::new();
-    while let Some(e) = tokio::time::timeout(Duration::from_secs(10), reader.next_event())
-        .await
-        .expect("stream stalled")
+    while let Some(e) =
+        tokio::time::timeout(Duration::from_secs(10), reader.next_event()).await.expect("stream stalled")
     {
         events.push(e);
     }
@@ -51,14 +50,9 @@ async fn two_clients_receive_the_same_events_in_order() {
     run.publish(RunEvent::Thought("thinking".into()));
     run.publish(RunEvent::Delta("<b>world</b>".into()));
     run.publish(RunEvent::Delta("\n\nevent: done\ndata: injected\n".into()));
-    run.publish(RunEvent::Usage {
-        input: 12,
-        output: 34,
-    });
+    run.publish(RunEvent::Usage { input: 12, output: 34 });
     let message_id = Uuid::now_v7();
-    run.finish(RunEvent::Done {
-        message_id: Some(message_id),
-    });
+    run.finish(RunEvent::Done { message_id: Some(message_id) });
 
     let ea = read_all(&mut a).await;
     let eb = read_all(&mut b).await;
@@ -67,10 +61,7 @@ async fn two_clients_receive_the_same_events_in_order() {
     assert_eq!(names, ["thought", "delta", "delta", "usage", "done"]);
     assert_eq!(ea[1].1, r#"<span class="delta">&lt;b&gt;world&lt;/b&gt;</span>"#);
     // Text that looks like SSE framing stays text inside one event.
-    assert_eq!(
-        ea[2].1,
-        "<span class=\"delta\">\n\nevent: done\ndata: injected\n</span>"
-    );
+    assert_eq!(ea[2].1, "<span class=\"delta\">\n\nevent: done\ndata: injected\n</span>");
     assert!(ea[4].1.contains(&message_id.to_string()));
     assert!(!a.raw.contains("event: done\ndata: injected\n\n"));
 }
@@ -112,9 +103,7 @@ async fn idle_streams_get_keep_alive_comments() {
     let run = app.state.runs.begin(session, Uuid::now_v7()).unwrap();
     let mut r = open(&app, session, &cookie).await;
     assert!(matches!(r.next().await, Some(Frame::Event { .. })));
-    let frame = tokio::time::timeout(Duration::from_secs(5), r.next())
-        .await
-        .expect("keep-alive within 5 s");
+    let frame = tokio::time::timeout(Duration::from_secs(5), r.next()).await.expect("keep-alive within 5 s");
     assert!(matches!(frame, Some(Frame::Comment(_))), "{frame:?}");
     run.finish(RunEvent::Done { message_id: None });
     assert_eq!(read_all(&mut r).await.last().unwrap().0, "done");
@@ -167,9 +156,8 @@ async fn a_client_that_connects_mid_run_misses_nothing() {
                     .to_string();
             }
             "delta" => {
-                let inner = data
-                    .strip_prefix("<span class=\"delta\">")
-                    .and_then(|d| d.strip_suffix("</span>"));
+                let inner =
+                    data.strip_prefix("<span class=\"delta\">").and_then(|d| d.strip_suffix("</span>"));
                 text.push_str(inner.expect("delta markup"));
             }
             "done" => {}

@@ -10,5 +10,6 @@ mod authz;
 mod cli;
 mod e2e;
 mod events;
+mod invitations;
 mod migrations;
 mod web_basics;

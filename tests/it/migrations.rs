@@ -5,37 +5,22 @@ use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 
 use crate::support::TestDb;
 
-const TABLES: &[&str] = &[
-    "users",
-    "auth_sessions",
-    "workspaces",
-    "sessions",
-    "messages",
-    "runs",
-];
+const TABLES: &[&str] = &["users", "auth_sessions", "workspaces", "sessions", "messages", "runs"];
 
 async fn existing_tables(db: &sea_orm::DatabaseConnection) -> Vec<String> {
     let sql = match db.get_database_backend() {
         DbBackend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
         _ => "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
     };
-    let rows = db
-        .query_all_raw(Statement::from_string(db.get_database_backend(), sql))
-        .await
-        .unwrap();
-    rows.iter()
-        .map(|r| r.try_get_by_index::<String>(0).unwrap())
-        .collect()
+    let rows = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.unwrap();
+    rows.iter().map(|r| r.try_get_by_index::<String>(0).unwrap()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_go_up_down_and_up_again() {
     let test_db = TestDb::fresh().await;
     let db = Database::connect(&test_db.url).await.unwrap();
-    assert_eq!(
-        db.get_database_backend() == DbBackend::Postgres,
-        TestDb::is_postgres()
-    );
+    assert_eq!(db.get_database_backend() == DbBackend::Postgres, TestDb::is_postgres());
 
     Migrator::up(&db, None).await.unwrap();
     let tables = existing_tables(&db).await;
@@ -75,11 +60,8 @@ async fn sqlite_durability_settings_are_checked_at_start() {
     let get = |sql: &'static str| {
         let db = db.clone();
         async move {
-            let row = db
-                .query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
-                .await
-                .unwrap()
-                .unwrap();
+            let row =
+                db.query_one_raw(Statement::from_string(DbBackend::Sqlite, sql)).await.unwrap().unwrap();
             row.try_get_by_index::<String>(0)
                 .or_else(|_| row.try_get_by_index::<i64>(0).map(|v| v.to_string()))
                 .unwrap()
@@ -93,13 +75,7 @@ async fn sqlite_durability_settings_are_checked_at_start() {
     let mut opts = sea_orm::ConnectOptions::new(test_db.url.clone());
     opts.max_connections(1).min_connections(1);
     let plain = Database::connect(opts).await.unwrap();
-    plain
-        .execute_unprepared("PRAGMA synchronous = OFF")
-        .await
-        .unwrap();
-    let err = arbor::storage::check_pragmas(&plain)
-        .await
-        .unwrap_err()
-        .to_string();
+    plain.execute_unprepared("PRAGMA synchronous = OFF").await.unwrap();
+    let err = arbor::storage::check_pragmas(&plain).await.unwrap_err().to_string();
     assert!(err.contains("synchronous"), "{err}");
 }

@@ -63,21 +63,12 @@ async fn home_page_and_its_fragment_come_from_the_same_partial() {
     assert!(!html.contains("<script>"), "no inline script");
     assert!(html.contains(r#"id="home""#));
 
-    let frag = app
-        .client
-        .get(app.url("/"))
-        .header("HX-Request", "true")
-        .send()
-        .await
-        .unwrap();
+    let frag = app.client.get(app.url("/")).header("HX-Request", "true").send().await.unwrap();
     assert_eq!(frag.status(), 200);
     assert_eq!(frag.headers()["vary"], "HX-Request");
     let frag = frag.text().await.unwrap();
     assert!(!frag.contains("<html"));
-    assert!(
-        frag.trim_start()
-            .starts_with(r#"<section class="stack" id="home">"#)
-    );
+    assert!(frag.trim_start().starts_with(r#"<section class="stack" id="home">"#));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,22 +90,11 @@ async fn friendly_404_page_and_fragment() {
     let res = app.get("/no/such/page", None).await;
     assert_eq!(res.status(), 404);
     assert_security_headers(&res);
-    assert!(
-        res.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/html")
-    );
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = res.text().await.unwrap();
     assert!(html.contains("<!doctype html>") && html.contains("We could not find that page."));
 
-    let res = app
-        .client
-        .get(app.url("/no/such/page"))
-        .header("HX-Request", "true")
-        .send()
-        .await
-        .unwrap();
+    let res = app.client.get(app.url("/no/such/page")).header("HX-Request", "true").send().await.unwrap();
     assert_eq!(res.status(), 404);
     let html = res.text().await.unwrap();
     assert!(!html.contains("<html") && html.contains("error-page"));
@@ -123,20 +103,9 @@ async fn friendly_404_page_and_fragment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_method_is_405_with_a_page() {
     let app = TestApp::spawn().await;
-    let res = app
-        .client
-        .post(app.url("/healthz"))
-        .header("Origin", app.origin())
-        .send()
-        .await
-        .unwrap();
+    let res = app.client.post(app.url("/healthz")).header("Origin", app.origin()).send().await.unwrap();
     assert_eq!(res.status(), 405);
-    assert!(
-        res.text()
-            .await
-            .unwrap()
-            .contains("That action is not available here.")
-    );
+    assert!(res.text().await.unwrap().contains("That action is not available here."));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,20 +115,9 @@ async fn static_files_have_types_etags_and_no_traversal() {
     assert_eq!(res.status(), 200);
     assert_security_headers(&res);
     assert_eq!(res.headers()["content-type"], "text/css; charset=utf-8");
-    assert!(
-        res.headers()["cache-control"]
-            .to_str()
-            .unwrap()
-            .contains("immutable")
-    );
+    assert!(res.headers()["cache-control"].to_str().unwrap().contains("immutable"));
     let etag = res.headers()["etag"].to_str().unwrap().to_string();
-    let res = app
-        .client
-        .get(app.url("/static/app.css"))
-        .header("If-None-Match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let res = app.client.get(app.url("/static/app.css")).header("If-None-Match", &etag).send().await.unwrap();
     assert_eq!(res.status(), 304);
 
     let js = app.get("/static/vendor/htmx.min.js", None).await;
@@ -180,14 +138,8 @@ async fn static_files_have_types_etags_and_no_traversal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_ids_are_unique_uuids() {
     let app = TestApp::spawn().await;
-    let a = app.get("/healthz", None).await.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let b = app.get("/healthz", None).await.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let a = app.get("/healthz", None).await.headers()["x-request-id"].to_str().unwrap().to_string();
+    let b = app.get("/healthz", None).await.headers()["x-request-id"].to_str().unwrap().to_string();
     assert_ne!(a, b);
     assert!(uuid::Uuid::parse_str(&a).is_ok());
 }

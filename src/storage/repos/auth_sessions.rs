@@ -51,10 +51,7 @@ pub async fn insert(
 
 /// The session with this token hash and its user, in one query.
 pub async fn find_with_user(db: &Db, id_hash: &str) -> StorageResult<Option<StoredSession>> {
-    let Some(session) = auth_session::Entity::find_by_id(id_hash.to_string())
-        .one(db)
-        .await?
-    else {
+    let Some(session) = auth_session::Entity::find_by_id(id_hash.to_string()).one(db).await? else {
         return Ok(None);
     };
     let Some(user) = user::Entity::find_by_id(session.user_id).one(db).await? else {
@@ -72,10 +69,7 @@ pub async fn find_with_user(db: &Db, id_hash: &str) -> StorageResult<Option<Stor
 /// Records activity on a session.
 pub async fn touch(db: &Db, id_hash: &str, at: DateTime<Utc>) -> StorageResult<()> {
     auth_session::Entity::update_many()
-        .col_expr(
-            auth_session::Column::LastSeenAt,
-            sea_orm::sea_query::Expr::value(at),
-        )
+        .col_expr(auth_session::Column::LastSeenAt, sea_orm::sea_query::Expr::value(at))
         .filter(auth_session::Column::Id.eq(id_hash))
         .exec(db)
         .await?;
@@ -84,18 +78,14 @@ pub async fn touch(db: &Db, id_hash: &str, at: DateTime<Utc>) -> StorageResult<(
 
 /// Deletes one session.
 pub async fn delete(db: &Db, id_hash: &str) -> StorageResult<()> {
-    auth_session::Entity::delete_by_id(id_hash.to_string())
-        .exec(db)
-        .await?;
+    auth_session::Entity::delete_by_id(id_hash.to_string()).exec(db).await?;
     Ok(())
 }
 
 /// Deletes every session of a user.
 pub async fn delete_for_user(db: &Db, user_id: Uuid) -> StorageResult<u64> {
-    let res = auth_session::Entity::delete_many()
-        .filter(auth_session::Column::UserId.eq(user_id))
-        .exec(db)
-        .await?;
+    let res =
+        auth_session::Entity::delete_many().filter(auth_session::Column::UserId.eq(user_id)).exec(db).await?;
     Ok(res.rows_affected)
 }
 

@@ -9,20 +9,11 @@ use crate::storage::entities::{chat_session, workspace};
 use crate::storage::{Db, StorageResult};
 
 fn workspace_to_domain(m: workspace::Model) -> Workspace {
-    Workspace {
-        id: m.id,
-        owner_id: m.owner_id,
-        name: m.name,
-    }
+    Workspace { id: m.id, owner_id: m.owner_id, name: m.name }
 }
 
 fn session_to_domain(m: chat_session::Model) -> ChatSession {
-    ChatSession {
-        id: m.id,
-        workspace_id: m.workspace_id,
-        owner_id: m.owner_id,
-        title: m.title,
-    }
+    ChatSession { id: m.id, workspace_id: m.workspace_id, owner_id: m.owner_id, title: m.title }
 }
 
 /// Inserts a workspace with default settings.

@@ -9,10 +9,7 @@ use crate::storage::{Db, StorageResult};
 
 /// Replaces any unused token with a new one (only the latest printed link works).
 pub async fn replace(db: &Db, id_hash: &str) -> StorageResult<()> {
-    setup_token::Entity::delete_many()
-        .filter(setup_token::Column::UsedAt.is_null())
-        .exec(db)
-        .await?;
+    setup_token::Entity::delete_many().filter(setup_token::Column::UsedAt.is_null()).exec(db).await?;
     setup_token::ActiveModel {
         id: Set(id_hash.to_string()),
         created_at: Set(Utc::now()),
@@ -36,14 +33,8 @@ pub async fn is_open(db: &Db, id_hash: &str) -> StorageResult<bool> {
 /// Marks the token used by `user_id`; true only for the one caller that got it first.
 pub async fn redeem<C: ConnectionTrait>(conn: &C, id_hash: &str, user_id: Uuid) -> StorageResult<bool> {
     let res = setup_token::Entity::update_many()
-        .col_expr(
-            setup_token::Column::UsedAt,
-            sea_orm::sea_query::Expr::value(Utc::now()),
-        )
-        .col_expr(
-            setup_token::Column::UsedBy,
-            sea_orm::sea_query::Expr::value(user_id),
-        )
+        .col_expr(setup_token::Column::UsedAt, sea_orm::sea_query::Expr::value(Utc::now()))
+        .col_expr(setup_token::Column::UsedBy, sea_orm::sea_query::Expr::value(user_id))
         .filter(setup_token::Column::Id.eq(id_hash))
         .filter(setup_token::Column::UsedAt.is_null())
         .exec(conn)

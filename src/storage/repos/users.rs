@@ -14,18 +14,12 @@ pub(crate) fn to_domain(m: user::Model) -> StorageResult<User> {
         Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("user role {:?}", m.role)))?;
     let status = UserStatus::parse(&m.status)
         .ok_or_else(|| StorageError::Corrupt(format!("user status {:?}", m.status)))?;
-    Ok(User {
-        id: m.id,
-        email: m.email,
-        display_name: m.display_name,
-        role,
-        status,
-    })
+    Ok(User { id: m.id, email: m.email, display_name: m.display_name, role, status })
 }
 
 /// Inserts a user without credentials (credentials are set by the sign-in code).
-pub async fn insert(
-    db: &Db,
+pub async fn insert<C: sea_orm::ConnectionTrait>(
+    db: &C,
     email: &str,
     display_name: &str,
     role: Role,
@@ -52,11 +46,7 @@ pub async fn insert(
 
 /// The user with this id.
 pub async fn find(db: &Db, id: Uuid) -> StorageResult<Option<User>> {
-    user::Entity::find_by_id(id)
-        .one(db)
-        .await?
-        .map(to_domain)
-        .transpose()
+    user::Entity::find_by_id(id).one(db).await?.map(to_domain).transpose()
 }
 
 /// Changes a user's status.
@@ -74,10 +64,7 @@ pub async fn set_status(db: &Db, id: Uuid, status: UserStatus) -> StorageResult<
 /// The user with this email (compared case-insensitively; emails are stored lower-case).
 pub async fn find_by_email(db: &Db, email: &str) -> StorageResult<Option<(User, Option<String>)>> {
     use sea_orm::{ColumnTrait, QueryFilter};
-    let row = user::Entity::find()
-        .filter(user::Column::Email.eq(email.to_lowercase()))
-        .one(db)
-        .await?;
+    let row = user::Entity::find().filter(user::Column::Email.eq(email.to_lowercase())).one(db).await?;
     row.map(|m| {
         let hash = m.password_hash.clone();
         to_domain(m).map(|u| (u, hash))
@@ -86,8 +73,8 @@ pub async fn find_by_email(db: &Db, email: &str) -> StorageResult<Option<(User, 
 }
 
 /// Inserts a local account with a password hash.
-pub async fn insert_local(
-    db: &Db,
+pub async fn insert_local<C: sea_orm::ConnectionTrait>(
+    db: &C,
     email: &str,
     display_name: &str,
     role: Role,
@@ -99,7 +86,11 @@ pub async fn insert_local(
 }
 
 /// Replaces a user's password hash.
-pub async fn set_password(db: &Db, id: Uuid, password_hash: &str) -> StorageResult<()> {
+pub async fn set_password<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    password_hash: &str,
+) -> StorageResult<()> {
     user::ActiveModel {
         id: Set(id),
         password_hash: Set(Some(password_hash.to_string())),
@@ -113,10 +104,7 @@ pub async fn set_password(db: &Db, id: Uuid, password_hash: &str) -> StorageResu
 
 /// The stored password hash of a user, if they have a local password.
 pub async fn password_hash(db: &Db, id: Uuid) -> StorageResult<Option<String>> {
-    Ok(user::Entity::find_by_id(id)
-        .one(db)
-        .await?
-        .and_then(|m| m.password_hash))
+    Ok(user::Entity::find_by_id(id).one(db).await?.and_then(|m| m.password_hash))
 }
 
 /// Changes a user's role.
@@ -124,10 +112,7 @@ pub async fn set_role<C: sea_orm::ConnectionTrait>(conn: &C, id: Uuid, role: Rol
     use sea_orm::{ColumnTrait, QueryFilter};
     user::Entity::update_many()
         .col_expr(user::Column::Role, sea_orm::sea_query::Expr::value(role.as_str()))
-        .col_expr(
-            user::Column::UpdatedAt,
-            sea_orm::sea_query::Expr::value(Utc::now()),
-        )
+        .col_expr(user::Column::UpdatedAt, sea_orm::sea_query::Expr::value(Utc::now()))
         .filter(user::Column::Id.eq(id))
         .exec(conn)
         .await?;
@@ -137,10 +122,7 @@ pub async fn set_role<C: sea_orm::ConnectionTrait>(conn: &C, id: Uuid, role: Rol
 /// How many admins exist.
 pub async fn count_admins<C: sea_orm::ConnectionTrait>(conn: &C) -> StorageResult<u64> {
     use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
-    Ok(user::Entity::find()
-        .filter(user::Column::Role.eq(Role::Admin.as_str()))
-        .count(conn)
-        .await?)
+    Ok(user::Entity::find().filter(user::Column::Role.eq(Role::Admin.as_str())).count(conn).await?)
 }
 
 /// Records a successful sign-in.

@@ -27,16 +27,11 @@ fn device(ua: Option<&str>) -> String {
     let Some(ua) = ua else {
         return "Unknown device".into();
     };
-    let browser = ["Firefox", "Edg", "Chrome", "Safari"]
-        .iter()
-        .find(|b| ua.contains(*b))
-        .copied()
-        .unwrap_or("Browser");
+    let browser =
+        ["Firefox", "Edg", "Chrome", "Safari"].iter().find(|b| ua.contains(*b)).copied().unwrap_or("Browser");
     let browser = if browser == "Edg" { "Edge" } else { browser };
-    let os = ["Android", "iPhone", "iPad", "Windows", "Mac OS", "Linux"]
-        .iter()
-        .find(|o| ua.contains(*o))
-        .copied();
+    let os =
+        ["Android", "iPhone", "iPad", "Windows", "Mac OS", "Linux"].iter().find(|o| ua.contains(*o)).copied();
     match os {
         Some(os) => format!("{browser} on {}", if os == "Mac OS" { "macOS" } else { os }),
         None if ua.chars().count() > 60 => ua.chars().take(60).collect::<String>() + "…",
@@ -66,13 +61,7 @@ pub async fn sessions(
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("sessions", &rows);
-    render::page(
-        &state,
-        &req,
-        "pages/account_sessions.html",
-        "partials/_sessions.html",
-        ctx,
-    )
+    render::page(&state, &req, "pages/account_sessions.html", "partials/_sessions.html", ctx)
 }
 
 /// `POST /account/sessions/{id}/revoke`: ends one of the user's own sessions.
@@ -87,11 +76,7 @@ pub async fn revoke(
         return Err(WebError::NotFound);
     }
     accounts::revoke_session(&state.db, &user.0.actor, &id).await?;
-    let to = if id == user.0.session_id {
-        "/login"
-    } else {
-        "/account/sessions"
-    };
+    let to = if id == user.0.session_id { "/login" } else { "/account/sessions" };
     Ok(see_other(&req, to))
 }
 
@@ -109,13 +94,7 @@ fn password_page(
     ctx.insert("error", &error);
     ctx.insert("done", &done);
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
-    let mut res = render::page(
-        state,
-        req,
-        "pages/account_password.html",
-        "partials/_password.html",
-        ctx,
-    )?;
+    let mut res = render::page(state, req, "pages/account_password.html", "partials/_password.html", ctx)?;
     *res.status_mut() = status;
     Ok(res)
 }

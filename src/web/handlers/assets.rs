@@ -10,20 +10,15 @@ pub async fn serve(req: HttpRequest, path: web::Path<String>) -> Result<HttpResp
     let path = path.into_inner();
     let (bytes, hash) = assets::static_file(&path).ok_or(WebError::NotFound)?;
     let etag = format!("\"{hash}\"");
-    let cache = if req.query_string().starts_with("v=") {
-        "public, max-age=31536000, immutable"
-    } else {
-        "no-cache"
-    };
+    let cache =
+        if req.query_string().starts_with("v=") { "public, max-age=31536000, immutable" } else { "no-cache" };
     let matches = req
         .headers()
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
     if matches {
-        return Ok(HttpResponse::NotModified()
-            .insert_header((header::ETAG, etag))
-            .finish());
+        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
     }
     Ok(HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, assets::content_type(&path)))

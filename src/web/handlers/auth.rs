@@ -46,7 +46,7 @@ async fn open_setup_token(state: &AppState, req: &HttpRequest) -> Result<Option<
 
 /// Starts a fresh browser session for `user` (ending the one the request came with), redeems a
 /// pending setup token, and redirects.
-async fn finish_sign_in(
+pub(crate) async fn finish_sign_in(
     state: &AppState,
     req: &HttpRequest,
     user: &User,
@@ -113,22 +113,10 @@ pub async fn login_form(
 ) -> Result<HttpResponse, WebError> {
     let next = safe_return_to(q.next.as_deref());
     if user.0.is_some() {
-        return Ok(HttpResponse::SeeOther()
-            .insert_header(("Location", next))
-            .finish());
+        return Ok(HttpResponse::SeeOther().insert_header(("Location", next)).finish());
     }
     let setup = open_setup_token(&state, &req).await?.is_some();
-    login_page(
-        &state,
-        &req,
-        LoginView {
-            next: &next,
-            email: "",
-            error: None,
-            setup,
-        },
-        StatusCode::OK,
-    )
+    login_page(&state, &req, LoginView { next: &next, email: "", error: None, setup }, StatusCode::OK)
 }
 
 /// Form of the sign-in page.
@@ -151,9 +139,7 @@ pub async fn login(
     let next = safe_return_to(form.next.as_deref());
     let setup = open_setup_token(&state, &req).await?.is_some();
     let cfg = &state.config.auth;
-    let ip = client_ip(&req, &cfg.trusted_proxies)
-        .map(|ip| ip.to_string())
-        .unwrap_or_default();
+    let ip = client_ip(&req, &cfg.trusted_proxies).map(|ip| ip.to_string()).unwrap_or_default();
     let minute = Duration::from_secs(60);
     let account = form.email.trim().to_lowercase();
     let limited = state
@@ -169,12 +155,7 @@ pub async fn login(
     if let Err(retry) = limited {
         let secs = retry.0.as_secs().max(1);
         let msg = format!("Too many sign-in attempts. Try again in {secs} seconds.");
-        let view = LoginView {
-            next: &next,
-            email: &form.email,
-            error: Some(&msg),
-            setup,
-        };
+        let view = LoginView { next: &next, email: &form.email, error: Some(&msg), setup };
         let mut res = login_page(&state, &req, view, StatusCode::TOO_MANY_REQUESTS)?;
         if let Ok(v) = secs.to_string().parse() {
             res.headers_mut().insert(actix_web::http::header::RETRY_AFTER, v);
@@ -188,17 +169,12 @@ pub async fn login(
         }
         Err(DomainError::Invalid(msg)) => {
             tracing::info!("password sign-in refused");
-            let view = LoginView {
-                next: &next,
-                email: &form.email,
-                error: Some(&msg),
-                setup,
-            };
+            let view = LoginView { next: &next, email: &form.email, error: Some(&msg), setup };
             login_page(&state, &req, view, StatusCode::UNAUTHORIZED)
         }
-        Err(DomainError::Forbidden) => Err(WebError::Forbidden(
-            "Your account is disabled. Ask an administrator.".into(),
-        )),
+        Err(DomainError::Forbidden) => {
+            Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -212,11 +188,7 @@ pub async fn logout(state: web::Data<AppState>, req: HttpRequest) -> Result<Http
     let mut res = see_other(&req, "/login");
     let _ = res.add_cookie(&removal(
         &state,
-        if state.config.is_https() {
-            "__Host-arbor_session"
-        } else {
-            "arbor_session"
-        },
+        if state.config.is_https() { "__Host-arbor_session" } else { "arbor_session" },
     ));
     Ok(res)
 }
@@ -231,10 +203,7 @@ fn signup_page(
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = Context::new();
     ctx.insert("email", form.map(|f| f.email.as_str()).unwrap_or(""));
-    ctx.insert(
-        "display_name",
-        form.map(|f| f.display_name.as_str()).unwrap_or(""),
-    );
+    ctx.insert("display_name", form.map(|f| f.display_name.as_str()).unwrap_or(""));
     ctx.insert("error", &error);
     ctx.insert("setup", &setup);
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
@@ -287,16 +256,10 @@ pub async fn signup(
         return Err(WebError::NotFound);
     }
     let cfg = &state.config.auth;
-    let ip = client_ip(&req, &cfg.trusted_proxies)
-        .map(|ip| ip.to_string())
-        .unwrap_or_default();
+    let ip = client_ip(&req, &cfg.trusted_proxies).map(|ip| ip.to_string()).unwrap_or_default();
     if state
         .login_limiter
-        .check(
-            &format!("signup:{ip}"),
-            cfg.login_attempts_per_ip_per_minute,
-            Duration::from_secs(60),
-        )
+        .check(&format!("signup:{ip}"), cfg.login_attempts_per_ip_per_minute, Duration::from_secs(60))
         .is_err()
     {
         return signup_page(
@@ -322,14 +285,9 @@ pub async fn signup(
             tracing::info!(user = %user.id, "local account created");
             finish_sign_in(&state, &req, &user, "/").await
         }
-        Err(DomainError::Invalid(msg)) | Err(DomainError::Conflict(msg)) => signup_page(
-            &state,
-            &req,
-            Some(&form),
-            Some(&msg),
-            setup,
-            StatusCode::BAD_REQUEST,
-        ),
+        Err(DomainError::Invalid(msg)) | Err(DomainError::Conflict(msg)) => {
+            signup_page(&state, &req, Some(&form), Some(&msg), setup, StatusCode::BAD_REQUEST)
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -340,11 +298,7 @@ pub async fn setup(state: web::Data<AppState>, token: web::Path<String>) -> Resu
     if token.len() != 43 || !accounts::setup_is_open(&state.db, &token).await? {
         return Err(WebError::NotFound);
     }
-    let to = if state.config.local_accounts_enabled() {
-        "/signup"
-    } else {
-        "/login"
-    };
+    let to = if state.config.local_accounts_enabled() { "/signup" } else { "/login" };
     let mut res = HttpResponse::SeeOther().insert_header(("Location", to)).finish();
     let _ = res.add_cookie(&cookie(&state, SETUP_COOKIE, token, CookieDuration::minutes(30)));
     Ok(res)

@@ -5,3 +5,4 @@ pub mod auth;
 pub mod events;
 pub mod health;
 pub mod home;
+pub mod invitations;

@@ -250,9 +250,7 @@ impl Browser {
         };
         let Some(session_id) = created.get("sessionId").and_then(Value::as_str) else {
             shut_down(watchdog, lifeline).await;
-            return Err(BrowserError::Protocol(format!(
-                "new session without sessionId: {created}"
-            )));
+            return Err(BrowserError::Protocol(format!("new session without sessionId: {created}")));
         };
         let session_id = session_id.to_owned();
 
@@ -284,9 +282,7 @@ impl Browser {
 
     /// Navigates to `url` and waits for the page load to finish.
     pub async fn goto(&self, url: &str) -> Result<()> {
-        self.cmd(Method::POST, "/url", json!({ "url": url }))
-            .await
-            .map(drop)
+        self.cmd(Method::POST, "/url", json!({ "url": url })).await.map(drop)
     }
 
     /// Returns the URL of the current page.
@@ -327,9 +323,7 @@ impl Browser {
 
     /// Clicks an element found earlier.
     pub async fn click_element(&self, el: &Element) -> Result<()> {
-        self.cmd(Method::POST, &format!("/element/{}/click", el.id), json!({}))
-            .await
-            .map(drop)
+        self.cmd(Method::POST, &format!("/element/{}/click", el.id), json!({})).await.map(drop)
     }
 
     /// Returns the rendered (visible) text of the first element matching the CSS selector.
@@ -370,13 +364,7 @@ impl Browser {
 
     /// Sends raw W3C key input to an element found earlier.
     pub async fn send_keys_to(&self, el: &Element, keys: &str) -> Result<()> {
-        self.cmd(
-            Method::POST,
-            &format!("/element/{}/value", el.id),
-            json!({ "text": keys }),
-        )
-        .await
-        .map(drop)
+        self.cmd(Method::POST, &format!("/element/{}/value", el.id), json!({ "text": keys })).await.map(drop)
     }
 
     /// Presses Enter in the first element matching the selector (e.g. to submit a form).
@@ -387,19 +375,12 @@ impl Browser {
     /// Clears the value of the first input/textarea matching the selector.
     pub async fn clear(&self, css: &str) -> Result<()> {
         let el = self.find(css).await?;
-        self.cmd(Method::POST, &format!("/element/{}/clear", el.id), json!({}))
-            .await
-            .map(drop)
+        self.cmd(Method::POST, &format!("/element/{}/clear", el.id), json!({})).await.map(drop)
     }
 
     /// Runs `script` as a function body (`arguments[i]` = `args[i]`) and returns its JSON result.
     pub async fn execute(&self, script: &str, args: &[Value]) -> Result<Value> {
-        self.cmd(
-            Method::POST,
-            "/execute/sync",
-            json!({ "script": script, "args": args }),
-        )
-        .await
+        self.cmd(Method::POST, "/execute/sync", json!({ "script": script, "args": args })).await
     }
 
     /// Polls until an element matches the CSS selector and returns it, or times out.
@@ -412,9 +393,7 @@ impl Browser {
                 Err(err) => return Err(err),
             }
             if Instant::now() >= deadline {
-                return Err(BrowserError::Timeout(format!(
-                    "no element matched `{css}` within {timeout:?}"
-                )));
+                return Err(BrowserError::Timeout(format!("no element matched `{css}` within {timeout:?}")));
             }
             sleep(POLL_INTERVAL).await;
         }
@@ -442,13 +421,7 @@ impl Browser {
 
     /// Resizes the browser window (outer size, in CSS pixels).
     pub async fn set_window_size(&self, width: u32, height: u32) -> Result<()> {
-        self.cmd(
-            Method::POST,
-            "/window/rect",
-            json!({ "width": width, "height": height }),
-        )
-        .await
-        .map(drop)
+        self.cmd(Method::POST, "/window/rect", json!({ "width": width, "height": height })).await.map(drop)
     }
 
     /// Returns a PNG screenshot of the viewport.
@@ -463,9 +436,7 @@ impl Browser {
     pub async fn screenshot(&self, path: impl AsRef<Path>) -> Result<()> {
         let png = self.screenshot_png().await?;
         let path = path.as_ref();
-        tokio::fs::write(path, png)
-            .await
-            .map_err(|e| io_err(&format!("writing {}", path.display()), e))
+        tokio::fs::write(path, png).await.map_err(|e| io_err(&format!("writing {}", path.display()), e))
     }
 
     /// Returns and clears all browser console log entries collected since the previous call.
@@ -482,12 +453,8 @@ impl Browser {
         let Some(items) = v.as_array() else {
             return Err(BrowserError::Protocol(format!("expected log array, got {v}")));
         };
-        let field = |item: &Value, key: &str| {
-            item.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let field =
+            |item: &Value, key: &str| item.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
         Ok(items
             .iter()
             .map(|item| LogEntry {
@@ -511,14 +478,7 @@ impl Browser {
 
     /// Ends the session (Chromium exits cleanly), then kills chromedriver and waits for it.
     pub async fn close(mut self) -> Result<()> {
-        let deleted = send(
-            &self.client,
-            Method::DELETE,
-            &self.session_url,
-            "DELETE /session",
-            None,
-        )
-        .await;
+        let deleted = send(&self.client, Method::DELETE, &self.session_url, "DELETE /session", None).await;
         if let (Some(child), Some(lifeline)) = (self.watchdog.take(), self.lifeline.take()) {
             shut_down(child, lifeline).await;
         }
@@ -528,27 +488,13 @@ impl Browser {
     /// Sends a GET command relative to the session URL.
     async fn get(&self, path: &str) -> Result<Value> {
         let command = format!("GET {path}");
-        send(
-            &self.client,
-            Method::GET,
-            &format!("{}{path}", self.session_url),
-            &command,
-            None,
-        )
-        .await
+        send(&self.client, Method::GET, &format!("{}{path}", self.session_url), &command, None).await
     }
 
     /// Sends a command with a JSON body relative to the session URL.
     async fn cmd(&self, method: Method, path: &str, body: Value) -> Result<Value> {
         let command = format!("{method} {path}");
-        send(
-            &self.client,
-            method,
-            &format!("{}{path}", self.session_url),
-            &command,
-            Some(body),
-        )
-        .await
+        send(&self.client, method, &format!("{}{path}", self.session_url), &command, Some(body)).await
     }
 }
 
@@ -579,15 +525,7 @@ async fn wait_ready(client: &reqwest::Client, base: &str, child: &mut Child) -> 
         if !matches!(child.try_wait(), Ok(None)) {
             return Err(Exited);
         }
-        let last = match send(
-            client,
-            Method::GET,
-            &format!("{base}/status"),
-            "GET /status",
-            None,
-        )
-        .await
-        {
+        let last = match send(client, Method::GET, &format!("{base}/status"), "GET /status", None).await {
             Ok(v) if v.get("ready").and_then(Value::as_bool) == Some(true) => return Ok(()),
             Ok(v) => format!("status {v}"),
             Err(e) => e.to_string(),
@@ -620,19 +558,14 @@ async fn send(
     let value = match parsed {
         Value::Object(mut map) => map.remove("value").unwrap_or(Value::Null),
         other => {
-            return Err(BrowserError::Protocol(format!(
-                "{command}: HTTP {status}: {other}"
-            )));
+            return Err(BrowserError::Protocol(format!("{command}: HTTP {status}: {other}")));
         }
     };
     if let Some(error) = value.get("error").and_then(Value::as_str) {
         // Chromedriver repeats the code and appends "\n  (Session info: chrome=…)"; keep just the detail.
         let raw = value.get("message").and_then(Value::as_str).unwrap_or_default();
         let raw = raw.split("\n  (Session info:").next().unwrap_or(raw);
-        let message = raw
-            .strip_prefix(error)
-            .and_then(|m| m.strip_prefix(": "))
-            .unwrap_or(raw);
+        let message = raw.strip_prefix(error).and_then(|m| m.strip_prefix(": ")).unwrap_or(raw);
         return Err(BrowserError::WebDriver {
             command: command.to_owned(),
             error: error.to_owned(),
@@ -640,9 +573,7 @@ async fn send(
         });
     }
     if !status.is_success() {
-        return Err(BrowserError::Protocol(format!(
-            "{command}: HTTP {status}: {value}"
-        )));
+        return Err(BrowserError::Protocol(format!("{command}: HTTP {status}: {value}")));
     }
     Ok(value)
 }
@@ -654,9 +585,7 @@ fn spawn_watchdog(driver: &Path, port: u16, log_path: &Path) -> Result<(Child, C
         .append(true)
         .open(log_path)
         .map_err(|e| io_err(&format!("opening {}", log_path.display()), e))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| io_err("duplicating log file handle", e))?;
+    let log_err = log.try_clone().map_err(|e| io_err("duplicating log file handle", e))?;
     let mut child = Command::new("/bin/sh")
         .arg("-c")
         .arg(WATCHDOG)
@@ -704,13 +633,9 @@ fn find_binary(var: &str, names: &[&str]) -> Option<PathBuf> {
         let path = PathBuf::from(path);
         return is_executable(&path).then_some(path);
     }
-    let dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    names
-        .iter()
-        .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)))
-        .find(|p| is_executable(p))
+    let dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    names.iter().flat_map(|name| dirs.iter().map(move |dir| dir.join(name))).find(|p| is_executable(p))
 }
 
 /// Whether `path` is a regular file with an execute bit.
@@ -723,10 +648,7 @@ fn is_executable(path: &Path) -> bool {
 fn free_port() -> Result<u16> {
     let listener =
         std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| io_err("binding a free port", e))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| io_err("reading free port", e))?
-        .port();
+    let port = listener.local_addr().map_err(|e| io_err("reading free port", e))?.port();
     Ok(port)
 }
 
@@ -761,16 +683,10 @@ fn as_string(v: Value) -> Result<String> {
 
 /// Wraps an I/O error with context.
 fn io_err(context: &str, source: std::io::Error) -> BrowserError {
-    BrowserError::Io {
-        context: context.to_owned(),
-        source,
-    }
+    BrowserError::Io { context: context.to_owned(), source }
 }
 
 /// Wraps a reqwest error with context.
 fn http_err(context: &str, source: reqwest::Error) -> BrowserError {
-    BrowserError::Http {
-        context: context.to_owned(),
-        source,
-    }
+    BrowserError::Http { context: context.to_owned(), source }
 }

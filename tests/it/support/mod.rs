@@ -41,24 +41,14 @@ impl TestDb {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = dir.path().join("data");
         std::fs::create_dir_all(&data_dir).expect("data dir");
-        match std::env::var("ARBOR_TEST_DATABASE_URL")
-            .ok()
-            .filter(|v| !v.is_empty())
-        {
+        match std::env::var("ARBOR_TEST_DATABASE_URL").ok().filter(|v| !v.is_empty()) {
             None => {
                 let url = format!("sqlite://{}?mode=rwc", data_dir.join("arbor.db").display());
-                TestDb {
-                    url,
-                    data_dir,
-                    _dir: dir,
-                    pg: None,
-                }
+                TestDb { url, data_dir, _dir: dir, pg: None }
             }
             Some(admin_url) => {
                 let name = format!("arbor_t_{}", Uuid::new_v4().simple());
-                let admin = Database::connect(&admin_url)
-                    .await
-                    .expect("connect to ARBOR_TEST_DATABASE_URL");
+                let admin = Database::connect(&admin_url).await.expect("connect to ARBOR_TEST_DATABASE_URL");
                 admin
                     .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
                     .await
@@ -66,12 +56,7 @@ impl TestDb {
                 admin.close().await.ok();
                 let mut url = reqwest::Url::parse(&admin_url).expect("ARBOR_TEST_DATABASE_URL is a URL");
                 url.set_path(&format!("/{name}"));
-                TestDb {
-                    url: url.to_string(),
-                    data_dir,
-                    _dir: dir,
-                    pg: Some((admin_url, name)),
-                }
+                TestDb { url: url.to_string(), data_dir, _dir: dir, pg: Some((admin_url, name)) }
             }
         }
     }
@@ -84,10 +69,7 @@ impl Drop for TestDb {
         };
         // Drop runs outside async context: use a private runtime on a plain thread.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 if let Ok(admin) = Database::connect(&admin_url).await {
                     let _ = admin
@@ -103,9 +85,7 @@ impl Drop for TestDb {
 
 /// The configuration tests run with: defaults, one worker, the test database.
 pub fn test_config(db: &TestDb) -> Config {
-    let mut config = arbor::config::load(&CliOverrides::default(), &[])
-        .expect("default config")
-        .config;
+    let mut config = arbor::config::load(&CliOverrides::default(), &[]).expect("default config").config;
     config.data_dir = db.data_dir.clone();
     config.database.url = db.url.clone();
     config.database.max_connections = 5;
@@ -137,25 +117,19 @@ impl TestApp {
     pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
         init_crypto();
         let db = TestDb::fresh().await;
-        let mut config = test_config(&db);
-        adjust(&mut config);
-        let state = arbor::build_state(config).await.expect("build state");
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let mut config = test_config(&db);
+        // The real address, so links Arbor derives from it point back at this server.
+        config.server.bind = addr;
+        adjust(&mut config);
+        let state = arbor::build_state(config).await.expect("build state");
         let server = arbor::serve(state.clone(), listener).expect("serve");
         let handle = server.handle();
         tokio::spawn(server);
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client");
-        TestApp {
-            addr,
-            state,
-            client,
-            handle,
-            db,
-        }
+        let client =
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+        TestApp { addr, state, client, handle, db }
     }
 
     /// Absolute URL of a path on this app.
@@ -276,8 +250,5 @@ pub fn session_cookie_from(res: &reqwest::Response) -> Option<String> {
 
 /// A free loopback port (for running the real binary).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }

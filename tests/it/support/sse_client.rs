@@ -22,11 +22,7 @@ pub struct SseReader {
 impl SseReader {
     /// Wraps a response.
     pub fn new(resp: reqwest::Response) -> Self {
-        SseReader {
-            stream: resp.bytes_stream().boxed(),
-            buf: String::new(),
-            raw: String::new(),
-        }
+        SseReader { stream: resp.bytes_stream().boxed(), buf: String::new(), raw: String::new() }
     }
 
     /// The next frame, `None` when the server closed the stream.
@@ -52,10 +48,7 @@ impl SseReader {
                     }
                     continue;
                 }
-                return Some(Frame::Event {
-                    name,
-                    data: data.join("\n"),
-                });
+                return Some(Frame::Event { name, data: data.join("\n") });
             }
             match self.stream.next().await {
                 Some(Ok(chunk)) => {

@@ -1,0 +1,123 @@
+//! Invitations by email: an admin invites an address with a role; the single-use link expires.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::accounts::{self, Actor, Role, User, UserStatus};
+use super::{DomainError, DomainResult};
+use crate::auth::passwords;
+use crate::auth::sessions::{hash_token, random_token};
+use crate::storage::Db;
+use crate::storage::repos::{invitations as repo, users};
+
+/// An invitation as admins see it (never with its token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Invitation {
+    /// Stable id.
+    pub id: Uuid,
+    /// Invited address.
+    pub email: String,
+    /// Role the account gets.
+    pub role: Role,
+    /// Who invited.
+    pub invited_by: Option<Uuid>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When the link stops working.
+    pub expires_at: DateTime<Utc>,
+    /// When it was used, if it was.
+    pub accepted_at: Option<DateTime<Utc>>,
+}
+
+impl Invitation {
+    /// Whether the link can still be used.
+    pub fn is_open(&self) -> bool {
+        self.accepted_at.is_none() && Utc::now() < self.expires_at
+    }
+}
+
+/// A new invitation and the token for its link (shown or mailed once, stored only hashed).
+#[derive(Debug)]
+pub struct NewInvitation {
+    /// The stored invitation.
+    pub invitation: Invitation,
+    /// The secret part of the link.
+    pub token: String,
+}
+
+/// Invites an address with a role. Admins only.
+pub async fn create(
+    db: &Db,
+    actor: &Actor,
+    email: &str,
+    role: Role,
+    valid_hours: i64,
+) -> DomainResult<NewInvitation> {
+    if !actor.is_admin() {
+        return Err(DomainError::Forbidden);
+    }
+    let email = accounts::normalize_email(email)?;
+    if users::find_by_email(db, &email).await?.is_some() {
+        return Err(DomainError::Conflict(format!("{email} already has an account.")));
+    }
+    let token = random_token();
+    let expires = Utc::now() + Duration::hours(valid_hours);
+    let invitation = repo::insert(db, &email, role, &hash_token(&token), actor.user_id, expires).await?;
+    Ok(NewInvitation { invitation, token })
+}
+
+/// The open invitation behind a link; used, expired and unknown links are all `NotFound`.
+pub async fn open(db: &Db, token: &str) -> DomainResult<Invitation> {
+    if token.len() != 43 {
+        return Err(DomainError::NotFound);
+    }
+    let invitation = repo::find_by_token_hash(db, &hash_token(token)).await?.ok_or(DomainError::NotFound)?;
+    if invitation.is_open() { Ok(invitation) } else { Err(DomainError::NotFound) }
+}
+
+/// Accepts an invitation with a local password: the account and the acceptance are one
+/// transaction, so a link can create at most one account.
+pub async fn accept_local(
+    db: &Db,
+    token: &str,
+    display_name: &str,
+    password: &str,
+    min_len: usize,
+) -> DomainResult<User> {
+    use sea_orm::TransactionTrait;
+    let invitation = open(db, token).await?;
+    accounts::check_password(password, min_len)?;
+    let name = display_name.trim();
+    if name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(DomainError::Invalid("Use a name of at most 100 characters.".into()));
+    }
+    if users::find_by_email(db, &invitation.email).await?.is_some() {
+        return Err(DomainError::Conflict(
+            "An account with this email exists already. Sign in instead.".into(),
+        ));
+    }
+    let name = if name.is_empty() {
+        invitation.email.split('@').next().unwrap_or("").to_string()
+    } else {
+        name.to_string()
+    };
+    let hash = passwords::hash(password.to_string()).await.map_err(DomainError::Invalid)?;
+    let txn = db.begin().await?;
+    let user = users::insert(&txn, &invitation.email, &name, invitation.role, UserStatus::Active).await?;
+    users::set_password(&txn, user.id, &hash).await?;
+    if !repo::mark_accepted(&txn, invitation.id, user.id).await? {
+        txn.rollback().await?;
+        return Err(DomainError::NotFound);
+    }
+    txn.commit().await?;
+    Ok(user)
+}
+
+/// Recent invitations. Admins only.
+pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Invitation>> {
+    if !actor.is_admin() {
+        return Err(DomainError::Forbidden);
+    }
+    Ok(repo::recent(db, 100).await?)
+}

@@ -1,0 +1,94 @@
+//! Invitations: created by admins, accepted once through the link, expiring; mail on and off.
+
+use arbor::domain::accounts::Role;
+use sea_orm::{ActiveModelTrait, Set};
+
+use crate::support::{TestApp, session_cookie_from};
+
+/// The invitation link an admin page shows, if any.
+fn link_in(html: &str) -> Option<String> {
+    let start = html.find("<code class=\"invitation-link\">")? + "<code class=\"invitation-link\">".len();
+    Some(html[start..].split('<').next()?.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_mail_the_admin_gets_the_link_and_it_works_once() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let s = app.login_full(&admin).await;
+    let res = app.post_form("/admin/invitations", "email=New%40Example.com&role=admin", Some(&s)).await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("Mail is off"), "{html}");
+    let link = link_in(&html).expect("link shown");
+    let path = link.strip_prefix(&app.origin()).expect("link on this server").to_string();
+
+    let page = app.get(&path, None).await;
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("new@example.com"));
+
+    let bad = app.post_form(&path, "display_name=New&password=short", None).await;
+    assert_eq!(bad.status(), 400);
+    let res = app.post_form(&path, "display_name=New+Admin&password=correct+horse+battery", None).await;
+    assert_eq!(res.status(), 303);
+    assert!(session_cookie_from(&res).is_some(), "signed in straight away");
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "new@example.com").await.unwrap().unwrap();
+    assert_eq!(user.role, Role::Admin, "the invited role");
+    assert_eq!(user.display_name, "New Admin");
+
+    // Single use.
+    assert_eq!(app.get(&path, None).await.status(), 404);
+    assert_eq!(app.post_form(&path, "display_name=X&password=correct+horse+battery", None).await.status(), 404);
+    let listing = app.get("/admin/invitations", Some(&s.cookie)).await.text().await.unwrap();
+    assert!(listing.contains("accepted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_and_unknown_links_are_404() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let actor = arbor::domain::accounts::Actor::for_user(&admin);
+    let new = arbor::domain::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1).await.unwrap();
+    arbor::storage::entities::invitation::ActiveModel {
+        id: Set(new.invitation.id),
+        expires_at: Set(chrono::Utc::now() - chrono::Duration::minutes(1)),
+        ..Default::default()
+    }
+    .update(&app.state.db)
+    .await
+    .unwrap();
+    assert_eq!(app.get(&format!("/invite/{}", new.token), None).await.status(), 404);
+    for bad in ["nope", &"a".repeat(43), "..%2F..%2Fetc"] {
+        assert_eq!(app.get(&format!("/invite/{bad}"), None).await.status(), 404, "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_invitations_are_refused_with_a_message() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    app.create_user("taken@example.com", Role::Member).await;
+    let s = app.login_full(&admin).await;
+    let res = app.post_form("/admin/invitations", "email=not-an-address&role=member", Some(&s)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("Enter a valid email address."));
+    let res = app.post_form("/admin/invitations", "email=a%40example.com&role=owner", Some(&s)).await;
+    assert_eq!(res.status(), 400);
+    let res = app.post_form("/admin/invitations", "email=taken%40example.com&role=member", Some(&s)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("already has an account"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_cannot_invite() {
+    let app = TestApp::spawn().await;
+    let member = app.create_user("m@example.com", Role::Member).await;
+    let s = app.login_full(&member).await;
+    let res = app.post_form("/admin/invitations", "email=friend%40example.com&role=admin", Some(&s)).await;
+    assert_eq!(res.status(), 403);
+    let actor = arbor::domain::accounts::Actor::for_user(&member);
+    assert!(arbor::domain::invitations::list(&app.state.db, &actor).await.is_err());
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let listed = arbor::domain::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin)).await.unwrap();
+    assert!(listed.is_empty(), "nothing was created");
+}
