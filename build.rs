@@ -28,29 +28,15 @@ fn main() {
         println!("cargo:rerun-if-changed={}", base.display());
         let mut files = Vec::new();
         walk(&base, &mut files);
-        let _ = writeln!(
-            code,
-            "/// Files under `{dir}/`: (relative path, contents, sha256 prefix)."
-        );
+        let _ = writeln!(code, "/// Files under `{dir}/`: (relative path, contents, sha256 prefix).");
         let _ = writeln!(code, "pub static {kind}: &[(&str, &[u8], &str)] = &[");
         for file in files {
-            let rel = file
-                .strip_prefix(&base)
-                .unwrap_or(&file)
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = file.strip_prefix(&base).unwrap_or(&file).to_string_lossy().replace('\\', "/");
             let bytes = std::fs::read(&file).unwrap_or_default();
-            let hash: String = Sha256::digest(&bytes)
-                .iter()
-                .take(8)
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hash: String = Sha256::digest(&bytes).iter().take(8).map(|b| format!("{b:02x}")).collect();
             println!("cargo:rerun-if-changed={}", file.display());
-            let _ = writeln!(
-                code,
-                "    ({rel:?}, include_bytes!({:?}), {hash:?}),",
-                file.display().to_string()
-            );
+            let _ =
+                writeln!(code, "    ({rel:?}, include_bytes!({:?}), {hash:?}),", file.display().to_string());
         }
         let _ = writeln!(code, "];");
     }

@@ -39,6 +39,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Outgoing mail.
     pub smtp: SmtpConfig,
+    /// Sign-in with an OpenID Connect provider.
+    pub oidc: OidcConfig,
 }
 
 /// HTTP listener settings.
@@ -170,6 +172,50 @@ impl std::fmt::Debug for SmtpConfig {
     }
 }
 
+/// Sign-in with an OpenID Connect provider.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// Issuer URL; empty turns OIDC off.
+    pub issuer: String,
+    /// Client id.
+    pub client_id: String,
+    /// Client secret (secret).
+    pub client_secret: String,
+    /// Name on the sign-in button.
+    pub display_name: String,
+    /// Requested scopes.
+    pub scopes: Vec<String>,
+    /// Accepted ID token algorithms.
+    pub signing_algs: Vec<String>,
+    /// Claim holding group names.
+    pub groups_claim: String,
+    /// Groups whose members are admins.
+    pub admin_groups: Vec<String>,
+    /// Groups allowed to sign in (empty: all).
+    pub allowed_groups: Vec<String>,
+    /// Email domains allowed to sign in (empty: all).
+    pub allowed_email_domains: Vec<String>,
+    /// Link by verified email to an existing account.
+    pub link_verified_email: bool,
+}
+
+impl std::fmt::Debug for OidcConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &if self.client_secret.is_empty() { "" } else { "****" })
+            .field("display_name", &self.display_name)
+            .field("groups_claim", &self.groups_claim)
+            .field("admin_groups", &self.admin_groups)
+            .field("allowed_groups", &self.allowed_groups)
+            .field("allowed_email_domains", &self.allowed_email_domains)
+            .field("link_verified_email", &self.link_verified_email)
+            .finish()
+    }
+}
+
 /// How Arbor talks to the mail server.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -257,7 +303,7 @@ impl Config {
         match self.auth.local_accounts {
             Toggle::On => true,
             Toggle::Off => false,
-            Toggle::Auto => true,
+            Toggle::Auto => self.oidc.issuer.is_empty(),
         }
     }
 
@@ -267,6 +313,9 @@ impl Config {
         shown.database.url = redact_url(&self.database.url);
         if !shown.smtp.password.is_empty() {
             shown.smtp.password = "****".into();
+        }
+        if !shown.oidc.client_secret.is_empty() {
+            shown.oidc.client_secret = "****".into();
         }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# could not render: {e}\n"))
     }
@@ -314,6 +363,25 @@ impl Config {
                 "auth.login_attempts_per_ip_per_minute",
                 "sign-in limits must be at least 1 per minute",
             );
+        }
+        if !self.oidc.issuer.is_empty() {
+            match reqwest::Url::parse(&self.oidc.issuer) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => return bad("oidc.issuer", "must be an http(s) URL, or empty"),
+            }
+            if self.oidc.client_id.is_empty() {
+                return bad("oidc.client_id", "is required when oidc.issuer is set");
+            }
+            let known = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"];
+            if let Some(a) = self.oidc.signing_algs.iter().find(|a| !known.contains(&a.as_str())) {
+                return Err((
+                    "oidc.signing_algs".into(),
+                    format!("{a:?} is not an accepted algorithm ({})", known.join(", ")),
+                ));
+            }
+            if self.oidc.signing_algs.is_empty() {
+                return bad("oidc.signing_algs", "must name at least one algorithm");
+            }
         }
         if self.auth.invitation_valid_hours < 1 {
             return bad("auth.invitation_valid_hours", "must be at least 1");
@@ -539,12 +607,12 @@ mod tests {
     fn file_variables_read_secrets() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("db");
-        std::fs::write(&f, "postgres://a:secret@h/db\n").unwrap();
+        std::fs::write(&f, "postgres://a:s3cr3t-canary@h/db\n").unwrap();
         let e = env(&[("ARBOR_DATABASE__URL_FILE", f.to_str().unwrap())]);
         let c = load(&CliOverrides::default(), &e).unwrap().config;
-        assert_eq!(c.database.url, "postgres://a:secret@h/db");
-        assert!(!c.to_redacted_toml().contains("secret"));
-        assert!(!format!("{c:?}").contains("secret"));
+        assert_eq!(c.database.url, "postgres://a:s3cr3t-canary@h/db");
+        assert!(!c.to_redacted_toml().contains("s3cr3t-canary"));
+        assert!(!format!("{c:?}").contains("s3cr3t-canary"));
     }
 
     #[test]

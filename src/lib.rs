@@ -32,6 +32,9 @@ pub enum StartupError {
     /// A template failed to compile.
     #[error("{0}")]
     Templates(String),
+    /// The OIDC settings could not be used.
+    #[error("{0}")]
+    Oidc(String),
     /// The mail settings could not be turned into a transport.
     #[error("{0}")]
     Mail(String),
@@ -46,6 +49,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     storage::migrate_up(&db).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
     let runs = RunRegistry::new(config.events.channel_capacity);
+    let oidc = auth::oidc::Oidc::new(&config.oidc, &config.public_url())
+        .map_err(|e| StartupError::Oidc(e.to_string()))?
+        .map(Arc::new);
     let mailer = mail::Mailer::from_config(&config.smtp).map_err(|e| StartupError::Mail(e.to_string()))?;
     Ok(AppState {
         config: Arc::new(config),
@@ -53,6 +59,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         templates: Arc::new(templates),
         runs,
         mailer,
+        oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),
     })
 }

@@ -19,6 +19,8 @@ pub struct AppState {
     pub templates: Arc<Tera>,
     /// Live runs and their event fan-out.
     pub runs: RunRegistry,
+    /// The OpenID Connect relying party, when configured.
+    pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
     /// Outgoing mail.
     pub mailer: crate::mail::Mailer,
     /// Sign-in attempt counters.

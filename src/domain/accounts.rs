@@ -169,11 +169,11 @@ pub async fn create_local(
 /// Checks a local sign-in. Unknown email and wrong password fail alike, in the same time.
 pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult<User> {
     let found = match normalize_email(email) {
-        Ok(email) => users::find_by_email(db, &email).await?,
+        Ok(email) => users::find_local_by_email(db, &email).await?,
         Err(_) => None,
     };
     let (user, hash) = match found {
-        Some((user, hash)) => (Some(user), hash),
+        Some((user, hash)) => (Some(user), Some(hash)),
         None => (None, None),
     };
     if !passwords::verify(password.to_string(), hash).await {

@@ -76,6 +76,12 @@ pub async fn open(db: &Db, token: &str) -> DomainResult<Invitation> {
     if invitation.is_open() { Ok(invitation) } else { Err(DomainError::NotFound) }
 }
 
+/// The open invitation with this id (a sign-in that started from its link).
+pub async fn open_by_id(db: &Db, id: Uuid) -> DomainResult<Invitation> {
+    let invitation = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    if invitation.is_open() { Ok(invitation) } else { Err(DomainError::NotFound) }
+}
+
 /// Accepts an invitation with a local password: the account and the acceptance are one
 /// transaction, so a link can create at most one account.
 pub async fn accept_local(

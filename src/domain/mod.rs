@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod chat;
 pub mod invitations;
+pub mod oidc_accounts;
 
 use crate::storage::StorageError;
 

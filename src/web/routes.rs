@@ -42,7 +42,7 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 /// Every route Arbor serves.
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
-    use handlers::{account, assets, auth, events, health, home, invitations};
+    use handlers::{account, assets, auth, events, health, home, invitations, oidc};
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
         entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
@@ -54,6 +54,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/signup", Public, web::get().to(auth::signup_form)),
         entry(Method::POST, "/signup", Public, web::post().to(auth::signup)),
         entry(Method::GET, "/setup/{token}", Public, web::get().to(auth::setup)),
+        entry(Method::POST, "/auth/oidc/start", Public, web::post().to(oidc::start)),
+        entry(Method::GET, "/auth/oidc/callback", Public, web::get().to(oidc::callback)),
         entry(Method::GET, "/invite/{token}", Public, web::get().to(invitations::show)),
         entry(Method::POST, "/invite/{token}", Public, web::post().to(invitations::accept)),
         entry(Method::GET, "/admin/invitations", Admin, web::get().to(invitations::list)),

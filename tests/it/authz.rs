@@ -86,6 +86,9 @@ fn cases() -> Vec<Case> {
             all(404),
         ),
         get("/setup/{token}", |_| format!("/setup/{}", "a".repeat(43)), all(404)),
+        // The authz app has no provider configured; tests/it/oidc.rs covers these with one.
+        post("/auth/oidc/start", |_| "/auth/oidc/start".into(), "next=%2F", all(404)),
+        get("/auth/oidc/callback", |_| "/auth/oidc/callback?code=x&state=y".into(), all(404)),
         // An open invitation's link: for the signed-out; signed-in callers are told to sign out.
         get("/invite/{token}", |ids| format!("/invite/{}", ids.invite_token), SIGNED_IN_CONFLICT_ELSE(200)),
         post(

@@ -32,13 +32,17 @@ async fn without_mail_the_admin_gets_the_link_and_it_works_once() {
     let res = app.post_form(&path, "display_name=New+Admin&password=correct+horse+battery", None).await;
     assert_eq!(res.status(), 303);
     assert!(session_cookie_from(&res).is_some(), "signed in straight away");
-    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "new@example.com").await.unwrap().unwrap();
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "new@example.com").await.unwrap().unwrap();
     assert_eq!(user.role, Role::Admin, "the invited role");
     assert_eq!(user.display_name, "New Admin");
 
     // Single use.
     assert_eq!(app.get(&path, None).await.status(), 404);
-    assert_eq!(app.post_form(&path, "display_name=X&password=correct+horse+battery", None).await.status(), 404);
+    assert_eq!(
+        app.post_form(&path, "display_name=X&password=correct+horse+battery", None).await.status(),
+        404
+    );
     let listing = app.get("/admin/invitations", Some(&s.cookie)).await.text().await.unwrap();
     assert!(listing.contains("accepted"));
 }
@@ -48,7 +52,9 @@ async fn expired_and_unknown_links_are_404() {
     let app = TestApp::spawn().await;
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let actor = arbor::domain::accounts::Actor::for_user(&admin);
-    let new = arbor::domain::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1).await.unwrap();
+    let new = arbor::domain::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1)
+        .await
+        .unwrap();
     arbor::storage::entities::invitation::ActiveModel {
         id: Set(new.invitation.id),
         expires_at: Set(chrono::Utc::now() - chrono::Duration::minutes(1)),
@@ -89,6 +95,9 @@ async fn members_cannot_invite() {
     let actor = arbor::domain::accounts::Actor::for_user(&member);
     assert!(arbor::domain::invitations::list(&app.state.db, &actor).await.is_err());
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let listed = arbor::domain::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin)).await.unwrap();
+    let listed =
+        arbor::domain::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin))
+            .await
+            .unwrap();
     assert!(listed.is_empty(), "nothing was created");
 }

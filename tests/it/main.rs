@@ -12,4 +12,5 @@ mod e2e;
 mod events;
 mod invitations;
 mod migrations;
+mod oidc;
 mod web_basics;

@@ -60,6 +60,11 @@ pub async fn find_by_token_hash(db: &Db, token_hash: &str) -> StorageResult<Opti
         .transpose()
 }
 
+/// The invitation with this id.
+pub async fn find(db: &Db, id: Uuid) -> StorageResult<Option<Invitation>> {
+    invitation::Entity::find_by_id(id).one(db).await?.map(to_domain).transpose()
+}
+
 /// Marks an invitation accepted; true only for the first caller.
 pub async fn mark_accepted<C: ConnectionTrait>(conn: &C, id: Uuid, user_id: Uuid) -> StorageResult<bool> {
     let res = invitation::Entity::update_many()

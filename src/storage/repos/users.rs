@@ -138,3 +138,68 @@ pub async fn touch_login(db: &Db, id: Uuid) -> StorageResult<()> {
     .await?;
     Ok(())
 }
+
+/// The user with this OIDC identity.
+pub async fn find_by_identity(db: &Db, issuer: &str, subject: &str) -> StorageResult<Option<User>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    user::Entity::find()
+        .filter(user::Column::OidcIssuer.eq(issuer))
+        .filter(user::Column::OidcSubject.eq(subject))
+        .one(db)
+        .await?
+        .map(to_domain)
+        .transpose()
+}
+
+/// The local-password account with this email, if any (OIDC-only accounts are skipped).
+pub async fn find_local_by_email(db: &Db, email: &str) -> StorageResult<Option<(User, String)>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    let row = user::Entity::find()
+        .filter(user::Column::Email.eq(email.to_lowercase()))
+        .filter(user::Column::PasswordHash.is_not_null())
+        .one(db)
+        .await?;
+    row.map(|m| {
+        let hash = m.password_hash.clone().unwrap_or_default();
+        to_domain(m).map(|u| (u, hash))
+    })
+    .transpose()
+}
+
+/// Whether the user already has an identity from some OIDC issuer.
+pub async fn has_identity(db: &Db, id: Uuid) -> StorageResult<bool> {
+    Ok(user::Entity::find_by_id(id).one(db).await?.is_some_and(|m| m.oidc_subject.is_some()))
+}
+
+/// Binds an OIDC identity to a user.
+pub async fn set_identity<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    id: Uuid,
+    issuer: &str,
+    subject: &str,
+) -> StorageResult<()> {
+    user::ActiveModel {
+        id: Set(id),
+        oidc_issuer: Set(Some(issuer.to_string())),
+        oidc_subject: Set(Some(subject.to_string())),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(conn)
+    .await?;
+    Ok(())
+}
+
+/// Refreshes the display data the provider sends.
+pub async fn set_profile(db: &Db, id: Uuid, email: &str, display_name: &str) -> StorageResult<()> {
+    user::ActiveModel {
+        id: Set(id),
+        email: Set(email.to_lowercase()),
+        display_name: Set(display_name.to_string()),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
+}

@@ -52,12 +52,24 @@ pub(crate) async fn finish_sign_in(
     user: &User,
     next: &str,
 ) -> Result<HttpResponse, WebError> {
+    let setup = open_setup_token(state, req).await?;
+    finish_sign_in_with_setup(state, req, user, next, setup).await
+}
+
+/// As [`finish_sign_in`], with the setup token the sign-in carried.
+pub(crate) async fn finish_sign_in_with_setup(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &User,
+    next: &str,
+    setup_token: Option<String>,
+) -> Result<HttpResponse, WebError> {
     let name = session_cookie_name(state.config.is_https());
     if let Some(old) = req.cookie(name) {
         sessions::revoke(&state.db, &sessions::hash_token(old.value())).await?;
     }
     let mut went_to = next.to_string();
-    if let Some(token) = open_setup_token(state, req).await?
+    if let Some(token) = setup_token
         && accounts::redeem_setup(&state.db, &token, user.id).await?
     {
         tracing::warn!(user = %user.id, "setup link redeemed: this user is now the administrator");
@@ -99,6 +111,7 @@ fn login_page(
     ctx.insert("setup", &v.setup);
     ctx.insert("local_enabled", &state.config.local_accounts_enabled());
     ctx.insert("signup_allowed", &(state.config.auth.allow_signup || v.setup));
+    ctx.insert("oidc_name", &state.oidc.as_ref().map(|o| o.display_name().to_string()));
     let mut res = render::page(state, req, "pages/login.html", "partials/_login.html", ctx)?;
     *res.status_mut() = status;
     Ok(res)
@@ -179,13 +192,25 @@ pub async fn login(
     }
 }
 
-/// `POST /logout`: ends the session server-side and clears the cookie.
-pub async fn logout(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, WebError> {
+/// `POST /logout`: ends the session server-side and clears the cookie; people who signed in
+/// through the provider are sent to its sign-out page when it offers one.
+pub async fn logout(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: MaybeUser,
+) -> Result<HttpResponse, WebError> {
     let name = session_cookie_name(state.config.is_https());
     if let Some(c) = req.cookie(name) {
         sessions::revoke(&state.db, &sessions::hash_token(c.value())).await?;
     }
-    let mut res = see_other(&req, "/login");
+    let mut to = "/login".to_string();
+    if let (Some(oidc), Some(auth)) = (&state.oidc, &user.0)
+        && crate::domain::oidc_accounts::uses_provider(&state.db, auth.user.id).await?
+        && let Some(url) = oidc.end_session_url(&format!("{}/login", state.config.public_url())).await
+    {
+        to = url;
+    }
+    let mut res = see_other(&req, &to);
     let _ = res.add_cookie(&removal(
         &state,
         if state.config.is_https() { "__Host-arbor_session" } else { "arbor_session" },

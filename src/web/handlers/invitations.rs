@@ -146,6 +146,7 @@ fn accept_page(
     ctx.insert("token", token);
     ctx.insert("error", &error);
     ctx.insert("local_enabled", &state.config.local_accounts_enabled());
+    ctx.insert("oidc_name", &state.oidc.as_ref().map(|o| o.display_name().to_string()));
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
     let mut res = render::page(state, req, "pages/invite.html", "partials/_invite.html", ctx)?;
     *res.status_mut() = status;

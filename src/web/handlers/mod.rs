@@ -6,3 +6,4 @@ pub mod events;
 pub mod health;
 pub mod home;
 pub mod invitations;
+pub mod oidc;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod rogue_idp;
 pub mod sse_client;
 
 use std::net::{SocketAddr, TcpListener};

@@ -4,7 +4,8 @@
 //! token; this one can. It speaks just enough HTTP/1.1 (one request per connection) to serve
 //! discovery, JWKS, an auto-approving `/authorize`, `/token` and `/userinfo`, and signs every ID
 //! token by hand so that each [`Scenario`] breaks exactly one thing. The keys below are test keys,
-//! published here on purpose: nothing may ever trust them.
+//! published here on purpose: nothing may ever trust them. Signing uses the dev-dependencies
+//! `rsa`, `p256` and `hmac` (0.13), already in the lock file with these features via openidconnect.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -16,26 +17,23 @@ use hmac::{Hmac, KeyInit as _, Mac as _};
 use openidconnect::url::{Url, form_urlencoded};
 use p256::ecdsa::signature::Signer as _;
 use p256::ecdsa::{Signature as EcSignature, SigningKey as EcSigningKey};
-use rsa::RsaPrivateKey;
 use rsa::pkcs8::{DecodePrivateKey as _, EncodePublicKey as _, LineEnding};
-use rsa::signature::{SignatureEncoding as _, Signer as _};
 use rsa::traits::PublicKeyParts as _;
+use rsa::{Pkcs1v15Sign, RsaPrivateKey};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-/// What the provider gets wrong from now on (each variant breaks one thing; `*Good` and
-/// `RotatedKey` break nothing).
+/// What the provider gets wrong: each variant breaks one thing, but `Good`, `Es256Good`, `RotatedKey`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     /// Everything right: RS256 with key `rsa-1`.
     Good,
     /// Everything right: ES256 with key `ec-1`.
     Es256Good,
-    /// Everything right, but signed by `rsa-2`, which replaced `rsa-1` in the JWKS: only an RP
-    /// that refetches the JWKS on an unknown `kid` accepts it.
+    /// Everything right, but signed by `rsa-2`, which replaced `rsa-1` in the JWKS (key rotation).
     RotatedKey,
     /// `alg: none` and no signature; discovery advertises `none` and `HS256`.
     AlgNone,
@@ -89,6 +87,40 @@ pub enum Scenario {
     DiscoveryIssuerMismatch,
 }
 
+impl Scenario {
+    /// Every scenario a relying party must refuse (all but `Good`, `Es256Good` and `RotatedKey`).
+    pub const MUST_FAIL: [Scenario; 25] = {
+        use Scenario::*;
+        [
+            AlgNone,
+            Hs256WithClientSecret,
+            Hs256WithRsaPublicKey,
+            BadRsaSignature,
+            BadEs256Signature,
+            UnknownKidManyKeys,
+            KidAbsentManyKeys,
+            WrongAud,
+            ExtraUntrustedAud,
+            WrongAzp,
+            WrongIss,
+            Expired,
+            FutureIat,
+            MissingIat,
+            WrongNonce,
+            MissingNonce,
+            WrongAtHash,
+            MissingSub,
+            MissingIdToken,
+            UserinfoSubMismatch,
+            ResponseIssMismatch,
+            ResponseIssMissing,
+            WrongState,
+            AccessDenied,
+            DiscoveryIssuerMismatch,
+        ]
+    };
+}
+
 /// The recorded query of an `/authorize` request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuthorizeRequest {
@@ -125,10 +157,10 @@ struct Shared {
     client_id: String,
     client_secret: String,
     keys: &'static Keys,
-    state: Mutex<State>,
+    inner: Mutex<Inner>,
 }
 
-struct State {
+struct Inner {
     scenario: Scenario,
     claims: Map<String, Value>,
     require_pkce: bool,
@@ -168,7 +200,7 @@ pub async fn start(client_id: &str, client_secret: &str) -> Result<RogueIdp, Str
         client_id: client_id.to_owned(),
         client_secret: client_secret.to_owned(),
         keys: keys()?,
-        state: Mutex::new(State {
+        inner: Mutex::new(Inner {
             scenario: Scenario::Good,
             claims: Map::new(),
             require_pkce: true,
@@ -188,8 +220,7 @@ impl RogueIdp {
         self.shared.lock().scenario = scenario;
     }
 
-    /// Sets the extra claims (email, email_verified, name, groups, or `sub` to override it) put
-    /// in ID tokens and `/userinfo`; anything but a JSON object clears them.
+    /// Sets extra ID token and userinfo claims (email, name, groups, `sub`…); a non-object clears them.
     pub fn set_claims(&self, extra: Value) {
         self.shared.lock().claims = match extra {
             Value::Object(map) => map,
@@ -215,77 +246,10 @@ impl Drop for RogueIdp {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-
-const RSA_1_PEM: &str = "\
------BEGIN PRIVATE KEY-----
-MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDb/hrROTlxLjxq
-jV4uMJu7rF9SJPPQlmYx3N7ckc6KRy1a1yHacgY6rOookPzAky39MZdnzIUtlWvm
-47conHnsbNkmCL+LYHVongKN7MfeDwkpDHoFZS/b64dY2pGa2UeniIyqIe6tSJfw
-ODZ+nnlumW/cGvC8iJ0cXDlXUwvktyckbAZwwAlb660P2z7H/jHY5QjnU16pRHMT
-nul+tJ2+oWR6P172/k7A8H9ZBzBHcsnui2mGh8emEE878GY5oj+TOGo7UJp6q3ld
-S8aUSs9MtQW//kqlvZQHO+m8+ZAlbaJWRip/WtmEJUjS/nNaB0jzXDDGZ40Q3EPL
-Oa7k4j/XAgMBAAECggEAWXnzL1jOh72t/gqMnU3Q8Zas2GzGK/cYDrzOejjloDFN
-/a4Vi1MoPHI69Q/vdWYHZP1oHuQ84KrvDaRdyStHncUx1vnk6kvrxQbLdC0zp5pG
-+AamlI4w1opn7NhNM4WfUsFDsSkG+jzV63L5mytaqYTHzea5Nn18JV5PRji1VCr3
-OEBMAwfZOA4TeU8Dx17W6EaAmYPjY2VXggkEWREX2X0oWUe66DbOvsEcloGGb0xV
-w5DQ8LLwLNtRZ5TINn3N/iG1kYW436fXC9qIkG2/GNQrFKgs981cYxvkOkYqZJvy
-v8ggYe+Rf9od5j0a+T/hz/aLhrr+OP0143dCMTCmXQKBgQDu6JwsYF+8PKBsqS9x
-lfmxBqJY0yyzajfhVlu0XvTHO84lK6s8grp8rPkZwNwHORW7DqE1oWZELGoaJUmz
-n8Elkezbn0/f8gqJfPlc4N3HCVQlv4r/l+2ZWLmQK+jXN37uDyTVfbavMDJQqARt
-3feIGI7NOCEzR6lRwkJlAtrV2wKBgQDruxCnBS8coyPSbTACeYwV102wvvuSYjAh
-DTwnjEVEdQO4aNIlXV3rgQks59GGz/CINUFjUc5vaNjaB2cqCy69mvoM9SnuT2aq
-39JeOXTnDAXpUIV8ntqfm2Y4pHngDbazIMIu9aCKWsCfaeguDuYYZZdlKqW1oli5
-Wu4Z0LbktQKBgQCtlyCa8e+984NRUOEjNCj4Yuylg9NwDdbKiZgaiABtn1vbEE7c
-qdRc8MYS21pEeUr73tZuBHctQ+RYWQ2jUYnjBZPHxIsiGlljqwX5YX5jt7iHsRSL
-QNYoXRp/0hfeAPneeex2n2CVDH0Ss/J77hOEtOtV29nry78QpAjgImHljwKBgQCm
-A/F/XxRF29MfoEweghGZVC9f2bD87++rZ1HFHHGv+6TqG9BcBjxd3lti58RVaF6i
-3ra1RujW54VJT8tk/ckmOV3/AC5OqlbI4qaaO2bMTVhgb5gDIzEfFOdR3uwCUkYo
-M1rujYhJyA4+duzQeyeraOjNk9Jub+6CY7qqLaaQvQKBgAv0OVcBCto2Aw3mTMJu
-fFiaPnUfYIp3e6U2iTBccIzSUct6F11YrOO17sPGa97CSRWKQS1sLRLT8h3Lwmyu
-X/v1FmidLxX3Q7aybpxdcn7IFbluQ3VsEJpnmp+tbYAmae2pi994eFBtbizIfJPf
-z+eO9L7SEnfl2ki3AVg2Zckr
------END PRIVATE KEY-----
-";
-
-const RSA_2_PEM: &str = "\
------BEGIN PRIVATE KEY-----
-MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCwF8ZSBbLOCZnT
-+G8lwG1iaMVF2uDcwzH1UbdeVid8QGJQgar8tPWjIYyI0muj92WaRP86X/gddjkA
-RBN4osHpcR6AsnE60eJfS4sZXZOIHexAWm+WvymyT17c3KZWHedpJzpUklAVRsiC
-QIMm0ofbLhHo6gMs5e9spmeMrBGcGkbWTDXkELLIu3ergETr/4q30zrY0Dj+g7KM
-sXTfBVHYIMKXfjxHm5jlBwowSHI+p/wPz71B6c3L9Ijgv7kLDj9mQcGnu405Sr3m
-20D0X3Z3Rm5eLdpGlrd2159RHkiZuj/HvgwDQT9S7oDcTyvL0f9pOIJD78DwhVqe
-S4VJ91fvAgMBAAECggEAO6RByoQdlIVR8aZiVuH+6mbb8hX5NSxznkhIGA6MHxxb
-cDMK676Kt+7j/29tf8KKSh72ZxocGjZxhfKIucI+dUeX8jT9/tMZnfcjLLsx/ddM
-rlszEla606boVVvyhpZoS4g6zGwl7Z7kyKD7Csohs42+CSpBWxKh7iXKSq345Oq9
-kCaHiaVTxiPJZyVrkmpfE4Hm54PkYH3EMLW0QKOGrpIta1fZdK4PL8Qq8YKTmo+q
-pxbprnKAVgmshjIb0I/kWMoWlOT5cGPcxmLG+fnmVF/JWgOPsSheMNXl2TF/g1ku
-HjUTJ/0pp78fjqcR7RQcBEL6kuKA1p/ISuE4xXlKGQKBgQDbDAx03YvlOc7ym6/a
-NAhzZFZdXwZjGSPLutvOvvlMhhw13u3uHfj82437S+iMZMcTOzBbtGWhboZlUrlt
-dHqdzdPNLs/OBZkpkQ410Iyu8SaDpi5fT9rA2YkxsBl3M0ynaxLv1RKIw61JbHkE
-XIPhhikcvYS+j49ys8C3DegoiwKBgQDNzKt/7kEz4tIXWSez2hG3IUjStea3M7ed
-TWDUqEFbjVtttsjU0R/TaM0jQ2PFi5mwsLarRKXr71XSFidlJjmGNUBfNhd88Kvh
-U8PHPGbcWXqO/5W5rCYn8GygIZ7MtTnIfC+k54ni5NJA0Ntw6Q8/r6g/HCPC1HgF
-8NJiTMgWrQKBgQCEnhDUmGVgTNWMcNHQ6/vJ0Q+wzB1T1h6j8+esjlblC7T8sJGg
-vqjGfi7B3D1Y8pLMg+NNQjTdvcrEgYceS40JCVqYOSU6+Iy4a8gMsMzcBchpoC0n
-K3OnmozDdniUgIyCOANpDLmB7+Z0M6Y5C8IUwmMVsXAy5zvUGBwvN8487QKBgDhf
-eBrzCKlN2H7MzTNW6MNhOrF9YlWMtR9BsuSNslmBvymuiBTDtBQVARxHuWzDcLYV
-sfP4OfsG9Fs39lKexeMdcyShjI2M34g5icdppEN3vzqsiDb0EP+fvCGhE/6/JbTl
-T6e8ROkCBRX8ICAttx+a3ltrOeCEktwNu5NxtN2BAoGAPM6Q3NWUgbhEH6a7isZL
-yCeQRR2MmJDkxdYD2cKnHx86o3e6YGYXVhazF2GoBT/A7AFZUJHmRppeFjgm+jCU
-HH2/kasaTL0dBGw/sWZ8bggz54sFnovi4yFQEQBVq+NW/sfBuQ0yEkSl6HIPr5RU
-aquUNXYPNjR9Gr16zSVpbk0=
------END PRIVATE KEY-----
-";
-
-const EC_1_SCALAR: [u8; 32] = [
-    0xcd, 0x37, 0xae, 0x5a, 0xf1, 0x4b, 0x52, 0xc4, 0x0a, 0x67, 0x41, 0x95, 0xff, 0x80, 0x71, 0x2c,
-    0x06, 0x0d, 0x2a, 0x33, 0xda, 0xe0, 0xe9, 0xf1, 0xe2, 0xfa, 0xed, 0xbe, 0x89, 0x0f, 0x7d, 0x36,
-];
 
 /// Parses the fixed test keys once per process.
 fn keys() -> Result<&'static Keys, String> {
@@ -367,8 +331,11 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
         .collect();
     let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    if length > 1024 * 1024 {
+        return Ok(None);
+    }
     let mut body = buf.split_off(head_end + 4);
-    while body.len() < length && body.len() <= 1024 * 1024 {
+    while body.len() < length {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
             return Ok(None);
@@ -391,7 +358,7 @@ fn route(shared: &Shared, request: &Request) -> Response {
     let result = match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/.well-known/openid-configuration") => Ok(json_response(200, &discovery(shared, scenario))),
         ("GET", "/jwks") => Ok(json_response(200, &jwks(shared.keys, scenario))),
-        ("GET", "/authorize") => authorize(shared, &request.query),
+        ("GET", "/authorize") => Ok(authorize(shared, &request.query)),
         ("POST", "/token") => token(shared, request),
         ("GET" | "POST", "/userinfo") => Ok(userinfo(shared, request)),
         _ => Ok(json_response(404, &json!({ "error": "not_found" }))),
@@ -461,7 +428,7 @@ fn ec_jwk(key: &EcSigningKey, kid: &str) -> Value {
     })
 }
 
-fn authorize(shared: &Shared, query: &str) -> Result<Response, String> {
+fn authorize(shared: &Shared, query: &str) -> Response {
     let params: HashMap<String, String> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let param = |name: &str| params.get(name).cloned();
     let request = AuthorizeRequest {
@@ -474,36 +441,36 @@ fn authorize(shared: &Shared, query: &str) -> Result<Response, String> {
         code_challenge: param("code_challenge"),
         code_challenge_method: param("code_challenge_method"),
     };
-    let mut state = shared.lock();
-    state.last_authorize = Some(request.clone());
+    let mut inner = shared.lock();
+    inner.last_authorize = Some(request.clone());
     let Some(Ok(mut target)) = request.redirect_uri.as_deref().map(Url::parse) else {
-        return Ok(json_response(400, &json!({ "error": "invalid_request" })));
+        return json_response(400, &json!({ "error": "invalid_request" }));
     };
     if request.client_id.as_deref() != Some(shared.client_id.as_str()) {
-        return Ok(json_response(400, &json!({ "error": "unauthorized_client" })));
+        return json_response(400, &json!({ "error": "unauthorized_client" }));
     }
-    let scenario = state.scenario;
-    let mut pairs = target.query_pairs_mut();
+    let scenario = inner.scenario;
+    let mut reply = Vec::new();
     if scenario == Scenario::AccessDenied {
-        pairs.append_pair("error", "access_denied");
+        reply.push(("error", "access_denied".to_owned()));
     } else {
-        state.counter += 1;
-        let code = format!("rogue-code-{}", state.counter);
-        state.codes.insert(code.clone(), request.clone());
-        pairs.append_pair("code", &code);
+        inner.counter += 1;
+        let code = format!("rogue-code-{}", inner.counter);
+        inner.codes.insert(code.clone(), request.clone());
+        reply.push(("code", code));
     }
-    match (scenario, &request.state) {
-        (Scenario::WrongState, _) => pairs.append_pair("state", "forged-state"),
-        (_, Some(sent)) => pairs.append_pair("state", sent),
-        (_, None) => &mut pairs,
-    };
+    match (scenario, request.state) {
+        (Scenario::WrongState, _) => reply.push(("state", "forged-state".to_owned())),
+        (_, Some(sent)) => reply.push(("state", sent)),
+        (_, None) => {}
+    }
     match scenario {
-        Scenario::ResponseIssMissing => &mut pairs,
-        Scenario::ResponseIssMismatch => pairs.append_pair("iss", "https://evil.invalid"),
-        _ => pairs.append_pair("iss", &shared.issuer),
-    };
-    drop(pairs);
-    Ok(Response { status: 302, headers: vec![("Location", target.into())], body: Vec::new() })
+        Scenario::ResponseIssMissing => {}
+        Scenario::ResponseIssMismatch => reply.push(("iss", "https://evil.invalid".to_owned())),
+        _ => reply.push(("iss", shared.issuer.clone())),
+    }
+    target.query_pairs_mut().extend_pairs(reply);
+    Response { status: 302, headers: vec![("Location", target.into())], body: Vec::new() }
 }
 
 fn token(shared: &Shared, request: &Request) -> Result<Response, String> {
@@ -514,24 +481,24 @@ fn token(shared: &Shared, request: &Request) -> Result<Response, String> {
     if form.get("grant_type").map(String::as_str) != Some("authorization_code") {
         return Ok(oauth_error(400, "unsupported_grant_type"));
     }
-    let mut state = shared.lock();
-    let Some(auth) = form.get("code").and_then(|code| state.codes.remove(code)) else {
+    let mut inner = shared.lock();
+    let Some(auth) = form.get("code").and_then(|code| inner.codes.remove(code)) else {
         return Ok(oauth_error(400, "invalid_grant"));
     };
     let pkce_ok = auth.code_challenge_method.as_deref() == Some("S256")
         && form.get("code_verifier").is_some_and(|verifier| {
             Some(B64.encode(Sha256::digest(verifier.as_bytes()))) == auth.code_challenge
         });
-    if form.get("redirect_uri") != auth.redirect_uri.as_ref() || (state.require_pkce && !pkce_ok) {
+    if form.get("redirect_uri") != auth.redirect_uri.as_ref() || (inner.require_pkce && !pkce_ok) {
         return Ok(oauth_error(400, "invalid_grant"));
     }
-    state.counter += 1;
-    let access_token = format!("rogue-access-token-{}", state.counter);
-    let claims = id_token_claims(shared, &state, &auth, &access_token)?;
+    inner.counter += 1;
+    let access_token = format!("rogue-access-token-{}", inner.counter);
+    let claims = id_token_claims(shared, &inner, &auth, &access_token)?;
     let sub = claims.get("sub").and_then(Value::as_str).unwrap_or_default().to_owned();
-    state.access_tokens.insert(access_token.clone(), sub);
-    let scenario = state.scenario;
-    drop(state);
+    inner.access_tokens.insert(access_token.clone(), sub);
+    let scenario = inner.scenario;
+    drop(inner);
     let mut body = json!({ "access_token": access_token, "token_type": "Bearer", "expires_in": 300 });
     if scenario != Scenario::MissingIdToken {
         body["id_token"] = Value::String(sign(shared, scenario, &claims)?);
@@ -553,13 +520,19 @@ fn client_authenticated(shared: &Shared, request: &Request, form: &HashMap<Strin
         }
         None => (form.get("client_id").cloned(), form.get("client_secret").cloned()),
     };
-    id.as_deref() == Some(shared.client_id.as_str()) && secret.as_deref() == Some(shared.client_secret.as_str())
+    id.as_deref() == Some(shared.client_id.as_str())
+        && secret.as_deref() == Some(shared.client_secret.as_str())
 }
 
-fn id_token_claims(shared: &Shared, state: &State, auth: &AuthorizeRequest, access_token: &str) -> Result<Value, String> {
+fn id_token_claims(
+    shared: &Shared,
+    inner: &Inner,
+    auth: &AuthorizeRequest,
+    access_token: &str,
+) -> Result<Value, String> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
-    let scenario = state.scenario;
-    let mut claims = state.claims.clone();
+    let scenario = inner.scenario;
+    let mut claims = inner.claims.clone();
     claims.entry("sub").or_insert_with(|| json!("rogue-user-1"));
     let issuer = match scenario {
         Scenario::WrongIss => format!("{}/other", shared.issuer),
@@ -588,7 +561,9 @@ fn id_token_claims(shared: &Shared, state: &State, auth: &AuthorizeRequest, acce
     }
     match (scenario, &auth.nonce) {
         (Scenario::MissingNonce, _) | (_, None) => None,
-        (Scenario::WrongNonce, Some(nonce)) => claims.insert("nonce".into(), json!(format!("{nonce}-forged"))),
+        (Scenario::WrongNonce, Some(nonce)) => {
+            claims.insert("nonce".into(), json!(format!("{nonce}-forged")))
+        }
         (_, Some(nonce)) => claims.insert("nonce".into(), json!(nonce)),
     };
     // OIDC Core 3.1.3.6: the left half of SHA-256 of the access token, base64url.
@@ -624,7 +599,8 @@ fn sign(shared: &Shared, scenario: Scenario, claims: &Value) -> Result<String, S
         Scenario::AlgNone => Vec::new(),
         Scenario::Hs256WithClientSecret => hs256(shared.client_secret.as_bytes(), &input)?,
         Scenario::Hs256WithRsaPublicKey => {
-            let pem = keys.rsa1.to_public_key().to_public_key_pem(LineEnding::LF).map_err(|e| e.to_string())?;
+            let pem =
+                keys.rsa1.to_public_key().to_public_key_pem(LineEnding::LF).map_err(|e| e.to_string())?;
             hs256(pem.as_bytes(), &input)?
         }
         Scenario::Es256Good | Scenario::BadEs256Signature => {
@@ -634,17 +610,23 @@ fn sign(shared: &Shared, scenario: Scenario, claims: &Value) -> Result<String, S
         Scenario::RotatedKey => rs256(&keys.rsa2, &input)?,
         _ => rs256(&keys.rsa1, &input)?,
     };
-    if matches!(scenario, Scenario::BadRsaSignature | Scenario::BadEs256Signature) {
-        if let Some(byte) = signature.get_mut(20) {
-            *byte ^= 0x01;
-        }
+    if matches!(scenario, Scenario::BadRsaSignature | Scenario::BadEs256Signature)
+        && let Some(byte) = signature.get_mut(20)
+    {
+        *byte ^= 0x01;
     }
     Ok(format!("{input}.{}", B64.encode(signature)))
 }
 
+/// RS256: PKCS#1 v1.5 over SHA-256. rsa 0.9 speaks digest 0.10 and Arbor's sha2 is 0.11, so
+/// the hash goes in with its DER DigestInfo prefix (RFC 8017 9.2, note 1) instead of a `Digest`.
 fn rs256(key: &RsaPrivateKey, input: &str) -> Result<Vec<u8>, String> {
-    let signer = rsa::pkcs1v15::SigningKey::<rsa::sha2::Sha256>::new(key.clone());
-    signer.try_sign(input.as_bytes()).map(|s| s.to_vec()).map_err(|e| e.to_string())
+    const SHA256_DIGEST_INFO: [u8; 19] = [
+        0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00,
+        0x04, 0x20,
+    ];
+    let padding = Pkcs1v15Sign { hash_len: Some(32), prefix: SHA256_DIGEST_INFO.into() };
+    key.sign(padding, &Sha256::digest(input.as_bytes())).map_err(|e| e.to_string())
 }
 
 fn hs256(key: &[u8], input: &str) -> Result<Vec<u8>, String> {
@@ -654,14 +636,14 @@ fn hs256(key: &[u8], input: &str) -> Result<Vec<u8>, String> {
 }
 
 fn userinfo(shared: &Shared, request: &Request) -> Response {
-    let state = shared.lock();
+    let inner = shared.lock();
     let bearer = request.headers.get("authorization").and_then(|h| h.strip_prefix("Bearer "));
-    let Some(sub) = bearer.and_then(|token| state.access_tokens.get(token.trim())) else {
+    let Some(sub) = bearer.and_then(|token| inner.access_tokens.get(token.trim())) else {
         let challenge = ("WWW-Authenticate", r#"Bearer error="invalid_token""#.to_owned());
         return Response { status: 401, headers: vec![challenge], body: Vec::new() };
     };
-    let mut claims = state.claims.clone();
-    let sub = match state.scenario {
+    let mut claims = inner.claims.clone();
+    let sub = match inner.scenario {
         Scenario::UserinfoSubMismatch => "someone-else".to_owned(),
         _ => sub.clone(),
     };
@@ -677,3 +659,72 @@ fn json_response(status: u16, body: &Value) -> Response {
 fn oauth_error(status: u16, error: &str) -> Response {
     json_response(status, &json!({ "error": error }))
 }
+
+// Test keys, deliberately public. rsa-1 and rsa-2: RSA 2048 (PKCS#8); ec-1: a P-256 scalar.
+
+const RSA_1_PEM: &str = "\
+-----BEGIN PRIVATE KEY-----
+MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDb/hrROTlxLjxq
+jV4uMJu7rF9SJPPQlmYx3N7ckc6KRy1a1yHacgY6rOookPzAky39MZdnzIUtlWvm
+47conHnsbNkmCL+LYHVongKN7MfeDwkpDHoFZS/b64dY2pGa2UeniIyqIe6tSJfw
+ODZ+nnlumW/cGvC8iJ0cXDlXUwvktyckbAZwwAlb660P2z7H/jHY5QjnU16pRHMT
+nul+tJ2+oWR6P172/k7A8H9ZBzBHcsnui2mGh8emEE878GY5oj+TOGo7UJp6q3ld
+S8aUSs9MtQW//kqlvZQHO+m8+ZAlbaJWRip/WtmEJUjS/nNaB0jzXDDGZ40Q3EPL
+Oa7k4j/XAgMBAAECggEAWXnzL1jOh72t/gqMnU3Q8Zas2GzGK/cYDrzOejjloDFN
+/a4Vi1MoPHI69Q/vdWYHZP1oHuQ84KrvDaRdyStHncUx1vnk6kvrxQbLdC0zp5pG
++AamlI4w1opn7NhNM4WfUsFDsSkG+jzV63L5mytaqYTHzea5Nn18JV5PRji1VCr3
+OEBMAwfZOA4TeU8Dx17W6EaAmYPjY2VXggkEWREX2X0oWUe66DbOvsEcloGGb0xV
+w5DQ8LLwLNtRZ5TINn3N/iG1kYW436fXC9qIkG2/GNQrFKgs981cYxvkOkYqZJvy
+v8ggYe+Rf9od5j0a+T/hz/aLhrr+OP0143dCMTCmXQKBgQDu6JwsYF+8PKBsqS9x
+lfmxBqJY0yyzajfhVlu0XvTHO84lK6s8grp8rPkZwNwHORW7DqE1oWZELGoaJUmz
+n8Elkezbn0/f8gqJfPlc4N3HCVQlv4r/l+2ZWLmQK+jXN37uDyTVfbavMDJQqARt
+3feIGI7NOCEzR6lRwkJlAtrV2wKBgQDruxCnBS8coyPSbTACeYwV102wvvuSYjAh
+DTwnjEVEdQO4aNIlXV3rgQks59GGz/CINUFjUc5vaNjaB2cqCy69mvoM9SnuT2aq
+39JeOXTnDAXpUIV8ntqfm2Y4pHngDbazIMIu9aCKWsCfaeguDuYYZZdlKqW1oli5
+Wu4Z0LbktQKBgQCtlyCa8e+984NRUOEjNCj4Yuylg9NwDdbKiZgaiABtn1vbEE7c
+qdRc8MYS21pEeUr73tZuBHctQ+RYWQ2jUYnjBZPHxIsiGlljqwX5YX5jt7iHsRSL
+QNYoXRp/0hfeAPneeex2n2CVDH0Ss/J77hOEtOtV29nry78QpAjgImHljwKBgQCm
+A/F/XxRF29MfoEweghGZVC9f2bD87++rZ1HFHHGv+6TqG9BcBjxd3lti58RVaF6i
+3ra1RujW54VJT8tk/ckmOV3/AC5OqlbI4qaaO2bMTVhgb5gDIzEfFOdR3uwCUkYo
+M1rujYhJyA4+duzQeyeraOjNk9Jub+6CY7qqLaaQvQKBgAv0OVcBCto2Aw3mTMJu
+fFiaPnUfYIp3e6U2iTBccIzSUct6F11YrOO17sPGa97CSRWKQS1sLRLT8h3Lwmyu
+X/v1FmidLxX3Q7aybpxdcn7IFbluQ3VsEJpnmp+tbYAmae2pi994eFBtbizIfJPf
+z+eO9L7SEnfl2ki3AVg2Zckr
+-----END PRIVATE KEY-----
+";
+
+const RSA_2_PEM: &str = "\
+-----BEGIN PRIVATE KEY-----
+MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCwF8ZSBbLOCZnT
++G8lwG1iaMVF2uDcwzH1UbdeVid8QGJQgar8tPWjIYyI0muj92WaRP86X/gddjkA
+RBN4osHpcR6AsnE60eJfS4sZXZOIHexAWm+WvymyT17c3KZWHedpJzpUklAVRsiC
+QIMm0ofbLhHo6gMs5e9spmeMrBGcGkbWTDXkELLIu3ergETr/4q30zrY0Dj+g7KM
+sXTfBVHYIMKXfjxHm5jlBwowSHI+p/wPz71B6c3L9Ijgv7kLDj9mQcGnu405Sr3m
+20D0X3Z3Rm5eLdpGlrd2159RHkiZuj/HvgwDQT9S7oDcTyvL0f9pOIJD78DwhVqe
+S4VJ91fvAgMBAAECggEAO6RByoQdlIVR8aZiVuH+6mbb8hX5NSxznkhIGA6MHxxb
+cDMK676Kt+7j/29tf8KKSh72ZxocGjZxhfKIucI+dUeX8jT9/tMZnfcjLLsx/ddM
+rlszEla606boVVvyhpZoS4g6zGwl7Z7kyKD7Csohs42+CSpBWxKh7iXKSq345Oq9
+kCaHiaVTxiPJZyVrkmpfE4Hm54PkYH3EMLW0QKOGrpIta1fZdK4PL8Qq8YKTmo+q
+pxbprnKAVgmshjIb0I/kWMoWlOT5cGPcxmLG+fnmVF/JWgOPsSheMNXl2TF/g1ku
+HjUTJ/0pp78fjqcR7RQcBEL6kuKA1p/ISuE4xXlKGQKBgQDbDAx03YvlOc7ym6/a
+NAhzZFZdXwZjGSPLutvOvvlMhhw13u3uHfj82437S+iMZMcTOzBbtGWhboZlUrlt
+dHqdzdPNLs/OBZkpkQ410Iyu8SaDpi5fT9rA2YkxsBl3M0ynaxLv1RKIw61JbHkE
+XIPhhikcvYS+j49ys8C3DegoiwKBgQDNzKt/7kEz4tIXWSez2hG3IUjStea3M7ed
+TWDUqEFbjVtttsjU0R/TaM0jQ2PFi5mwsLarRKXr71XSFidlJjmGNUBfNhd88Kvh
+U8PHPGbcWXqO/5W5rCYn8GygIZ7MtTnIfC+k54ni5NJA0Ntw6Q8/r6g/HCPC1HgF
+8NJiTMgWrQKBgQCEnhDUmGVgTNWMcNHQ6/vJ0Q+wzB1T1h6j8+esjlblC7T8sJGg
+vqjGfi7B3D1Y8pLMg+NNQjTdvcrEgYceS40JCVqYOSU6+Iy4a8gMsMzcBchpoC0n
+K3OnmozDdniUgIyCOANpDLmB7+Z0M6Y5C8IUwmMVsXAy5zvUGBwvN8487QKBgDhf
+eBrzCKlN2H7MzTNW6MNhOrF9YlWMtR9BsuSNslmBvymuiBTDtBQVARxHuWzDcLYV
+sfP4OfsG9Fs39lKexeMdcyShjI2M34g5icdppEN3vzqsiDb0EP+fvCGhE/6/JbTl
+T6e8ROkCBRX8ICAttx+a3ltrOeCEktwNu5NxtN2BAoGAPM6Q3NWUgbhEH6a7isZL
+yCeQRR2MmJDkxdYD2cKnHx86o3e6YGYXVhazF2GoBT/A7AFZUJHmRppeFjgm+jCU
+HH2/kasaTL0dBGw/sWZ8bggz54sFnovi4yFQEQBVq+NW/sfBuQ0yEkSl6HIPr5RU
+aquUNXYPNjR9Gr16zSVpbk0=
+-----END PRIVATE KEY-----
+";
+
+const EC_1_SCALAR: [u8; 32] = [
+    0xcd, 0x37, 0xae, 0x5a, 0xf1, 0x4b, 0x52, 0xc4, 0x0a, 0x67, 0x41, 0x95, 0xff, 0x80, 0x71, 0x2c, 0x06,
+    0x0d, 0x2a, 0x33, 0xda, 0xe0, 0xe9, 0xf1, 0xe2, 0xfa, 0xed, 0xbe, 0x89, 0x0f, 0x7d, 0x36,
+];

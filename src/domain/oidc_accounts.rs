@@ -1,0 +1,172 @@
+//! Accounts from an OpenID Connect provider: identity is (issuer, subject), never the email.
+
+use uuid::Uuid;
+
+use super::accounts::{Role, User, UserStatus};
+use super::invitations;
+use super::{DomainError, DomainResult};
+use crate::auth::oidc::VerifiedIdentity;
+use crate::config::OidcConfig;
+use crate::storage::Db;
+use crate::storage::repos::{invitations as invitation_repo, users};
+
+/// Whether the provider's groups make this person an administrator under the configuration;
+/// `None` when roles are not mapped from groups.
+fn mapped_role(cfg: &OidcConfig, id: &VerifiedIdentity) -> Option<Role> {
+    if cfg.admin_groups.is_empty() {
+        return None;
+    }
+    Some(if id.groups.iter().any(|g| cfg.admin_groups.contains(g)) { Role::Admin } else { Role::Member })
+}
+
+/// The allow-lists: groups, and email domains (a domain only counts for a verified email).
+fn allowed(cfg: &OidcConfig, id: &VerifiedIdentity) -> bool {
+    let group_ok = cfg.allowed_groups.is_empty() || id.groups.iter().any(|g| cfg.allowed_groups.contains(g));
+    let domain_ok =
+        cfg.allowed_email_domains.is_empty()
+            || (id.email_verified
+                && id.email.as_deref().and_then(|e| e.rsplit_once('@')).is_some_and(|(_, d)| {
+                    cfg.allowed_email_domains.iter().any(|a| a.eq_ignore_ascii_case(d))
+                }));
+    group_ok && domain_ok
+}
+
+fn display_name(id: &VerifiedIdentity) -> String {
+    id.name
+        .clone()
+        .or_else(|| id.preferred_username.clone())
+        .or_else(|| id.email.as_ref().and_then(|e| e.split('@').next().map(str::to_string)))
+        .unwrap_or_else(|| "New user".into())
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect()
+}
+
+/// Signs in (or provisions) the user for a verified identity. An invitation token, when the
+/// sign-in started from an invitation, admits the person and gives the invited role.
+pub async fn sign_in(
+    db: &Db,
+    cfg: &OidcConfig,
+    id: &VerifiedIdentity,
+    invitation: Option<Uuid>,
+) -> DomainResult<User> {
+    let invitation = match invitation {
+        Some(invitation_id) => Some(invitations::open_by_id(db, invitation_id).await?),
+        None => None,
+    };
+    if invitation.is_none() && !allowed(cfg, id) {
+        return Err(DomainError::Invalid(
+            "Your account at the identity provider may not use this Arbor.".into(),
+        ));
+    }
+    let email = id.email.clone().unwrap_or_default().to_lowercase();
+    let name = display_name(id);
+
+    // 1. A known identity: refresh its display data and mapped role.
+    if let Some(user) = users::find_by_identity(db, &id.issuer, &id.subject).await? {
+        if user.status != UserStatus::Active {
+            return Err(DomainError::Forbidden);
+        }
+        users::set_profile(db, user.id, if email.is_empty() { &user.email } else { &email }, &name).await?;
+        let role = mapped_role(cfg, id).unwrap_or(user.role);
+        if role != user.role {
+            users::set_role(db, user.id, role).await?;
+        }
+        users::touch_login(db, user.id).await?;
+        return Ok(User { role, display_name: name, ..user });
+    }
+
+    // 2. Linking by email, only when enabled and the provider verified the address, and only to
+    //    an account that has no provider identity yet.
+    if cfg.link_verified_email
+        && id.email_verified
+        && !email.is_empty()
+        && let Some((user, _)) = users::find_by_email(db, &email).await?
+        && !users::has_identity(db, user.id).await?
+    {
+        if user.status != UserStatus::Active {
+            return Err(DomainError::Forbidden);
+        }
+        users::set_identity(db, user.id, &id.issuer, &id.subject).await?;
+        users::touch_login(db, user.id).await?;
+        return Ok(user);
+    }
+
+    // 3. A new account: the invited role, else the mapped role, else member.
+    let role = invitation.as_ref().map(|i| i.role).or_else(|| mapped_role(cfg, id)).unwrap_or(Role::Member);
+    use sea_orm::TransactionTrait;
+    let txn = db.begin().await?;
+    let user = users::insert(&txn, &email, &name, role, UserStatus::Active).await?;
+    users::set_identity(&txn, user.id, &id.issuer, &id.subject).await?;
+    if let Some(inv) = &invitation
+        && !invitation_repo::mark_accepted(&txn, inv.id, user.id).await?
+    {
+        txn.rollback().await?;
+        return Err(DomainError::NotFound);
+    }
+    txn.commit().await?;
+    users::touch_login(db, user.id).await?;
+    Ok(user)
+}
+
+/// Whether a user signs in through the provider (for RP-initiated logout).
+pub async fn uses_provider(db: &Db, user_id: Uuid) -> DomainResult<bool> {
+    Ok(users::has_identity(db, user_id).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> OidcConfig {
+        OidcConfig {
+            issuer: "https://idp.example".into(),
+            client_id: "arbor".into(),
+            client_secret: String::new(),
+            display_name: "Example".into(),
+            scopes: vec![],
+            signing_algs: vec!["RS256".into()],
+            groups_claim: "groups".into(),
+            admin_groups: vec![],
+            allowed_groups: vec![],
+            allowed_email_domains: vec![],
+            link_verified_email: false,
+        }
+    }
+
+    fn identity(groups: &[&str], email: &str, verified: bool) -> VerifiedIdentity {
+        VerifiedIdentity {
+            issuer: "https://idp.example".into(),
+            subject: "s1".into(),
+            email: Some(email.into()),
+            email_verified: verified,
+            name: None,
+            preferred_username: None,
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn roles_map_from_groups_only_when_configured() {
+        let mut c = cfg();
+        assert_eq!(mapped_role(&c, &identity(&["arbor-admins"], "a@x.io", true)), None);
+        c.admin_groups = vec!["arbor-admins".into()];
+        assert_eq!(mapped_role(&c, &identity(&["arbor-admins"], "a@x.io", true)), Some(Role::Admin));
+        assert_eq!(mapped_role(&c, &identity(&["staff"], "a@x.io", true)), Some(Role::Member));
+    }
+
+    #[test]
+    fn allow_lists_need_a_group_or_a_verified_domain() {
+        let mut c = cfg();
+        assert!(allowed(&c, &identity(&[], "a@x.io", false)));
+        c.allowed_groups = vec!["staff".into()];
+        assert!(allowed(&c, &identity(&["staff"], "a@x.io", false)));
+        assert!(!allowed(&c, &identity(&["guests"], "a@x.io", true)));
+        c.allowed_groups.clear();
+        c.allowed_email_domains = vec!["Example.com".into()];
+        assert!(allowed(&c, &identity(&[], "a@example.com", true)));
+        assert!(!allowed(&c, &identity(&[], "a@example.com", false)), "unverified email proves nothing");
+        assert!(!allowed(&c, &identity(&[], "a@evil.com", true)));
+    }
+}

@@ -1,0 +1,140 @@
+//! Sign-in with the OpenID Connect provider: start (POST) and callback.
+
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::{HttpRequest, HttpResponse, web};
+use chrono::{Duration, Utc};
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use crate::auth::sessions::{hash_token, random_token};
+use crate::domain::{DomainError, accounts, invitations, oidc_accounts};
+use crate::state::AppState;
+use crate::storage::repos::login_flows::{self, LoginFlow};
+use crate::web::WebError;
+use crate::web::client::safe_return_to;
+
+/// Cookie binding a pending sign-in to this browser.
+const FLOW_COOKIE: &str = "arbor_oidc";
+/// How long a started sign-in may take.
+const FLOW_MINUTES: i64 = 10;
+
+/// Form of the sign-in button.
+#[derive(Deserialize)]
+pub struct StartForm {
+    next: Option<String>,
+    invitation: Option<String>,
+}
+
+/// `POST /auth/oidc/start`: a fresh state, nonce and PKCE pair, remembered server-side for this
+/// browser, then off to the provider.
+pub async fn start(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<StartForm>,
+) -> Result<HttpResponse, WebError> {
+    let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+    let invitation_id = match form.invitation.as_deref().filter(|t| !t.is_empty()) {
+        Some(token) => Some(invitations::open(&state.db, token).await?.id),
+        None => None,
+    };
+    let setup_token = match req.cookie(super::auth::SETUP_COOKIE) {
+        Some(c) if accounts::setup_is_open(&state.db, c.value()).await? => Some(c.value().to_string()),
+        _ => None,
+    };
+    let auth = oidc.begin().await.map_err(|e| {
+        tracing::error!(error = %e, "OIDC start failed");
+        WebError::Unavailable(
+            "The identity provider cannot be reached right now. Try again in a moment.".into(),
+        )
+    })?;
+    let flow = LoginFlow {
+        state: auth.state,
+        nonce: auth.nonce,
+        pkce_verifier: auth.pkce_verifier,
+        return_to: safe_return_to(form.next.as_deref()),
+        invitation_id,
+        setup_token,
+    };
+    let browser_secret = random_token();
+    login_flows::insert(
+        &state.db,
+        &hash_token(&browser_secret),
+        &flow,
+        Utc::now() + Duration::minutes(FLOW_MINUTES),
+    )
+    .await?;
+    let cookie = Cookie::build(FLOW_COOKIE, browser_secret)
+        .path("/auth/oidc")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(state.config.is_https())
+        .max_age(CookieDuration::minutes(FLOW_MINUTES))
+        .finish();
+    let mut res = HttpResponse::SeeOther().insert_header(("Location", auth.url)).finish();
+    let _ = res.add_cookie(&cookie);
+    Ok(res)
+}
+
+/// Query of the provider's redirect back to Arbor.
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    iss: Option<String>,
+    error: Option<String>,
+}
+
+fn refused(msg: &str) -> WebError {
+    WebError::BadRequest(format!("Sign-in failed: {msg} Start again from the sign-in page."))
+}
+
+/// `GET /auth/oidc/callback`: only for the browser that started the sign-in, once, in time;
+/// then every token check; then the account.
+pub async fn callback(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    q: web::Query<CallbackQuery>,
+) -> Result<HttpResponse, WebError> {
+    let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+    let Some(cookie) = req.cookie(FLOW_COOKIE) else {
+        return Err(refused("this browser did not start a sign-in, or it took too long."));
+    };
+    // Taken (deleted) before anything else: a replayed callback finds nothing.
+    let Some(flow) = login_flows::take(&state.db, &hash_token(cookie.value())).await? else {
+        return Err(refused("this sign-in was already used or has expired."));
+    };
+    if let Some(error) = &q.error {
+        tracing::info!(error = %error, "the provider refused the sign-in");
+        return Err(refused("the identity provider did not sign you in."));
+    }
+    let returned_state = q.state.as_deref().unwrap_or("");
+    if !bool::from(returned_state.as_bytes().ct_eq(flow.state.as_bytes())) {
+        return Err(refused("the answer does not belong to this sign-in."));
+    }
+    let code =
+        q.code.as_deref().filter(|c| !c.is_empty()).ok_or_else(|| refused("the answer has no code."))?;
+    let identity =
+        oidc.finish(code, q.iss.as_deref(), &flow.nonce, &flow.pkce_verifier).await.map_err(|e| {
+            tracing::warn!(error = %e, "OIDC callback refused");
+            refused("the identity provider's answer did not pass the security checks.")
+        })?;
+    let user = match oidc_accounts::sign_in(&state.db, &state.config.oidc, &identity, flow.invitation_id)
+        .await
+    {
+        Ok(u) => u,
+        Err(DomainError::Forbidden) => {
+            return Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()));
+        }
+        Err(DomainError::Invalid(m)) => return Err(WebError::Forbidden(m)),
+        Err(DomainError::NotFound) => return Err(refused("the invitation was already used or has expired.")),
+        Err(e) => return Err(e.into()),
+    };
+    tracing::info!(user = %user.id, "signed in with the identity provider");
+    let mut res =
+        super::auth::finish_sign_in_with_setup(&state, &req, &user, &flow.return_to, flow.setup_token)
+            .await?;
+    let mut gone = Cookie::build(FLOW_COOKIE, "").path("/auth/oidc").finish();
+    gone.make_removal();
+    let _ = res.add_cookie(&gone);
+    Ok(res)
+}

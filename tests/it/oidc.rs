@@ -1,0 +1,332 @@
+//! Sign-in with an OpenID Connect provider, against a provider that can be made to misbehave.
+
+use arbor::domain::accounts::Role;
+use serde_json::json;
+
+use crate::support::rogue_idp::{self, RogueIdp, Scenario};
+use crate::support::{TestApp, session_cookie_from};
+
+const CLIENT_ID: &str = "arbor-test";
+const CLIENT_SECRET: &str = "rogue-client-secret";
+
+async fn app_with(idp: &RogueIdp, adjust: impl FnOnce(&mut arbor::config::Config)) -> TestApp {
+    let issuer = idp.issuer.clone();
+    TestApp::spawn_with(move |c| {
+        c.oidc.issuer = issuer;
+        c.oidc.client_id = CLIENT_ID.into();
+        c.oidc.client_secret = CLIENT_SECRET.into();
+        c.oidc.display_name = "Rogue Corp".into();
+        adjust(c);
+    })
+    .await
+}
+
+/// One sign-in attempt like a browser: start, follow to the provider, come back.
+/// Returns the callback's response.
+async fn sign_in_with(app: &TestApp, extra_form: &str, cookies: &str) -> reqwest::Response {
+    let mut start = app
+        .client
+        .post(app.url("/auth/oidc/start"))
+        .header("Origin", app.origin())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("next=%2Faccount%2Fsessions{extra_form}"));
+    if !cookies.is_empty() {
+        start = start.header("Cookie", cookies);
+    }
+    let start = start.send().await.unwrap();
+    assert_eq!(start.status(), 303, "start: {}", start.text().await.unwrap_or_default());
+    let flow_cookie = flow_cookie(&start);
+    let to_idp = start.headers()["location"].to_str().unwrap().to_string();
+    let at_idp = app.client.get(&to_idp).send().await.unwrap();
+    assert!(at_idp.status().is_redirection(), "the provider redirects back");
+    let back = at_idp.headers()["location"].to_str().unwrap().to_string();
+    let cookie = if cookies.is_empty() { flow_cookie } else { format!("{flow_cookie}; {cookies}") };
+    app.client.get(&back).header("Cookie", cookie).send().await.unwrap()
+}
+
+fn flow_cookie(res: &reqwest::Response) -> String {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("arbor_oidc="))
+        .and_then(|c| c.split(';').next())
+        .expect("flow cookie")
+        .to_string()
+}
+
+async fn user_count(app: &TestApp) -> u64 {
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    arbor::storage::entities::user::Entity::find().count(&app.state.db).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_sign_in_creates_the_account_and_a_session() {
+    for scenario in [Scenario::Good, Scenario::Es256Good, Scenario::RotatedKey] {
+        let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+        idp.set_claims(
+            json!({"email": "Ada@Example.com", "email_verified": true, "name": "Ada L", "groups": ["staff"]}),
+        );
+        let app = app_with(&idp, |_| {}).await;
+        if scenario == Scenario::RotatedKey {
+            // Discovery (and its keys) cached first, then the provider rotates.
+            let login = app.get("/login", None).await.text().await.unwrap();
+            assert!(login.contains("Sign in with Rogue Corp"));
+            assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+        }
+        idp.set_scenario(scenario);
+        let res = sign_in_with(&app, "", "").await;
+        assert_eq!(res.status(), 303, "{scenario:?}: {}", res.text().await.unwrap_or_default());
+        assert_eq!(res.headers()["location"], "/account/sessions");
+        let cookie = session_cookie_from(&res).expect("session");
+        let page = app.get("/account/sessions", Some(&cookie)).await;
+        assert_eq!(page.status(), 200);
+        let (user, hash) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(hash.is_none(), "no password for provider accounts");
+        assert_eq!(user.display_name, "Ada L");
+        assert_eq!(user.role, Role::Member);
+        let sent = idp.last_authorize().unwrap();
+        assert_eq!(sent.code_challenge_method.as_deref(), Some("S256"), "PKCE S256, always");
+        assert!(sent.state.is_some_and(|s| s.len() >= 22) && sent.nonce.is_some_and(|n| n.len() >= 22));
+        assert_eq!(sent.client_id.as_deref(), Some(CLIENT_ID));
+        assert_eq!(sent.redirect_uri, Some(format!("{}/auth/oidc/callback", app.origin())));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_misbehaving_answer_is_refused_without_side_effects() {
+    for scenario in Scenario::MUST_FAIL {
+        let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+        idp.set_claims(json!({"email": "eve@example.com", "email_verified": true}));
+        idp.set_scenario(scenario);
+        let app = app_with(&idp, |_| {}).await;
+        let before = user_count(&app).await;
+        let start = app
+            .client
+            .post(app.url("/auth/oidc/start"))
+            .header("Origin", app.origin())
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body("next=%2F")
+            .send()
+            .await
+            .unwrap();
+        if scenario == Scenario::DiscoveryIssuerMismatch {
+            // Refused before the browser is even sent anywhere.
+            assert_eq!(start.status(), 503, "{scenario:?}");
+            assert!(start.headers().get("location").is_none());
+            continue;
+        }
+        assert_eq!(start.status(), 303, "{scenario:?}");
+        let flow = flow_cookie(&start);
+        let at_idp = app.client.get(start.headers()["location"].to_str().unwrap()).send().await.unwrap();
+        let back = at_idp.headers()["location"].to_str().unwrap().to_string();
+        let res = app.client.get(&back).header("Cookie", &flow).send().await.unwrap();
+        assert_eq!(res.status(), 400, "{scenario:?} must be refused");
+        assert!(session_cookie_from(&res).is_none(), "{scenario:?}: no session");
+        assert_eq!(user_count(&app).await, before, "{scenario:?}: no user row");
+        let body = res.text().await.unwrap();
+        assert!(body.contains("Sign-in failed"), "{scenario:?}: {body}");
+        assert!(!body.contains(CLIENT_SECRET));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_must_be_this_browsers_fresh_and_unused() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "ada@example.com", "email_verified": true}));
+    let app = app_with(&idp, |_| {}).await;
+    let start = app
+        .client
+        .post(app.url("/auth/oidc/start"))
+        .header("Origin", app.origin())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("next=%2F")
+        .send()
+        .await
+        .unwrap();
+    let flow = flow_cookie(&start);
+    let at_idp = app.client.get(start.headers()["location"].to_str().unwrap()).send().await.unwrap();
+    let back = at_idp.headers()["location"].to_str().unwrap().to_string();
+
+    // Another browser (no cookie, or someone else's) cannot complete it.
+    assert_eq!(app.client.get(&back).send().await.unwrap().status(), 400);
+    let other = app.client.get(&back).header("Cookie", "arbor_oidc=someone-elses-flow").send().await.unwrap();
+    assert_eq!(other.status(), 400);
+    // Missing or altered state.
+    let without_state = back.split("&state=").next().unwrap().to_string();
+    // (The flow is single-use: use a fresh one for each tampering check.)
+    let fresh = |app: &TestApp| {
+        let app_client = app.client.clone();
+        let url = app.url("/auth/oidc/start");
+        let origin = app.origin();
+        async move {
+            let s = app_client
+                .post(url)
+                .header("Origin", origin)
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .body("next=%2F")
+                .send()
+                .await
+                .unwrap();
+            flow_cookie(&s)
+        }
+    };
+    let f2 = fresh(&app).await;
+    assert_eq!(app.client.get(&without_state).header("Cookie", &f2).send().await.unwrap().status(), 400);
+    // The right browser completes it once; a replay finds nothing.
+    let ok = app.client.get(&back).header("Cookie", &flow).send().await.unwrap();
+    assert_eq!(ok.status(), 303);
+    assert_eq!(app.client.get(&back).header("Cookie", &flow).send().await.unwrap().status(), 400);
+    assert_eq!(user_count(&app).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emails_never_link_accounts_unless_allowed_and_verified() {
+    for (link_enabled, verified, expect_linked) in
+        [(false, true, false), (true, false, false), (true, true, true)]
+    {
+        let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+        idp.set_claims(
+            json!({"email": "admin@example.com", "email_verified": verified, "preferred_username": "admin"}),
+        );
+        let app = app_with(&idp, |c| {
+            c.oidc.link_verified_email = link_enabled;
+            c.auth.local_accounts = arbor::config::Toggle::On;
+        })
+        .await;
+        let admin = arbor::domain::accounts::create_local(
+            &app.state.db,
+            "admin@example.com",
+            "Admin",
+            "correct horse battery",
+            12,
+            Role::Admin,
+        )
+        .await
+        .unwrap();
+        let res = sign_in_with(&app, "", "").await;
+        assert_eq!(res.status(), 303);
+        let cookie = session_cookie_from(&res).unwrap();
+        let page = app.get("/", Some(&cookie)).await.text().await.unwrap();
+        let linked = arbor::storage::repos::users::has_identity(&app.state.db, admin.id).await.unwrap();
+        assert_eq!(linked, expect_linked, "link={link_enabled} verified={verified}");
+        // Unlinked sign-ins get their own member account, never the admin's.
+        assert_eq!(
+            page.contains(r#"href="/admin/invitations""#),
+            expect_linked,
+            "admin powers only when linked"
+        );
+        assert_eq!(user_count(&app).await, if expect_linked { 1 } else { 2 });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_subject_from_another_issuer_is_another_person() {
+    let app = TestApp::spawn().await;
+    let mut cfg = app.state.config.oidc.clone();
+    cfg.issuer = "https://a.example".into();
+    let mut id = arbor::auth::oidc::VerifiedIdentity {
+        issuer: "https://a.example".into(),
+        subject: "42".into(),
+        email: Some("x@example.com".into()),
+        email_verified: true,
+        name: None,
+        preferred_username: None,
+        groups: vec![],
+    };
+    let a = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let again = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    assert_eq!(a.id, again.id);
+    id.issuer = "https://b.example".into();
+    let b = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    assert_ne!(a.id, b.id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_follow_the_admin_group_at_every_sign_in() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "ops@example.com", "email_verified": true, "groups": ["arbor-admins"]}));
+    let app = app_with(&idp, |c| c.oidc.admin_groups = vec!["arbor-admins".into()]).await;
+    assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+    let (u, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com").await.unwrap().unwrap();
+    assert_eq!(u.role, Role::Admin);
+    idp.set_claims(json!({"email": "ops@example.com", "email_verified": true, "groups": ["staff"]}));
+    assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+    let (u, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com").await.unwrap().unwrap();
+    assert_eq!(u.role, Role::Member, "removed from the group, no longer admin");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "guest@elsewhere.com", "email_verified": true, "groups": ["guests"]}));
+    let app = app_with(&idp, |c| {
+        c.oidc.allowed_groups = vec!["staff".into()];
+        c.oidc.allowed_email_domains = vec!["example.com".into()];
+    })
+    .await;
+    let res = sign_in_with(&app, "", "").await;
+    assert_eq!(res.status(), 403);
+    assert!(session_cookie_from(&res).is_none());
+    assert_eq!(user_count(&app).await, 0);
+
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let inv = arbor::domain::invitations::create(
+        &app.state.db,
+        &arbor::domain::accounts::Actor::for_user(&admin),
+        "guest@elsewhere.com",
+        Role::Admin,
+        24,
+    )
+    .await
+    .unwrap();
+    let invite_page = app.get(&format!("/invite/{}", inv.token), None).await.text().await.unwrap();
+    assert!(invite_page.contains("Accept with Rogue Corp"));
+    let res = sign_in_with(&app, &format!("&invitation={}", inv.token), "").await;
+    assert_eq!(res.status(), 303);
+    let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "guest@elsewhere.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(u.role, Role::Admin, "the invited role");
+    assert_eq!(app.get(&format!("/invite/{}", inv.token), None).await.status(), 404, "used up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_setup_link_works_with_a_provider_sign_in() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "first@example.com", "email_verified": true}));
+    let app = app_with(&idp, |_| {}).await;
+    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().unwrap();
+    let res = app.get(&format!("/setup/{token}"), None).await;
+    assert_eq!(res.headers()["location"], "/login", "local accounts are off once OIDC is configured");
+    let setup = res
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .find_map(|v| v.to_str().ok().filter(|c| c.starts_with("arbor_setup=")))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(sign_in_with(&app, "", &setup).await.status(), 303);
+    let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "first@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(u.role, Role::Admin);
+    assert!(arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_oidc_configured_password_sign_in_is_off_by_default() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    let app = app_with(&idp, |_| {}).await;
+    let page = app.get("/login", None).await.text().await.unwrap();
+    assert!(page.contains("Sign in with Rogue Corp") && !page.contains(r#"action="/login""#));
+    assert_eq!(app.post_form("/login", "email=a%40b.io&password=whatever-long", None).await.status(), 404);
+}
