@@ -32,6 +32,9 @@ pub enum WebError {
     /// Conflicts with current state; the text is shown.
     #[error("{0}")]
     Conflict(String),
+    /// Rate-limited; the text is shown, the number is `Retry-After` in seconds.
+    #[error("{0}")]
+    TooManyRequests(String, u64),
     /// A dependency is down; the text is shown.
     #[error("{0}")]
     Unavailable(String),
@@ -68,7 +71,8 @@ impl WebError {
             WebError::Forbidden(m)
             | WebError::BadRequest(m)
             | WebError::Conflict(m)
-            | WebError::Unavailable(m) => m.clone(),
+            | WebError::Unavailable(m)
+            | WebError::TooManyRequests(m, _) => m.clone(),
         }
     }
 }
@@ -82,6 +86,7 @@ impl ResponseError for WebError {
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -91,9 +96,12 @@ impl ResponseError for WebError {
             tracing::error!(error = %detail, "request failed");
         }
         let message = self.public_message();
-        let mut res = HttpResponse::build(self.status_code())
-            .content_type("text/plain; charset=utf-8")
-            .body(message.clone());
+        let mut builder = HttpResponse::build(self.status_code());
+        builder.content_type("text/plain; charset=utf-8");
+        if let WebError::TooManyRequests(_, secs) = self {
+            builder.insert_header((actix_web::http::header::RETRY_AFTER, secs.to_string()));
+        }
+        let mut res = builder.body(message.clone());
         res.extensions_mut().insert(PublicMessage(message));
         res
     }

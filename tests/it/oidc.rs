@@ -330,3 +330,16 @@ async fn with_oidc_configured_password_sign_in_is_off_by_default() {
     assert!(page.contains("Sign in with Rogue Corp") && !page.contains(r#"action="/login""#));
     assert_eq!(app.post_form("/login", "email=a%40b.io&password=whatever-long", None).await.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_sign_ins_is_rate_limited_per_address() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    let app = app_with(&idp, |c| c.auth.login_attempts_per_ip_per_minute = 2).await;
+    let start = || async { app.post_form("/auth/oidc/start", "next=%2F", None).await };
+    assert_eq!(start().await.status(), 303);
+    assert_eq!(start().await.status(), 303);
+    let limited = start().await;
+    assert_eq!(limited.status(), 429);
+    assert!(limited.headers().contains_key("retry-after"));
+    assert!(limited.headers().get("location").is_none());
+}

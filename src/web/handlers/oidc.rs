@@ -33,6 +33,21 @@ pub async fn start(
     form: web::Form<StartForm>,
 ) -> Result<HttpResponse, WebError> {
     let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+    let cfg = &state.config.auth;
+    let ip = crate::web::client::client_ip(&req, &cfg.trusted_proxies)
+        .map(|ip| ip.to_string())
+        .unwrap_or_default();
+    if let Err(retry) = state.login_limiter.check(
+        &format!("oidc:{ip}"),
+        cfg.login_attempts_per_ip_per_minute,
+        std::time::Duration::from_secs(60),
+    ) {
+        let secs = retry.0.as_secs().max(1);
+        return Err(WebError::TooManyRequests(
+            format!("Too many sign-in attempts. Try again in {secs} seconds."),
+            secs,
+        ));
+    }
     let invitation_id = match form.invitation.as_deref().filter(|t| !t.is_empty()) {
         Some(token) => Some(invitations::open(&state.db, token).await?.id),
         None => None,
