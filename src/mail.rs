@@ -75,6 +75,7 @@ impl Mailer {
         };
         let to: Mailbox = mail.to.parse().map_err(|e| MailError::Build(format!("recipient: {e}")))?;
         let message = Message::builder()
+            .message_id(None)
             .from(from.clone())
             .to(to)
             .subject(mail.subject)

@@ -101,3 +101,115 @@ async fn members_cannot_invite() {
             .unwrap();
     assert!(listed.is_empty(), "nothing was created");
 }
+
+mod with_mail {
+    use std::time::Duration;
+
+    use arbor::domain::accounts::Role;
+
+    use super::link_in;
+    use crate::support::TestApp;
+    use crate::support::smtp::{self, SmtpOptions, SmtpServer};
+
+    async fn app_with_mail(srv: &SmtpServer, user: Option<(&str, &str)>) -> TestApp {
+        let port = srv.smtp_port;
+        let user = user.map(|(u, p)| (u.to_string(), p.to_string()));
+        TestApp::spawn_with(move |c| {
+            c.smtp.host = "127.0.0.1".into();
+            c.smtp.port = port;
+            c.smtp.security = arbor::config::SmtpSecurity::None;
+            c.smtp.from = "Arbor <arbor@example.test>".into();
+            if let Some((u, p)) = user {
+                c.smtp.username = u;
+                c.smtp.password = p;
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_invitation_arrives_by_mail_in_text_and_html() {
+        let srv = smtp::start(SmtpOptions::default()).await.unwrap();
+        let app = app_with_mail(&srv, None).await;
+        let admin = app.create_user("<b>root</b>@example.com", Role::Admin).await;
+        let s = app.login_full(&admin).await;
+        let res =
+            app.post_form("/admin/invitations", "email=carol%40example.test&role=member", Some(&s)).await;
+        assert_eq!(res.status(), 200);
+        let page = res.text().await.unwrap();
+        assert!(page.contains("Invitation mailed to carol@example.test."), "{page}");
+        let shown = link_in(&page).unwrap();
+
+        let mail = srv.wait_for("carol@example.test", Duration::from_secs(10)).await.unwrap();
+        assert_eq!(mail.subject, "You are invited to Arbor");
+        assert_eq!(mail.from, "arbor@example.test");
+        let text = mail.text.unwrap();
+        let html = mail.html.unwrap();
+        assert!(text.contains(&shown), "the mailed link is the one shown");
+        assert!(html.contains(&shown));
+        assert!(
+            html.contains("&lt;b&gt;root&lt;&#x2f;b&gt;") || html.contains("&lt;b&gt;root&lt;/b&gt;"),
+            "{html}"
+        );
+        assert!(!html.contains("<b>root"));
+        assert!(mail.headers.contains_key("message-id"));
+
+        let path = shown.strip_prefix(&app.origin()).unwrap().to_string();
+        let res = app.post_form(&path, "display_name=Carol&password=correct+horse+battery", None).await;
+        assert_eq!(res.status(), 303);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mail_servers_that_need_a_login_get_one() {
+        let srv = smtp::start(SmtpOptions {
+            user: Some("arbor".into()),
+            pass: Some("mail-pass".into()),
+            reject: vec![],
+        })
+        .await
+        .unwrap();
+        let app = app_with_mail(&srv, Some(("arbor", "mail-pass"))).await;
+        let admin = app.create_user("root@example.com", Role::Admin).await;
+        let s = app.login_full(&admin).await;
+        let page =
+            app.post_form("/admin/invitations", "email=dave%40example.test&role=admin", Some(&s)).await;
+        assert!(page.text().await.unwrap().contains("Invitation mailed"));
+        let mail = srv.wait_for("dave@example.test", Duration::from_secs(10)).await.unwrap();
+        assert_eq!(mail.auth_user.as_deref(), Some("arbor"));
+
+        // Wrong credentials: the admin is told, with the link to copy.
+        let wrong = app_with_mail(&srv, Some(("arbor", "wrong"))).await;
+        let admin = wrong.create_user("root@example.com", Role::Admin).await;
+        let s = wrong.login_full(&admin).await;
+        let page = wrong
+            .post_form("/admin/invitations", "email=erin%40example.test&role=member", Some(&s))
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("could not be sent"), "{page}");
+        assert!(link_in(&page).is_some());
+        assert!(!page.contains("mail-pass") && !page.contains("wrong\""), "no credentials in the page");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_mail_is_reported_and_nothing_is_lost() {
+        let srv =
+            smtp::start(SmtpOptions { reject: vec!["bounce@example.test".into()], ..Default::default() })
+                .await
+                .unwrap();
+        let app = app_with_mail(&srv, None).await;
+        let admin = app.create_user("root@example.com", Role::Admin).await;
+        let s = app.login_full(&admin).await;
+        let page =
+            app.post_form("/admin/invitations", "email=bounce%40example.test&role=member", Some(&s)).await;
+        assert_eq!(page.status(), 200);
+        let page = page.text().await.unwrap();
+        assert!(page.contains("The mail to bounce@example.test could not be sent"), "{page}");
+        let link = link_in(&page).expect("the link to copy instead");
+        // The invitation exists and works.
+        let path = link.strip_prefix(&app.origin()).unwrap().to_string();
+        assert_eq!(app.get(&path, None).await.status(), 200);
+        assert!(srv.messages().await.unwrap().is_empty());
+    }
+}

@@ -13,4 +13,5 @@ mod events;
 mod invitations;
 mod migrations;
 mod oidc;
+mod oidc_real;
 mod web_basics;

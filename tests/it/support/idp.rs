@@ -136,9 +136,10 @@ impl Idp {
         .await;
 
         if ready != Ok(true) {
-            let why = if ready.is_err() { "did not get ready within 20 s" } else { "exited before it was ready" };
+            let why =
+                if ready.is_err() { "did not get ready within 20 s" } else { "exited before it was ready" };
             let _ = child.start_kill();
-            let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            let status = child.wait().await.map_or_else(|e| e.to_string(), |s| s.to_string());
             if let Some(task) = stderr_task {
                 let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
             }
@@ -250,9 +251,12 @@ impl Idp {
                     _ => {}
                 }
             }
-            let action = url.join(&form.action).map_err(|e| format!("bad form action {}: {e}", form.action))?;
+            let action =
+                url.join(&form.action).map_err(|e| format!("bad form action {}: {e}", form.action))?;
             if action.origin() != issuer.origin() {
-                return Err(format!("provider posts a form to {action} (response_mode=form_post is not supported here)"));
+                return Err(format!(
+                    "provider posts a form to {action} (response_mode=form_post is not supported here)"
+                ));
             }
             if !form.method.eq_ignore_ascii_case("post") {
                 return Err(format!("provider's form at {url} is not method=post"));
@@ -371,7 +375,11 @@ fn first_form(html: &str) -> Option<Form> {
         }
         at = tag_end;
     }
-    Some(Form { action: attr("action").unwrap_or_default(), method: attr("method").unwrap_or_else(|| "get".into()), inputs })
+    Some(Form {
+        action: attr("action").unwrap_or_default(),
+        method: attr("method").unwrap_or_else(|| "get".into()),
+        inputs,
+    })
 }
 
 /// Attributes (lowercase names, decoded values) of the tag opening at `start`, and the offset
@@ -405,7 +413,9 @@ fn tag_attrs(html: &str, start: usize) -> Option<(Vec<(String, String)>, usize)>
                     i = close + 1;
                 }
                 _ => {
-                    let len = html[i..].find(|c: char| c.is_ascii_whitespace() || c == '>').unwrap_or(html.len() - i);
+                    let len = html[i..]
+                        .find(|c: char| c.is_ascii_whitespace() || c == '>')
+                        .unwrap_or(html.len() - i);
                     value = decode_entities(&html[i..i + len]);
                     i += len;
                 }

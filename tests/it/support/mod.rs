@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod idp;
 pub mod rogue_idp;
+pub mod smtp;
 pub mod sse_client;
 
 use std::net::{SocketAddr, TcpListener};
@@ -116,9 +118,14 @@ impl TestApp {
 
     /// Starts the app after letting the test adjust the configuration.
     pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        Self::spawn_on(listener, adjust).await
+    }
+
+    /// Starts the app on a listener the test bound first (so its URL is known in advance).
+    pub async fn spawn_on(listener: TcpListener, adjust: impl FnOnce(&mut Config)) -> TestApp {
         init_crypto();
         let db = TestDb::fresh().await;
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let mut config = test_config(&db);
         // The real address, so links Arbor derives from it point back at this server.

@@ -223,7 +223,9 @@ fn find_node() -> Result<PathBuf, String> {
         .iter()
         .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)))
         .find(|p| p.is_file())
-        .ok_or_else(|| "node not found on PATH: install Node.js 20+ (apt-get install nodejs npm) or set NODE".to_owned())
+        .ok_or_else(|| {
+            "node not found on PATH: install Node.js 20+ (apt-get install nodejs npm) or set NODE".to_owned()
+        })
 }
 
 /// Reads `stream` to its end, keeping its last [`STDERR_TAIL`] bytes in `buf`.

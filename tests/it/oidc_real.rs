@@ -1,0 +1,139 @@
+//! Sign-in against a real OpenID provider (the `oidc-provider` npm package) on loopback.
+
+use std::net::TcpListener;
+
+use arbor::domain::accounts::Role;
+
+use crate::support::idp::{Idp, IdpAccount, IdpConfig};
+use crate::support::{TestApp, session_cookie_from};
+
+const CLIENT_ID: &str = "arbor";
+const CLIENT_SECRET: &str = "a-real-client-secret:with-colon";
+
+fn accounts() -> Vec<IdpAccount> {
+    vec![
+        IdpAccount {
+            sub: "alice".into(),
+            email: "alice@example.test".into(),
+            email_verified: true,
+            name: "Alice Anders".into(),
+            preferred_username: "alice".into(),
+            groups: vec!["arbor-admins".into(), "dev".into()],
+        },
+        IdpAccount {
+            sub: "bob".into(),
+            email: "bob@example.test".into(),
+            email_verified: false,
+            name: "Bob Berg".into(),
+            preferred_username: "bob".into(),
+            groups: vec![],
+        },
+    ]
+}
+
+/// A real provider and an Arbor registered at it.
+pub async fn idp_and_app(
+    alg: &'static str,
+    adjust: impl FnOnce(&mut arbor::config::Config),
+) -> (Idp, TestApp) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let idp = Idp::start(IdpConfig {
+        client_id: CLIENT_ID.into(),
+        client_secret: CLIENT_SECRET.into(),
+        redirect_uris: vec![format!("{base}/auth/oidc/callback")],
+        post_logout_redirect_uris: vec![format!("{base}/login")],
+        accounts: accounts(),
+        alg,
+    })
+    .await
+    .expect("start the test OpenID provider (scripts/test installs it with npm ci)");
+    let issuer = idp.issuer.clone();
+    let app = TestApp::spawn_on(listener, move |c| {
+        c.oidc.issuer = issuer;
+        c.oidc.client_id = CLIENT_ID.into();
+        c.oidc.client_secret = CLIENT_SECRET.into();
+        c.oidc.display_name = "Example SSO".into();
+        c.oidc.admin_groups = vec!["arbor-admins".into()];
+        // This provider releases the groups claim only for the `groups` scope.
+        c.oidc.scopes = ["openid", "email", "profile", "groups"].map(String::from).to_vec();
+        adjust(c);
+    })
+    .await;
+    (idp, app)
+}
+
+/// Start at Arbor, sign in at the provider as `login`, come back; the callback's response.
+async fn sign_in(idp: &Idp, app: &TestApp, login: &str) -> reqwest::Response {
+    let start = app.post_form("/auth/oidc/start", "next=%2F", None).await;
+    assert_eq!(start.status(), 303);
+    let flow = start
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("arbor_oidc="))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_string();
+    let authorize = start.headers()["location"].to_str().unwrap().to_string();
+    assert!(authorize.contains("code_challenge_method=S256"));
+    let back = idp.sign_in(&authorize, login).await.unwrap();
+    app.client.get(&back).header("Cookie", flow).send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_code_flow_with_rs256_and_es256() {
+    for alg in ["RS256", "ES256"] {
+        let (idp, app) = idp_and_app(alg, |_| {}).await;
+        let res = sign_in(&idp, &app, "alice").await;
+        assert_eq!(res.status(), 303, "{alg}: {}", res.text().await.unwrap_or_default());
+        let cookie = session_cookie_from(&res).unwrap();
+        let home = app.get("/", Some(&cookie)).await.text().await.unwrap();
+        assert!(home.contains("Welcome, Alice Anders"), "{alg}");
+        let (alice, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "alice@example.test")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(alice.role, Role::Admin, "{alg}: arbor-admins maps to admin");
+
+        // Bob's email is unverified and he has no admin group: a member.
+        let res = sign_in(&idp, &app, "bob").await;
+        assert_eq!(res.status(), 303);
+        let (bob, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "bob@example.test")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(bob.role, Role::Member);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_login_at_the_provider_comes_back_refused() {
+    let (idp, app) = idp_and_app("RS256", |_| {}).await;
+    let res = sign_in(&idp, &app, "mallory").await;
+    assert_eq!(res.status(), 400);
+    assert!(session_cookie_from(&res).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_out_also_signs_out_at_the_provider() {
+    let (idp, app) = idp_and_app("RS256", |_| {}).await;
+    let res = sign_in(&idp, &app, "alice").await;
+    let cookie = session_cookie_from(&res).unwrap();
+    let (alice, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "alice@example.test")
+        .await
+        .unwrap()
+        .unwrap();
+    // A session with its CSRF token, as the page would have it.
+    let s = app.login_full(&alice).await;
+    let out = app.post_form("/logout", "", Some(&s)).await;
+    assert_eq!(out.status(), 303);
+    let to = out.headers()["location"].to_str().unwrap().to_string();
+    assert!(to.starts_with(&idp.issuer), "to the provider's end_session_endpoint: {to}");
+    assert!(to.contains("client_id=arbor") && to.contains("post_logout_redirect_uri="));
+    let back = idp.sign_out(&to).await.unwrap();
+    assert!(back.starts_with(&format!("{}/login", app.origin())), "{back}");
+    assert_eq!(app.get("/account/sessions", Some(&s.cookie)).await.status(), 401);
+    assert_eq!(app.get("/account/sessions", Some(&cookie)).await.status(), 200, "only that session ended");
+}
