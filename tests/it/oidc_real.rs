@@ -32,7 +32,7 @@ fn accounts() -> Vec<IdpAccount> {
 }
 
 /// A real provider and an Arbor registered at it.
-pub async fn idp_and_app(
+pub(crate) async fn idp_and_app(
     alg: &'static str,
     adjust: impl FnOnce(&mut arbor::config::Config),
 ) -> (Idp, TestApp) {

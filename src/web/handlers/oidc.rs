@@ -11,7 +11,7 @@ use crate::domain::{DomainError, accounts, invitations, oidc_accounts};
 use crate::state::AppState;
 use crate::storage::repos::login_flows::{self, LoginFlow};
 use crate::web::WebError;
-use crate::web::client::safe_return_to;
+use crate::web::client::{safe_return_to, see_other};
 
 /// Cookie binding a pending sign-in to this browser.
 const FLOW_COOKIE: &str = "arbor_oidc";
@@ -85,7 +85,9 @@ pub async fn start(
         .secure(state.config.is_https())
         .max_age(CookieDuration::minutes(FLOW_MINUTES))
         .finish();
-    let mut res = HttpResponse::SeeOther().insert_header(("Location", auth.url)).finish();
+    // htmx turns this into a plain navigation: CSP `form-action 'self'` forbids a form
+    // submission from being redirected to the provider's origin.
+    let mut res = see_other(&req, &auth.url);
     let _ = res.add_cookie(&cookie);
     Ok(res)
 }
