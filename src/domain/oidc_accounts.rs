@@ -63,18 +63,8 @@ pub async fn sign_in(
     let email = id.email.clone().unwrap_or_default().to_lowercase();
     let name = display_name(id);
 
-    // 1. A known identity: refresh its display data and mapped role.
     if let Some(user) = users::find_by_identity(db, &id.issuer, &id.subject).await? {
-        if user.status != UserStatus::Active {
-            return Err(DomainError::Forbidden);
-        }
-        users::set_profile(db, user.id, if email.is_empty() { &user.email } else { &email }, &name).await?;
-        let role = mapped_role(cfg, id).unwrap_or(user.role);
-        if role != user.role {
-            users::set_role(db, user.id, role).await?;
-        }
-        users::touch_login(db, user.id).await?;
-        return Ok(User { role, display_name: name, ..user });
+        return known_identity(db, cfg, id, user, &email, &name).await;
     }
 
     // 2. Linking by email, only when enabled and the provider verified the address, and only to
@@ -95,19 +85,61 @@ pub async fn sign_in(
 
     // 3. A new account: the invited role, else the mapped role, else member.
     let role = invitation.as_ref().map(|i| i.role).or_else(|| mapped_role(cfg, id)).unwrap_or(Role::Member);
+    match create(db, id, &email, &name, role, invitation.as_ref().map(|i| i.id)).await {
+        Ok(user) => {
+            users::touch_login(db, user.id).await?;
+            Ok(user)
+        }
+        // A concurrent first sign-in of the same person won the unique (issuer, subject) index.
+        Err(e) => match users::find_by_identity(db, &id.issuer, &id.subject).await? {
+            Some(user) => known_identity(db, cfg, id, user, &email, &name).await,
+            None => Err(e),
+        },
+    }
+}
+
+/// Creates the account and binds its identity (and accepts the invitation) in one transaction.
+async fn create(
+    db: &Db,
+    id: &VerifiedIdentity,
+    email: &str,
+    name: &str,
+    role: Role,
+    invitation: Option<Uuid>,
+) -> DomainResult<User> {
     use sea_orm::TransactionTrait;
     let txn = db.begin().await?;
-    let user = users::insert(&txn, &email, &name, role, UserStatus::Active).await?;
+    let user = users::insert(&txn, email, name, role, UserStatus::Active).await?;
     users::set_identity(&txn, user.id, &id.issuer, &id.subject).await?;
-    if let Some(inv) = &invitation
-        && !invitation_repo::mark_accepted(&txn, inv.id, user.id).await?
+    if let Some(invitation_id) = invitation
+        && !invitation_repo::mark_accepted(&txn, invitation_id, user.id).await?
     {
         txn.rollback().await?;
         return Err(DomainError::NotFound);
     }
     txn.commit().await?;
-    users::touch_login(db, user.id).await?;
     Ok(user)
+}
+
+/// A returning person: refresh display data and the mapped role.
+async fn known_identity(
+    db: &Db,
+    cfg: &OidcConfig,
+    id: &VerifiedIdentity,
+    user: User,
+    email: &str,
+    name: &str,
+) -> DomainResult<User> {
+    if user.status != UserStatus::Active {
+        return Err(DomainError::Forbidden);
+    }
+    users::set_profile(db, user.id, if email.is_empty() { &user.email } else { email }, name).await?;
+    let role = mapped_role(cfg, id).unwrap_or(user.role);
+    if role != user.role {
+        users::set_role(db, user.id, role).await?;
+    }
+    users::touch_login(db, user.id).await?;
+    Ok(User { role, display_name: name.to_string(), ..user })
 }
 
 /// Whether a user signs in through the provider (for RP-initiated logout).

@@ -343,3 +343,17 @@ async fn starting_sign_ins_is_rate_limited_per_address() {
     assert!(limited.headers().contains_key("retry-after"));
     assert!(limited.headers().get("location").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_first_sign_ins_make_one_member_and_no_admin() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "new@example.com", "email_verified": true}));
+    let app = app_with(&idp, |c| c.auth.login_attempts_per_ip_per_minute = 100).await;
+    let attempts = (0..20).map(|_| sign_in_with(&app, "", ""));
+    let results = futures_util::future::join_all(attempts).await;
+    for res in &results {
+        assert_eq!(res.status(), 303, "no sign-in fails on the race");
+    }
+    assert_eq!(user_count(&app).await, 1, "one person, one account");
+    assert_eq!(arbor::storage::repos::users::count_admins(&app.state.db).await.unwrap(), 0);
+}
