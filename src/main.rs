@@ -251,16 +251,7 @@ async fn migrate(config: Config, action: MigrateAction) -> ExitCode {
                 .join("\n")
         }),
     };
-    match result {
-        Ok(text) => {
-            println!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::FAILURE
-        }
-    }
+    report(result)
 }
 
 fn read_password(file: Option<PathBuf>) -> Result<String, String> {
@@ -309,6 +300,11 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
                 e => e.to_string(),
             }),
     };
+    report(result)
+}
+
+/// Prints a command's outcome: the text on stdout and success, or the error on stderr.
+fn report<E: std::fmt::Display>(result: Result<String, E>) -> ExitCode {
     match result {
         Ok(text) => {
             println!("{text}");

@@ -21,6 +21,11 @@ async fn app_with(idp: &RogueIdp, adjust: impl FnOnce(&mut arbor::config::Config
     .await
 }
 
+/// `POST /auth/oidc/start` from the sign-in page.
+async fn start_flow(app: &TestApp, body: &str) -> reqwest::Response {
+    app.post_form("/auth/oidc/start", body, None).await
+}
+
 /// One sign-in attempt like a browser: start, follow to the provider, come back.
 /// Returns the callback's response.
 async fn sign_in_with(app: &TestApp, extra_form: &str, cookies: &str) -> reqwest::Response {
@@ -104,15 +109,7 @@ async fn every_misbehaving_answer_is_refused_without_side_effects() {
         idp.set_scenario(scenario);
         let app = app_with(&idp, |_| {}).await;
         let before = user_count(&app).await;
-        let start = app
-            .client
-            .post(app.url("/auth/oidc/start"))
-            .header("Origin", app.origin())
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body("next=%2F")
-            .send()
-            .await
-            .unwrap();
+        let start = start_flow(&app, "next=%2F").await;
         if scenario == Scenario::DiscoveryIssuerMismatch {
             // Refused before the browser is even sent anywhere.
             assert_eq!(start.status(), 503, "{scenario:?}");
@@ -138,15 +135,7 @@ async fn state_must_be_this_browsers_fresh_and_unused() {
     let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
     idp.set_claims(json!({"email": "ada@example.com", "email_verified": true}));
     let app = app_with(&idp, |_| {}).await;
-    let start = app
-        .client
-        .post(app.url("/auth/oidc/start"))
-        .header("Origin", app.origin())
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body("next=%2F")
-        .send()
-        .await
-        .unwrap();
+    let start = start_flow(&app, "next=%2F").await;
     let flow = flow_cookie(&start);
     let at_idp = app.client.get(start.headers()["location"].to_str().unwrap()).send().await.unwrap();
     let back = at_idp.headers()["location"].to_str().unwrap().to_string();
@@ -157,24 +146,8 @@ async fn state_must_be_this_browsers_fresh_and_unused() {
     assert_eq!(other.status(), 400);
     // Missing or altered state.
     let without_state = back.split("&state=").next().unwrap().to_string();
-    // (The flow is single-use: use a fresh one for each tampering check.)
-    let fresh = |app: &TestApp| {
-        let app_client = app.client.clone();
-        let url = app.url("/auth/oidc/start");
-        let origin = app.origin();
-        async move {
-            let s = app_client
-                .post(url)
-                .header("Origin", origin)
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .body("next=%2F")
-                .send()
-                .await
-                .unwrap();
-            flow_cookie(&s)
-        }
-    };
-    let f2 = fresh(&app).await;
+    // (A flow is single-use: a fresh one for the tampering check.)
+    let f2 = flow_cookie(&start_flow(&app, "next=%2F").await);
     assert_eq!(app.client.get(&without_state).header("Cookie", &f2).send().await.unwrap().status(), 400);
     // The right browser completes it once; a replay finds nothing.
     let ok = app.client.get(&back).header("Cookie", &flow).send().await.unwrap();
@@ -335,7 +308,7 @@ async fn with_oidc_configured_password_sign_in_is_off_by_default() {
 async fn starting_sign_ins_is_rate_limited_per_address() {
     let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
     let app = app_with(&idp, |c| c.auth.login_attempts_per_ip_per_minute = 2).await;
-    let start = || async { app.post_form("/auth/oidc/start", "next=%2F", None).await };
+    let start = || start_flow(&app, "next=%2F");
     assert_eq!(start().await.status(), 303);
     assert_eq!(start().await.status(), 303);
     let limited = start().await;

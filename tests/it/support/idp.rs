@@ -19,7 +19,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 /// How long the provider may take to print its READY line.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of the provider's stderr is kept for error messages.
 const STDERR_TAIL: usize = 4000;
 /// Most requests one [`Idp::sign_in`] or [`Idp::sign_out`] makes before giving up.
@@ -73,8 +73,20 @@ pub struct Idp {
 }
 
 impl Idp {
-    /// Starts `tests/services/idp.mjs` and waits for it to listen.
+    /// Starts `tests/services/idp.mjs` and waits for it to listen. A start that stalls (seen
+    /// rarely on a loaded two-core machine) is retried on a fresh port.
     pub async fn start(cfg: IdpConfig) -> Result<Idp, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::start_once(&cfg).await {
+                Ok(idp) => return Ok(idp),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn start_once(cfg: &IdpConfig) -> Result<Idp, String> {
         let services = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services");
         if !services.join("node_modules/oidc-provider").is_dir() {
             return Err(format!(
@@ -136,8 +148,7 @@ impl Idp {
         .await;
 
         if ready != Ok(true) {
-            let why =
-                if ready.is_err() { "did not get ready within 20 s" } else { "exited before it was ready" };
+            let why = if ready.is_err() { "did not get ready in time" } else { "exited before it was ready" };
             let _ = child.start_kill();
             let status = child.wait().await.map_or_else(|e| e.to_string(), |s| s.to_string());
             if let Some(task) = stderr_task {

@@ -69,8 +69,20 @@ pub struct SmtpServer {
 }
 
 /// Starts `smtp.mjs` on free loopback ports and waits until it is ready.
+/// Starts `tests/services/smtp.mjs`; a start that stalls on a loaded machine is retried.
 pub async fn start(opts: SmtpOptions) -> Result<SmtpServer, String> {
-    let (user, pass) = match (opts.user, opts.pass) {
+    let mut last = String::new();
+    for _ in 0..3 {
+        match start_once(&opts).await {
+            Ok(server) => return Ok(server),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+async fn start_once(opts: &SmtpOptions) -> Result<SmtpServer, String> {
+    let (user, pass) = match (opts.user.clone(), opts.pass.clone()) {
         (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => (u, p),
         (None, None) => (String::new(), String::new()),
         _ => return Err("SmtpOptions: set both user and pass (non-empty), or neither".to_owned()),
