@@ -259,3 +259,37 @@ fn admin_create_and_promote() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("root@example.com is now an administrator"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_request_id_and_never_the_query_string() {
+    init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("server.log");
+    let child = arbor(dir.path())
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("ARBOR_LOG__FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    let res = reqwest::get(format!("http://127.0.0.1:{port}/healthz?token=sk-query-secret")).await.unwrap();
+    let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    sigterm(&child.0);
+    wait_exit(&mut child.0, Duration::from_secs(15)).expect("stops");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("sk-query-secret"), "query strings are not logged");
+    let served: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))
+        })
+        .filter(|v| v["message"] == "served")
+        .collect();
+    assert!(
+        served.iter().any(|v| v["span"]["id"] == request_id.as_str() && v["status"] == 200),
+        "a `served` line with the request id {request_id}: {text}"
+    );
+}
