@@ -8,6 +8,7 @@ pub mod config;
 pub mod domain;
 pub mod events;
 pub mod mail;
+pub mod providers;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
