@@ -211,10 +211,7 @@ pub async fn logout(
         to = url;
     }
     let mut res = see_other(&req, &to);
-    let _ = res.add_cookie(&removal(
-        &state,
-        if state.config.is_https() { "__Host-arbor_session" } else { "arbor_session" },
-    ));
+    let _ = res.add_cookie(&removal(&state, name));
     Ok(res)
 }
 
