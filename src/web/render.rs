@@ -51,6 +51,20 @@ pub fn page(
     Ok(html_response(StatusCode::OK, html))
 }
 
+/// As [`page`], with another status (a form shown again with its error, say).
+pub fn page_with_status(
+    state: &AppState,
+    req: &HttpRequest,
+    page_name: &str,
+    partial: &str,
+    ctx: Context,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut res = page(state, req, page_name, partial, ctx)?;
+    *res.status_mut() = status;
+    Ok(res)
+}
+
 /// An HTML response that varies on `HX-Request` and is never cached by shared caches.
 pub fn html_response(status: StatusCode, html: String) -> HttpResponse {
     HttpResponse::build(status)

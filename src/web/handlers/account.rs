@@ -94,9 +94,14 @@ fn password_page(
     ctx.insert("error", &error);
     ctx.insert("done", &done);
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
-    let mut res = render::page(state, req, "pages/account_password.html", "partials/_password.html", ctx)?;
-    *res.status_mut() = status;
-    Ok(res)
+    render::page_with_status(
+        state,
+        req,
+        "pages/account_password.html",
+        "partials/_password.html",
+        ctx,
+        status,
+    )
 }
 
 /// `GET /account/password`.

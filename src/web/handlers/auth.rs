@@ -112,9 +112,7 @@ fn login_page(
     ctx.insert("local_enabled", &state.config.local_accounts_enabled());
     ctx.insert("signup_allowed", &(state.config.auth.allow_signup || v.setup));
     ctx.insert("oidc_name", &state.oidc.as_ref().map(|o| o.display_name().to_string()));
-    let mut res = render::page(state, req, "pages/login.html", "partials/_login.html", ctx)?;
-    *res.status_mut() = status;
-    Ok(res)
+    render::page_with_status(state, req, "pages/login.html", "partials/_login.html", ctx, status)
 }
 
 /// `GET /login`.
@@ -229,9 +227,7 @@ fn signup_page(
     ctx.insert("error", &error);
     ctx.insert("setup", &setup);
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
-    let mut res = render::page(state, req, "pages/signup.html", "partials/_signup.html", ctx)?;
-    *res.status_mut() = status;
-    Ok(res)
+    render::page_with_status(state, req, "pages/signup.html", "partials/_signup.html", ctx, status)
 }
 
 /// Whether this browser may create a local account now.

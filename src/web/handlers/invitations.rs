@@ -61,10 +61,14 @@ async fn admin_page(
     ctx.insert("outcome", &outcome);
     ctx.insert("error", &error);
     ctx.insert("mail_on", &state.mailer.is_on());
-    let mut res =
-        render::page(state, req, "pages/admin_invitations.html", "partials/_invitations.html", ctx)?;
-    *res.status_mut() = status;
-    Ok(res)
+    render::page_with_status(
+        state,
+        req,
+        "pages/admin_invitations.html",
+        "partials/_invitations.html",
+        ctx,
+        status,
+    )
 }
 
 /// `GET /admin/invitations`.
@@ -148,9 +152,7 @@ fn accept_page(
     ctx.insert("local_enabled", &state.config.local_accounts_enabled());
     ctx.insert("oidc_name", &state.oidc.as_ref().map(|o| o.display_name().to_string()));
     ctx.insert("min_password_length", &state.config.auth.min_password_length);
-    let mut res = render::page(state, req, "pages/invite.html", "partials/_invite.html", ctx)?;
-    *res.status_mut() = status;
-    Ok(res)
+    render::page_with_status(state, req, "pages/invite.html", "partials/_invite.html", ctx, status)
 }
 
 fn signed_in_already() -> WebError {
