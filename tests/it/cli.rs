@@ -195,20 +195,28 @@ fn migrate_status_down_and_up() {
     assert!(!run(&["migrate", "status"]).contains("pending"));
 }
 
+/// `arbor serve` in `dir` with stderr going to `dir/server.log`, once it answers /healthz.
+async fn serve_logging_to_file(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (u16, std::path::PathBuf, Child) {
+    init_crypto();
+    let port = free_port();
+    let log = dir.join("server.log");
+    let mut cmd = arbor(dir);
+    cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let child = Child(cmd.spawn().unwrap());
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    (port, log, child)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_start_prints_a_one_time_setup_link() {
-    init_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let log = dir.path().join("server.log");
-    let child = arbor(dir.path())
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut child = Child(child);
-    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    let (port, log, mut child) = serve_logging_to_file(dir.path(), &[]).await;
     sigterm(&child.0);
     wait_exit(&mut child.0, Duration::from_secs(15)).expect("stops");
     let text = std::fs::read_to_string(&log).unwrap();
@@ -262,19 +270,8 @@ fn admin_create_and_promote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_request_id_and_never_the_query_string() {
-    init_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let log = dir.path().join("server.log");
-    let child = arbor(dir.path())
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("ARBOR_LOG__FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut child = Child(child);
-    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
+    let (port, log, mut child) = serve_logging_to_file(dir.path(), &[("ARBOR_LOG__FORMAT", "json")]).await;
     let res = reqwest::get(format!("http://127.0.0.1:{port}/healthz?token=sk-query-secret")).await.unwrap();
     let request_id = res.headers()["x-request-id"].to_str().unwrap().to_string();
     sigterm(&child.0);
