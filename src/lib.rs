@@ -9,6 +9,7 @@ pub mod domain;
 pub mod events;
 pub mod mail;
 pub mod providers;
+pub mod secret;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
