@@ -157,3 +157,23 @@ async fn oversized_and_garbage_requests_do_not_crash() {
     assert!(res.status().is_client_error());
     assert_eq!(app.get("/healthz", None).await.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_malformed_forms_are_refused_cleanly() {
+    let app = TestApp::spawn_with(|c| c.auth.allow_signup = true).await;
+    let post = |body: Vec<u8>, content_type: &'static str| {
+        app.client
+            .post(app.url("/login"))
+            .header("Origin", app.origin())
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+    };
+    let huge = format!("email=a%40b.io&password={}", "x".repeat(2 * 1024 * 1024)).into_bytes();
+    assert_eq!(post(huge, "application/x-www-form-urlencoded").await.unwrap().status(), 413);
+    let garbage = vec![0xff, 0xfe, b'=', 0x00, 0x80];
+    assert_eq!(post(garbage, "application/x-www-form-urlencoded").await.unwrap().status(), 400);
+    assert_eq!(post(b"{\"email\":1}".to_vec(), "application/json").await.unwrap().status(), 415);
+    assert_eq!(post(Vec::new(), "application/x-www-form-urlencoded").await.unwrap().status(), 400);
+    assert_eq!(app.get("/healthz", None).await.status(), 200, "still serving");
+}
