@@ -1,2 +1,5 @@
 //! LLM providers: one module per wire format, all mapping to [`types`].
+pub mod anthropic;
+pub mod openai;
+pub mod sse;
 pub mod types;
