@@ -14,4 +14,5 @@ mod invitations;
 mod migrations;
 mod oidc;
 mod oidc_real;
+mod providers;
 mod web_basics;

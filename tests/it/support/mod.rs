@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod idp;
+pub mod mock_upstream;
 pub mod rogue_idp;
 pub mod smtp;
 pub mod sse_client;
