@@ -138,3 +138,166 @@ async fn a_connection_reset_mid_stream_is_not_a_complete_answer() {
     assert!(transport_failed, "the reset surfaces as a transport error");
     assert!(decoder.finish().is_err(), "and the decoder refuses to call it complete");
 }
+
+mod retries {
+    use std::time::Duration;
+
+    use arbor::providers::client::{Endpoint, ProviderClient, RetryPolicy, WireFormat};
+    use arbor::providers::types::ProviderEvent;
+    use arbor::secret::Secret;
+    use futures_util::StreamExt;
+
+    use super::{request, text_of};
+    use crate::support::init_crypto;
+    use crate::support::mock_upstream::{self, MockUpstream, Provider, Reply};
+
+    const KEY: &str = "sk-ARBOR-CANARY-7f3a";
+
+    fn client(idle_ms: u64) -> ProviderClient {
+        ProviderClient::new(Duration::from_secs(5), Duration::from_millis(idle_ms)).unwrap()
+    }
+
+    fn openai(mock: &MockUpstream) -> Endpoint {
+        Endpoint {
+            format: WireFormat::OpenAi,
+            base_url: mock.url(Provider::OpenAi),
+            api_key: Secret::new(KEY),
+        }
+    }
+
+    fn fast() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_secs(5),
+        }
+    }
+
+    fn json(status: u16, body: &str, headers: &[(&str, &str)]) -> Reply {
+        Reply::Json {
+            status,
+            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            body: body.into(),
+        }
+    }
+
+    async fn collect(s: arbor::providers::client::EventStream) -> Vec<ProviderEvent> {
+        s.collect().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_429_is_retried_after_its_retry_after() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        let body = mock.fixture_text("openai/error_429.json").unwrap();
+        mock.enqueue(Provider::OpenAi, json(429, &body, &[("retry-after", "1")]));
+        mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let started = std::time::Instant::now();
+        let events = collect(client(5000).stream(&openai(&mock), &request(), &fast()).await.unwrap()).await;
+        assert!(started.elapsed() >= Duration::from_secs(1), "retry-after honoured");
+        assert!(!text_of(&events).is_empty());
+        assert_eq!(mock.requests().len(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn server_errors_and_resets_before_the_first_token_are_retried() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        mock.enqueue(
+            Provider::OpenAi,
+            json(500, r#"{"error":{"message":"boom","type":"server_error"}}"#, &[]),
+        );
+        mock.enqueue(Provider::OpenAi, Reply::ResetAfterEvents { path: "openai/text.sse".into(), events: 1 });
+        mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let events = collect(client(5000).stream(&openai(&mock), &request(), &fast()).await.unwrap()).await;
+        assert!(!text_of(&events).is_empty());
+        assert!(!events.iter().any(|e| matches!(e, ProviderEvent::Error(_))));
+        assert_eq!(mock.requests().len(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn client_errors_are_not_retried_and_keys_are_redacted() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        let echo = format!(
+            r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+        );
+        mock.enqueue(Provider::OpenAi, json(401, &echo, &[]));
+        let Err(err) = client(5000).stream(&openai(&mock), &request(), &fast()).await else {
+            panic!("a 401 is an error")
+        };
+        assert_eq!(err.status, 401);
+        assert!(!err.retryable);
+        assert!(!err.message.contains(KEY), "{}", err.message);
+        assert_eq!(mock.requests().len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn errors_after_the_first_token_end_the_stream_without_a_retry() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        mock.enqueue(Provider::OpenAi, Reply::fixture("openai/error_midstream.sse"));
+        mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let events = collect(client(5000).stream(&openai(&mock), &request(), &fast()).await.unwrap()).await;
+        assert!(!text_of(&events).is_empty(), "the text before the error is kept");
+        assert!(matches!(events.last(), Some(ProviderEvent::Error(_))), "{events:?}");
+        assert_eq!(mock.requests().len(), 1, "never retried once text was produced");
+        assert_eq!(mock.pending(Provider::OpenAi), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn giving_up_returns_the_last_error() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        for _ in 0..3 {
+            mock.enqueue(
+                Provider::OpenAi,
+                json(503, r#"{"error":{"message":"overloaded","type":"server_error"}}"#, &[]),
+            );
+        }
+        let Err(err) = client(5000).stream(&openai(&mock), &request(), &fast()).await else {
+            panic!("gives up")
+        };
+        assert_eq!(err.status, 503);
+        assert_eq!(mock.requests().len(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_stream_times_out_after_the_idle_timeout() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        let first = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+        let second = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        mock.enqueue(
+            Provider::OpenAi,
+            Reply::Sse { events: vec![first.into(), second.into()], chunk_delay_ms: 1500 },
+        );
+        let events = collect(client(200).stream(&openai(&mock), &request(), &fast()).await.unwrap()).await;
+        assert_eq!(text_of(&events), "Hi");
+        assert!(matches!(events.last(), Some(ProviderEvent::Error(e)) if e.kind == "timeout"), "{events:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_streams_function_calls_through_the_client_with_the_key_in_a_header() {
+    use arbor::providers::client::{Endpoint, ProviderClient, RetryPolicy, WireFormat};
+    init_crypto();
+    let mock = mock_upstream::start().await.unwrap();
+    mock.enqueue(Provider::Gemini, Reply::fixture("gemini/function_calls_parallel.sse"));
+    let ep = Endpoint {
+        format: WireFormat::Gemini,
+        base_url: mock.url(Provider::Gemini),
+        api_key: arbor::secret::Secret::new("AIza-test-key-0123"),
+    };
+    let client =
+        ProviderClient::new(std::time::Duration::from_secs(5), std::time::Duration::from_secs(5)).unwrap();
+    let events: Vec<ProviderEvent> =
+        client.stream(&ep, &request(), &RetryPolicy::default()).await.unwrap().collect().await;
+    let calls = events.iter().filter(|e| matches!(e, ProviderEvent::ToolCall { .. })).count();
+    assert_eq!(calls, 2, "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, ProviderEvent::Finish(FinishReason::ToolCalls))));
+    let sent = &mock.requests()[0];
+    assert_eq!(sent.header("x-goog-api-key"), Some("AIza-test-key-0123"));
+    assert!(!sent.path.contains("key="), "never in the URL: {}", sent.path);
+    assert!(sent.path.contains(":streamGenerateContent?alt=sse"));
+}

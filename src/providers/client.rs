@@ -1,0 +1,361 @@
+//! The HTTP side of every provider: send a request in its wire format, turn the streamed answer
+//! into [`ProviderEvent`]s, and retry what may be retried.
+//!
+//! Retries (429 honouring `retry-after`, 5xx, connection errors, retryable in-stream errors)
+//! happen only while nothing has been produced yet: events are held back until the first
+//! content event (text, thought or tool call), and only then released. After that an error is
+//! reported as [`ProviderEvent::Error`] and the stream ends; it is never retried, so no token is
+//! ever sent twice.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+
+use super::sse::{SseEvent, SseParser};
+use super::types::{ChatRequest, ProviderError, ProviderEvent, StreamParseError};
+use super::{anthropic, gemini, openai};
+use crate::secret::Secret;
+
+/// Which wire format an endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFormat {
+    /// OpenAI Chat Completions and every compatible server.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `streamGenerateContent`.
+    Gemini,
+}
+
+/// Where and how to call a provider.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Wire format.
+    pub format: WireFormat,
+    /// Base URL as configured (e.g. `https://api.openai.com/v1`).
+    pub base_url: String,
+    /// The key to send; empty for servers without auth (a local Ollama).
+    pub api_key: Secret,
+}
+
+/// How often and how patiently to retry before the first token.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts in total (1 = no retry).
+    pub max_attempts: u32,
+    /// First backoff; doubled each time, with jitter.
+    pub base_delay: Duration,
+    /// Longest single wait, `retry-after` included.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A stream of provider events; it always ends after `Finish` or `Error`.
+pub type EventStream = Pin<Box<dyn Stream<Item = ProviderEvent> + Send>>;
+
+/// Sends requests to providers.
+#[derive(Clone)]
+pub struct ProviderClient {
+    http: reqwest::Client,
+    idle_timeout: Duration,
+}
+
+enum Decoder {
+    OpenAi(openai::StreamDecoder),
+    Anthropic(anthropic::StreamDecoder),
+    Gemini(gemini::StreamDecoder),
+}
+
+impl Decoder {
+    fn new(format: WireFormat) -> Decoder {
+        match format {
+            WireFormat::OpenAi => Decoder::OpenAi(openai::StreamDecoder::new()),
+            WireFormat::Anthropic => Decoder::Anthropic(anthropic::StreamDecoder::new()),
+            WireFormat::Gemini => Decoder::Gemini(gemini::StreamDecoder::new()),
+        }
+    }
+
+    fn on_event(&mut self, ev: &SseEvent) -> Result<Vec<ProviderEvent>, StreamParseError> {
+        match self {
+            Decoder::OpenAi(d) => d.on_event(ev),
+            Decoder::Anthropic(d) => d.on_event(ev),
+            Decoder::Gemini(d) => d.on_event(ev),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, StreamParseError> {
+        match self {
+            Decoder::OpenAi(d) => d.finish(),
+            Decoder::Anthropic(d) => d.finish(),
+            Decoder::Gemini(d) => d.finish(),
+        }
+    }
+}
+
+/// Replaces every occurrence of the key, and `key=…` query values, in a message.
+pub fn redact(message: &str, key: &Secret) -> String {
+    let mut out =
+        if key.expose().len() >= 4 { message.replace(key.expose(), "****") } else { message.to_string() };
+    let mut from = 0;
+    while let Some(found) = out[from..].find("key=") {
+        let start = from + found + 4;
+        let end = out[start..].find(['&', ' ', '"', '\'', ',']).map_or(out.len(), |e| start + e);
+        out.replace_range(start..end, "****");
+        from = start + 4;
+    }
+    out
+}
+
+fn transport_error(e: &reqwest::Error) -> ProviderError {
+    let kind = if e.is_timeout() { "timeout" } else { "connection" };
+    ProviderError {
+        status: 0,
+        kind: kind.into(),
+        // Without the URL: a Gemini-style URL could carry a key.
+        message: format!("could not reach the provider ({kind})"),
+        retryable: true,
+        retry_after_secs: None,
+    }
+}
+
+fn parse_failure(e: &StreamParseError) -> ProviderError {
+    ProviderError {
+        status: 0,
+        kind: "bad_stream".into(),
+        message: e.to_string(),
+        retryable: false,
+        retry_after_secs: None,
+    }
+}
+
+fn is_content(e: &ProviderEvent) -> bool {
+    matches!(e, ProviderEvent::TextDelta(_) | ProviderEvent::ThoughtDelta(_) | ProviderEvent::ToolCall { .. })
+}
+
+/// A streamed response being read: bytes -> SSE events -> provider events.
+struct Reading {
+    body: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    parser: SseParser,
+    decoder: Decoder,
+    pending: VecDeque<ProviderEvent>,
+    idle_timeout: Duration,
+    key: Secret,
+    done: bool,
+}
+
+impl Reading {
+    /// The next event, or `None` once the stream has ended (after `Finish` or `Error`).
+    async fn next(&mut self) -> Option<ProviderEvent> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                if matches!(ev, ProviderEvent::Error(_)) {
+                    self.done = true;
+                    self.pending.clear();
+                }
+                return Some(ev);
+            }
+            if self.done {
+                return None;
+            }
+            match tokio::time::timeout(self.idle_timeout, self.body.next()).await {
+                Err(_) => {
+                    self.done = true;
+                    return Some(ProviderEvent::Error(ProviderError {
+                        status: 0,
+                        kind: "timeout".into(),
+                        message: "the provider stopped sending".into(),
+                        retryable: true,
+                        retry_after_secs: None,
+                    }));
+                }
+                Ok(Some(Ok(chunk))) => {
+                    for sse in self.parser.push(&chunk) {
+                        match self.decoder.on_event(&sse) {
+                            Ok(events) => self.pending.extend(events),
+                            Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
+                        }
+                    }
+                }
+                Ok(Some(Err(e))) => {
+                    self.done = true;
+                    return Some(ProviderEvent::Error(transport_error(&e)));
+                }
+                Ok(None) => {
+                    for sse in self.parser.finish() {
+                        if let Ok(events) = self.decoder.on_event(&sse) {
+                            self.pending.extend(events);
+                        }
+                    }
+                    match self.decoder.finish() {
+                        Ok(events) => self.pending.extend(events),
+                        Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
+                    }
+                    // What is left is handed out by the loop above, then the stream ends.
+                    self.done = true;
+                }
+            }
+        }
+    }
+
+    fn redact(&self, ev: ProviderEvent) -> ProviderEvent {
+        match ev {
+            ProviderEvent::Error(mut e) => {
+                e.message = redact(&e.message, &self.key);
+                ProviderEvent::Error(e)
+            }
+            other => other,
+        }
+    }
+}
+
+impl ProviderClient {
+    /// A client with the given connect timeout and idle (between chunks) timeout.
+    pub fn new(connect_timeout: Duration, idle_timeout: Duration) -> Result<ProviderClient, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(ProviderClient { http, idle_timeout })
+    }
+
+    fn request(&self, ep: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+        match ep.format {
+            WireFormat::OpenAi => {
+                let mut b =
+                    self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true));
+                if !ep.api_key.is_empty() {
+                    b = b.bearer_auth(ep.api_key.expose());
+                }
+                b
+            }
+            WireFormat::Anthropic => {
+                let mut b = self
+                    .http
+                    .post(anthropic::endpoint(&ep.base_url))
+                    .json(&anthropic::build_request(req, true));
+                for (name, value) in anthropic::headers(ep.api_key.expose()) {
+                    b = b.header(name, value);
+                }
+                b
+            }
+            WireFormat::Gemini => {
+                // The key travels in a header, never in the URL.
+                let url = gemini::endpoint(&ep.base_url, &req.model, true);
+                let mut b = self.http.post(url).json(&gemini::build_request(req));
+                for (name, value) in gemini::headers(ep.api_key.expose()) {
+                    b = b.header(name, value);
+                }
+                b
+            }
+        }
+    }
+
+    fn parse_error(format: WireFormat, status: u16, retry_after: Option<&str>, body: &[u8]) -> ProviderError {
+        match format {
+            WireFormat::OpenAi => openai::parse_error(status, retry_after, body),
+            WireFormat::Anthropic => anthropic::parse_error(status, retry_after, body),
+            WireFormat::Gemini => gemini::parse_error(status, retry_after, body),
+        }
+    }
+
+    /// One attempt: the HTTP exchange, then events up to and including the first content event.
+    async fn attempt(
+        &self,
+        ep: &Endpoint,
+        req: &ChatRequest,
+    ) -> Result<(Vec<ProviderEvent>, Reading), ProviderError> {
+        let res = self.request(ep, req).send().await.map_err(|e| transport_error(&e))?;
+        let status = res.status().as_u16();
+        if !res.status().is_success() {
+            let retry_after =
+                res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+            let body = res.bytes().await.unwrap_or_default();
+            let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
+            err.message = redact(&err.message, &ep.api_key);
+            return Err(err);
+        }
+        let mut reading = Reading {
+            body: Box::pin(res.bytes_stream()),
+            parser: SseParser::new(),
+            decoder: Decoder::new(ep.format),
+            pending: VecDeque::new(),
+            idle_timeout: self.idle_timeout,
+            key: ep.api_key.clone(),
+            done: false,
+        };
+        let mut held = Vec::new();
+        while let Some(ev) = reading.next().await {
+            let ev = reading.redact(ev);
+            if let ProviderEvent::Error(e) = ev {
+                // Nothing shown yet: the caller may retry.
+                return Err(e);
+            }
+            let content = is_content(&ev);
+            held.push(ev);
+            if content || matches!(held.last(), Some(ProviderEvent::Finish(_))) {
+                break;
+            }
+        }
+        Ok((held, reading))
+    }
+
+    /// Streams a chat request, retrying before the first content event as the policy allows.
+    pub async fn stream(
+        &self,
+        ep: &Endpoint,
+        req: &ChatRequest,
+        policy: &RetryPolicy,
+    ) -> Result<EventStream, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.attempt(ep, req).await {
+                Ok((held, reading)) => {
+                    let rest = futures_util::stream::unfold(reading, |mut r| async move {
+                        let ev = r.next().await?;
+                        let ev = r.redact(ev);
+                        Some((ev, r))
+                    });
+                    return Ok(Box::pin(futures_util::stream::iter(held).chain(rest)));
+                }
+                Err(e) if e.retryable && attempt < policy.max_attempts => {
+                    let backoff = policy.base_delay.saturating_mul(1 << (attempt - 1).min(10));
+                    let wait =
+                        e.retry_after_secs.map(Duration::from_secs).unwrap_or(backoff).min(policy.max_delay);
+                    // Up to a quarter of jitter, so many clients do not retry in step.
+                    let jitter = wait.mul_f64(rand::random::<f64>() * 0.25);
+                    tracing::info!(attempt, status = e.status, kind = %e.kind, wait_ms = (wait + jitter).as_millis() as u64, "provider call retried");
+                    tokio::time::sleep(wait + jitter).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_keys_and_key_parameters() {
+        let key = Secret::new("sk-ARBOR-CANARY-42");
+        let msg = "bad key sk-ARBOR-CANARY-42 at https://x/models?key=AIzaSECRET&alt=sse and key=other";
+        let out = redact(msg, &key);
+        assert!(!out.contains("sk-ARBOR-CANARY-42") && !out.contains("AIzaSECRET") && !out.contains("other"));
+        assert!(out.contains("key=****&alt=sse"));
+        assert_eq!(redact("no secrets", &Secret::new("")), "no secrets");
+    }
+}
