@@ -18,6 +18,9 @@ pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 /// Environment variables starting with `ARBOR_` that are not configuration keys.
 const NON_CONFIG_VARS: &[&str] = &["ARBOR_CONFIG", "ARBOR_TEST_DATABASE_URL"];
 
+/// The keys of one `[llm.providers.<name>]` table, for environment variables.
+const PROVIDER_FIELDS: &[&str] = &["kind", "base_url", "api_key", "models", "label"];
+
 /// Short environment names documented for convenience, mapped to their key.
 const ENV_ALIASES: &[(&str, &str)] = &[("DATABASE_URL", "database.url")];
 
@@ -41,6 +44,84 @@ pub struct Config {
     pub smtp: SmtpConfig,
     /// Sign-in with an OpenID Connect provider.
     pub oidc: OidcConfig,
+    /// LLM providers and streaming.
+    pub llm: LlmConfig,
+}
+
+/// LLM providers and streaming.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Connect timeout per provider call, seconds.
+    pub connect_timeout_secs: u64,
+    /// Longest silence in a stream, seconds.
+    pub idle_timeout_secs: u64,
+    /// Attempts before the first token.
+    pub max_attempts: u32,
+    /// Longest wait between attempts, seconds.
+    pub max_retry_wait_secs: u64,
+    /// `provider/model` used when nothing else picks one.
+    pub default_model: String,
+    /// Extra curated model entries.
+    pub models_file: String,
+    /// Cache lifetime of discovered model lists, seconds.
+    pub discovery_ttl_secs: u64,
+    /// Offer a local Ollama automatically.
+    pub detect_local_ollama: bool,
+    /// Delta coalescing window, milliseconds.
+    pub coalesce_ms: u64,
+    /// Partial-text flush interval, milliseconds.
+    pub flush_ms: u64,
+    /// Shared providers by name.
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// Which API a configured provider speaks.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI's own API.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini with an API key.
+    Gemini,
+    /// Any server with OpenAI's Chat Completions API (Ollama, vLLM, llama.cpp, OpenRouter, Groq).
+    #[serde(rename = "openai_compatible")]
+    OpenAiCompatible,
+}
+
+/// One shared provider.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Wire format and defaults.
+    pub kind: ProviderKind,
+    /// API base URL; empty for the provider's public one.
+    #[serde(default)]
+    pub base_url: String,
+    /// The shared key (secret).
+    #[serde(default)]
+    pub api_key: String,
+    /// Offered models; empty to discover them.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Name shown in the UI.
+    #[serde(default)]
+    pub label: String,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &if self.api_key.is_empty() { "" } else { "****" })
+            .field("models", &self.models)
+            .field("label", &self.label)
+            .finish()
+    }
 }
 
 /// HTTP listener settings.
@@ -317,6 +398,11 @@ impl Config {
         if !shown.oidc.client_secret.is_empty() {
             shown.oidc.client_secret = "****".into();
         }
+        for provider in shown.llm.providers.values_mut() {
+            if !provider.api_key.is_empty() {
+                provider.api_key = "****".into();
+            }
+        }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# could not render: {e}\n"))
     }
 
@@ -395,6 +481,41 @@ impl Config {
         if self.data_dir.as_os_str().is_empty() {
             return bad("data_dir", "must not be empty");
         }
+        if !(1..=50).contains(&self.llm.max_attempts) {
+            return bad("llm.max_attempts", "must be between 1 and 50");
+        }
+        if !(10..=500).contains(&self.llm.coalesce_ms) {
+            return bad("llm.coalesce_ms", "must be between 10 and 500");
+        }
+        if !(100..=1000).contains(&self.llm.flush_ms) {
+            return bad("llm.flush_ms", "must be between 100 and 1000 (a crash may lose at most a second)");
+        }
+        if self.llm.idle_timeout_secs == 0 || self.llm.connect_timeout_secs == 0 {
+            return bad("llm.idle_timeout_secs", "timeouts must be at least 1 second");
+        }
+        if !self.llm.default_model.is_empty() && !self.llm.default_model.contains('/') {
+            return bad("llm.default_model", "must be \"<provider>/<model>\", e.g. \"openai/gpt-4.1-mini\"");
+        }
+        for (name, p) in &self.llm.providers {
+            let key = format!("llm.providers.{name}");
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            {
+                return Err((key, "provider names use lowercase letters, digits, '-' and '_'".into()));
+            }
+            if p.kind == ProviderKind::OpenAiCompatible && p.base_url.is_empty() {
+                return Err((
+                    format!("{key}.base_url"),
+                    "an openai_compatible provider needs a base_url".into(),
+                ));
+            }
+            if !p.base_url.is_empty() {
+                match reqwest::Url::parse(&p.base_url) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                    _ => return Err((format!("{key}.base_url"), "must be an http(s) URL".into())),
+                }
+            }
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return Err(("log.level".into(), format!("not a valid filter: {e}")));
         }
@@ -441,7 +562,16 @@ fn env_key(rest: &str, known: &BTreeSet<String>) -> Option<String> {
         return Some((*key).to_string());
     }
     let path = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
-    known.contains(&path).then_some(path)
+    if known.contains(&path) {
+        return Some(path);
+    }
+    // Provider tables are named by the operator: llm.providers.<name>.<field>.
+    match path.split('.').collect::<Vec<_>>().as_slice() {
+        ["llm", "providers", name, field] if !name.is_empty() && PROVIDER_FIELDS.contains(field) => {
+            Some(path)
+        }
+        _ => None,
+    }
 }
 
 /// Loads the configuration from the defaults, an optional file, the given environment and flags.

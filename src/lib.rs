@@ -37,6 +37,12 @@ pub enum StartupError {
     /// The OIDC settings could not be used.
     #[error("{0}")]
     Oidc(String),
+    /// The provider settings or the model catalog could not be used.
+    #[error("{0}")]
+    Providers(String),
+    /// Recovering interrupted replies failed.
+    #[error("{0}")]
+    Recovery(String),
     /// The mail settings could not be turned into a transport.
     #[error("{0}")]
     Mail(String),
@@ -55,11 +61,27 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         .map_err(|e| StartupError::Oidc(e.to_string()))?
         .map(Arc::new);
     let mailer = mail::Mailer::from_config(&config.smtp).map_err(|e| StartupError::Mail(e.to_string()))?;
+    let mut providers = domain::providers::Providers::from_config(&config.llm)
+        .map_err(|e| StartupError::Providers(e.to_string()))?;
+    if config.llm.detect_local_ollama {
+        providers.detect_local_ollama(domain::providers::LOCAL_OLLAMA).await;
+    }
+    let pacing = domain::runs::Pacing {
+        coalesce: Duration::from_millis(config.llm.coalesce_ms),
+        flush: Duration::from_millis(config.llm.flush_ms),
+    };
+    let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing);
+    // Replies that were streaming when the process died: keep their text, offer "Continue".
+    let interrupted = engine.recover().await.map_err(|e| StartupError::Recovery(e.to_string()))?;
+    if interrupted > 0 {
+        tracing::warn!(interrupted, "replies cut off by the last shutdown are marked interrupted");
+    }
     Ok(AppState {
         config: Arc::new(config),
         db,
         templates: Arc::new(templates),
         runs,
+        engine,
         mailer,
         oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),

@@ -23,6 +23,8 @@ pub struct AppState {
     pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
     /// Outgoing mail.
     pub mailer: crate::mail::Mailer,
+    /// Starts, stops and resumes replies; owns the providers registry.
+    pub engine: crate::domain::runs::RunEngine,
     /// Sign-in attempt counters.
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
 }

@@ -10,6 +10,27 @@
     }
   });
 
+  // A refused form (4xx) that the server points at a place on the page (HX-Retarget) is shown
+  // there; htmx leaves error responses unswapped otherwise.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr && xhr.status >= 400 && xhr.status < 500 && xhr.getResponseHeader("HX-Retarget")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  // A sent message clears the composer's error.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    if (form && form.id === "composer" && event.detail.successful) {
+      var box = document.getElementById("composer-error");
+      if (box) {
+        box.textContent = "";
+      }
+    }
+  });
+
   // The sidebar is a drawer on phones.
   document.addEventListener("click", function (event) {
     var app = document.getElementById("app");

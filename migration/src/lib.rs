@@ -3,6 +3,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261123_000001_base_tables;
 mod m20261123_000002_sign_in;
+mod m20261123_000003_streaming;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -10,7 +11,11 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261123_000001_base_tables::Migration), Box::new(m20261123_000002_sign_in::Migration)]
+        vec![
+            Box::new(m20261123_000001_base_tables::Migration),
+            Box::new(m20261123_000002_sign_in::Migration),
+            Box::new(m20261123_000003_streaming::Migration),
+        ]
     }
 }
 pub use sea_orm_migration::MigrationStatus;

@@ -2,8 +2,12 @@
 
 pub mod accounts;
 pub mod chat;
+pub mod context;
 pub mod invitations;
 pub mod oidc_accounts;
+pub mod providers;
+pub mod runs;
+pub mod tree;
 
 use crate::storage::StorageError;
 

@@ -16,6 +16,8 @@ pub enum RunEvent {
     Delta(String),
     /// Reasoning text appended.
     Thought(String),
+    /// The model called a tool: its name and arguments as JSON text.
+    ToolCall { name: String, arguments: String },
     /// Token usage so far.
     Usage { input: u64, output: u64 },
     /// The run ended normally; the final message is stored under this id.

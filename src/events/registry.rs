@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
 use super::RunEvent;
@@ -24,6 +24,8 @@ pub struct Envelope {
 pub struct RunSnapshot {
     /// The run.
     pub run_id: Uuid,
+    /// The message the run writes.
+    pub message_id: Option<Uuid>,
     /// Last sequence number folded into this snapshot.
     pub seq: u64,
     /// Answer text so far.
@@ -32,6 +34,8 @@ pub struct RunSnapshot {
     pub thoughts: String,
     /// Latest usage.
     pub usage: Option<(u64, u64)>,
+    /// Tool calls so far: name and arguments as JSON text.
+    pub tool_calls: Vec<(String, String)>,
 }
 
 impl RunSnapshot {
@@ -40,6 +44,7 @@ impl RunSnapshot {
             RunEvent::Delta(t) => self.text.push_str(t),
             RunEvent::Thought(t) => self.thoughts.push_str(t),
             RunEvent::Usage { input, output } => self.usage = Some((*input, *output)),
+            RunEvent::ToolCall { name, arguments } => self.tool_calls.push((name.clone(), arguments.clone())),
             RunEvent::Done { .. } | RunEvent::Error(_) => {}
         }
     }
@@ -56,6 +61,7 @@ pub struct Subscription {
 struct LiveRun {
     snapshot: RunSnapshot,
     sender: broadcast::Sender<Arc<Envelope>>,
+    cancel: watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -87,17 +93,41 @@ impl RunRegistry {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Registers a live run for a session; only one may run per session.
-    pub fn begin(&self, session_id: Uuid, run_id: Uuid) -> Result<RunPublisher, AlreadyRunning> {
+    /// Registers a live run writing `message_id` for a session; only one may run per session.
+    pub fn begin(
+        &self,
+        session_id: Uuid,
+        run_id: Uuid,
+        message_id: Option<Uuid>,
+    ) -> Result<RunPublisher, AlreadyRunning> {
         let mut inner = self.lock();
         if inner.runs.contains_key(&session_id) {
             return Err(AlreadyRunning);
         }
         let (sender, _) = broadcast::channel(self.capacity);
-        inner
-            .runs
-            .insert(session_id, LiveRun { snapshot: RunSnapshot { run_id, ..Default::default() }, sender });
-        Ok(RunPublisher { registry: self.clone(), session_id, run_id, finished: false })
+        let (cancel, cancelled) = watch::channel(false);
+        let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
+        inner.runs.insert(session_id, LiveRun { snapshot, sender, cancel });
+        Ok(RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false })
+    }
+
+    /// Asks a session's live run to stop; false when none is running.
+    pub fn cancel(&self, session_id: Uuid) -> bool {
+        let inner = self.lock();
+        match inner.runs.get(&session_id) {
+            Some(run) => {
+                run.cancel.send_replace(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remove(&self, session_id: Uuid, run_id: Uuid) {
+        let mut inner = self.lock();
+        if inner.runs.get(&session_id).is_some_and(|r| r.snapshot.run_id == run_id) {
+            inner.runs.remove(&session_id);
+        }
     }
 
     /// Subscribes to a session's live run, if it has one.
@@ -154,10 +184,30 @@ pub struct RunPublisher {
     registry: RunRegistry,
     session_id: Uuid,
     run_id: Uuid,
+    cancelled: watch::Receiver<bool>,
     finished: bool,
 }
 
 impl RunPublisher {
+    /// Resolves once Stop was pressed (at once if it already was).
+    pub async fn cancelled(&mut self) {
+        // An error means the registry dropped the run: nothing will ever cancel it.
+        if self.cancelled.wait_for(|stop| *stop).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Whether Stop was pressed.
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancelled.borrow()
+    }
+
+    /// Removes the run without an event: it never started (its records were not written).
+    pub fn abandon(mut self) {
+        self.finished = true;
+        self.registry.remove(self.session_id, self.run_id);
+    }
+
     /// The run's id.
     pub fn run_id(&self) -> Uuid {
         self.run_id
@@ -199,18 +249,18 @@ mod tests {
     fn one_run_per_session() {
         let reg = RunRegistry::new(16);
         let s = Uuid::new_v4();
-        let p = reg.begin(s, Uuid::new_v4()).unwrap();
-        assert_eq!(reg.begin(s, Uuid::new_v4()).err(), Some(AlreadyRunning));
+        let p = reg.begin(s, Uuid::new_v4(), None).unwrap();
+        assert_eq!(reg.begin(s, Uuid::new_v4(), None).err(), Some(AlreadyRunning));
         p.finish(RunEvent::Done { message_id: None });
         assert!(!reg.is_active(s));
-        assert!(reg.begin(s, Uuid::new_v4()).is_ok());
+        assert!(reg.begin(s, Uuid::new_v4(), None).is_ok());
     }
 
     #[tokio::test]
     async fn subscriber_gets_snapshot_then_the_rest_in_order() {
         let reg = RunRegistry::new(64);
         let s = Uuid::new_v4();
-        let p = reg.begin(s, Uuid::new_v4()).unwrap();
+        let p = reg.begin(s, Uuid::new_v4(), None).unwrap();
         p.publish(RunEvent::Delta("Hel".into()));
         let mut sub = reg.subscribe(s).unwrap();
         assert_eq!(sub.snapshot.text, "Hel");
@@ -229,7 +279,7 @@ mod tests {
     async fn dropping_an_unfinished_publisher_reports_an_error() {
         let reg = RunRegistry::new(16);
         let s = Uuid::new_v4();
-        let p = reg.begin(s, Uuid::new_v4()).unwrap();
+        let p = reg.begin(s, Uuid::new_v4(), None).unwrap();
         let mut sub = reg.subscribe(s).unwrap();
         drop(p);
         let e = sub.receiver.recv().await.unwrap();

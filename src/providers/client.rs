@@ -61,6 +61,9 @@ impl Default for RetryPolicy {
     }
 }
 
+/// A parser of a non-streamed answer body.
+type ParseFn<T> = fn(&[u8]) -> Result<T, StreamParseError>;
+
 /// A stream of provider events; it always ends after `Finish` or `Error`.
 pub type EventStream = Pin<Box<dyn Stream<Item = ProviderEvent> + Send>>;
 
@@ -230,36 +233,98 @@ impl ProviderClient {
         Ok(ProviderClient { http, idle_timeout })
     }
 
-    fn request(&self, ep: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+    /// Adds the format's authentication and version headers.
+    fn authorize(ep: &Endpoint, mut b: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match ep.format {
             WireFormat::OpenAi => {
-                let mut b =
-                    self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true));
                 if !ep.api_key.is_empty() {
                     b = b.bearer_auth(ep.api_key.expose());
                 }
-                b
             }
             WireFormat::Anthropic => {
-                let mut b = self
-                    .http
-                    .post(anthropic::endpoint(&ep.base_url))
-                    .json(&anthropic::build_request(req, true));
                 for (name, value) in anthropic::headers(ep.api_key.expose()) {
                     b = b.header(name, value);
                 }
-                b
             }
             WireFormat::Gemini => {
                 // The key travels in a header, never in the URL.
-                let url = gemini::endpoint(&ep.base_url, &req.model, true);
-                let mut b = self.http.post(url).json(&gemini::build_request(req));
                 for (name, value) in gemini::headers(ep.api_key.expose()) {
                     b = b.header(name, value);
                 }
-                b
             }
         }
+        b
+    }
+
+    fn request(&self, ep: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+        let b = match ep.format {
+            WireFormat::OpenAi => {
+                self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true))
+            }
+            WireFormat::Anthropic => {
+                self.http.post(anthropic::endpoint(&ep.base_url)).json(&anthropic::build_request(req, true))
+            }
+            WireFormat::Gemini => self
+                .http
+                .post(gemini::endpoint(&ep.base_url, &req.model, true))
+                .json(&gemini::build_request(req)),
+        };
+        Self::authorize(ep, b)
+    }
+
+    /// Sends a non-streaming request and returns the body of a successful answer.
+    async fn exchange(
+        &self,
+        ep: &Endpoint,
+        b: reqwest::RequestBuilder,
+    ) -> Result<bytes::Bytes, ProviderError> {
+        let res = Self::authorize(ep, b)
+            .timeout(self.idle_timeout)
+            .send()
+            .await
+            .map_err(|e| transport_error(&e))?;
+        let status = res.status().as_u16();
+        let ok = res.status().is_success();
+        let retry_after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let body = res.bytes().await.map_err(|e| transport_error(&e))?;
+        if !ok {
+            let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
+            err.message = redact(&err.message, &ep.api_key);
+            return Err(err);
+        }
+        Ok(body)
+    }
+
+    /// The model ids the provider lists.
+    pub async fn list_models(&self, ep: &Endpoint) -> Result<Vec<String>, ProviderError> {
+        let (url, parse): (String, ParseFn<Vec<String>>) = match ep.format {
+            WireFormat::OpenAi => (openai::models_endpoint(&ep.base_url), openai::parse_models),
+            WireFormat::Anthropic => (anthropic::models_endpoint(&ep.base_url), anthropic::parse_models),
+            WireFormat::Gemini => (gemini::models_endpoint(&ep.base_url), gemini::parse_models),
+        };
+        let body = self.exchange(ep, self.http.get(url)).await?;
+        parse(&body).map_err(|e| parse_failure(&e))
+    }
+
+    /// The prompt's size in tokens, where the provider can count it (`None`: it cannot).
+    pub async fn count_tokens(&self, ep: &Endpoint, req: &ChatRequest) -> Result<Option<u64>, ProviderError> {
+        let (b, parse): (_, ParseFn<u64>) = match ep.format {
+            WireFormat::OpenAi => return Ok(None),
+            WireFormat::Anthropic => (
+                self.http
+                    .post(anthropic::count_tokens_endpoint(&ep.base_url))
+                    .json(&anthropic::build_count_tokens(req)),
+                anthropic::parse_count_tokens,
+            ),
+            WireFormat::Gemini => (
+                self.http
+                    .post(gemini::count_tokens_endpoint(&ep.base_url, &req.model))
+                    .json(&gemini::build_count_tokens(req)),
+                gemini::parse_count_tokens,
+            ),
+        };
+        let body = self.exchange(ep, b).await?;
+        parse(&body).map(Some).map_err(|e| parse_failure(&e))
     }
 
     fn parse_error(format: WireFormat, status: u16, retry_after: Option<&str>, body: &[u8]) -> ProviderError {

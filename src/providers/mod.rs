@@ -1,5 +1,7 @@
 //! LLM providers: one module per wire format, all mapping to [`types`].
 pub mod anthropic;
+pub mod catalog;
+pub mod chat;
 pub mod client;
 pub mod gemini;
 pub mod openai;

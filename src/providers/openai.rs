@@ -31,6 +31,13 @@ pub fn endpoint(base_url: &str) -> String {
     if base.ends_with("/chat/completions") { base.to_owned() } else { format!("{base}/chat/completions") }
 }
 
+/// The model listing URL (`GET /models`) under an API base URL.
+pub fn models_endpoint(base_url: &str) -> String {
+    let base = base_url.trim().trim_end_matches('/');
+    let base = base.strip_suffix("/chat/completions").unwrap_or(base);
+    format!("{base}/models")
+}
+
 /// The JSON body of a chat completions request.
 ///
 /// - The system prompt (when non-empty) is the first message, role `system` (OpenAI maps it to

@@ -1,11 +1,13 @@
 //! The HTTP layer: routes, extractors, middleware, error mapping and rendering. No SQL here.
 
 pub mod assets;
+pub mod chat_view;
 pub mod client;
 pub mod csrf;
 pub mod error;
 pub mod extractors;
 pub mod handlers;
+pub mod markdown;
 pub mod middleware;
 pub mod render;
 pub mod routes;

@@ -42,7 +42,7 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 /// Every route Arbor serves.
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
-    use handlers::{account, assets, auth, events, health, home, invitations, oidc};
+    use handlers::{account, assets, auth, chat, events, health, home, invitations, oidc};
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
         entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
@@ -64,7 +64,19 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),
         entry(Method::GET, "/account/password", User, web::get().to(account::password_form)),
         entry(Method::POST, "/account/password", User, web::post().to(account::change_password)),
+        entry(Method::POST, "/admin/models/refresh", Admin, web::post().to(chat::refresh_models)),
+        entry(Method::POST, "/sessions", User, web::post().to(chat::create)),
+        entry(Method::GET, "/s/{session_id}", User, web::get().to(chat::show)),
         entry(Method::GET, "/s/{session_id}/events", User, web::get().to(events::session_events)),
+        entry(Method::POST, "/s/{session_id}/messages", User, web::post().to(chat::send)),
+        entry(Method::POST, "/s/{session_id}/stop", User, web::post().to(chat::stop)),
+        entry(
+            Method::POST,
+            "/s/{session_id}/messages/{message_id}/continue",
+            User,
+            web::post().to(chat::resume),
+        ),
+        entry(Method::POST, "/s/{session_id}/messages/{message_id}/retry", User, web::post().to(chat::retry)),
     ]
 }
 

@@ -32,35 +32,61 @@ fn event(name: &'static str, html: String) -> sse::Event {
     sse::Data::new(html).event(name).into()
 }
 
+/// One tool call card.
+fn tool_card(name: &str, arguments: &str) -> String {
+    format!(
+        "<div class=\"tool-call\"><span class=\"tool-name\">{}</span><pre class=\"tool-args\">{}</pre></div>",
+        escape_text(name),
+        escape_text(arguments)
+    )
+}
+
+/// The live part of a streaming answer: thoughts, answer text and tool calls so far. The same
+/// markup is the `snapshot` event and the skeleton's first content.
+pub fn live_html(thoughts: &str, text: &str, tool_calls: &[(String, String)]) -> String {
+    let open = if thoughts.is_empty() { "" } else { " open" };
+    let tools: String = tool_calls.iter().map(|(n, a)| tool_card(n, a)).collect();
+    format!(
+        "<details class=\"thoughts\"{open}><summary>Thinking</summary><div class=\"thought-body\">{}</div></details>\
+<div class=\"answer\">{}</div><div class=\"tool-calls\">{tools}</div>",
+        span("thought-text", thoughts),
+        span("answer-text", text),
+    )
+}
+
 /// The `snapshot` event: everything the run produced so far.
 pub fn snapshot_event(s: &RunSnapshot) -> sse::Event {
-    let mut html = String::new();
-    if !s.thoughts.is_empty() {
-        html.push_str(&span("thought-text", &s.thoughts));
-    }
-    html.push_str(&span("answer-text", &s.text));
-    event("snapshot", format!("<div class=\"snapshot\" data-seq=\"{}\">{html}</div>", s.seq))
+    event("snapshot", live_html(&s.thoughts, &s.text, &s.tool_calls))
 }
 
-/// The `done` event; it is always the last one on a stream.
-pub fn done_event(message_id: Option<Uuid>) -> sse::Event {
-    let attr = message_id.map(|id| format!(" data-message-id=\"{id}\"")).unwrap_or_default();
-    event("done", format!("<span class=\"done\"{attr}></span>"))
+/// The `done` event carrying the final, server-rendered message; always the last event.
+pub fn done_event(final_html: String) -> sse::Event {
+    event("done", final_html)
 }
 
-/// One run event as an SSE event.
-pub fn run_event(e: &RunEvent) -> sse::Event {
-    match e {
+/// One non-terminal run event as an SSE event (`Done` is rendered by the caller).
+pub fn run_event(e: &RunEvent) -> Option<sse::Event> {
+    Some(match e {
         RunEvent::Delta(t) => event("delta", span("delta", t)),
         RunEvent::Thought(t) => event("thought", span("thought-delta", t)),
+        RunEvent::ToolCall { name, arguments } => event("tool", tool_card(name, arguments)),
         RunEvent::Usage { input, output } => {
             event("usage", format!("<span class=\"usage\">{input} in · {output} out</span>"))
         }
-        RunEvent::Done { message_id } => done_event(*message_id),
         RunEvent::Error(m) => {
             event("error", format!("<div class=\"flash flash-error\">{}</div>", escape_text(m)))
         }
-    }
+        RunEvent::Done { .. } => return None,
+    })
+}
+
+/// What the session stream yields: an event ready to send, or the end, which the caller renders
+/// from the database (the final message of `message_id`).
+pub enum StreamItem {
+    /// Send as is.
+    Event(sse::Event),
+    /// The run is over (or there was none): send `done` with this message rendered.
+    Done(Option<Uuid>),
 }
 
 enum Phase {
@@ -70,7 +96,7 @@ enum Phase {
         last_seq: u64,
     },
     /// An error was sent; `done` still follows so every stream ends with it.
-    Closing,
+    Closing(Option<Uuid>),
     End,
 }
 
@@ -80,38 +106,48 @@ pub fn session_stream(
     registry: RunRegistry,
     session_id: Uuid,
     first: Option<Subscription>,
-) -> impl Stream<Item = sse::Event> {
+) -> impl Stream<Item = StreamItem> {
     futures_util::stream::unfold(Phase::Start(first), move |phase| {
         let registry = registry.clone();
         async move {
             match phase {
-                Phase::Start(None) | Phase::Closing => Some((done_event(None), Phase::End)),
+                Phase::Start(None) => Some((StreamItem::Done(None), Phase::End)),
+                Phase::Closing(id) => Some((StreamItem::Done(id), Phase::End)),
                 Phase::Start(Some(sub)) => {
                     let last_seq = sub.snapshot.seq;
-                    Some((snapshot_event(&sub.snapshot), Phase::Live { sub, last_seq }))
+                    Some((StreamItem::Event(snapshot_event(&sub.snapshot)), Phase::Live { sub, last_seq }))
                 }
                 Phase::Live { mut sub, last_seq } => loop {
+                    let message_id = sub.snapshot.message_id;
                     match sub.receiver.recv().await {
                         Ok(env) if env.run_id != sub.snapshot.run_id || env.seq <= last_seq => continue,
-                        Ok(env) => {
-                            let next = match &env.event {
-                                RunEvent::Done { .. } => Phase::End,
-                                RunEvent::Error(_) => Phase::Closing,
-                                _ => Phase::Live { last_seq: env.seq, sub },
-                            };
-                            break Some((run_event(&env.event), next));
-                        }
+                        Ok(env) => match &env.event {
+                            RunEvent::Done { message_id: done_id } => {
+                                break Some((StreamItem::Done(done_id.or(message_id)), Phase::End));
+                            }
+                            other => {
+                                let next = if matches!(other, RunEvent::Error(_)) {
+                                    Phase::Closing(message_id)
+                                } else {
+                                    Phase::Live { last_seq: env.seq, sub }
+                                };
+                                match run_event(other) {
+                                    Some(ev) => break Some((StreamItem::Event(ev), next)),
+                                    None => break Some((StreamItem::Done(message_id), Phase::End)),
+                                }
+                            }
+                        },
                         Err(RecvError::Lagged(_)) => match registry.subscribe(session_id) {
                             Some(fresh) => {
                                 let last_seq = fresh.snapshot.seq;
                                 break Some((
-                                    snapshot_event(&fresh.snapshot),
+                                    StreamItem::Event(snapshot_event(&fresh.snapshot)),
                                     Phase::Live { sub: fresh, last_seq },
                                 ));
                             }
-                            None => break Some((done_event(None), Phase::End)),
+                            None => break Some((StreamItem::Done(message_id), Phase::End)),
                         },
-                        Err(RecvError::Closed) => break Some((done_event(None), Phase::End)),
+                        Err(RecvError::Closed) => break Some((StreamItem::Done(message_id), Phase::End)),
                     }
                 },
                 Phase::End => None,

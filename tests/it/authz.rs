@@ -28,6 +28,8 @@ struct Case {
 
 struct Ids {
     session: Uuid,
+    /// A stopped answer in the owner's session.
+    answer: Uuid,
     owner_spare_session: String,
     invite_token: String,
 }
@@ -45,6 +47,12 @@ const ADMIN_ONLY: Expect = Expect { anonymous: 401, other_member: 403, owner: 40
 #[allow(non_snake_case)]
 const fn SIGNED_IN_CONFLICT_ELSE(anonymous: u16) -> Expect {
     Expect { anonymous, other_member: 409, owner: 409, admin: 409 }
+}
+
+/// The owner's objects: everyone else, admins included, is told they do not exist.
+#[allow(non_snake_case)]
+const fn OWNER_ONLY(owner: u16) -> Expect {
+    Expect { anonymous: 401, other_member: 404, owner, admin: 404 }
 }
 
 /// A signed-in user's own page.
@@ -126,6 +134,34 @@ fn cases() -> Vec<Case> {
             // Someone else's session is indistinguishable from a missing one; admins included.
             Expect { anonymous: 401, other_member: 404, owner: 200, admin: 404 },
         ),
+        post("/admin/models/refresh", |_| "/admin/models/refresh".into(), "", ADMIN_ONLY),
+        // The authz app has no provider: a signed-in submit is refused with the composer's 400.
+        post(
+            "/sessions",
+            |_| "/sessions".into(),
+            "message=hello&client_id=authz-new-session",
+            Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
+        ),
+        get("/s/{session_id}", |ids| format!("/s/{}", ids.session), OWNER_ONLY(200)),
+        post(
+            "/s/{session_id}/messages",
+            |ids| format!("/s/{}/messages", ids.session),
+            "message=hello&client_id=authz-send",
+            OWNER_ONLY(400),
+        ),
+        post("/s/{session_id}/stop", |ids| format!("/s/{}/stop", ids.session), "", OWNER_ONLY(204)),
+        post(
+            "/s/{session_id}/messages/{message_id}/continue",
+            |ids| format!("/s/{}/messages/{}/continue", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(400),
+        ),
+        post(
+            "/s/{session_id}/messages/{message_id}/retry",
+            |ids| format!("/s/{}/messages/{}/retry", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(400),
+        ),
     ]
 }
 
@@ -148,6 +184,45 @@ fn every_route_has_an_authorization_case() {
             c.pattern
         );
     }
+}
+
+/// A user message and a stopped answer with some text, written straight to the database.
+async fn stopped_answer(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
+    use arbor::domain::tree::{MessageStatus, Role as R};
+    use arbor::providers::types::Part;
+    use arbor::storage::repos::messages::{self, NewMessage, NewRun, Outcome};
+    let (user_id, answer, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let text = [Part::Text { text: "partial".into() }];
+    let user = NewMessage {
+        id: user_id,
+        parent_id: None,
+        role: R::User,
+        parts: &text,
+        model: None,
+        status: MessageStatus::Complete,
+        client_id: Some("authz-seed"),
+    };
+    let reply = NewMessage {
+        id: answer,
+        parent_id: Some(user_id),
+        role: R::Assistant,
+        parts: &text,
+        model: Some("nowhere/model"),
+        status: MessageStatus::Streaming,
+        client_id: None,
+    };
+    let new_run =
+        NewRun { id: run, owner_id: owner.id, leaf_message_id: user_id, assistant_message_id: answer };
+    messages::insert_turn(&app.state.db, session, &user, &reply, &new_run).await.unwrap();
+    let outcome = Outcome {
+        parts: &text,
+        status: MessageStatus::Stopped,
+        run_status: "cancelled",
+        error: None,
+        usage: None,
+    };
+    messages::finish(&app.state.db, answer, run, &outcome).await.unwrap();
+    answer
 }
 
 async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
@@ -181,8 +256,13 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     )
     .await
     .unwrap();
-    let ids =
-        Ids { session, owner_spare_session: app.login_full(&owner).await.id, invite_token: invite.token };
+    let answer = stopped_answer(&app, &owner, session).await;
+    let ids = Ids {
+        session,
+        answer,
+        owner_spare_session: app.login_full(&owner).await.id,
+        invite_token: invite.token,
+    };
     let disabled_session = app.login_full(&disabled).await;
     arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled).await.unwrap();
 
@@ -217,6 +297,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
     let owner = app.create_user("owner@example.com", Role::Member).await;
     let ids = Ids {
         session: Uuid::now_v7(),
+        answer: Uuid::now_v7(),
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: "x".repeat(43),
     };

@@ -21,6 +21,9 @@ pub struct Model {
     pub tokens_cached: Option<i64>,
     pub cost_micros: Option<i64>,
     pub status: String,
+    pub client_id: Option<String>,
+    pub error: Option<String>,
+    pub usage_estimated: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -6,5 +6,6 @@ pub mod login_flow;
 pub mod message;
 pub mod run;
 pub mod setup_token;
+pub mod usage;
 pub mod user;
 pub mod workspace;

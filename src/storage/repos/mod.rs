@@ -3,5 +3,6 @@ pub mod auth_sessions;
 pub mod chat;
 pub mod invitations;
 pub mod login_flows;
+pub mod messages;
 pub mod setup_tokens;
 pub mod users;

@@ -4,25 +4,70 @@ use std::time::Duration;
 
 use actix_web::{Responder, web};
 use actix_web_lab::sse::Sse;
+use futures_util::StreamExt;
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::domain;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
-use crate::web::{WebError, sse};
+use crate::web::handlers::chat::final_message_html;
+use crate::web::sse::{self, StreamItem};
+use crate::web::{WebError, sse::done_event};
 
-/// `GET /s/{session_id}/events`: authorize like the page, snapshot, then subscribe.
+/// Query of the stream: the message the page is waiting for.
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    m: Option<String>,
+}
+
+/// `GET /s/{session_id}/events`: authorize like the page, snapshot, live events, and `done`
+/// carrying the final message (the one named by `?m=`, or the run's).
 pub async fn session_events(
     state: web::Data<AppState>,
     user: CurrentUser,
     path: web::Path<String>,
+    query: web::Query<EventsQuery>,
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
     let session = domain::chat::get_session(&state.db, &user.0.actor, session_id).await?;
-    let first = state.runs.subscribe(session.id);
-    let stream = sse::session_stream(state.runs.clone(), session.id, first);
+    let waiting_for = match &query.m {
+        Some(raw) => {
+            let id = Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?;
+            // Only a message of this session may be named.
+            domain::chat::message(&state.db, &user.0.actor, session.id, id).await?;
+            Some(id)
+        }
+        None => None,
+    };
+    // A page waiting for one message must not be fed another message's run.
+    let first = state
+        .runs
+        .subscribe(session.id)
+        .filter(|s| waiting_for.is_none() || s.snapshot.message_id == waiting_for);
+    let keepalive = Duration::from_secs(state.config.events.keepalive_secs);
+    let stream = sse::session_stream(state.runs.clone(), session.id, first).then(move |item| {
+        let (state, user) = (state.clone(), user.clone());
+        async move {
+            match item {
+                StreamItem::Event(e) => e,
+                StreamItem::Done(run_message) => {
+                    let html = match waiting_for.or(run_message) {
+                        Some(id) => {
+                            final_message_html(&state, &user, session.id, id).await.unwrap_or_else(|e| {
+                                tracing::warn!(error = %e, "final message could not be rendered");
+                                String::new()
+                            })
+                        }
+                        None => String::new(),
+                    };
+                    done_event(html)
+                }
+            }
+        }
+    });
     Ok(Sse::from_infallible_stream(stream)
-        .with_keep_alive(Duration::from_secs(state.config.events.keepalive_secs))
+        .with_keep_alive(keepalive)
         .customize()
         .insert_header(("X-Accel-Buffering", "no")))
 }

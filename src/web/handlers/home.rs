@@ -4,7 +4,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use tera::Context;
 
 use crate::state::AppState;
-use crate::web::extractors::MaybeUser;
+use crate::web::extractors::{CurrentUser, MaybeUser};
 use crate::web::{WebError, render};
 
 /// `GET /`: the start page, personalised when signed in.
@@ -13,10 +13,9 @@ pub async fn index(
     req: HttpRequest,
     user: MaybeUser,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    if let Some(auth) = &user.0 {
-        ctx.insert("user", &auth.user);
-        ctx.insert("csrf_token", &auth.csrf_secret);
-    }
+    let ctx = match &user.0 {
+        Some(auth) => super::chat::home_context(&state, &CurrentUser(auth.clone())).await,
+        None => Context::new(),
+    };
     render::page(&state, &req, "pages/home.html", "partials/_home.html", ctx)
 }

@@ -2,6 +2,7 @@
 pub mod account;
 pub mod assets;
 pub mod auth;
+pub mod chat;
 pub mod events;
 pub mod health;
 pub mod home;

@@ -1,0 +1,224 @@
+//! The context renderer: system prompt plus the path through the tree become one provider
+//! request.
+
+use crate::config::ProviderKind;
+use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part};
+
+use super::tree::{Message, Role};
+
+/// What the model is asked to do when generation resumes from a partial answer and the
+/// provider cannot continue a trailing assistant message by itself.
+pub const CONTINUE_INSTRUCTION: &str = "Your previous answer was cut off. Continue it exactly where it \
+stopped, without repeating anything and without any preamble.";
+
+/// How the last message of the path is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Answer the path's last (user) message.
+    Answer,
+    /// The last message is a partial assistant answer to be continued.
+    Continue,
+}
+
+/// Everything the request is built from.
+pub struct ContextInput<'a> {
+    /// The rendered system prompt, if any.
+    pub system: Option<&'a str>,
+    /// Root first; ends with the message being answered or continued.
+    pub path: &'a [Message],
+    /// `provider/model` the request goes to.
+    pub model_reference: &'a str,
+    /// Its model id.
+    pub model_id: &'a str,
+    /// Its wire format.
+    pub kind: ProviderKind,
+    /// Generation settings.
+    pub params: GenParams,
+    /// Answer or continue.
+    pub mode: Mode,
+}
+
+/// Thoughts and signatures are provider secrets bound to the model that wrote them; another
+/// model would reject them, so they are sent back only to the same model.
+fn parts_for(m: &Message, same_model: bool, drop_thoughts: bool) -> Vec<Part> {
+    m.parts
+        .iter()
+        .filter(|p| !(matches!(p, Part::Thought { .. }) && (drop_thoughts || !same_model)))
+        .filter(|p| !matches!(p, Part::Text { text } if text.is_empty()))
+        .map(|p| match p {
+            Part::ToolCall { id, name, arguments, signature: _ } if !same_model => Part::ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                signature: None,
+            },
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Builds the provider request.
+pub fn render(input: &ContextInput<'_>) -> ChatRequest {
+    let mut messages: Vec<ChatMessage> = Vec::new();
+    let last = input.path.len().saturating_sub(1);
+    // Anthropic continues a trailing assistant message natively ("prefill"), except with
+    // extended thinking on, where a prefill is refused.
+    let prefill = input.mode == Mode::Continue
+        && input.kind == ProviderKind::Anthropic
+        && input.params.thinking_budget.is_none();
+    for (i, m) in input.path.iter().enumerate() {
+        let role = match m.role {
+            Role::User => ChatRole::User,
+            Role::Assistant => ChatRole::Assistant,
+            Role::Tool => ChatRole::Tool,
+            // System notes are shown to people, not sent.
+            Role::System => continue,
+        };
+        let continuing = input.mode == Mode::Continue && i == last;
+        let same_model = m.model.as_deref() == Some(input.model_reference);
+        let mut parts = parts_for(m, same_model, continuing);
+        if continuing && prefill {
+            // The API rejects a final assistant message that ends in whitespace.
+            if let Some(Part::Text { text }) = parts.last_mut() {
+                let trimmed = text.trim_end().len();
+                text.truncate(trimmed);
+            }
+            parts.retain(|p| !matches!(p, Part::Text { text } if text.is_empty()));
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        // Consecutive messages of one role (e.g. a failed answer was skipped) are merged.
+        match messages.last_mut() {
+            Some(prev) if prev.role == role => prev.parts.extend(parts),
+            _ => messages.push(ChatMessage { role, parts }),
+        }
+    }
+    if input.mode == Mode::Continue && !prefill {
+        let instruction = Part::Text { text: CONTINUE_INSTRUCTION.to_string() };
+        match messages.last_mut() {
+            Some(prev) if prev.role == ChatRole::User => prev.parts.push(instruction),
+            _ => messages.push(ChatMessage { role: ChatRole::User, parts: vec![instruction] }),
+        }
+    }
+    ChatRequest {
+        model: input.model_id.to_string(),
+        system: input.system.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string),
+        messages,
+        tools: Vec::new(),
+        params: input.params.clone(),
+    }
+}
+
+/// A rough token count (four characters a token), used when a provider reports no usage.
+pub fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4)
+}
+
+/// Characters of text a request carries (system prompt and every text-like part).
+pub fn request_chars(req: &ChatRequest) -> usize {
+    let parts = req.messages.iter().flat_map(|m| m.parts.iter()).map(|p| match p {
+        Part::Text { text } | Part::Thought { text, .. } => text.len(),
+        Part::ToolCall { arguments, .. } => arguments.to_string().len(),
+        Part::ToolResult { content, .. } => content.len(),
+        Part::Image { .. } => 1000,
+    });
+    req.system.as_deref().map_or(0, str::len) + parts.sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::tree::MessageStatus;
+    use uuid::Uuid;
+
+    fn m(role: Role, parts: Vec<Part>, model: Option<&str>) -> Message {
+        Message {
+            id: Uuid::new_v4(),
+            session_id: Uuid::nil(),
+            parent_id: None,
+            chosen_child_id: None,
+            role,
+            parts,
+            model: model.map(str::to_string),
+            status: MessageStatus::Complete,
+            error: None,
+            usage: None,
+            client_id: None,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    fn text(t: &str) -> Part {
+        Part::Text { text: t.into() }
+    }
+
+    fn thought(t: &str) -> Part {
+        Part::Thought { text: t.into(), signature: Some("sig".into()), redacted: None }
+    }
+
+    fn input<'a>(path: &'a [Message], kind: ProviderKind, mode: Mode) -> ContextInput<'a> {
+        ContextInput {
+            system: Some("  Be brief.  "),
+            path,
+            model_reference: "p/m",
+            model_id: "m",
+            kind,
+            params: GenParams::default(),
+            mode,
+        }
+    }
+
+    #[test]
+    fn answers_carry_the_path_and_thoughts_only_for_the_same_model() {
+        let path = vec![
+            m(Role::User, vec![text("hi")], None),
+            m(Role::Assistant, vec![thought("hmm"), text("hello")], Some("p/m")),
+            m(Role::User, vec![text("again")], None),
+            m(Role::Assistant, vec![thought("other"), text("yo")], Some("q/x")),
+            m(Role::User, vec![text("last")], None),
+        ];
+        let req = render(&input(&path, ProviderKind::OpenAi, Mode::Answer));
+        assert_eq!(req.system.as_deref(), Some("Be brief."));
+        assert_eq!(req.model, "m");
+        assert_eq!(req.messages.len(), 5);
+        assert_eq!(req.messages[1].parts.len(), 2, "same model keeps its thought");
+        assert_eq!(req.messages[3].parts, vec![text("yo")], "another model's thought is dropped");
+    }
+
+    #[test]
+    fn failed_empty_answers_are_skipped_and_same_roles_merged() {
+        let path = vec![
+            m(Role::User, vec![text("one")], None),
+            m(Role::Assistant, vec![], Some("p/m")),
+            m(Role::User, vec![text("two")], None),
+        ];
+        let req = render(&input(&path, ProviderKind::OpenAi, Mode::Answer));
+        assert_eq!(req.messages.len(), 1);
+        assert_eq!(req.messages[0].parts, vec![text("one"), text("two")]);
+    }
+
+    #[test]
+    fn continuing_prefills_on_anthropic_and_asks_elsewhere() {
+        let path = vec![
+            m(Role::User, vec![text("write")], None),
+            m(Role::Assistant, vec![thought("t"), text("The answer is \n")], Some("p/m")),
+        ];
+        let req = render(&input(&path, ProviderKind::Anthropic, Mode::Continue));
+        assert_eq!(req.messages.len(), 2);
+        assert_eq!(req.messages[1].role, ChatRole::Assistant);
+        assert_eq!(req.messages[1].parts, vec![text("The answer is")]);
+
+        let req = render(&input(&path, ProviderKind::Gemini, Mode::Continue));
+        assert_eq!(req.messages.len(), 3);
+        assert_eq!(req.messages[1].parts, vec![text("The answer is \n")]);
+        assert_eq!(req.messages[2].parts, vec![text(CONTINUE_INSTRUCTION)]);
+    }
+
+    #[test]
+    fn estimates_round_up() {
+        assert_eq!(estimate_tokens(0), 0);
+        assert_eq!(estimate_tokens(1), 1);
+        assert_eq!(estimate_tokens(8), 2);
+    }
+}

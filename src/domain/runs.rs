@@ -1,0 +1,702 @@
+//! The run engine: a reply is a tokio task owned by the run registry, never by a request.
+//!
+//! Submit writes the user turn, the assistant placeholder and the run in one transaction, then
+//! spawns the task. The task streams from the provider, publishes coalesced deltas to the
+//! registry, writes the partial text at least every `flush` interval, and records the outcome
+//! (complete, stopped or failed) with its usage before publishing the end of the stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::accounts::Actor;
+use super::chat::{self, ChatSession};
+use super::context::{self, ContextInput, Mode};
+use super::providers::{Providers, ResolvedModel};
+use super::tree::{self, Message, MessageStatus, MessageUsage, Role};
+use super::{DomainError, DomainResult};
+use crate::events::{RunEvent, RunPublisher, RunRegistry};
+use crate::providers::types::{ChatRequest, GenParams, Part, ProviderError, ProviderEvent, Usage};
+use crate::storage::Db;
+use crate::storage::repos::messages::{self as repo, NewMessage, NewRun, Outcome};
+
+/// Longest message accepted from the composer, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 200_000;
+
+/// Timing of a run's updates.
+#[derive(Debug, Clone, Copy)]
+pub struct Pacing {
+    /// Text arriving within this window after an update is sent together.
+    pub coalesce: Duration,
+    /// Partial text is written to the database at least this often.
+    pub flush: Duration,
+}
+
+/// Starts, stops and resumes runs.
+#[derive(Clone)]
+pub struct RunEngine {
+    db: Db,
+    registry: RunRegistry,
+    providers: Arc<Providers>,
+    pacing: Pacing,
+}
+
+/// What a submit, retry or continue produced.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The user message (submit only).
+    pub user_message_id: Option<Uuid>,
+    /// The assistant message being written.
+    pub assistant_message_id: Uuid,
+    /// False when this was a repeat of an earlier submit (same client id).
+    pub created: bool,
+}
+
+/// A run ready to be driven.
+struct Job {
+    session_id: Uuid,
+    owner_id: Uuid,
+    run_id: Uuid,
+    message_id: Uuid,
+    model: ResolvedModel,
+    request: ChatRequest,
+    /// Content already there (a continued answer) that new text is appended to.
+    parts: Vec<Part>,
+    /// Usage already recorded on the message (a continued answer).
+    prior_usage: Option<MessageUsage>,
+}
+
+/// Checks a composer client id: 1-64 characters of `[A-Za-z0-9_-]`.
+pub fn valid_client_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn busy() -> DomainError {
+    DomainError::Conflict("A reply is still being written: stop it or wait for it to finish.".into())
+}
+
+fn gen_params(session: &ChatSession) -> GenParams {
+    // Settings saved by an older version or edited by hand fall back to provider defaults.
+    serde_json::from_value(session.params.clone()).unwrap_or_default()
+}
+
+/// A provider error in words a user can act on (already free of secrets).
+pub fn describe_error(e: &ProviderError) -> String {
+    let detail = e.message.trim();
+    match e.status {
+        0 => format!("The provider could not be used: {detail}."),
+        401 | 403 => format!("The provider refused the key ({}): {detail}", e.status),
+        429 => format!("The provider is rate limiting ({}): {detail}", e.status),
+        s => format!("The provider answered {s} ({}): {detail}", e.kind),
+    }
+}
+
+impl RunEngine {
+    /// An engine over the given storage, registry and providers.
+    pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
+        RunEngine { db, registry, providers, pacing }
+    }
+
+    /// The providers registry.
+    pub fn providers(&self) -> &Arc<Providers> {
+        &self.providers
+    }
+
+    /// Marks runs a crash left `running` as interrupted; returns how many.
+    pub async fn recover(&self) -> DomainResult<u64> {
+        Ok(repo::interrupt_orphans(&self.db).await?)
+    }
+
+    /// The model a session's next reply uses: the given one, the session's, the workspace's, or
+    /// the instance default.
+    async fn pick_model(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        asked: Option<&str>,
+    ) -> DomainResult<String> {
+        if let Some(m) = asked.map(str::trim).filter(|m| !m.is_empty()) {
+            return Ok(m.to_string());
+        }
+        if let Some(m) = session.model.clone() {
+            return Ok(m);
+        }
+        let workspace = chat::get_workspace(&self.db, actor, session.workspace_id).await?;
+        if let Some(m) = workspace.default_model {
+            return Ok(m);
+        }
+        self.providers.default_model(actor).await.ok_or_else(|| {
+            DomainError::Invalid("No model is available yet: ask an admin to configure a provider.".into())
+        })
+    }
+
+    async fn system_prompt(&self, actor: &Actor, session: &ChatSession) -> DomainResult<Option<String>> {
+        if session.system_prompt.is_some() {
+            return Ok(session.system_prompt.clone());
+        }
+        Ok(chat::get_workspace(&self.db, actor, session.workspace_id).await?.system_prompt)
+    }
+
+    /// Appends a user message at the end of the active path and starts its reply. A repeated
+    /// submit with the same `client_id` returns the first one's messages and starts nothing.
+    pub async fn submit(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        text: &str,
+        client_id: &str,
+        model: Option<&str>,
+    ) -> DomainResult<Started> {
+        let session = chat::get_session(&self.db, actor, session_id).await?;
+        if !valid_client_id(client_id) {
+            return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
+        }
+        if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
+            return Ok(existing);
+        }
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(DomainError::Invalid("Write a message first.".into()));
+        }
+        if text.chars().count() > MAX_MESSAGE_CHARS {
+            return Err(DomainError::Invalid(format!(
+                "The message is longer than {MAX_MESSAGE_CHARS} characters."
+            )));
+        }
+        let reference = self.pick_model(actor, &session, model).await?;
+        let resolved = self.providers.resolve(actor, &reference)?;
+
+        let run_id = Uuid::now_v7();
+        let (user_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
+        let publisher = match self.registry.begin(session.id, run_id, Some(assistant_id)) {
+            Ok(p) => p,
+            Err(_) => {
+                // The same submit may be a moment ahead of us, its turn not yet written.
+                for _ in 0..20 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
+                        return Ok(existing);
+                    }
+                }
+                return Err(busy());
+            }
+        };
+        let all = repo::session_messages(&self.db, session.id).await?;
+        let leaf = tree::active_path(&all, session.active_root_id).last().map(|m| m.id);
+        let user_parts = vec![Part::Text { text: text.to_string() }];
+        let user = NewMessage {
+            id: user_id,
+            parent_id: leaf,
+            role: Role::User,
+            parts: &user_parts,
+            model: None,
+            status: MessageStatus::Complete,
+            client_id: Some(client_id),
+        };
+        let assistant = NewMessage {
+            id: assistant_id,
+            parent_id: Some(user_id),
+            role: Role::Assistant,
+            parts: &[],
+            model: Some(&reference),
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        let run = NewRun {
+            id: run_id,
+            owner_id: actor.user_id,
+            leaf_message_id: user_id,
+            assistant_message_id: assistant_id,
+        };
+        if let Err(e) = repo::insert_turn(&self.db, session.id, &user, &assistant, &run).await {
+            publisher.abandon();
+            // Two identical submits raced: the other one won the unique client id.
+            if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
+                return Ok(existing);
+            }
+            return Err(e.into());
+        }
+        let mut path = tree::path_to(&all, leaf.unwrap_or(user_id));
+        path.retain(|_| leaf.is_some());
+        path.push(Message {
+            id: user_id,
+            session_id: session.id,
+            parent_id: leaf,
+            chosen_child_id: Some(assistant_id),
+            role: Role::User,
+            parts: user_parts,
+            model: None,
+            status: MessageStatus::Complete,
+            error: None,
+            usage: None,
+            client_id: Some(client_id.to_string()),
+            created_at: chrono::Utc::now(),
+        });
+        let system = self.system_prompt(actor, &session).await?;
+        let request = context::render(&ContextInput {
+            system: system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &resolved.model,
+            kind: resolved.kind,
+            params: gen_params(&session),
+            mode: Mode::Answer,
+        });
+        self.spawn(
+            Job {
+                session_id: session.id,
+                owner_id: actor.user_id,
+                run_id,
+                message_id: assistant_id,
+                model: resolved,
+                request,
+                parts: Vec::new(),
+                prior_usage: None,
+            },
+            publisher,
+        );
+        Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
+    }
+
+    async fn repeated_submit(&self, session_id: Uuid, client_id: &str) -> DomainResult<Option<Started>> {
+        let Some(user) = repo::find_by_client_id(&self.db, session_id, client_id).await? else {
+            return Ok(None);
+        };
+        let all = repo::session_messages(&self.db, session_id).await?;
+        // The reply the submit started: the first assistant child of the user message.
+        let answer = all
+            .iter()
+            .filter(|m| m.parent_id == Some(user.id) && m.role == Role::Assistant)
+            .min_by_key(|m| (m.created_at, m.id))
+            .map(|m| m.id)
+            .ok_or(DomainError::NotFound)?;
+        Ok(Some(Started { user_message_id: Some(user.id), assistant_message_id: answer, created: false }))
+    }
+
+    /// Writes a new answer to the user message that `message_id` answers, as a sibling of it.
+    pub async fn retry(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
+        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let all = repo::session_messages(&self.db, session.id).await?;
+        let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
+        if old.role != Role::Assistant {
+            return Err(DomainError::Invalid("Only an answer can be tried again.".into()));
+        }
+        let parent = old.parent_id.ok_or(DomainError::NotFound)?;
+        let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
+        let resolved = self.providers.resolve(actor, &reference)?;
+        let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
+        let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
+        let assistant = NewMessage {
+            id: assistant_id,
+            parent_id: Some(parent),
+            role: Role::Assistant,
+            parts: &[],
+            model: Some(&reference),
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        let run = NewRun {
+            id: run_id,
+            owner_id: actor.user_id,
+            leaf_message_id: parent,
+            assistant_message_id: assistant_id,
+        };
+        if let Err(e) = repo::insert_answer(&self.db, session.id, &assistant, &run).await {
+            publisher.abandon();
+            return Err(e.into());
+        }
+        let path = tree::path_to(&all, parent);
+        let system = self.system_prompt(actor, &session).await?;
+        let request = context::render(&ContextInput {
+            system: system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &resolved.model,
+            kind: resolved.kind,
+            params: gen_params(&session),
+            mode: Mode::Answer,
+        });
+        self.spawn(
+            Job {
+                session_id: session.id,
+                owner_id: actor.user_id,
+                run_id,
+                message_id: assistant_id,
+                model: resolved,
+                request,
+                parts: Vec::new(),
+                prior_usage: None,
+            },
+            publisher,
+        );
+        Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
+    }
+
+    /// Resumes an interrupted, stopped or failed answer from its partial text.
+    pub async fn resume(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
+        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let all = repo::session_messages(&self.db, session.id).await?;
+        let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
+        if old.role != Role::Assistant || !old.status.can_continue() {
+            return Err(DomainError::Conflict("This answer is not waiting to be continued.".into()));
+        }
+        if old.text().trim().is_empty() {
+            // Nothing to continue from: a fresh answer is the same thing.
+            return self.retry(actor, session_id, message_id).await;
+        }
+        let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
+        let resolved = self.providers.resolve(actor, &reference)?;
+        let run_id = Uuid::now_v7();
+        let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
+        let run = NewRun {
+            id: run_id,
+            owner_id: actor.user_id,
+            leaf_message_id: old.parent_id.unwrap_or(old.id),
+            assistant_message_id: old.id,
+        };
+        if let Err(e) = repo::resume_message(&self.db, session.id, old.id, &run).await {
+            publisher.abandon();
+            return Err(e.into());
+        }
+        let path = tree::path_to(&all, old.id);
+        let system = self.system_prompt(actor, &session).await?;
+        let request = context::render(&ContextInput {
+            system: system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &resolved.model,
+            kind: resolved.kind,
+            params: gen_params(&session),
+            mode: Mode::Continue,
+        });
+        // The partial answer stays; thoughts of the interrupted attempt are not continued.
+        let parts = old.parts.clone();
+        self.spawn(
+            Job {
+                session_id: session.id,
+                owner_id: actor.user_id,
+                run_id,
+                message_id: old.id,
+                model: resolved,
+                request,
+                parts,
+                prior_usage: old.usage,
+            },
+            publisher,
+        );
+        Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
+    }
+
+    /// Asks the session's live run to stop; its partial answer is kept.
+    pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
+        let session = chat::get_session(&self.db, actor, session_id).await?;
+        Ok(self.registry.cancel(session.id))
+    }
+
+    fn spawn(&self, job: Job, publisher: RunPublisher) {
+        let engine = self.clone();
+        tokio::spawn(async move { engine.drive(job, publisher).await });
+    }
+
+    async fn drive(&self, job: Job, mut publisher: RunPublisher) {
+        let started = Instant::now();
+        let mut acc = Accumulator::new(job.parts.clone());
+        let connected = tokio::select! {
+            biased;
+            _ = publisher.cancelled() => None,
+            r = job.model.chat.stream(&job.request) => Some(r),
+        };
+        let mut end = End::Stopped;
+        match connected {
+            None => {}
+            Some(Err(e)) => end = End::Failed(describe_error(&e)),
+            Some(Ok(stream)) => end = self.pump(&job, &mut publisher, stream, &mut acc).await,
+        }
+        self.conclude(job, publisher, acc, end, started).await;
+    }
+
+    /// Reads the stream to its end, publishing and saving as it goes.
+    async fn pump(
+        &self,
+        job: &Job,
+        publisher: &mut RunPublisher,
+        mut stream: crate::providers::client::EventStream,
+        acc: &mut Accumulator,
+    ) -> End {
+        let Pacing { coalesce, flush } = self.pacing;
+        let mut out = Outbox::default();
+        // The first text goes out at once; later text waits for the coalescing window.
+        let mut last_emit = Instant::now().checked_sub(coalesce).unwrap_or_else(Instant::now);
+        let mut emit_at: Option<Instant> = None;
+        let mut last_flush = Instant::now();
+        let mut flush_at: Option<Instant> = None;
+        let mut end: Option<End> = None;
+        loop {
+            let wake = match (emit_at, flush_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            tokio::select! {
+                biased;
+                _ = publisher.cancelled() => {
+                    end = Some(End::Stopped);
+                    break;
+                }
+                _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
+                ev = stream.next() => {
+                    let Some(ev) = ev else { break };
+                    let mut changed = true;
+                    match &ev {
+                        ProviderEvent::TextDelta(t) => out.text.push_str(t),
+                        ProviderEvent::ThoughtDelta(t) => out.thoughts.push_str(t),
+                        ProviderEvent::ToolCall { name, arguments, .. } => {
+                            out.emit(publisher);
+                            publisher.publish(RunEvent::ToolCall { name: name.clone(), arguments: arguments.to_string() });
+                        }
+                        ProviderEvent::Usage(u) => {
+                            publisher.publish(RunEvent::Usage { input: u.input_tokens, output: u.output_tokens });
+                            changed = false;
+                        }
+                        ProviderEvent::Finish(_) => {
+                            end = Some(End::Finished);
+                            changed = false;
+                        }
+                        ProviderEvent::Error(e) => {
+                            end = Some(End::Failed(describe_error(e)));
+                            changed = false;
+                        }
+                        ProviderEvent::ThoughtSignature(_) | ProviderEvent::RedactedThought(_) => {}
+                    }
+                    acc.apply(ev);
+                    if changed {
+                        if emit_at.is_none() {
+                            let due = last_emit + coalesce;
+                            emit_at = Some(due.max(Instant::now()));
+                        }
+                        if flush_at.is_none() {
+                            flush_at = Some((last_flush + flush).max(Instant::now()));
+                        }
+                    }
+                }
+            }
+            let now = Instant::now();
+            if emit_at.is_some_and(|t| t <= now) {
+                out.emit(publisher);
+                last_emit = now;
+                emit_at = None;
+            }
+            if flush_at.is_some_and(|t| t <= now) {
+                if let Err(e) = repo::save_parts(&self.db, job.message_id, &acc.parts).await {
+                    tracing::warn!(run = %job.run_id, error = %e, "could not save a reply's partial text");
+                }
+                last_flush = Instant::now();
+                flush_at = None;
+            }
+        }
+        out.emit(publisher);
+        end.unwrap_or_else(|| End::Failed("The provider ended the answer before finishing it.".into()))
+    }
+
+    /// Records the outcome, then ends the stream for every subscriber.
+    async fn conclude(
+        &self,
+        job: Job,
+        publisher: RunPublisher,
+        acc: Accumulator,
+        end: End,
+        started: Instant,
+    ) {
+        let (status, run_status, error) = match &end {
+            End::Finished => (MessageStatus::Complete, "completed", None),
+            End::Stopped => (MessageStatus::Stopped, "cancelled", None),
+            End::Failed(m) => (MessageStatus::Error, "failed", Some(m.clone())),
+        };
+        let produced = acc.produced_chars();
+        let call_usage = match acc.usage {
+            Some(u) => Some((u, false)),
+            // Without the provider's figures: estimate, and say so.
+            None if produced > 0 || matches!(end, End::Finished) => Some((
+                Usage {
+                    input_tokens: context::estimate_tokens(context::request_chars(&job.request)),
+                    output_tokens: context::estimate_tokens(produced),
+                    cached_input_tokens: 0,
+                },
+                true,
+            )),
+            None => None,
+        };
+        let call = call_usage.map(|(u, estimated)| MessageUsage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cached: u.cached_input_tokens,
+            cost_micros: job.model.info.cost_micros(u.input_tokens, u.output_tokens, u.cached_input_tokens),
+            estimated,
+        });
+        let total = match (job.prior_usage, call) {
+            (Some(p), Some(c)) => Some(MessageUsage {
+                input: p.input + c.input,
+                output: p.output + c.output,
+                cached: p.cached + c.cached,
+                cost_micros: p.cost_micros.zip(c.cost_micros).map(|(a, b)| a + b),
+                estimated: p.estimated || c.estimated,
+            }),
+            (p, c) => c.or(p),
+        };
+        let outcome =
+            Outcome { parts: &acc.parts, status, run_status, error: error.as_deref(), usage: total };
+        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, &outcome).await {
+            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
+        }
+        if let Some(usage) = call {
+            let row = repo::UsageRow {
+                user_id: job.owner_id,
+                session_id: job.session_id,
+                message_id: job.message_id,
+                provider: &job.model.provider,
+                model: &job.model.model,
+                usage,
+                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                via: "ui",
+            };
+            if let Err(e) = repo::insert_usage(&self.db, &row).await {
+                tracing::warn!(run = %job.run_id, error = %e, "could not record usage");
+            }
+        }
+        tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "reply ended");
+        match end {
+            End::Failed(message) => publisher.finish(RunEvent::Error(message)),
+            _ => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+        }
+    }
+}
+
+/// How a run ended.
+enum End {
+    /// The provider finished the answer.
+    Finished,
+    /// Stop was pressed.
+    Stopped,
+    /// The provider failed; the message is for the user.
+    Failed(String),
+}
+
+/// Text received but not yet published.
+#[derive(Default)]
+struct Outbox {
+    text: String,
+    thoughts: String,
+}
+
+impl Outbox {
+    fn emit(&mut self, publisher: &RunPublisher) {
+        if !self.thoughts.is_empty() {
+            publisher.publish(RunEvent::Thought(std::mem::take(&mut self.thoughts)));
+        }
+        if !self.text.is_empty() {
+            publisher.publish(RunEvent::Delta(std::mem::take(&mut self.text)));
+        }
+    }
+}
+
+/// Builds a message's parts from provider events.
+struct Accumulator {
+    parts: Vec<Part>,
+    usage: Option<Usage>,
+    produced: usize,
+}
+
+impl Accumulator {
+    fn new(parts: Vec<Part>) -> Accumulator {
+        Accumulator { parts, usage: None, produced: 0 }
+    }
+
+    fn produced_chars(&self) -> usize {
+        self.produced
+    }
+
+    fn apply(&mut self, ev: ProviderEvent) {
+        match ev {
+            ProviderEvent::TextDelta(t) => {
+                self.produced += t.len();
+                match self.parts.last_mut() {
+                    Some(Part::Text { text }) => text.push_str(&t),
+                    _ => self.parts.push(Part::Text { text: t }),
+                }
+            }
+            ProviderEvent::ThoughtDelta(t) => {
+                self.produced += t.len();
+                match self.parts.last_mut() {
+                    Some(Part::Thought { text, signature: None, redacted: None }) => text.push_str(&t),
+                    _ => self.parts.push(Part::Thought { text: t, signature: None, redacted: None }),
+                }
+            }
+            ProviderEvent::ThoughtSignature(sig) => match self.parts.last_mut() {
+                Some(Part::Thought { signature: slot @ None, redacted: None, .. }) => *slot = Some(sig),
+                _ => self.parts.push(Part::Thought {
+                    text: String::new(),
+                    signature: Some(sig),
+                    redacted: None,
+                }),
+            },
+            ProviderEvent::RedactedThought(data) => {
+                self.parts.push(Part::Thought { text: String::new(), signature: None, redacted: Some(data) })
+            }
+            ProviderEvent::ToolCall { id, name, arguments, signature } => {
+                self.produced += arguments.to_string().len();
+                self.parts.push(Part::ToolCall { id, name, arguments, signature });
+            }
+            ProviderEvent::Usage(u) => self.usage = Some(u),
+            ProviderEvent::Finish(_) | ProviderEvent::Error(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_ids_are_checked() {
+        assert!(valid_client_id("0b5c-AZ_9"));
+        assert!(!valid_client_id(""));
+        assert!(!valid_client_id(&"a".repeat(65)));
+        assert!(!valid_client_id("a b"));
+        assert!(!valid_client_id("<x>"));
+    }
+
+    #[test]
+    fn the_accumulator_builds_parts_in_order() {
+        let mut acc = Accumulator::new(vec![Part::Text { text: "Partial ".into() }]);
+        acc.apply(ProviderEvent::TextDelta("answer".into()));
+        acc.apply(ProviderEvent::ThoughtDelta("think".into()));
+        acc.apply(ProviderEvent::ThoughtDelta("ing".into()));
+        acc.apply(ProviderEvent::ThoughtSignature("sig".into()));
+        acc.apply(ProviderEvent::ThoughtDelta("more".into()));
+        acc.apply(ProviderEvent::TextDelta(".".into()));
+        assert_eq!(
+            acc.parts,
+            vec![
+                Part::Text { text: "Partial answer".into() },
+                Part::Thought { text: "thinking".into(), signature: Some("sig".into()), redacted: None },
+                Part::Thought { text: "more".into(), signature: None, redacted: None },
+                Part::Text { text: ".".into() },
+            ]
+        );
+        assert_eq!(acc.produced_chars(), "answerthinkingmore.".len());
+    }
+
+    #[test]
+    fn provider_errors_read_well() {
+        let e = ProviderError {
+            status: 401,
+            kind: "authentication_error".into(),
+            message: "invalid x-api-key".into(),
+            retryable: false,
+            retry_after_secs: None,
+        };
+        assert_eq!(describe_error(&e), "The provider refused the key (401): invalid x-api-key");
+    }
+}

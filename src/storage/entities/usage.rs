@@ -1,0 +1,26 @@
+//! `usage`: one row per provider call, for totals, quotas and the admin console.
+use sea_orm::entity::prelude::*;
+
+/// One row of `usage`.
+#[sea_orm::model]
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "usage")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub user_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+    pub message_id: Option<Uuid>,
+    pub provider: String,
+    pub model: String,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+    pub tokens_cached: i64,
+    pub estimated: bool,
+    pub cost_micros: Option<i64>,
+    pub latency_ms: i64,
+    pub via: String,
+    pub created_at: DateTimeUtc,
+}
+
+impl ActiveModelBehavior for ActiveModel {}

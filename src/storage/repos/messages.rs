@@ -1,0 +1,416 @@
+//! Queries over `messages`, `runs` and `usage`: the tree and the runs that grow it.
+//!
+//! Callers pass a session they already checked belongs to the actor; every statement here is
+//! additionally pinned to that session id.
+
+use chrono::Utc;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role};
+use crate::providers::types::Part;
+use crate::storage::entities::{chat_session, message, run, usage};
+use crate::storage::{Db, StorageError, StorageResult};
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: Option<i64>) -> u64 {
+    n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0)
+}
+
+fn to_domain(m: message::Model) -> StorageResult<Message> {
+    let role =
+        Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("message role {:?}", m.role)))?;
+    let status = MessageStatus::parse(&m.status)
+        .ok_or_else(|| StorageError::Corrupt(format!("message status {:?}", m.status)))?;
+    let parts: Vec<Part> = serde_json::from_value(m.parts)
+        .map_err(|e| StorageError::Corrupt(format!("parts of message {}: {e}", m.id)))?;
+    let usage = (m.tokens_in.is_some() || m.tokens_out.is_some()).then(|| MessageUsage {
+        input: to_u64(m.tokens_in),
+        output: to_u64(m.tokens_out),
+        cached: to_u64(m.tokens_cached),
+        cost_micros: m.cost_micros,
+        estimated: m.usage_estimated,
+    });
+    Ok(Message {
+        id: m.id,
+        session_id: m.session_id,
+        parent_id: m.parent_id,
+        chosen_child_id: m.chosen_child_id,
+        role,
+        parts,
+        model: m.model,
+        status,
+        error: m.error,
+        usage,
+        client_id: m.client_id,
+        created_at: m.created_at,
+    })
+}
+
+fn parts_json(parts: &[Part]) -> serde_json::Value {
+    serde_json::to_value(parts).unwrap_or_else(|_| serde_json::json!([]))
+}
+
+/// Every message of a session, oldest first.
+pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
+    message::Entity::find()
+        .filter(message::Column::SessionId.eq(session_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(to_domain)
+        .collect()
+}
+
+/// One message of a session.
+pub async fn find_message(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<Option<Message>> {
+    message::Entity::find_by_id(id)
+        .filter(message::Column::SessionId.eq(session_id))
+        .one(db)
+        .await?
+        .map(to_domain)
+        .transpose()
+}
+
+/// The user message a composer submit with this client id created, if any.
+pub async fn find_by_client_id(db: &Db, session_id: Uuid, client_id: &str) -> StorageResult<Option<Message>> {
+    message::Entity::find()
+        .filter(message::Column::SessionId.eq(session_id))
+        .filter(message::Column::ClientId.eq(client_id))
+        .one(db)
+        .await?
+        .map(to_domain)
+        .transpose()
+}
+
+/// A new message to insert.
+pub struct NewMessage<'a> {
+    /// Id chosen by the caller.
+    pub id: Uuid,
+    /// Parent (none for a root).
+    pub parent_id: Option<Uuid>,
+    /// Speaker.
+    pub role: Role,
+    /// Content.
+    pub parts: &'a [Part],
+    /// `provider/model` for assistant messages.
+    pub model: Option<&'a str>,
+    /// Initial status.
+    pub status: MessageStatus,
+    /// The composer's id, for user messages.
+    pub client_id: Option<&'a str>,
+}
+
+async fn insert_message<C: ConnectionTrait>(
+    db: &C,
+    session_id: Uuid,
+    m: &NewMessage<'_>,
+    at: chrono::DateTime<Utc>,
+) -> StorageResult<()> {
+    message::ActiveModel {
+        id: Set(m.id),
+        session_id: Set(session_id),
+        parent_id: Set(m.parent_id),
+        chosen_child_id: Set(None),
+        role: Set(m.role.as_str().into()),
+        kind: Set("text".into()),
+        parts: Set(parts_json(m.parts)),
+        model: Set(m.model.map(str::to_string)),
+        provider: Set(m.model.and_then(|r| r.split_once('/')).map(|(p, _)| p.to_string())),
+        tokens_in: Set(None),
+        tokens_out: Set(None),
+        tokens_cached: Set(None),
+        cost_micros: Set(None),
+        status: Set(m.status.as_str().into()),
+        client_id: Set(m.client_id.map(str::to_string)),
+        error: Set(None),
+        usage_estimated: Set(false),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+/// Makes `child` the chosen child of `parent`, or the session's active root when `parent` is none.
+async fn choose<C: ConnectionTrait>(
+    db: &C,
+    session_id: Uuid,
+    parent: Option<Uuid>,
+    child: Uuid,
+) -> StorageResult<()> {
+    match parent {
+        Some(parent) => {
+            message::Entity::update_many()
+                .col_expr(message::Column::ChosenChildId, Expr::value(child))
+                .filter(message::Column::Id.eq(parent))
+                .filter(message::Column::SessionId.eq(session_id))
+                .exec(db)
+                .await?;
+        }
+        None => {
+            chat_session::Entity::update_many()
+                .col_expr(chat_session::Column::ActiveRootId, Expr::value(child))
+                .filter(chat_session::Column::Id.eq(session_id))
+                .exec(db)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A run to record.
+pub struct NewRun {
+    /// Id chosen by the caller (the registry already knows it).
+    pub id: Uuid,
+    /// The session's owner.
+    pub owner_id: Uuid,
+    /// The message the run answers.
+    pub leaf_message_id: Uuid,
+    /// The message it writes.
+    pub assistant_message_id: Uuid,
+}
+
+async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) -> StorageResult<()> {
+    let now = Utc::now();
+    run::ActiveModel {
+        id: Set(r.id),
+        session_id: Set(session_id),
+        owner_id: Set(r.owner_id),
+        leaf_message_id: Set(Some(r.leaf_message_id)),
+        assistant_message_id: Set(Some(r.assistant_message_id)),
+        status: Set("running".into()),
+        iterations: Set(0),
+        error: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        finished_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+async fn touch_session<C: ConnectionTrait>(
+    db: &C,
+    session_id: Uuid,
+    model: Option<&str>,
+) -> StorageResult<()> {
+    let mut update = chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(chat_session::Column::Id.eq(session_id));
+    if let Some(model) = model {
+        update = update.col_expr(chat_session::Column::Model, Expr::value(model));
+    }
+    update.exec(db).await?;
+    Ok(())
+}
+
+/// In one transaction: the user message under `user.parent_id`, the assistant placeholder under
+/// it, both chosen on the active path, and the run writing the placeholder.
+pub async fn insert_turn(
+    db: &Db,
+    session_id: Uuid,
+    user: &NewMessage<'_>,
+    assistant: &NewMessage<'_>,
+    run: &NewRun,
+) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    insert_message(&txn, session_id, user, now).await?;
+    // A later timestamp keeps "oldest first" ordering stable within the turn.
+    insert_message(&txn, session_id, assistant, now + chrono::Duration::microseconds(1)).await?;
+    choose(&txn, session_id, user.parent_id, user.id).await?;
+    choose(&txn, session_id, Some(user.id), assistant.id).await?;
+    insert_run(&txn, session_id, run).await?;
+    touch_session(&txn, session_id, assistant.model).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// In one transaction: a new assistant message under `assistant.parent_id` (a sibling of earlier
+/// answers), chosen on the active path, and its run.
+pub async fn insert_answer(
+    db: &Db,
+    session_id: Uuid,
+    assistant: &NewMessage<'_>,
+    run: &NewRun,
+) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    insert_message(&txn, session_id, assistant, Utc::now()).await?;
+    choose(&txn, session_id, assistant.parent_id, assistant.id).await?;
+    insert_run(&txn, session_id, run).await?;
+    touch_session(&txn, session_id, assistant.model).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// In one transaction: an existing message goes back to `streaming` and a run resumes it.
+pub async fn resume_message(db: &Db, session_id: Uuid, message_id: Uuid, run: &NewRun) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    message::Entity::update_many()
+        .col_expr(message::Column::Status, Expr::value(MessageStatus::Streaming.as_str()))
+        .col_expr(message::Column::Error, Expr::value(Option::<String>::None))
+        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(message::Column::Id.eq(message_id))
+        .filter(message::Column::SessionId.eq(session_id))
+        .exec(&txn)
+        .await?;
+    insert_run(&txn, session_id, run).await?;
+    touch_session(&txn, session_id, None).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Writes a streaming message's content so far.
+pub async fn save_parts(db: &Db, message_id: Uuid, parts: &[Part]) -> StorageResult<()> {
+    message::Entity::update_many()
+        .col_expr(message::Column::Parts, Expr::value(parts_json(parts)))
+        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(message::Column::Id.eq(message_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// How a run ended, for its message and its row.
+pub struct Outcome<'a> {
+    /// Final content.
+    pub parts: &'a [Part],
+    /// Final message status.
+    pub status: MessageStatus,
+    /// Run status: completed, cancelled or failed.
+    pub run_status: &'a str,
+    /// Error shown with the message.
+    pub error: Option<&'a str>,
+    /// Usage, when the call got that far.
+    pub usage: Option<MessageUsage>,
+}
+
+/// In one transaction: the message's final state and the run's end.
+pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let mut update = message::Entity::update_many()
+        .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))
+        .col_expr(message::Column::Status, Expr::value(o.status.as_str()))
+        .col_expr(message::Column::Error, Expr::value(o.error.map(str::to_string)))
+        .col_expr(message::Column::UpdatedAt, Expr::value(now));
+    if let Some(u) = o.usage {
+        update = update
+            .col_expr(message::Column::TokensIn, Expr::value(to_i64(u.input)))
+            .col_expr(message::Column::TokensOut, Expr::value(to_i64(u.output)))
+            .col_expr(message::Column::TokensCached, Expr::value(to_i64(u.cached)))
+            .col_expr(message::Column::CostMicros, Expr::value(u.cost_micros))
+            .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
+    }
+    update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
+    run::Entity::update_many()
+        .col_expr(run::Column::Status, Expr::value(o.run_status))
+        .col_expr(run::Column::Error, Expr::value(o.error.map(str::to_string)))
+        .col_expr(run::Column::UpdatedAt, Expr::value(now))
+        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
+        .filter(run::Column::Id.eq(run_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// One provider call to record in `usage`.
+pub struct UsageRow<'a> {
+    /// Who made it.
+    pub user_id: Uuid,
+    /// From which session.
+    pub session_id: Uuid,
+    /// For which message.
+    pub message_id: Uuid,
+    /// Provider name.
+    pub provider: &'a str,
+    /// Model id.
+    pub model: &'a str,
+    /// Counts and cost.
+    pub usage: MessageUsage,
+    /// Time to the end of the call.
+    pub latency_ms: u64,
+    /// `ui` or `api`.
+    pub via: &'a str,
+}
+
+/// Appends a usage row.
+pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
+    usage::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        user_id: Set(Some(u.user_id)),
+        session_id: Set(Some(u.session_id)),
+        message_id: Set(Some(u.message_id)),
+        provider: Set(u.provider.to_string()),
+        model: Set(u.model.to_string()),
+        tokens_in: Set(to_i64(u.usage.input)),
+        tokens_out: Set(to_i64(u.usage.output)),
+        tokens_cached: Set(to_i64(u.usage.cached)),
+        estimated: Set(u.usage.estimated),
+        cost_micros: Set(u.usage.cost_micros),
+        latency_ms: Set(to_i64(u.latency_ms)),
+        via: Set(u.via.to_string()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+/// After a crash: runs left `running` become `interrupted`, and so do their messages (text kept).
+pub async fn interrupt_orphans(db: &Db) -> StorageResult<u64> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let runs = run::Entity::update_many()
+        .col_expr(run::Column::Status, Expr::value("interrupted"))
+        .col_expr(run::Column::UpdatedAt, Expr::value(now))
+        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
+        .filter(run::Column::Status.eq("running"))
+        .exec(&txn)
+        .await?;
+    message::Entity::update_many()
+        .col_expr(message::Column::Status, Expr::value(MessageStatus::Interrupted.as_str()))
+        .col_expr(message::Column::UpdatedAt, Expr::value(now))
+        .filter(message::Column::Status.eq(MessageStatus::Streaming.as_str()))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(runs.rows_affected)
+}
+
+/// The status of a run, if it exists in this session.
+pub async fn run_status(db: &Db, session_id: Uuid, run_id: Uuid) -> StorageResult<Option<String>> {
+    Ok(run::Entity::find_by_id(run_id)
+        .filter(run::Column::SessionId.eq(session_id))
+        .one(db)
+        .await?
+        .map(|r| r.status))
+}
+
+/// The newest run writing `message_id`.
+pub async fn latest_run_for_message(
+    db: &Db,
+    session_id: Uuid,
+    message_id: Uuid,
+) -> StorageResult<Option<Uuid>> {
+    Ok(run::Entity::find()
+        .filter(run::Column::SessionId.eq(session_id))
+        .filter(run::Column::AssistantMessageId.eq(message_id))
+        .order_by_desc(run::Column::CreatedAt)
+        .one(db)
+        .await?
+        .map(|r| r.id))
+}

@@ -1,0 +1,157 @@
+//! What the chat templates receive: messages, totals and the context gauge, ready to print.
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::domain::chat::Conversation;
+use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role};
+use crate::providers::catalog::ModelInfo;
+use crate::providers::types::Part;
+use crate::web::markdown::{SafeHtml, render_markdown};
+
+/// A tool call as shown on a message.
+#[derive(Debug, Serialize)]
+pub struct ToolCallView {
+    /// Tool name.
+    pub name: String,
+    /// Arguments, pretty-printed JSON.
+    pub arguments: String,
+}
+
+/// Usage as shown under a message or in the session header.
+#[derive(Debug, Serialize)]
+pub struct UsageView {
+    /// Prompt tokens.
+    pub input: u64,
+    /// Generated tokens.
+    pub output: u64,
+    /// Cached prompt tokens.
+    pub cached: u64,
+    /// Whether the numbers are estimates.
+    pub estimated: bool,
+    /// Cost, formatted in dollars, when known.
+    pub cost: Option<String>,
+}
+
+/// One message, ready for `partials/_message.html`.
+#[derive(Debug, Serialize)]
+pub struct MessageView {
+    /// Id.
+    pub id: Uuid,
+    /// `user` or `assistant`.
+    pub role: &'static str,
+    /// Stored status name.
+    pub status: &'static str,
+    /// User text (escaped by the template).
+    pub text: String,
+    /// Assistant answer rendered by the sanitizer.
+    pub html: Option<SafeHtml>,
+    /// Reasoning text (escaped by the template).
+    pub thoughts: String,
+    /// Tool calls.
+    pub tool_calls: Vec<ToolCallView>,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// `provider/model`.
+    pub model: Option<String>,
+    /// Tokens and cost.
+    pub usage: Option<UsageView>,
+    /// Still being written: the page shows the live skeleton.
+    pub streaming: bool,
+    /// Offer "Continue".
+    pub can_continue: bool,
+    /// Offer "Retry".
+    pub can_retry: bool,
+}
+
+/// Dollars from micro-dollars: four decimals under a cent, two above.
+pub fn format_cost(micros: i64) -> String {
+    let dollars = micros as f64 / 1_000_000.0;
+    if micros != 0 && micros.abs() < 10_000 { format!("${dollars:.4}") } else { format!("${dollars:.2}") }
+}
+
+/// Usage for display.
+pub fn usage_view(u: &MessageUsage) -> UsageView {
+    UsageView {
+        input: u.input,
+        output: u.output,
+        cached: u.cached,
+        estimated: u.estimated,
+        cost: u.cost_micros.map(format_cost),
+    }
+}
+
+/// A message for display.
+pub fn message_view(m: &Message) -> MessageView {
+    let tool_calls = m
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolCall { name, arguments, .. } => Some(ToolCallView {
+                name: name.clone(),
+                arguments: serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string()),
+            }),
+            _ => None,
+        })
+        .collect();
+    let assistant = m.role == Role::Assistant;
+    let text = m.text();
+    MessageView {
+        id: m.id,
+        role: m.role.as_str(),
+        status: m.status.as_str(),
+        html: assistant.then(|| render_markdown(&text)),
+        text: if assistant { String::new() } else { text },
+        thoughts: m.thoughts(),
+        tool_calls,
+        error: m.error.clone(),
+        model: m.model.clone(),
+        usage: m.usage.as_ref().map(usage_view),
+        streaming: m.status == MessageStatus::Streaming,
+        can_continue: assistant && m.status.can_continue() && !m.text().trim().is_empty(),
+        can_retry: assistant && m.status != MessageStatus::Streaming,
+    }
+}
+
+/// How full the model's context window is after the latest answer.
+#[derive(Debug, Serialize)]
+pub struct GaugeView {
+    /// Tokens used by the latest exchange.
+    pub used: u64,
+    /// The model's window.
+    pub window: u32,
+    /// Whole percent, capped at 100.
+    pub percent: u64,
+    /// Whether the window size is a conservative default (unknown model).
+    pub assumed: bool,
+}
+
+/// The gauge for a conversation under a model.
+pub fn gauge(conv: &Conversation, info: Option<&ModelInfo>) -> Option<GaugeView> {
+    let info = info?;
+    let used = conv
+        .path
+        .iter()
+        .rev()
+        .find_map(|m| m.usage.filter(|_| m.role == Role::Assistant))
+        .map_or(0, |u| u.input + u.output);
+    let window = info.context_window.max(1);
+    Some(GaugeView {
+        used,
+        window: info.context_window,
+        percent: (used.saturating_mul(100) / u64::from(window)).min(100),
+        assumed: !info.known,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_are_readable() {
+        assert_eq!(format_cost(0), "$0.00");
+        assert_eq!(format_cost(1_234), "$0.0012");
+        assert_eq!(format_cost(2_500_000), "$2.50");
+    }
+}

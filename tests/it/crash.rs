@@ -1,0 +1,166 @@
+//! The real binary is killed mid-reply: after a restart the answer holds the text written up to
+//! the last flush, is `interrupted`, and "Continue" completes it.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use arbor::domain::accounts::{Actor, Role, UserStatus};
+use arbor::domain::tree::MessageStatus;
+use arbor::storage::repos::messages;
+use uuid::Uuid;
+
+use crate::cli::{Child, arbor, wait_exit, wait_healthy};
+use crate::runs::use_mock;
+use crate::support::mock_upstream::{self, Provider, Reply};
+use crate::support::{TestDb, free_port, init_crypto};
+
+async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path::Path, port: u16) -> Child {
+    let child = arbor(dir)
+        .args(["--config"])
+        .arg(config)
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&db.data_dir)
+        .env("ARBOR_DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Child(child);
+    assert!(wait_healthy(&format!("http://127.0.0.1:{port}/readyz"), Duration::from_secs(30)).await);
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_continued() {
+    init_crypto();
+    let mock = mock_upstream::start().await.unwrap();
+    let db = TestDb::fresh().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The provider settings as an operator writes them, pointing at the mock.
+    let mut probe = crate::support::test_config(&db);
+    use_mock(&mut probe, &mock);
+    let provider = &probe.llm.providers["openai"];
+    let config = dir.path().join("arbor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\ndetect_local_ollama = false\nflush_ms = 300\n[llm.providers.openai]\nkind = \"openai\"\n\
+             base_url = \"{}\"\napi_key = \"{}\"\nmodels = [\"gpt-4o-mini\"]\n",
+            provider.base_url, provider.api_key
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut server = serve(dir.path(), &db, &config, port).await;
+
+    // A user, a browser session and a chat session, written next to the running server.
+    let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
+    let user = arbor::storage::repos::users::insert(
+        &conn,
+        "ada@example.com",
+        "Ada",
+        Role::Member,
+        UserStatus::Active,
+    )
+    .await
+    .unwrap();
+    let issued =
+        arbor::auth::sessions::issue(&conn, &probe.auth, user.id, Some("tests"), None).await.unwrap();
+    let cookie = format!("arbor_session={}", issued.token);
+    let actor = Actor::for_user(&user);
+    let ws = arbor::domain::chat::create_workspace(&conn, &actor, "Work").await.unwrap();
+    let session = arbor::domain::chat::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let origin = format!("http://127.0.0.1:{port}");
+    let post = |path: String, body: &'static str| {
+        http.post(format!("{origin}{path}"))
+            .header("Origin", &origin)
+            .header("Cookie", &cookie)
+            .header("X-CSRF-Token", &issued.csrf_secret)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+
+    // A slow stream: ~120 events, one every 60 ms.
+    mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture {
+            path: "openai/many_small_chunks.sse".into(),
+            chunk_delay_ms: 60,
+            first_byte_delay_ms: 0,
+        },
+    );
+    let res = post(
+        format!("/s/{session}/messages"),
+        "message=Tell+me+a+story&client_id=crash-1&model=openai%2Fgpt-4o-mini",
+    )
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    let at = html.find("is-streaming\" id=\"m-").unwrap() + "is-streaming\" id=\"m-".len();
+    let answer = Uuid::parse_str(&html[at..at + 36]).unwrap();
+
+    // Wait until some text has been flushed, then kill the process without warning.
+    let began = Instant::now();
+    let flushed = loop {
+        let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
+        if m.text().len() > 10 {
+            break m.text();
+        }
+        assert!(began.elapsed() < Duration::from_secs(15), "nothing was flushed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    server.0.kill().unwrap();
+    wait_exit(&mut server.0, Duration::from_secs(10)).expect("killed");
+    let full = {
+        let raw = mock.fixture_text("openai/many_small_chunks.sse").unwrap();
+        let mut parser = arbor::providers::sse::SseParser::new();
+        let mut decoder = arbor::providers::openai::StreamDecoder::new();
+        let mut text = String::new();
+        for ev in parser.push(raw.as_bytes()) {
+            for e in decoder.on_event(&ev).unwrap() {
+                if let arbor::providers::types::ProviderEvent::TextDelta(t) = e {
+                    text.push_str(&t);
+                }
+            }
+        }
+        text
+    };
+
+    // Restart: the answer is interrupted, its flushed text kept.
+    let mut server = serve(dir.path(), &db, &config, port).await;
+    let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
+    assert_eq!(m.status, MessageStatus::Interrupted);
+    let kept = m.text();
+    assert!(kept.starts_with(&flushed) && full.starts_with(&kept) && kept.len() < full.len(), "{kept:?}");
+    let page = http
+        .get(format!("{origin}/s/{session}"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("btn-continue") && page.contains("The server stopped"), "{page}");
+
+    // Continue completes it from the partial text.
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = post(format!("/s/{session}/messages/{answer}/continue"), "").await.unwrap();
+    assert_eq!(res.status(), 200);
+    let began = Instant::now();
+    let done = loop {
+        let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
+        if m.status != MessageStatus::Streaming {
+            break m;
+        }
+        assert!(began.elapsed() < Duration::from_secs(15), "continue never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done.status, MessageStatus::Complete);
+    assert_eq!(done.text(), format!("{kept}{}", crate::runs::fixture_text(&mock, "openai/text.sse")));
+    server.0.kill().unwrap();
+    wait_exit(&mut server.0, Duration::from_secs(10));
+}
