@@ -218,7 +218,11 @@ async fn each_provider_streams_a_reply_that_is_stored_with_usage() {
         (Provider::Anthropic, "anthropic/claude-sonnet-4-5", "anthropic/text.sse"),
         (Provider::Gemini, "gemini/gemini-2.5-flash", "gemini/text.sse"),
     ] {
-        c.mock.enqueue(provider, slow(fixture, 5));
+        // The first byte waits, so the answer is still live when the fragment is rendered.
+        c.mock.enqueue(
+            provider,
+            Reply::Fixture { path: fixture.into(), chunk_delay_ms: 5, first_byte_delay_ms: 300 },
+        );
         let res = c.send(&format!("Hello <{model}>"), &Uuid::new_v4().simple().to_string(), model).await;
         assert_eq!(res.status(), 200);
         let html = res.text().await.unwrap();
