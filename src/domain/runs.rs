@@ -168,6 +168,7 @@ impl RunEngine {
         }
         let reference = self.pick_model(actor, &session, model).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
+        let system = self.system_prompt(actor, &session).await?;
 
         let run_id = Uuid::now_v7();
         let (user_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -219,8 +220,7 @@ impl RunEngine {
             }
             return Err(e.into());
         }
-        let mut path = tree::path_to(&all, leaf.unwrap_or(user_id));
-        path.retain(|_| leaf.is_some());
+        let mut path = leaf.map(|l| tree::path_to(&all, l)).unwrap_or_default();
         path.push(Message {
             id: user_id,
             session_id: session.id,
@@ -235,27 +235,15 @@ impl RunEngine {
             client_id: Some(client_id.to_string()),
             created_at: chrono::Utc::now(),
         });
-        let system = self.system_prompt(actor, &session).await?;
-        let request = context::render(&ContextInput {
-            system: system.as_deref(),
-            path: &path,
-            model_reference: &reference,
-            model_id: &resolved.model,
-            kind: resolved.kind,
-            params: gen_params(&session),
-            mode: Mode::Answer,
-        });
-        self.spawn(
-            Job {
-                session_id: session.id,
-                owner_id: actor.user_id,
-                run_id,
-                message_id: assistant_id,
-                model: resolved,
-                request,
-                parts: Vec::new(),
-                prior_usage: None,
-            },
+        self.launch(
+            actor,
+            &session,
+            system.as_deref(),
+            &path,
+            resolved,
+            Mode::Answer,
+            (run_id, assistant_id),
+            None,
             publisher,
         );
         Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
@@ -287,6 +275,7 @@ impl RunEngine {
         let parent = old.parent_id.ok_or(DomainError::NotFound)?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
+        let system = self.system_prompt(actor, &session).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
         let assistant = NewMessage {
@@ -309,27 +298,15 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, parent);
-        let system = self.system_prompt(actor, &session).await?;
-        let request = context::render(&ContextInput {
-            system: system.as_deref(),
-            path: &path,
-            model_reference: &reference,
-            model_id: &resolved.model,
-            kind: resolved.kind,
-            params: gen_params(&session),
-            mode: Mode::Answer,
-        });
-        self.spawn(
-            Job {
-                session_id: session.id,
-                owner_id: actor.user_id,
-                run_id,
-                message_id: assistant_id,
-                model: resolved,
-                request,
-                parts: Vec::new(),
-                prior_usage: None,
-            },
+        self.launch(
+            actor,
+            &session,
+            system.as_deref(),
+            &path,
+            resolved,
+            Mode::Answer,
+            (run_id, assistant_id),
+            None,
             publisher,
         );
         Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
@@ -349,6 +326,7 @@ impl RunEngine {
         }
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
+        let system = self.system_prompt(actor, &session).await?;
         let run_id = Uuid::now_v7();
         let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
         let run = NewRun {
@@ -362,29 +340,15 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, old.id);
-        let system = self.system_prompt(actor, &session).await?;
-        let request = context::render(&ContextInput {
-            system: system.as_deref(),
-            path: &path,
-            model_reference: &reference,
-            model_id: &resolved.model,
-            kind: resolved.kind,
-            params: gen_params(&session),
-            mode: Mode::Continue,
-        });
-        // The partial answer stays; thoughts of the interrupted attempt are not continued.
-        let parts = old.parts.clone();
-        self.spawn(
-            Job {
-                session_id: session.id,
-                owner_id: actor.user_id,
-                run_id,
-                message_id: old.id,
-                model: resolved,
-                request,
-                parts,
-                prior_usage: old.usage,
-            },
+        self.launch(
+            actor,
+            &session,
+            system.as_deref(),
+            &path,
+            resolved,
+            Mode::Continue,
+            (run_id, old.id),
+            Some(old),
             publisher,
         );
         Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
@@ -394,6 +358,45 @@ impl RunEngine {
     pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
         let session = chat::get_session(&self.db, actor, session_id).await?;
         Ok(self.registry.cancel(session.id))
+    }
+
+    /// Renders the request for `path` and hands the run to its task.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        system: Option<&str>,
+        path: &[Message],
+        model: ResolvedModel,
+        mode: Mode,
+        ids: (Uuid, Uuid),
+        prior: Option<&Message>,
+        publisher: RunPublisher,
+    ) {
+        let (run_id, message_id) = ids;
+        let reference = model.reference();
+        let request = context::render(&ContextInput {
+            system,
+            path,
+            model_reference: &reference,
+            model_id: &model.model,
+            kind: model.kind,
+            params: gen_params(session),
+            mode,
+        });
+        let job = Job {
+            session_id: session.id,
+            owner_id: actor.user_id,
+            run_id,
+            message_id,
+            model,
+            request,
+            // A continued answer keeps its text and usage; new text and tokens are added.
+            parts: prior.map(|m| m.parts.clone()).unwrap_or_default(),
+            prior_usage: prior.and_then(|m| m.usage),
+        };
+        self.spawn(job, publisher);
     }
 
     fn spawn(&self, job: Job, publisher: RunPublisher) {
