@@ -6,6 +6,7 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
+use crate::domain::chat::Conversation;
 use crate::domain::runs::Started;
 use crate::domain::{DomainError, chat};
 use crate::state::AppState;
@@ -54,34 +55,41 @@ fn domain_to_composer(state: &AppState, e: DomainError) -> Result<HttpResponse, 
     }
 }
 
-/// The context every chat template gets.
-async fn base_context(state: &AppState, user: &CurrentUser) -> Context {
+/// The signed-in user, as every page needs them.
+fn signed_in(user: &CurrentUser) -> Context {
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx
+}
+
+/// What the composer and sidebar need: model choices, a fresh client id, recent sessions.
+async fn composer_into(ctx: &mut Context, state: &AppState, user: &CurrentUser) {
     let actor = &user.0.actor;
     ctx.insert("models", &state.engine.providers().choices(actor).await);
     ctx.insert("client_id", &new_client_id());
     let recent = chat::recent_sessions(&state.db, actor, 30).await.unwrap_or_default();
     ctx.insert("recent", &recent);
-    ctx
 }
 
 /// `GET /`'s signed-in part is built here so the home page and the session page share it.
 pub async fn home_context(state: &AppState, user: &CurrentUser) -> Context {
-    let mut ctx = base_context(state, user).await;
+    let mut ctx = signed_in(user);
+    composer_into(&mut ctx, state, user).await;
     let default = state.engine.providers().default_model(&user.0.actor).await;
     ctx.insert("selected_model", &default);
     ctx
 }
 
-async fn session_context(
+/// The session and its header (model, totals, gauge); returns the conversation for callers
+/// that also show messages.
+async fn header_into(
+    ctx: &mut Context,
     state: &AppState,
     user: &CurrentUser,
     session_id: Uuid,
-) -> Result<Context, WebError> {
+) -> Result<Conversation, WebError> {
     let conv = chat::conversation(&state.db, &user.0.actor, session_id).await?;
-    let mut ctx = base_context(state, user).await;
     let selected = match conv.session.model.clone() {
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
@@ -90,9 +98,8 @@ async fn session_context(
     ctx.insert("gauge", &chat_view::gauge(&conv, info.as_ref()));
     ctx.insert("selected_model", &selected);
     ctx.insert("totals", &usage_view(&conv.totals));
-    ctx.insert("messages", &conv.path.iter().map(message_view).collect::<Vec<_>>());
     ctx.insert("session", &conv.session);
-    Ok(ctx)
+    Ok(conv)
 }
 
 /// `GET /s/{session_id}`: the conversation's active path, the composer and any live answer.
@@ -102,7 +109,10 @@ pub async fn show(
     user: CurrentUser,
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let ctx = session_context(&state, &user, parse_id(&path)?).await?;
+    let mut ctx = signed_in(&user);
+    let conv = header_into(&mut ctx, &state, &user, parse_id(&path)?).await?;
+    ctx.insert("messages", &conv.path.iter().map(message_view).collect::<Vec<_>>());
+    composer_into(&mut ctx, &state, &user).await;
     render::page(&state, &req, "pages/session.html", "partials/_session.html", ctx)
 }
 
@@ -174,7 +184,11 @@ async fn turn_fragment(
     shown.push(message_view(
         &chat::message(&state.db, actor, session_id, started.assistant_message_id).await?,
     ));
-    let mut ctx = session_context(state, user, session_id).await?;
+    let mut ctx = signed_in(user);
+    header_into(&mut ctx, state, user, session_id).await?;
+    if with_composer {
+        composer_into(&mut ctx, state, user).await;
+    }
     ctx.insert("turn", &shown);
     ctx.insert("with_composer", &with_composer);
     let html = render_to_string(state, "partials/_turn.html", &ctx)?;
@@ -239,10 +253,10 @@ pub async fn final_message_html(
     session_id: Uuid,
     message_id: Uuid,
 ) -> Result<String, WebError> {
-    let mut ctx = session_context(state, user, session_id).await?;
+    let mut ctx = signed_in(user);
+    header_into(&mut ctx, state, user, session_id).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
     ctx.insert("m", &message_view(&m));
-    ctx.insert("with_totals", &true);
     render_to_string(state, "partials/_message_final.html", &ctx)
 }
 
