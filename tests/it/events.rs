@@ -169,3 +169,15 @@ async fn a_client_that_connects_mid_run_misses_nothing() {
     assert_eq!(events.last().unwrap().0, "done");
     assert_eq!(text, words.concat(), "no token missing or doubled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_or_foreign_message_id_is_not_found() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let (_, session) = app.create_session(&user).await;
+    for m in ["not-a-uuid".to_string(), Uuid::now_v7().to_string()] {
+        let res = app.get(&format!("/s/{session}/events?m={m}"), Some(&cookie)).await;
+        assert_eq!(res.status(), 404, "{m}");
+    }
+}
