@@ -437,6 +437,21 @@ impl RunEngine {
         let mut last_flush = Instant::now();
         let mut flush_at: Option<Instant> = None;
         let mut end: Option<End> = None;
+        // Partial text is written by a companion task, so a slow database never holds up the
+        // stream; it always writes the newest snapshot and is awaited before the outcome is.
+        let (snapshot, mut latest) = tokio::sync::watch::channel(Vec::<Part>::new());
+        let saver = {
+            let db = self.db.clone();
+            let (message_id, run_id) = (job.message_id, job.run_id);
+            tokio::spawn(async move {
+                while latest.changed().await.is_ok() {
+                    let parts = latest.borrow_and_update().clone();
+                    if let Err(e) = repo::save_parts(&db, message_id, &parts).await {
+                        tracing::warn!(run = %run_id, error = %e, "could not save a reply's partial text");
+                    }
+                }
+            })
+        };
         loop {
             let wake = match (emit_at, flush_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -492,14 +507,16 @@ impl RunEngine {
                 emit_at = None;
             }
             if flush_at.is_some_and(|t| t <= now) {
-                if let Err(e) = repo::save_parts(&self.db, job.message_id, &acc.parts).await {
-                    tracing::warn!(run = %job.run_id, error = %e, "could not save a reply's partial text");
-                }
-                last_flush = Instant::now();
+                snapshot.send_replace(acc.parts.clone());
+                last_flush = now;
                 flush_at = None;
             }
         }
         out.emit(publisher);
+        drop(snapshot);
+        if let Err(e) = saver.await {
+            tracing::warn!(run = %job.run_id, error = %e, "the partial-text writer failed");
+        }
         end.unwrap_or_else(|| End::Failed("The provider ended the answer before finishing it.".into()))
     }
 

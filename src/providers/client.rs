@@ -132,6 +132,17 @@ fn transport_error(e: &reqwest::Error) -> ProviderError {
     }
 }
 
+/// The provider sent nothing for longer than the idle timeout.
+fn idle_timeout_error() -> ProviderError {
+    ProviderError {
+        status: 0,
+        kind: "timeout".into(),
+        message: "the provider sent nothing for too long (timeout)".into(),
+        retryable: true,
+        retry_after_secs: None,
+    }
+}
+
 fn parse_failure(e: &StreamParseError) -> ProviderError {
     ProviderError {
         status: 0,
@@ -341,12 +352,21 @@ impl ProviderClient {
         ep: &Endpoint,
         req: &ChatRequest,
     ) -> Result<(Vec<ProviderEvent>, Reading), ProviderError> {
-        let res = self.request(ep, req).send().await.map_err(|e| transport_error(&e))?;
+        // The idle timeout also bounds the wait for the response headers: a provider that
+        // accepts the connection and then says nothing must not hold the run forever.
+        let res = match tokio::time::timeout(self.idle_timeout, self.request(ep, req).send()).await {
+            Ok(sent) => sent.map_err(|e| transport_error(&e))?,
+            Err(_) => return Err(idle_timeout_error()),
+        };
         let status = res.status().as_u16();
         if !res.status().is_success() {
             let retry_after =
                 res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-            let body = res.bytes().await.unwrap_or_default();
+            let body = tokio::time::timeout(self.idle_timeout, res.bytes())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
             let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
             err.message = redact(&err.message, &ep.api_key);
             return Err(err);

@@ -7,6 +7,7 @@ use crate::domain::chat::Conversation;
 use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role};
 use crate::providers::catalog::ModelInfo;
 use crate::providers::types::Part;
+use crate::web::error::WebError;
 use crate::web::markdown::{SafeHtml, render_markdown};
 
 /// A tool call as shown on a message.
@@ -111,6 +112,25 @@ pub fn message_view(m: &Message) -> MessageView {
         can_continue: assistant && m.status.can_continue() && !m.text().trim().is_empty(),
         can_retry: assistant && m.status != MessageStatus::Streaming,
     }
+}
+
+/// Above this much text, markdown is rendered on the blocking pool so that one huge answer
+/// cannot stall the executor threads serving every other request.
+const INLINE_RENDER_CHARS: usize = 32 * 1024;
+
+/// Views of the given messages; large ones are rendered off the async executor.
+pub async fn message_views(messages: Vec<Message>) -> Result<Vec<MessageView>, WebError> {
+    let size: usize = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .map(|p| if let Part::Text { text } = p { text.len() } else { 0 })
+        .sum();
+    if size <= INLINE_RENDER_CHARS {
+        return Ok(messages.iter().map(message_view).collect());
+    }
+    actix_web::web::block(move || messages.iter().map(message_view).collect())
+        .await
+        .map_err(|e| WebError::Internal(format!("markdown rendering failed: {e}")))
 }
 
 /// How full the model's context window is after the latest answer.

@@ -126,3 +126,76 @@ async fn sign_in_through_the_providers_own_login_page() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_streams_into_the_page_and_ends_as_markdown() {
+    use crate::support::mock_upstream::{self, Provider, Reply};
+    let mock = mock_upstream::start().await.unwrap();
+    let app = TestApp::spawn_with(|c| crate::runs::use_mock(c, &mock)).await;
+    let long = "openai/many_small_chunks.sse";
+    let expected = crate::runs::fixture_text(&mock, long);
+    // Slow enough that the page connects while the answer is still being written.
+    mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture { path: long.into(), chunk_delay_ms: 25, first_byte_delay_ms: 300 },
+    );
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let token = cookie.trim_start_matches("arbor_session=");
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+    browser
+        .execute("document.getElementById('composer-model').value = 'openai/gpt-4o-mini'; return true;", &[])
+        .await
+        .unwrap();
+    browser.type_into("#composer-message", "Stream something long, please").await.unwrap();
+    browser.click("#composer button[type=submit]").await.unwrap();
+
+    // The new session's page shows the answer while it is written, then the finished markdown.
+    browser.wait_for(".msg-assistant.is-streaming", Duration::from_secs(10)).await.unwrap();
+    assert!(browser.current_url().await.unwrap().contains("/s/"));
+    let first_words: String = expected.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    browser
+        .wait_for_text(".msg-assistant .live .answer", &first_words, Duration::from_secs(10))
+        .await
+        .unwrap();
+    browser.screenshot(artifacts_dir().join("session-streaming.png")).await.unwrap();
+    browser
+        .wait_for(".msg-assistant[data-status=complete] .markdown", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let shown = browser.text(".msg-assistant .markdown").await.unwrap();
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(words(&shown), words(&expected), "every token once, in order");
+    assert!(browser.find_all(".msg-assistant.is-streaming").await.unwrap().is_empty());
+
+    // A reply from the session's own composer appears below, streamed the same way.
+    browser.type_into("#composer-message", "And a short one").await.unwrap();
+    browser.click("#composer button[type=submit]").await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant:last-child .markdown",
+            "How can I help you today?",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    assert_eq!(browser.find_all(".msg-user").await.unwrap().len(), 2);
+    assert_eq!(browser.value("#composer-message").await.unwrap(), "", "the composer was reset");
+    browser.screenshot(artifacts_dir().join("session-desktop.png")).await.unwrap();
+
+    // Reloading shows the same conversation from the database.
+    browser.goto(&browser.current_url().await.unwrap()).await.unwrap();
+    browser.wait_for(".msg-assistant .markdown", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(browser.find_all(".msg-assistant[data-status=complete]").await.unwrap().len(), 2);
+    let errors = arbor_console_errors(&browser, &app).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
+}

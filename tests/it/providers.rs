@@ -276,6 +276,21 @@ mod retries {
         assert_eq!(text_of(&events), "Hi");
         assert!(matches!(events.last(), Some(ProviderEvent::Error(e)) if e.kind == "timeout"), "{events:?}");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_provider_that_never_answers_times_out_and_is_retried() {
+        init_crypto();
+        let mock = mock_upstream::start().await.unwrap();
+        for _ in 0..3 {
+            mock.enqueue(Provider::OpenAi, Reply::Hang);
+        }
+        let Err(err) = client(200).stream(&openai(&mock), &request(), &fast()).await else {
+            panic!("no status line within the idle timeout is an error")
+        };
+        assert_eq!(err.kind, "timeout", "{err:?}");
+        assert!(err.retryable);
+        assert_eq!(mock.requests().len(), 3, "each silent attempt was abandoned and retried");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

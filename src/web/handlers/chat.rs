@@ -10,7 +10,7 @@ use crate::domain::chat::Conversation;
 use crate::domain::runs::Started;
 use crate::domain::{DomainError, chat};
 use crate::state::AppState;
-use crate::web::chat_view::{self, message_view, usage_view};
+use crate::web::chat_view::{self, usage_view};
 use crate::web::client::see_other;
 use crate::web::extractors::{AdminUser, CurrentUser};
 use crate::web::{WebError, render};
@@ -111,7 +111,7 @@ pub async fn show(
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = signed_in(&user);
     let conv = header_into(&mut ctx, &state, &user, parse_id(&path)?).await?;
-    ctx.insert("messages", &conv.path.iter().map(message_view).collect::<Vec<_>>());
+    ctx.insert("messages", &chat_view::message_views(conv.path).await?);
     composer_into(&mut ctx, &state, &user).await;
     render::page(&state, &req, "pages/session.html", "partials/_session.html", ctx)
 }
@@ -179,11 +179,10 @@ async fn turn_fragment(
     let actor = &user.0.actor;
     let mut shown = Vec::new();
     if let Some(id) = started.user_message_id {
-        shown.push(message_view(&chat::message(&state.db, actor, session_id, id).await?));
+        shown.push(chat::message(&state.db, actor, session_id, id).await?);
     }
-    shown.push(message_view(
-        &chat::message(&state.db, actor, session_id, started.assistant_message_id).await?,
-    ));
+    shown.push(chat::message(&state.db, actor, session_id, started.assistant_message_id).await?);
+    let shown = chat_view::message_views(shown).await?;
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, session_id).await?;
     if with_composer {
@@ -256,7 +255,8 @@ pub async fn final_message_html(
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, session_id).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
-    ctx.insert("m", &message_view(&m));
+    let mut views = chat_view::message_views(vec![m]).await?;
+    ctx.insert("m", &views.pop());
     render_to_string(state, "partials/_message_final.html", &ctx)
 }
 
