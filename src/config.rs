@@ -72,6 +72,8 @@ pub struct LlmConfig {
     pub coalesce_ms: u64,
     /// Partial-text flush interval, milliseconds.
     pub flush_ms: u64,
+    /// Whether the model proposes session titles (workspaces may turn it off too).
+    pub infer_titles: bool,
     /// Shared providers by name.
     pub providers: BTreeMap<String, ProviderConfig>,
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod domain;
 pub mod events;
 pub mod mail;
+pub mod prompting;
 pub mod providers;
 pub mod secret;
 pub mod state;
@@ -70,7 +71,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         coalesce: Duration::from_millis(config.llm.coalesce_ms),
         flush: Duration::from_millis(config.llm.flush_ms),
     };
-    let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing);
+    let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing)
+        .with_data_dir(config.data_dir.clone())
+        .with_title_inference(config.llm.infer_titles);
     // Replies that were streaming when the process died: keep their text, offer "Continue".
     let interrupted = engine.recover().await.map_err(|e| StartupError::Recovery(e.to_string()))?;
     if interrupted > 0 {

@@ -20,7 +20,8 @@
     }
   });
 
-  // A sent message clears the composer's error.
+  // A sent message clears the composer's error and its saved draft. htmx fires this on the old
+  // form's nearest connected ancestor when the form itself was swapped out, so detail.elt still works.
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
     if (form && form.id === "composer" && event.detail.successful) {
@@ -28,8 +29,282 @@
       if (box) {
         box.textContent = "";
       }
+      storeDraft(draftKey(form), "");
     }
   });
+
+  // The draft is dropped as the message leaves: the response may replace the composer (out of
+  // band) or the page (a new session), and either would restore a stale draft. A failed send
+  // keeps the text in the form, and it is stored again below.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (form && form.id === "composer") {
+      storeDraft(draftKey(form), "");
+    }
+  });
+
+  document.addEventListener("htmx:responseError", keepUnsentDraft);
+  document.addEventListener("htmx:sendError", keepUnsentDraft);
+
+  function keepUnsentDraft(event) {
+    var form = event.detail.elt;
+    var area = form && form.id === "composer" ? form.querySelector("#composer-message") : null;
+    if (area) {
+      storeDraft(draftKey(form), area.value);
+    }
+  }
+
+  // Composer drafts live in localStorage, one per session, so a reload or a slip of the finger
+  // does not lose a long message. Storage can throw (private mode, quota, disabled), hence the trys.
+  function draftKey(form) {
+    return form && form.dataset && form.dataset.draftKey ? "arbor:draft:" + form.dataset.draftKey : null;
+  }
+
+  function loadDraft(key) {
+    if (!key) {
+      return "";
+    }
+    try {
+      return window.localStorage.getItem(key) || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function storeDraft(key, text) {
+    if (!key) {
+      return;
+    }
+    try {
+      if (text.trim()) {
+        window.localStorage.setItem(key, text);
+      } else {
+        window.localStorage.removeItem(key);
+      }
+    } catch (e) {
+      // Not saving a draft is harmless.
+    }
+  }
+
+  function composerText(target) {
+    return target && target.id === "composer-message" && target.form && target.form.id === "composer";
+  }
+
+  // The composer is replaced by an out-of-band swap after each send, so these listeners are
+  // delegated from the document rather than bound to the form.
+  document.addEventListener("input", function (event) {
+    if (composerText(event.target)) {
+      storeDraft(draftKey(event.target.form), event.target.value);
+    }
+  });
+
+  // Enter sends, Shift+Enter is a new line. Nothing happens mid IME composition (keyCode 229 is
+  // what Safari reports there), where Enter confirms the composed text.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.keyCode === 229) {
+      return;
+    }
+    if (!composerText(event.target)) {
+      return;
+    }
+    event.preventDefault();
+    var form = event.target.form;
+    if (!event.target.value.trim()) {
+      return;
+    }
+    if (typeof form.requestSubmit === "function") {
+      form.requestSubmit();
+    } else {
+      var send = form.querySelector('[type="submit"]');
+      if (send) {
+        send.click();
+      }
+    }
+  });
+
+  function restoreDraft(root) {
+    var form = root.id === "composer" ? root : root.querySelector("#composer");
+    var area = form && form.querySelector("#composer-message");
+    if (area && !area.value) {
+      area.value = loadDraft(draftKey(form));
+    }
+  }
+
+  // Copying: the Clipboard API needs a secure context; elsewhere a throwaway textarea and
+  // execCommand still work. The textarea is hidden with a class because the CSP forbids inline styles.
+  function copyWithTextarea(text) {
+    var area = document.createElement("textarea");
+    var previous = document.activeElement;
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.setAttribute("aria-hidden", "true");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.focus({ preventScroll: true }); // the textarea sits at the end of the body
+    area.select();
+    area.setSelectionRange(0, text.length); // iOS ignores select() alone
+    var ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch (e) {
+      ok = false;
+    }
+    document.body.removeChild(area);
+    if (previous && previous.focus) {
+      previous.focus({ preventScroll: true });
+    }
+    return ok;
+  }
+
+  function copyText(text, done) {
+    if (navigator.clipboard && navigator.clipboard.writeText && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(
+        function () {
+          done(true);
+        },
+        function () {
+          done(copyWithTextarea(text));
+        }
+      );
+    } else {
+      done(copyWithTextarea(text));
+    }
+  }
+
+  // Brief feedback in the button itself; the label changes too so screen readers hear it.
+  function showCopied(button, ok) {
+    if (!button.arborCopyTimer) {
+      // Keep the original nodes, not just the text: the button may hold an icon.
+      button.arborCopyNodes = Array.prototype.slice.call(button.childNodes);
+      button.arborCopyAria = button.getAttribute("aria-label");
+    }
+    var text = ok ? "Copied" : "Copy failed";
+    button.textContent = text;
+    button.setAttribute("aria-label", text);
+    window.clearTimeout(button.arborCopyTimer);
+    button.arborCopyTimer = window.setTimeout(function () {
+      button.arborCopyTimer = null;
+      button.textContent = "";
+      button.arborCopyNodes.forEach(function (node) {
+        button.appendChild(node);
+      });
+      if (button.arborCopyAria) {
+        button.setAttribute("aria-label", button.arborCopyAria);
+      } else {
+        button.removeAttribute("aria-label");
+      }
+    }, 1500);
+  }
+
+  // The code's own text only: the copy button sits inside the <pre> too.
+  function codeText(pre) {
+    var code = pre.querySelector(":scope > code");
+    if (code) {
+      return code.textContent;
+    }
+    var clone = pre.cloneNode(true);
+    var button = clone.querySelector(".code-copy");
+    if (button) {
+      clone.removeChild(button);
+    }
+    return clone.textContent;
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-copy-target], button.code-copy");
+    if (!button) {
+      return;
+    }
+    var text = null;
+    if (button.classList.contains("code-copy")) {
+      var pre = button.closest("pre");
+      text = pre ? codeText(pre) : null;
+    } else {
+      var source = null;
+      try {
+        source = document.querySelector(button.getAttribute("data-copy-target"));
+      } catch (e) {
+        source = null; // not a valid selector
+      }
+      if (source) {
+        // innerText skips display:none, so this class keeps the code blocks' "Copy" labels out.
+        source.classList.add("is-copying");
+        text = source.innerText;
+        source.classList.remove("is-copying");
+      }
+    }
+    if (text !== null) {
+      copyText(text, function (ok) {
+        showCopied(button, ok);
+      });
+    }
+  });
+
+  // Rendered Markdown gets syntax colours, a copy button per code block and typeset maths. The
+  // vendored libraries may be missing (blocked, failed to load); the plain HTML is readable then.
+  function enhanceMarkdown(box) {
+    if (typeof hljs !== "undefined") {
+      box.querySelectorAll("pre > code").forEach(function (code) {
+        try {
+          hljs.highlightElement(code); // an unknown language-xxx class is left uncoloured
+        } catch (e) {
+          // Uncoloured code is fine.
+        }
+      });
+    }
+    box.querySelectorAll("pre").forEach(function (pre) {
+      if (pre.querySelector(":scope > .code-copy")) {
+        return;
+      }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "btn-copy code-copy";
+      button.setAttribute("aria-label", "Copy code");
+      button.textContent = "Copy";
+      pre.insertBefore(button, pre.firstChild);
+    });
+    if (typeof katex !== "undefined") {
+      box.querySelectorAll("span.math.math-inline, span.math.math-display").forEach(function (el) {
+        var tex = el.textContent;
+        try {
+          // render() builds DOM nodes and sets styles through the CSSOM, which the CSP allows
+          // (renderToString + innerHTML would need inline style attributes).
+          katex.render(tex, el, {
+            displayMode: el.classList.contains("math-display"),
+            throwOnError: false,
+            output: "html"
+          });
+          // HTML output alone means nothing to a screen reader: let it read the TeX.
+          el.setAttribute("role", "img");
+          el.setAttribute("aria-label", tex);
+        } catch (e) {
+          el.textContent = tex;
+        }
+      });
+    }
+    box.setAttribute("data-enhanced", "");
+  }
+
+  function onLoad(root) {
+    if (!root || !root.querySelectorAll) {
+      return;
+    }
+    var boxes = Array.prototype.slice.call(root.querySelectorAll(".markdown:not([data-enhanced])"));
+    if (root.matches(".markdown:not([data-enhanced])")) {
+      boxes.unshift(root);
+    }
+    boxes.forEach(enhanceMarkdown);
+    restoreDraft(root);
+  }
+
+  // htmx.onLoad runs for the first page and for every fragment htmx swaps in (out-of-band ones too).
+  if (typeof htmx !== "undefined") {
+    htmx.onLoad(onLoad);
+  } else {
+    document.addEventListener("DOMContentLoaded", function () {
+      onLoad(document.body);
+    });
+  }
 
   // The sidebar is a drawer on phones.
   document.addEventListener("click", function (event) {

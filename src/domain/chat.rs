@@ -4,10 +4,11 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::accounts::Actor;
-use super::tree::{self, Message, MessageUsage};
+use super::tree::{Message, MessageUsage, OverviewRow, Role, Siblings, TreeIndex};
 use super::{DomainError, DomainResult};
+use crate::providers::types::GenParams;
 use crate::storage::Db;
-use crate::storage::repos::chat as repo;
+use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettings};
 use crate::storage::repos::messages;
 
 /// A workspace as shown to its owner.
@@ -23,6 +24,10 @@ pub struct Workspace {
     pub system_prompt: Option<String>,
     /// Default `provider/model` for its sessions.
     pub default_model: Option<String>,
+    /// Default approval mode for its sessions' tool calls.
+    pub approval_mode: String,
+    /// Whether the model proposes session titles.
+    pub infer_titles: bool,
 }
 
 /// A chat session as shown to its owner.
@@ -36,14 +41,24 @@ pub struct ChatSession {
     pub owner_id: Uuid,
     /// Title shown in the sidebar.
     pub title: String,
+    /// Whether the user chose the title (a proposed one never replaces it).
+    pub title_user_set: bool,
     /// System prompt template; the workspace's applies when none.
     pub system_prompt: Option<String>,
     /// `provider/model`; the workspace's default applies when none.
     pub model: Option<String>,
     /// Generation settings as stored (see `providers::types::GenParams`).
     pub params: serde_json::Value,
+    /// Approval mode; the workspace's applies when none.
+    pub approval_mode: Option<String>,
+    /// Folders exposed to the agent, relative to the workspace folder.
+    pub exposed_roots: Vec<String>,
     /// The first message of the active path.
     pub active_root_id: Option<Uuid>,
+    /// Hidden from the recent list.
+    pub archived: bool,
+    /// Last activity.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Longest accepted workspace or session name, in characters.
@@ -139,6 +154,14 @@ pub struct Conversation {
     pub session: ChatSession,
     /// Root first, following the chosen children.
     pub path: Vec<Message>,
+    /// Each path message's place among its siblings, in path order.
+    pub siblings: Vec<Siblings>,
+    /// The whole tree, compactly, for the overview.
+    pub overview: Vec<OverviewRow>,
+    /// How many messages each path message's branch holds (itself and everything below).
+    pub branch_sizes: Vec<usize>,
+    /// How many messages the session holds on every branch.
+    pub message_count: usize,
     /// Tokens and cost of every answer in the session, on every branch.
     pub totals: MessageUsage,
 }
@@ -155,8 +178,290 @@ pub async fn conversation(db: &Db, actor: &Actor, session_id: Uuid) -> DomainRes
         totals.estimated |= u.estimated;
         totals.cost_micros = totals.cost_micros.zip(u.cost_micros).map(|(a, b)| a + b);
     }
-    let path = tree::active_path(&all, session.active_root_id);
-    Ok(Conversation { session, path, totals })
+    let index = TreeIndex::new(&all);
+    let path_refs = index.active_path(session.active_root_id);
+    let ids: Vec<Uuid> = path_refs.iter().map(|m| m.id).collect();
+    let siblings = ids
+        .iter()
+        .map(|id| {
+            index.siblings(*id).unwrap_or(Siblings { position: 1, count: 1, previous: None, next: None })
+        })
+        .collect();
+    // Along a path, a branch holds everything after it on the path plus the side branches below.
+    let branch_sizes = ids.iter().map(|id| index.subtree(*id).len()).collect();
+    let overview = index.overview(&ids);
+    let path = path_refs.into_iter().cloned().collect();
+    Ok(Conversation { session, path, siblings, overview, branch_sizes, message_count: all.len(), totals })
+}
+
+/// Makes the path through `message_id` active: every message above it chooses the way to it,
+/// and below it the path follows the choices already made. Returns the message's path.
+pub async fn select_message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<()> {
+    let session = get_session(db, actor, session_id).await?;
+    let all = messages::session_messages(db, session.id).await?;
+    let index = TreeIndex::new(&all);
+    index.get(message_id).ok_or(DomainError::NotFound)?;
+    let path: Vec<Uuid> = index.path_to(message_id).iter().map(|m| m.id).collect();
+    messages::select_path(db, session.id, &path).await?;
+    Ok(())
+}
+
+/// Deletes a message and everything below it. The parent then follows its newest remaining
+/// child. Refused while an answer in the session is being written.
+pub async fn delete_branch(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    message_id: Uuid,
+    run_active: bool,
+) -> DomainResult<u64> {
+    let session = get_session(db, actor, session_id).await?;
+    if run_active {
+        return Err(DomainError::Conflict("Stop the answer being written before deleting messages.".into()));
+    }
+    let all = messages::session_messages(db, session.id).await?;
+    let index = TreeIndex::new(&all);
+    let target = index.get(message_id).ok_or(DomainError::NotFound)?;
+    let doomed = index.subtree(message_id);
+    let next_choice =
+        index.children(target.parent_id).iter().rev().find(|m| m.id != message_id).map(|m| m.id);
+    Ok(messages::delete_branch(db, session.id, &doomed, target.parent_id, next_choice).await?)
+}
+
+/// Renames one of the actor's sessions (a name the user chose is kept from then on).
+pub async fn rename_session(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    title: &str,
+) -> DomainResult<ChatSession> {
+    let title = clean_name(title, "session")?;
+    let session = get_session(db, actor, session_id).await?;
+    repo::rename_session(db, actor.user_id, session.id, &title, true).await?;
+    get_session(db, actor, session_id).await
+}
+
+/// Sets a title the model proposed, unless the user has named the session meanwhile.
+pub async fn propose_title(db: &Db, actor: &Actor, session_id: Uuid, title: &str) -> DomainResult<bool> {
+    let title = clean_name(title, "session")?;
+    let session = get_session(db, actor, session_id).await?;
+    Ok(repo::rename_session(db, actor.user_id, session.id, &title, false).await?)
+}
+
+/// Archives or restores one of the actor's sessions.
+pub async fn set_archived(db: &Db, actor: &Actor, session_id: Uuid, archived: bool) -> DomainResult<()> {
+    let session = get_session(db, actor, session_id).await?;
+    repo::set_archived(db, actor.user_id, session.id, archived).await?;
+    Ok(())
+}
+
+/// Sessions shown per sidebar page.
+pub const SIDEBAR_PAGE: u64 = 20;
+
+/// One page of a workspace's sessions, most recent first, and whether more follow.
+pub async fn workspace_sessions(
+    db: &Db,
+    actor: &Actor,
+    workspace_id: Uuid,
+    archived: bool,
+    page: u64,
+) -> DomainResult<(Vec<ChatSession>, bool)> {
+    let workspace = get_workspace(db, actor, workspace_id).await?;
+    let offset = page.saturating_mul(SIDEBAR_PAGE);
+    let mut sessions =
+        repo::workspace_sessions(db, actor.user_id, workspace.id, archived, offset, SIDEBAR_PAGE + 1).await?;
+    let more = sessions.len() as u64 > SIDEBAR_PAGE;
+    sessions.truncate(SIDEBAR_PAGE as usize);
+    Ok((sessions, more))
+}
+
+/// Approval modes a workspace or session may choose.
+pub const APPROVAL_MODES: [&str; 3] = ["suggest", "auto-edit", "full-auto"];
+
+/// What a workspace's settings form sends.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceForm {
+    /// Name.
+    pub name: String,
+    /// Default system prompt template (blank: none).
+    pub system_prompt: String,
+    /// Default model (blank: the instance default).
+    pub default_model: String,
+    /// Approval mode.
+    pub approval_mode: String,
+    /// Whether titles are proposed by the model.
+    pub infer_titles: bool,
+}
+
+fn blank_to_none(s: &str) -> Option<&str> {
+    let t = s.trim();
+    (!t.is_empty()).then_some(t)
+}
+
+/// Longest accepted system prompt template, in characters.
+pub const MAX_PROMPT_CHARS: usize = 20_000;
+
+fn check_prompt(prompt: Option<&str>) -> DomainResult<()> {
+    if let Some(p) = prompt {
+        if p.chars().count() > MAX_PROMPT_CHARS {
+            return Err(DomainError::Invalid(format!(
+                "The system prompt is longer than {MAX_PROMPT_CHARS} characters."
+            )));
+        }
+        super::prompt::check(p).map_err(|e| DomainError::Invalid(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Updates one of the actor's workspaces.
+pub async fn update_workspace(
+    db: &Db,
+    actor: &Actor,
+    workspace_id: Uuid,
+    form: &WorkspaceForm,
+) -> DomainResult<Workspace> {
+    let workspace = get_workspace(db, actor, workspace_id).await?;
+    let name = clean_name(&form.name, "workspace")?;
+    if !APPROVAL_MODES.contains(&form.approval_mode.as_str()) {
+        return Err(DomainError::Invalid("Choose an approval mode from the list.".into()));
+    }
+    let system_prompt = blank_to_none(&form.system_prompt);
+    check_prompt(system_prompt)?;
+    let settings = WorkspaceSettings {
+        name: &name,
+        system_prompt,
+        default_model: blank_to_none(&form.default_model),
+        approval_mode: &form.approval_mode,
+        infer_titles: form.infer_titles,
+    };
+    repo::update_workspace(db, actor.user_id, workspace.id, &settings).await?;
+    get_workspace(db, actor, workspace_id).await
+}
+
+/// What deleting a workspace would remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WorkspaceContents {
+    /// Sessions in it.
+    pub sessions: u64,
+    /// Messages in those sessions.
+    pub messages: u64,
+}
+
+/// Counts what a workspace holds.
+pub async fn workspace_contents(
+    db: &Db,
+    actor: &Actor,
+    workspace_id: Uuid,
+) -> DomainResult<WorkspaceContents> {
+    let workspace = get_workspace(db, actor, workspace_id).await?;
+    let (sessions, messages) = repo::workspace_counts(db, actor.user_id, workspace.id).await?;
+    Ok(WorkspaceContents { sessions, messages })
+}
+
+/// Deletes one of the actor's workspaces with everything in it.
+pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<()> {
+    let workspace = get_workspace(db, actor, workspace_id).await?;
+    repo::delete_workspace(db, actor.user_id, workspace.id).await?;
+    Ok(())
+}
+
+/// What a session's settings form sends.
+#[derive(Debug, Clone, Default)]
+pub struct SessionForm {
+    /// System prompt template (blank: the workspace's).
+    pub system_prompt: String,
+    /// `provider/model` (blank: the workspace default).
+    pub model: String,
+    /// Temperature (blank: provider default).
+    pub temperature: String,
+    /// Max output tokens (blank: provider default).
+    pub max_output_tokens: String,
+    /// `low`, `medium`, `high` or blank.
+    pub reasoning_effort: String,
+    /// Thinking budget in tokens (blank: none).
+    pub thinking_budget: String,
+    /// Exposed folders, one per line, relative to the workspace folder.
+    pub exposed_roots: String,
+}
+
+fn parse_number<T: std::str::FromStr>(raw: &str, what: &str) -> DomainResult<Option<T>> {
+    match blank_to_none(raw) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| DomainError::Invalid(format!("{what} must be a number."))),
+    }
+}
+
+/// Generation parameters from the form, checked.
+pub fn parse_params(form: &SessionForm) -> DomainResult<GenParams> {
+    use crate::providers::types::ReasoningEffort;
+    let temperature: Option<f32> = parse_number(&form.temperature, "Temperature")?;
+    if temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        return Err(DomainError::Invalid("Temperature must be between 0 and 2.".into()));
+    }
+    let max_output_tokens: Option<u32> = parse_number(&form.max_output_tokens, "Max output tokens")?;
+    if max_output_tokens == Some(0) {
+        return Err(DomainError::Invalid("Max output tokens must be at least 1.".into()));
+    }
+    let thinking_budget: Option<u32> = parse_number(&form.thinking_budget, "Thinking budget")?;
+    let reasoning_effort = match form.reasoning_effort.trim() {
+        "" => None,
+        "low" => Some(ReasoningEffort::Low),
+        "medium" => Some(ReasoningEffort::Medium),
+        "high" => Some(ReasoningEffort::High),
+        _ => return Err(DomainError::Invalid("Choose a reasoning effort from the list.".into())),
+    };
+    Ok(GenParams { temperature, max_output_tokens, reasoning_effort, thinking_budget })
+}
+
+/// Exposed folders from the form: relative, plain names, no `..`.
+pub fn parse_roots(raw: &str) -> DomainResult<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for line in raw.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let clean = line.trim_matches('/');
+        let ok = !clean.is_empty()
+            && clean.len() <= 200
+            && clean
+                .split('/')
+                .all(|seg| !seg.is_empty() && seg != "." && seg != ".." && !seg.contains('\\'))
+            && !clean.chars().any(char::is_control);
+        if !ok {
+            return Err(DomainError::Invalid(format!(
+                "\"{line}\" is not a folder inside the workspace: use a relative path without \"..\"."
+            )));
+        }
+        if !out.iter().any(|o| o == clean) {
+            out.push(clean.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Updates one of the actor's sessions' settings.
+pub async fn update_session(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    form: &SessionForm,
+) -> DomainResult<ChatSession> {
+    let session = get_session(db, actor, session_id).await?;
+    let system_prompt = blank_to_none(&form.system_prompt);
+    check_prompt(system_prompt)?;
+    let params = parse_params(form)?;
+    let roots = parse_roots(&form.exposed_roots)?;
+    let settings = SessionSettings {
+        system_prompt,
+        model: blank_to_none(&form.model),
+        params: serde_json::to_value(&params).unwrap_or_default(),
+        exposed_roots: &roots,
+    };
+    repo::update_session(db, actor.user_id, session.id, &settings).await?;
+    get_session(db, actor, session_id).await
+}
+
+/// Whether this is the session's first exchange (one user message, one answer), the moment a
+/// title is proposed.
+pub fn is_first_exchange(path: &[Message]) -> bool {
+    path.len() == 2 && path[0].role == Role::User && path[1].role == Role::Assistant
 }
 
 /// One message of the actor's session.

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod context;
 pub mod invitations;
 pub mod oidc_accounts;
+pub mod prompt;
 pub mod providers;
 pub mod runs;
 pub mod tree;

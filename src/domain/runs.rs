@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::accounts::Actor;
 use super::chat::{self, ChatSession};
 use super::context::{self, ContextInput, Mode};
+use super::prompt;
 use super::providers::{Providers, ResolvedModel};
 use super::tree::{self, Message, MessageStatus, MessageUsage, Role};
 use super::{DomainError, DomainResult};
@@ -42,6 +43,8 @@ pub struct RunEngine {
     registry: RunRegistry,
     providers: Arc<Providers>,
     pacing: Pacing,
+    data_dir: Arc<std::path::PathBuf>,
+    infer_titles: bool,
 }
 
 /// What a submit, retry or continue produced.
@@ -67,6 +70,8 @@ struct Job {
     parts: Vec<Part>,
     /// Usage already recorded on the message (a continued answer).
     prior_usage: Option<MessageUsage>,
+    /// The session's first message, when this answer should be followed by a proposed title.
+    first_question: Option<String>,
 }
 
 /// Checks a composer client id: 1-64 characters of `[A-Za-z0-9_-]`.
@@ -97,7 +102,21 @@ pub fn describe_error(e: &ProviderError) -> String {
 impl RunEngine {
     /// An engine over the given storage, registry and providers.
     pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
-        RunEngine { db, registry, providers, pacing }
+        RunEngine { db, registry, providers, pacing, data_dir: Arc::new("data".into()), infer_titles: true }
+    }
+
+    /// Whether first exchanges get a proposed title.
+    #[must_use]
+    pub fn with_title_inference(mut self, on: bool) -> RunEngine {
+        self.infer_titles = on;
+        self
+    }
+
+    /// Where workspace folders live (instruction files for system prompts are read there).
+    #[must_use]
+    pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> RunEngine {
+        self.data_dir = Arc::new(data_dir);
+        self
     }
 
     /// The providers registry.
@@ -133,11 +152,46 @@ impl RunEngine {
         })
     }
 
-    async fn system_prompt(&self, actor: &Actor, session: &ChatSession) -> DomainResult<Option<String>> {
-        if session.system_prompt.is_some() {
-            return Ok(session.system_prompt.clone());
-        }
-        Ok(chat::get_workspace(&self.db, actor, session.workspace_id).await?.system_prompt)
+    /// The session's system prompt, rendered for this moment and model; a template error is
+    /// the user's to fix, so it is shown with its line.
+    pub async fn system_prompt(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        model: &str,
+    ) -> DomainResult<Option<String>> {
+        let workspace = chat::get_workspace(&self.db, actor, session.workspace_id).await?;
+        let Some(template) = prompt::template_for(&workspace, session) else { return Ok(None) };
+        self.render_prompt(actor, &workspace, session, template, model).await.map(Some).map_err(|e| {
+            DomainError::Invalid(format!(
+                "The system prompt has an error ({e}): fix it in the session settings."
+            ))
+        })
+    }
+
+    /// Renders a template as the system prompt of this session would be (the settings'
+    /// "Preview"), off the async threads.
+    pub async fn render_prompt(
+        &self,
+        actor: &Actor,
+        workspace: &chat::Workspace,
+        session: &ChatSession,
+        template: &str,
+        model: &str,
+    ) -> Result<String, crate::prompting::TemplateError> {
+        let user = crate::storage::repos::users::find(&self.db, actor.user_id).await.ok().flatten();
+        let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
+        let data_dir = self.data_dir.clone();
+        let (workspace, session, template, model) =
+            (workspace.clone(), session.clone(), template.to_string(), model.to_string());
+        let rendered = tokio::task::spawn_blocking(move || {
+            let vars = prompt::vars(&data_dir, &name, &email, &workspace, &session, &model);
+            prompt::render(&template, &vars)
+        })
+        .await;
+        rendered.unwrap_or_else(|e| {
+            Err(crate::prompting::TemplateError { line: None, message: format!("rendering failed: {e}") })
+        })
     }
 
     /// Appends a user message at the end of the active path and starts its reply. A repeated
@@ -146,6 +200,33 @@ impl RunEngine {
         &self,
         actor: &Actor,
         session_id: Uuid,
+        text: &str,
+        client_id: &str,
+        model: Option<&str>,
+    ) -> DomainResult<Started> {
+        self.submit_at(actor, session_id, None, text, client_id, model).await
+    }
+
+    /// Edits a user message: the new text becomes a sibling of it (the old branch stays) and is
+    /// answered. Idempotent by `client_id` like a submit.
+    pub async fn edit(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        message_id: Uuid,
+        text: &str,
+        client_id: &str,
+        model: Option<&str>,
+    ) -> DomainResult<Started> {
+        self.submit_at(actor, session_id, Some(message_id), text, client_id, model).await
+    }
+
+    /// A submit at the end of the active path, or (`replacing`) beside a user message.
+    async fn submit_at(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        replacing: Option<Uuid>,
         text: &str,
         client_id: &str,
         model: Option<&str>,
@@ -168,7 +249,7 @@ impl RunEngine {
         }
         let reference = self.pick_model(actor, &session, model).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
-        let system = self.system_prompt(actor, &session).await?;
+        let system = self.system_prompt(actor, &session, &reference).await?;
 
         let run_id = Uuid::now_v7();
         let (user_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -186,7 +267,20 @@ impl RunEngine {
             }
         };
         let all = repo::session_messages(&self.db, session.id).await?;
-        let leaf = tree::active_path(&all, session.active_root_id).last().map(|m| m.id);
+        let leaf = match replacing {
+            None => tree::active_path(&all, session.active_root_id).last().map(|m| m.id),
+            Some(id) => match all.iter().find(|m| m.id == id) {
+                Some(old) if old.role == Role::User => old.parent_id,
+                Some(_) => {
+                    publisher.abandon();
+                    return Err(DomainError::Invalid("Only your own messages can be edited.".into()));
+                }
+                None => {
+                    publisher.abandon();
+                    return Err(DomainError::NotFound);
+                }
+            },
+        };
         let user_parts = vec![Part::Text { text: text.to_string() }];
         let user = NewMessage {
             id: user_id,
@@ -275,7 +369,7 @@ impl RunEngine {
         let parent = old.parent_id.ok_or(DomainError::NotFound)?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
-        let system = self.system_prompt(actor, &session).await?;
+        let system = self.system_prompt(actor, &session, &reference).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
         let assistant = NewMessage {
@@ -326,7 +420,7 @@ impl RunEngine {
         }
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.providers.resolve(actor, &reference)?;
-        let system = self.system_prompt(actor, &session).await?;
+        let system = self.system_prompt(actor, &session, &reference).await?;
         let run_id = Uuid::now_v7();
         let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
         let run = NewRun {
@@ -395,6 +489,13 @@ impl RunEngine {
             // A continued answer keeps its text and usage; new text and tokens are added.
             parts: prior.map(|m| m.parts.clone()).unwrap_or_default(),
             prior_usage: prior.and_then(|m| m.usage),
+            // Answering the session's first message: the moment to propose a title.
+            first_question: match path {
+                [only] if only.role == Role::User && !session.title_user_set && self.infer_titles => {
+                    Some(only.text())
+                }
+                _ => None,
+            },
         };
         self.spawn(job, publisher);
     }
@@ -585,12 +686,119 @@ impl RunEngine {
                 tracing::warn!(run = %job.run_id, error = %e, "could not record usage");
             }
         }
+        if let (End::Finished, Some(question)) = (&end, job.first_question.as_deref()) {
+            self.propose_title(&job, question, &acc.text()).await;
+        }
         tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "reply ended");
         match end {
             End::Failed(message) => publisher.finish(RunEvent::Error(message)),
             _ => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
         }
     }
+}
+
+impl RunEngine {
+    /// Asks the model for a short title for the session's first exchange and sets it, unless
+    /// the user named the session or its workspace turned titles off. Bounded in time; a failure
+    /// only leaves the title taken from the first message.
+    async fn propose_title(&self, job: &Job, question: &str, answer: &str) {
+        use crate::storage::repos::chat as chat_repo;
+        let Ok(Some(session)) = chat_repo::find_session(&self.db, job.owner_id, job.session_id).await else {
+            return;
+        };
+        let Ok(Some(workspace)) =
+            chat_repo::find_workspace(&self.db, job.owner_id, session.workspace_id).await
+        else {
+            return;
+        };
+        if session.title_user_set || !workspace.infer_titles {
+            return;
+        }
+        let clip = |t: &str| t.chars().take(TITLE_CONTEXT_CHARS).collect::<String>();
+        let request = ChatRequest {
+            model: job.request.model.clone(),
+            system: Some(TITLE_INSTRUCTION.into()),
+            messages: vec![crate::providers::types::ChatMessage {
+                role: crate::providers::types::ChatRole::User,
+                parts: vec![Part::Text {
+                    text: format!("User:\n{}\n\nAssistant:\n{}", clip(question), clip(answer)),
+                }],
+            }],
+            tools: Vec::new(),
+            params: GenParams { max_output_tokens: Some(32), ..GenParams::default() },
+        };
+        let started = Instant::now();
+        let call = async {
+            let mut stream = job.model.chat.stream(&request).await.ok()?;
+            let (mut text, mut usage) = (String::new(), None);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    ProviderEvent::TextDelta(t) => text.push_str(&t),
+                    ProviderEvent::Usage(u) => usage = Some(u),
+                    ProviderEvent::Error(_) => return None,
+                    _ => {}
+                }
+            }
+            Some((text, usage))
+        };
+        let Ok(Some((text, usage))) = tokio::time::timeout(TITLE_TIMEOUT, call).await else {
+            tracing::info!(session = %job.session_id, "no title was proposed");
+            return;
+        };
+        if let Some(u) = usage {
+            let row = repo::UsageRow {
+                user_id: job.owner_id,
+                session_id: job.session_id,
+                message_id: job.message_id,
+                provider: &job.model.provider,
+                model: &job.model.model,
+                usage: MessageUsage {
+                    input: u.input_tokens,
+                    output: u.output_tokens,
+                    cached: u.cached_input_tokens,
+                    cost_micros: job.model.info.cost_micros(
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cached_input_tokens,
+                    ),
+                    estimated: false,
+                },
+                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                via: "ui",
+            };
+            if let Err(e) = repo::insert_usage(&self.db, &row).await {
+                tracing::warn!(error = %e, "could not record usage");
+            }
+        }
+        let Some(title) = clean_title(&text) else { return };
+        if let Err(e) = chat_repo::rename_session(&self.db, job.owner_id, job.session_id, &title, false).await
+        {
+            tracing::warn!(error = %e, "could not set a proposed title");
+        }
+    }
+}
+
+/// What the title call asks for.
+const TITLE_INSTRUCTION: &str = "Write a title of at most six words for the conversation below. \
+Answer with the title alone: no quotes, no punctuation at the end, no preamble.";
+
+/// How much of the question and the answer the title call sees, in characters.
+const TITLE_CONTEXT_CHARS: usize = 2000;
+
+/// Longest wait for a proposed title; the answer's "done" waits for it.
+const TITLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A model's proposed title made fit for the sidebar: its first line, without quotes, a
+/// "Title:" prefix or markdown marks; `None` when nothing usable is left.
+pub fn clean_title(raw: &str) -> Option<String> {
+    let line = raw.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line.strip_prefix("Title:").or_else(|| line.strip_prefix("title:")).unwrap_or(line);
+    let line = line.trim_matches(|c: char| matches!(c, '"' | '\'' | '*' | '#' | '`' | '“' | '”' | ' ' | '.'));
+    let line: String = line.chars().filter(|c| !c.is_control()).collect();
+    if line.is_empty() {
+        return None;
+    }
+    Some(chat::title_from(&line))
 }
 
 /// How a run ended.
@@ -637,6 +845,14 @@ impl Accumulator {
         self.produced
     }
 
+    /// The answer text so far.
+    fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })
+            .collect()
+    }
+
     fn apply(&mut self, ev: ProviderEvent) {
         match ev {
             ProviderEvent::TextDelta(t) => {
@@ -677,6 +893,18 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proposed_titles_are_cleaned() {
+        assert_eq!(
+            clean_title("\n\"Rust lifetimes explained.\"\nmore").as_deref(),
+            Some("Rust lifetimes explained")
+        );
+        assert_eq!(clean_title("Title: **Trip to Lisbon**").as_deref(), Some("Trip to Lisbon"));
+        assert_eq!(clean_title("  \n \"\" "), None);
+        let long = clean_title(&"word ".repeat(40)).unwrap();
+        assert!(long.chars().count() <= 61 && long.ends_with('…'), "{long}");
+    }
 
     #[test]
     fn client_ids_are_checked() {

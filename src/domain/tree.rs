@@ -1,6 +1,8 @@
 //! The conversation tree: messages linked by `parent_id`, the active path following
 //! `chosen_child_id` from the session's active root.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -160,41 +162,193 @@ impl Message {
     }
 }
 
+/// An index over one session's messages: children in creation order, for walking the tree
+/// without rescanning the whole list at every step.
+pub struct TreeIndex<'a> {
+    by_id: HashMap<Uuid, &'a Message>,
+    children: HashMap<Option<Uuid>, Vec<&'a Message>>,
+}
+
+impl<'a> TreeIndex<'a> {
+    /// Indexes the messages (any order).
+    pub fn new(messages: &'a [Message]) -> TreeIndex<'a> {
+        let by_id = messages.iter().map(|m| (m.id, m)).collect::<HashMap<_, _>>();
+        let mut children: HashMap<Option<Uuid>, Vec<&Message>> = HashMap::new();
+        for m in messages {
+            // A parent that is missing (corrupt data) makes its children unreachable, not roots.
+            children.entry(m.parent_id).or_default().push(m);
+        }
+        for list in children.values_mut() {
+            list.sort_by_key(|m| (m.created_at, m.id));
+        }
+        TreeIndex { by_id, children }
+    }
+
+    /// The message with this id.
+    pub fn get(&self, id: Uuid) -> Option<&'a Message> {
+        self.by_id.get(&id).copied()
+    }
+
+    /// Children of `parent` (roots for `None`), oldest first.
+    pub fn children(&self, parent: Option<Uuid>) -> &[&'a Message] {
+        self.children.get(&parent).map_or(&[], Vec::as_slice)
+    }
+
+    /// The child the active path follows from `parent`: the chosen one, else the newest.
+    fn next_after(&self, parent: Option<Uuid>, chosen: Option<Uuid>) -> Option<&'a Message> {
+        let kids = self.children(parent);
+        chosen.and_then(|c| kids.iter().find(|m| m.id == c)).or_else(|| kids.last()).copied()
+    }
+
+    /// The active path from `root`: follow `chosen_child_id` (or the newest child when unset).
+    pub fn active_path(&self, root: Option<Uuid>) -> Vec<&'a Message> {
+        let mut path = Vec::new();
+        let mut next = self.next_after(None, root);
+        while let Some(m) = next {
+            // A cycle can only come from corrupt data; stop rather than loop forever.
+            if path.len() > self.by_id.len() {
+                break;
+            }
+            path.push(m);
+            next = self.next_after(Some(m.id), m.chosen_child_id);
+        }
+        path
+    }
+
+    /// The path from the root down to `id` (inclusive), following parents.
+    pub fn path_to(&self, id: Uuid) -> Vec<&'a Message> {
+        let mut out = Vec::new();
+        let mut next = Some(id);
+        while let Some(current) = next {
+            if out.len() > self.by_id.len() {
+                break;
+            }
+            let Some(m) = self.get(current) else { break };
+            out.push(m);
+            next = m.parent_id;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Where a message stands among its siblings.
+    pub fn siblings(&self, id: Uuid) -> Option<Siblings> {
+        let m = self.get(id)?;
+        let kids = self.children(m.parent_id);
+        let index = kids.iter().position(|k| k.id == id)?;
+        Some(Siblings {
+            position: index + 1,
+            count: kids.len(),
+            previous: index.checked_sub(1).map(|i| kids[i].id),
+            next: kids.get(index + 1).map(|k| k.id),
+        })
+    }
+
+    /// The message and everything below it, the message first.
+    pub fn subtree(&self, id: Uuid) -> Vec<Uuid> {
+        let mut out = Vec::new();
+        let mut stack = vec![id];
+        while let Some(current) = stack.pop() {
+            if out.len() > self.by_id.len() {
+                break;
+            }
+            out.push(current);
+            stack.extend(self.children(Some(current)).iter().rev().map(|m| m.id));
+        }
+        out
+    }
+
+    /// The whole tree for drawing, compactly: one row per unbranched stretch of messages, each
+    /// row indented by how many forks lie above it; `path` is highlighted.
+    pub fn overview(&self, path: &[Uuid]) -> Vec<OverviewRow> {
+        let on_path: std::collections::HashSet<Uuid> = path.iter().copied().collect();
+        let leaf = path.last().copied();
+        let dot = |m: &Message| {
+            let label: String =
+                m.text().split_whitespace().collect::<Vec<_>>().join(" ").chars().take(60).collect();
+            OverviewDot {
+                id: m.id,
+                role: m.role.as_str(),
+                label,
+                on_path: on_path.contains(&m.id),
+                is_leaf: leaf == Some(m.id),
+            }
+        };
+        let mut rows = Vec::new();
+        // (first message of a stretch, its fork depth); a stack keeps deep trees off the call stack.
+        let mut stack: Vec<(&Message, usize)> = self.children(None).iter().rev().map(|m| (*m, 0)).collect();
+        let mut seen = 0usize;
+        while let Some((first, depth)) = stack.pop() {
+            let mut dots = Vec::new();
+            let mut current = first;
+            loop {
+                seen += 1;
+                if seen > self.by_id.len() {
+                    return rows;
+                }
+                dots.push(dot(current));
+                match self.children(Some(current.id)) {
+                    [only] => current = only,
+                    kids => {
+                        stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
+                        break;
+                    }
+                }
+            }
+            let on_path = dots.iter().any(|d| d.on_path);
+            rows.push(OverviewRow { depth, on_path, dots });
+        }
+        rows
+    }
+}
+
+/// A message's place among the children of its parent ("2 / 3").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Siblings {
+    /// 1-based position.
+    pub position: usize,
+    /// How many siblings, itself included.
+    pub count: usize,
+    /// The sibling before it.
+    pub previous: Option<Uuid>,
+    /// The sibling after it.
+    pub next: Option<Uuid>,
+}
+
+/// One unbranched stretch of the tree overview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverviewRow {
+    /// How many forks lie above it.
+    pub depth: usize,
+    /// Whether the active path runs through it.
+    pub on_path: bool,
+    /// Its messages, in order.
+    pub dots: Vec<OverviewDot>,
+}
+
+/// One message in the tree overview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverviewDot {
+    /// Message id.
+    pub id: Uuid,
+    /// `user` or `assistant`.
+    pub role: &'static str,
+    /// The start of its text.
+    pub label: String,
+    /// Whether it is on the active path.
+    pub on_path: bool,
+    /// Whether it is the active path's last message.
+    pub is_leaf: bool,
+}
+
 /// The active path: from `root` follow `chosen_child_id` (or the newest child when unset).
 pub fn active_path(messages: &[Message], root: Option<Uuid>) -> Vec<Message> {
-    let by_id: std::collections::HashMap<Uuid, &Message> = messages.iter().map(|m| (m.id, m)).collect();
-    let newest_child = |parent: Option<Uuid>| {
-        messages.iter().filter(|m| m.parent_id == parent).max_by_key(|m| (m.created_at, m.id)).map(|m| m.id)
-    };
-    let mut path = Vec::new();
-    let mut next = root.filter(|id| by_id.contains_key(id)).or_else(|| newest_child(None));
-    while let Some(id) = next {
-        // A cycle can only come from corrupt data; stop rather than loop forever.
-        if path.len() > messages.len() {
-            break;
-        }
-        let Some(m) = by_id.get(&id) else { break };
-        path.push((*m).clone());
-        next = m.chosen_child_id.filter(|c| by_id.contains_key(c)).or_else(|| newest_child(Some(m.id)));
-    }
-    path
+    TreeIndex::new(messages).active_path(root).into_iter().cloned().collect()
 }
 
 /// The path from the root down to `id` (inclusive), following parents.
 pub fn path_to(messages: &[Message], id: Uuid) -> Vec<Message> {
-    let by_id: std::collections::HashMap<Uuid, &Message> = messages.iter().map(|m| (m.id, m)).collect();
-    let mut out = Vec::new();
-    let mut next = Some(id);
-    while let Some(current) = next {
-        if out.len() > messages.len() {
-            break;
-        }
-        let Some(m) = by_id.get(&current) else { break };
-        out.push((*m).clone());
-        next = m.parent_id;
-    }
-    out.reverse();
-    out
+    TreeIndex::new(messages).path_to(id).into_iter().cloned().collect()
 }
 
 #[cfg(test)]
@@ -238,6 +392,63 @@ mod tests {
         assert_eq!(ids, [1, 3, 5]);
         let ids: Vec<u128> = path_to(&all, Uuid::from_u128(5)).iter().map(|m| m.id.as_u128()).collect();
         assert_eq!(ids, [1, 3, 5]);
+    }
+
+    fn ids(ms: &[&Message]) -> Vec<u128> {
+        ms.iter().map(|m| m.id.as_u128()).collect()
+    }
+
+    #[test]
+    fn siblings_subtrees_and_the_overview() {
+        // 1 -> {2, 3}; 2 -> 4; 3 -> {5, 6}; 7 is a second root (an edited first message).
+        let all = vec![
+            msg(1, None, Some(3), 1),
+            msg(2, Some(1), Some(4), 2),
+            msg(3, Some(1), Some(5), 3),
+            msg(4, Some(2), None, 4),
+            msg(5, Some(3), None, 5),
+            msg(6, Some(3), None, 6),
+            msg(7, None, None, 7),
+        ];
+        let t = TreeIndex::new(&all);
+        let s = t.siblings(Uuid::from_u128(3)).unwrap();
+        assert_eq!((s.position, s.count), (2, 2));
+        assert_eq!((s.previous, s.next), (Some(Uuid::from_u128(2)), None));
+        let root = t.siblings(Uuid::from_u128(7)).unwrap();
+        assert_eq!((root.position, root.count, root.previous), (2, 2, Some(Uuid::from_u128(1))));
+        let sub: Vec<u128> = t.subtree(Uuid::from_u128(3)).iter().map(|u| u.as_u128()).collect();
+        assert_eq!(sub, [3, 5, 6]);
+        assert_eq!(t.subtree(Uuid::from_u128(1)).len(), 6);
+        // The active root is 1 when asked for; without one the newest root is followed.
+        assert_eq!(ids(&t.active_path(Some(Uuid::from_u128(1)))), [1, 3, 5]);
+        assert_eq!(ids(&t.active_path(None)), [7]);
+        let path: Vec<Uuid> = t.active_path(Some(Uuid::from_u128(1))).iter().map(|m| m.id).collect();
+        let rows = t.overview(&path);
+        // 1 | 2 4 | 3 | 5 | 6 | 7: stretches split at forks, indented by the forks above.
+        let shape: Vec<(usize, Vec<u128>)> =
+            rows.iter().map(|r| (r.depth, r.dots.iter().map(|d| d.id.as_u128()).collect())).collect();
+        assert_eq!(
+            shape,
+            [(0, vec![1]), (1, vec![2, 4]), (1, vec![3]), (2, vec![5]), (2, vec![6]), (0, vec![7])]
+        );
+        let on: Vec<bool> = rows.iter().map(|r| r.on_path).collect();
+        assert_eq!(on, [true, false, true, true, false, false]);
+        assert!(rows[3].dots[0].is_leaf && rows[3].dots[0].label == "m5");
+    }
+
+    #[test]
+    fn deep_chains_are_walked_without_recursion() {
+        let all: Vec<Message> =
+            (1..=5000u128).map(|i| msg(i, (i > 1).then(|| i - 1), None, i as i64)).collect();
+        let t = TreeIndex::new(&all);
+        let path = t.active_path(None);
+        assert_eq!(path.len(), 5000);
+        assert_eq!(t.subtree(Uuid::from_u128(1)).len(), 5000);
+        let ids: Vec<Uuid> = path.iter().map(|m| m.id).collect();
+        let rows = t.overview(&ids);
+        assert_eq!(rows.len(), 1, "one unbranched stretch");
+        assert_eq!(rows[0].dots.len(), 5000);
+        assert!(rows[0].dots[4999].is_leaf);
     }
 
     #[test]

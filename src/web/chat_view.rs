@@ -4,7 +4,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::chat::Conversation;
-use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role};
+use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role, Siblings};
 use crate::providers::catalog::ModelInfo;
 use crate::providers::types::Part;
 use crate::web::error::WebError;
@@ -63,6 +63,10 @@ pub struct MessageView {
     pub can_continue: bool,
     /// Offer "Retry".
     pub can_retry: bool,
+    /// Its place among its siblings, when it has any.
+    pub siblings: Option<Siblings>,
+    /// How many messages deleting it removes (itself and everything below).
+    pub branch_size: usize,
 }
 
 /// Dollars from micro-dollars: four decimals under a cent, two above.
@@ -111,6 +115,8 @@ pub fn message_view(m: &Message) -> MessageView {
         streaming: m.status == MessageStatus::Streaming,
         can_continue: assistant && m.status.can_continue() && !m.text().trim().is_empty(),
         can_retry: assistant && m.status != MessageStatus::Streaming,
+        siblings: None,
+        branch_size: 1,
     }
 }
 
@@ -131,6 +137,42 @@ pub async fn message_views(messages: Vec<Message>) -> Result<Vec<MessageView>, W
     actix_web::web::block(move || messages.iter().map(message_view).collect())
         .await
         .map_err(|e| WebError::Internal(format!("markdown rendering failed: {e}")))
+}
+
+/// Messages a session page shows at first, and per "earlier messages" step.
+pub const THREAD_WINDOW: usize = 40;
+
+/// The part of the active path a page shows: the `THREAD_WINDOW` messages before `before` (or
+/// the end), with their sibling positions, and the id to ask for when older ones remain.
+pub async fn thread_window(
+    conv: &Conversation,
+    before: Option<Uuid>,
+) -> Result<(Vec<MessageView>, Option<Uuid>), WebError> {
+    let end = match before {
+        Some(id) => conv.path.iter().position(|m| m.id == id).ok_or(WebError::NotFound)?,
+        None => conv.path.len(),
+    };
+    let start = end.saturating_sub(THREAD_WINDOW);
+    let mut views = message_views(conv.path[start..end].to_vec()).await?;
+    for (offset, view) in views.iter_mut().enumerate() {
+        let i = start + offset;
+        view.siblings = conv.siblings.get(i).copied().filter(|s| s.count > 1);
+        view.branch_size = conv.branch_sizes.get(i).copied().unwrap_or(1);
+    }
+    let older = (start > 0).then(|| conv.path[start].id);
+    Ok((views, older))
+}
+
+/// One message of the conversation with its sibling position (when it is on the active path).
+pub async fn single_view(conv: &Conversation, message: Message) -> Result<MessageView, WebError> {
+    let index = conv.path.iter().position(|m| m.id == message.id);
+    let mut views = message_views(vec![message]).await?;
+    let mut view = views.pop().ok_or_else(|| WebError::Internal("no view".into()))?;
+    if let Some(i) = index {
+        view.siblings = conv.siblings.get(i).copied().filter(|s| s.count > 1);
+        view.branch_size = conv.branch_sizes.get(i).copied().unwrap_or(1);
+    }
+    Ok(view)
 }
 
 /// How full the model's context window is after the latest answer.

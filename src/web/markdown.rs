@@ -43,7 +43,10 @@ pub fn render_markdown(text: &str) -> SafeHtml {
     if text.trim().is_empty() {
         return SafeHtml(String::new());
     }
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_MATH;
     let events = defang(Parser::new_ext(text, options));
     // Rendered HTML is usually a little longer than its markdown.
     let mut unsafe_html = String::with_capacity(text.len() + text.len() / 2);
@@ -183,12 +186,10 @@ fn is_language_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-'))
 }
 
-/// Whether an image may load from `src`: only HTTPS, or Arbor's own blob endpoint, so a message
-/// cannot make the viewer's browser fetch plain-HTTP or other same-origin URLs (`/logout`, say).
+/// Whether an image may load from `src`: only Arbor's own blob endpoint, so a message cannot
+/// make the viewer's browser fetch other sites (tracking pixels) or other same-origin URLs
+/// (`/logout`, say).
 fn is_allowed_image_src(src: &str) -> bool {
-    if src.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://")) {
-        return true;
-    }
     // Plain path characters only: `%2e%2e`, `\` and `..` would let the browser resolve the path
     // out of `/api/blob/` to another endpoint.
     src.strip_prefix("/api/blob/").is_some_and(|rest| {
@@ -202,6 +203,8 @@ fn is_allowed_image_src(src: &str) -> bool {
 fn filter_attribute<'u>(element: &str, attribute: &str, value: &'u str) -> Option<Cow<'u, str>> {
     let keep = match (element, attribute) {
         ("code", "class") => value.strip_prefix("language-").is_some_and(is_language_name),
+        // The two classes pulldown-cmark gives TeX, which the page renders with KaTeX.
+        ("span", "class") => matches!(value, "math math-inline" | "math math-display"),
         ("img", "src") => is_allowed_image_src(value),
         ("ol", "start") => value.len() <= 9 && value.bytes().all(|b| b.is_ascii_digit()),
         ("th" | "td", "align") => matches!(value, "left" | "center" | "right"),
@@ -224,6 +227,7 @@ static SANITIZER: LazyLock<Builder<'static>> = LazyLock::new(|| {
         ("a", attrs(&["href", "title"])),
         ("img", attrs(&["src", "alt", "title"])),
         ("code", attrs(&["class"])),
+        ("span", attrs(&["class"])),
         ("ol", attrs(&["start"])),
         ("th", attrs(&["align"])),
         ("td", attrs(&["align"])),
@@ -441,15 +445,11 @@ mod tests {
     }
 
     #[test]
-    fn images_only_from_https_or_blobs() {
-        let html = md("![cat](https://example.com/cat.png \"Cat\")");
-        assert!(
-            html.contains("<img src=\"https://example.com/cat.png\" alt=\"cat\" title=\"Cat\">"),
-            "{html}"
-        );
-        let html = md("![b](/api/blob/abc123)");
-        assert!(html.contains("src=\"/api/blob/abc123\""), "{html}");
+    fn images_only_from_blobs() {
+        let html = md("![b](/api/blob/abc123 \"Cat\")");
+        assert!(html.contains("<img src=\"/api/blob/abc123\" alt=\"b\" title=\"Cat\">"), "{html}");
         for bad in [
+            "![cat](https://example.com/cat.png)",
             "![x](http://example.com/x.png)",
             "![x](//evil.example/x.png)",
             "![x](/logout)",
@@ -462,6 +462,20 @@ mod tests {
             let html = md(bad);
             assert_not_live(&html, &["src="]);
         }
+    }
+
+    #[test]
+    fn tex_becomes_math_spans_for_katex_and_nothing_else() {
+        let html = md("Euler: $e^{i\\pi} + 1 = 0$ and\n\n$$\\int_0^1 x\\,dx < 1$$");
+        assert!(html.contains("<span class=\"math math-inline\">e^{i\\pi} + 1 = 0</span>"), "{html}");
+        assert!(html.contains("<span class=\"math math-display\">\\int_0^1 x\\,dx &lt; 1</span>"), "{html}");
+        // Prices are not maths.
+        assert!(!md("It costs $5 and $10.").contains("math"));
+        // Raw spans with other classes stay text.
+        assert_not_live(
+            &md("<span class=\"math math-inline\" onclick=\"x()\">a</span>"),
+            &["<span", "onclick"],
+        );
     }
 
     #[test]

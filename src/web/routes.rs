@@ -42,7 +42,7 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 /// Every route Arbor serves.
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
-    use handlers::{account, assets, auth, chat, events, health, home, invitations, oidc};
+    use handlers::{account, assets, auth, chat, events, health, home, invitations, oidc, workspaces};
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
         entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
@@ -77,6 +77,30 @@ pub fn table() -> Vec<RouteEntry> {
             web::post().to(chat::resume),
         ),
         entry(Method::POST, "/s/{session_id}/messages/{message_id}/retry", User, web::post().to(chat::retry)),
+        entry(Method::POST, "/s/{session_id}/messages/{message_id}/edit", User, web::post().to(chat::edit)),
+        entry(
+            Method::POST,
+            "/s/{session_id}/messages/{message_id}/select",
+            User,
+            web::post().to(chat::select),
+        ),
+        entry(
+            Method::POST,
+            "/s/{session_id}/messages/{message_id}/delete",
+            User,
+            web::post().to(chat::delete_message),
+        ),
+        entry(Method::GET, "/s/{session_id}/older", User, web::get().to(chat::older)),
+        entry(Method::POST, "/s/{session_id}/settings", User, web::post().to(chat::save_settings)),
+        entry(Method::POST, "/s/{session_id}/prompt-preview", User, web::post().to(chat::prompt_preview)),
+        entry(Method::POST, "/s/{session_id}/rename", User, web::post().to(workspaces::rename_session)),
+        entry(Method::POST, "/s/{session_id}/archive", User, web::post().to(workspaces::archive_session)),
+        entry(Method::POST, "/s/{session_id}/delete", User, web::post().to(workspaces::delete_session)),
+        entry(Method::POST, "/workspaces", User, web::post().to(workspaces::create)),
+        entry(Method::GET, "/w/{workspace_id}", User, web::get().to(workspaces::show)),
+        entry(Method::POST, "/w/{workspace_id}", User, web::post().to(workspaces::save)),
+        entry(Method::POST, "/w/{workspace_id}/delete", User, web::post().to(workspaces::delete)),
+        entry(Method::GET, "/w/{workspace_id}/sessions", User, web::get().to(workspaces::sessions_page)),
     ]
 }
 

@@ -30,6 +30,13 @@ struct Ids {
     session: Uuid,
     /// A stopped answer in the owner's session.
     answer: Uuid,
+    /// The user message it answers.
+    question: Uuid,
+    /// The owner's workspace holding `session`.
+    workspace: Uuid,
+    /// A workspace and a session of the owner's that the delete rows may remove.
+    spare_workspace: Uuid,
+    spare_session: Uuid,
     owner_spare_session: String,
     invite_token: String,
 }
@@ -162,6 +169,81 @@ fn cases() -> Vec<Case> {
             "",
             OWNER_ONLY(400),
         ),
+        // No provider: the edit is refused with the composer's 400 after the owner check.
+        post(
+            "/s/{session_id}/messages/{message_id}/edit",
+            |ids| format!("/s/{}/messages/{}/edit", ids.session, ids.question),
+            "message=edited&client_id=authz-edit",
+            OWNER_ONLY(400),
+        ),
+        post(
+            "/s/{session_id}/messages/{message_id}/select",
+            |ids| format!("/s/{}/messages/{}/select", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(200),
+        ),
+        get(
+            "/s/{session_id}/older",
+            |ids| format!("/s/{}/older?before={}", ids.session, ids.answer),
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/settings",
+            |ids| format!("/s/{}/settings", ids.session),
+            "temperature=0.5&system_prompt=Hi+{{+user.name+}}",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/prompt-preview",
+            |ids| format!("/s/{}/prompt-preview", ids.session),
+            "system_prompt=Hi",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/rename",
+            |ids| format!("/s/{}/rename", ids.session),
+            "title=Renamed",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/archive",
+            |ids| format!("/s/{}/archive", ids.session),
+            "archived=false",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/workspaces",
+            |_| "/workspaces".into(),
+            "name=Another",
+            Expect { anonymous: 401, other_member: 303, owner: 303, admin: 303 },
+        ),
+        get("/w/{workspace_id}", |ids| format!("/w/{}", ids.workspace), OWNER_ONLY(200)),
+        post(
+            "/w/{workspace_id}",
+            |ids| format!("/w/{}", ids.workspace),
+            "name=Kept&approval_mode=suggest",
+            OWNER_ONLY(200),
+        ),
+        get(
+            "/w/{workspace_id}/sessions",
+            |ids| format!("/w/{}/sessions?page=1", ids.workspace),
+            OWNER_ONLY(200),
+        ),
+        // Destructive rows last, on spare objects: the owner's call removes them, so the admin
+        // after it finds nothing either way.
+        post(
+            "/s/{session_id}/messages/{message_id}/delete",
+            |ids| format!("/s/{}/messages/{}/delete", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(200),
+        ),
+        post("/s/{session_id}/delete", |ids| format!("/s/{}/delete", ids.spare_session), "", OWNER_ONLY(200)),
+        post(
+            "/w/{workspace_id}/delete",
+            |ids| format!("/w/{}/delete", ids.spare_workspace),
+            "",
+            OWNER_ONLY(303),
+        ),
     ]
 }
 
@@ -225,6 +307,24 @@ async fn stopped_answer(app: &TestApp, owner: &arbor::domain::accounts::User, se
     answer
 }
 
+async fn question_of(app: &TestApp, session: Uuid, answer: Uuid) -> Uuid {
+    arbor::storage::repos::messages::find_message(&app.state.db, session, answer)
+        .await
+        .unwrap()
+        .and_then(|m| m.parent_id)
+        .unwrap()
+}
+
+async fn workspace_of(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
+    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    arbor::domain::chat::get_session(&app.state.db, &actor, session).await.unwrap().workspace_id
+}
+
+async fn spare_workspace(app: &TestApp, owner: &arbor::domain::accounts::User) -> Uuid {
+    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    arbor::domain::chat::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
+}
+
 async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
     let mut req = app.client.request(case.method.as_str().parse().unwrap(), app.url(path));
     if case.method != Method::GET {
@@ -260,6 +360,10 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let ids = Ids {
         session,
         answer,
+        question: question_of(&app, session, answer).await,
+        workspace: workspace_of(&app, &owner, session).await,
+        spare_workspace: spare_workspace(&app, &owner).await,
+        spare_session: app.create_session(&owner).await.1,
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: invite.token,
     };
@@ -298,6 +402,10 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
     let ids = Ids {
         session: Uuid::now_v7(),
         answer: Uuid::now_v7(),
+        question: Uuid::now_v7(),
+        workspace: Uuid::now_v7(),
+        spare_workspace: Uuid::now_v7(),
+        spare_session: Uuid::now_v7(),
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: "x".repeat(43),
     };

@@ -139,7 +139,7 @@ async fn an_answer_streams_into_the_page_and_ends_as_markdown() {
         Provider::OpenAi,
         Reply::Fixture { path: long.into(), chunk_delay_ms: 25, first_byte_delay_ms: 300 },
     );
-    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    mock.enqueue(Provider::OpenAi, openai_text_reply(RICH_ANSWER));
     let user = app.create_user("ada@example.com", Role::Member).await;
     let cookie = app.login(&user).await;
     let token = cookie.trim_start_matches("arbor_session=");
@@ -180,13 +180,28 @@ async fn an_answer_streams_into_the_page_and_ends_as_markdown() {
     browser.type_into("#composer-message", "And a short one").await.unwrap();
     browser.click("#composer button[type=submit]").await.unwrap();
     browser
-        .wait_for_text(
-            ".msg-assistant:last-child .markdown",
-            "How can I help you today?",
-            Duration::from_secs(15),
-        )
+        .wait_for_text(".msg-assistant:last-child .markdown", "Here is the code", Duration::from_secs(15))
         .await
         .unwrap();
+    // Code is highlighted and gets a copy button; TeX is typeset by KaTeX; links open a new tab.
+    browser
+        .wait_for(".msg-assistant:last-child pre code.hljs .hljs-keyword", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(browser.find_all(".msg-assistant:last-child pre .code-copy").await.unwrap().len(), 1);
+    browser.wait_for(".msg-assistant:last-child .math-inline .katex", Duration::from_secs(5)).await.unwrap();
+    browser
+        .wait_for(".msg-assistant:last-child .math-display .katex-display", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        browser.attribute(".msg-assistant:last-child .markdown a", "target").await.unwrap().as_deref(),
+        Some("_blank")
+    );
+    assert_eq!(
+        browser.attribute(".msg-assistant:last-child .markdown a", "rel").await.unwrap().as_deref(),
+        Some("noopener noreferrer nofollow")
+    );
     assert_eq!(browser.find_all(".msg-user").await.unwrap().len(), 2);
     assert_eq!(browser.value("#composer-message").await.unwrap(), "", "the composer was reset");
     browser.screenshot(artifacts_dir().join("session-desktop.png")).await.unwrap();
@@ -198,4 +213,112 @@ async fn an_answer_streams_into_the_page_and_ends_as_markdown() {
     let errors = arbor_console_errors(&browser, &app).await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_branching_journey_from_a_new_workspace_to_a_reload() {
+    use crate::support::mock_upstream::{self, Provider, Reply};
+    let mock = mock_upstream::start().await.unwrap();
+    let app = TestApp::spawn_with(|c| crate::runs::use_mock(c, &mock)).await;
+    for _ in 0..2 {
+        mock.enqueue(
+            Provider::OpenAi,
+            Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 20, first_byte_delay_ms: 100 },
+        );
+    }
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let token = cookie.trim_start_matches("arbor_session=");
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+
+    // A new workspace from the sidebar.
+    browser.click(".new-workspace summary").await.unwrap();
+    browser.type_into("#new-workspace-name", "Travel plans").await.unwrap();
+    browser.click(".new-workspace button[type=submit]").await.unwrap();
+    browser.wait_for_text("#workspace h1", "Travel plans", Duration::from_secs(10)).await.unwrap();
+    browser.click("#workspace a[href^='/?w=']").await.unwrap();
+    browser.wait_for_text("#home", "Travel plans", Duration::from_secs(10)).await.unwrap();
+    browser
+        .execute("document.getElementById('composer-model').value = 'openai/gpt-4o-mini'; return true;", &[])
+        .await
+        .unwrap();
+    // Enter sends.
+    browser.type_into("#composer-message", "Where should I go in May?").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "How can I help",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    let session_url = browser.current_url().await.unwrap();
+    assert!(session_url.contains("/s/"), "{session_url}");
+    let in_sidebar = browser.text(".ws-item .session-item.is-active").await.unwrap();
+    assert!(in_sidebar.contains("Where should I go"), "{in_sidebar}");
+
+    // Edit the first message: a second branch with its own answer.
+    browser.click(".msg-user .msg-edit summary").await.unwrap();
+    browser.clear(".msg-user .msg-edit-form textarea").await.unwrap();
+    browser.type_into(".msg-user .msg-edit-form textarea", "Where should I go in June?").await.unwrap();
+    browser.click(".msg-user .msg-edit-form button[type=submit]").await.unwrap();
+    browser.wait_for_text(".msg-user .sib-pos", "2 / 2", Duration::from_secs(10)).await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "How can I help",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    assert!(browser.text(".msg-user .msg-body").await.unwrap().contains("June"));
+
+    // Back to the first branch with ‹.
+    browser.click(".msg-user .sib-prev").await.unwrap();
+    browser.wait_for_text(".msg-user .sib-pos", "1 / 2", Duration::from_secs(10)).await.unwrap();
+    assert!(browser.text(".msg-user .msg-body").await.unwrap().contains("May"));
+    assert_eq!(browser.find_all(".msg-assistant[data-status=complete]").await.unwrap().len(), 1);
+
+    // A reload shows the same path.
+    browser.goto(&session_url).await.unwrap();
+    browser.wait_for_text(".msg-user .sib-pos", "1 / 2", Duration::from_secs(10)).await.unwrap();
+    assert!(browser.text(".msg-user .msg-body").await.unwrap().contains("May"));
+    browser.click(".tree-overview summary").await.unwrap();
+    assert_eq!(browser.find_all(".tree-overview .tree-node").await.unwrap().len(), 4);
+    browser.screenshot(artifacts_dir().join("session-branches-desktop.png")).await.unwrap();
+    browser.set_window_size(390, 844).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    browser.screenshot(artifacts_dir().join("session-branches-phone.png")).await.unwrap();
+    let errors = arbor_console_errors(&browser, &app).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
+}
+
+/// An answer with a code block, inline and display TeX, and a link.
+const RICH_ANSWER: &str = "Here is the code:\n\n```rust\nfn main() {\n    let x = 2;\n}\n```\n\nIts square is $x^2$, and\n\n$$\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}$$\n\nSee [the book](https://doc.rust-lang.org/book/).";
+
+/// An OpenAI Chat Completions stream that writes `text` in a few chunks.
+fn openai_text_reply(text: &str) -> crate::support::mock_upstream::Reply {
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let body = serde_json::json!({
+            "id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+        });
+        format!("data: {body}\n\n")
+    };
+    let mut events = vec![chunk(serde_json::json!({ "role": "assistant", "content": "" }), None)];
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(24) {
+        events.push(chunk(serde_json::json!({ "content": piece.iter().collect::<String>() }), None));
+    }
+    events.push(chunk(serde_json::json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".into());
+    crate::support::mock_upstream::Reply::Sse { events, chunk_delay_ms: 10 }
 }

@@ -17,4 +17,5 @@ mod oidc;
 mod oidc_real;
 mod providers;
 mod runs;
+mod tree;
 mod web_basics;

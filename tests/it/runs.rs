@@ -15,8 +15,10 @@ use crate::support::sse_client::SseReader;
 use crate::support::{TestApp, TestSession};
 
 /// The three configured providers, pointed at the mock, with fixed model lists (no discovery).
+/// Titles are not proposed (that extra call would take a scripted reply); `tree.rs` tests them.
 pub fn use_mock(c: &mut Config, mock: &MockUpstream) {
     c.llm.detect_local_ollama = false;
+    c.llm.infer_titles = false;
     let mut add = |name: &str, kind, p: Provider, model: &str| {
         c.llm.providers.insert(
             name.into(),
@@ -34,15 +36,15 @@ pub fn use_mock(c: &mut Config, mock: &MockUpstream) {
     add("gemini", ProviderKind::Gemini, Provider::Gemini, "gemini-2.5-flash");
 }
 
-struct Chat {
-    app: TestApp,
-    mock: MockUpstream,
-    user: User,
-    s: TestSession,
-    session: Uuid,
+pub(crate) struct Chat {
+    pub(crate) app: TestApp,
+    pub(crate) mock: MockUpstream,
+    pub(crate) user: User,
+    pub(crate) s: TestSession,
+    pub(crate) session: Uuid,
 }
 
-async fn chat_with(adjust: impl FnOnce(&mut Config)) -> Chat {
+pub(crate) async fn chat_with(adjust: impl FnOnce(&mut Config)) -> Chat {
     let mock = mock_upstream::start().await.unwrap();
     let app = TestApp::spawn_with(|c| {
         use_mock(c, &mock);
@@ -59,7 +61,7 @@ async fn chat() -> Chat {
     chat_with(|_| {}).await
 }
 
-fn form(text: &str, client_id: &str, model: &str) -> String {
+pub(crate) fn form(text: &str, client_id: &str, model: &str) -> String {
     let enc = |v: &str| -> String {
         v.bytes()
             .map(|b| match b {
@@ -79,7 +81,7 @@ impl Chat {
     }
 
     /// Sends and returns the id of the answer being written.
-    async fn send_ok(&self, text: &str, model: &str) -> Uuid {
+    pub(crate) async fn send_ok(&self, text: &str, model: &str) -> Uuid {
         let res = self.send(text, &Uuid::new_v4().simple().to_string(), model).await;
         assert_eq!(res.status(), 200);
         streaming_id(&res.text().await.unwrap())
@@ -100,7 +102,7 @@ impl Chat {
     }
 
     /// Waits until the message is no longer streaming.
-    async fn settled(&self, id: Uuid) -> Message {
+    pub(crate) async fn settled(&self, id: Uuid) -> Message {
         let start = Instant::now();
         loop {
             let m = self.message(id).await;
@@ -112,18 +114,18 @@ impl Chat {
         }
     }
 
-    async fn messages(&self) -> Vec<Message> {
+    pub(crate) async fn messages(&self) -> Vec<Message> {
         arbor::storage::repos::messages::session_messages(&self.app.state.db, self.session).await.unwrap()
     }
 
-    async fn post(&self, path: &str) -> reqwest::Response {
+    pub(crate) async fn post(&self, path: &str) -> reqwest::Response {
         self.app.post_form(path, "", Some(&self.s)).await
     }
 }
 
 /// The id of the (last) answer in a fragment: the live skeleton, or the final message when the
 /// reply already ended before the fragment was rendered.
-fn streaming_id(html: &str) -> Uuid {
+pub(crate) fn streaming_id(html: &str) -> Uuid {
     let at =
         html.rfind("<article class=\"msg msg-assistant").unwrap_or_else(|| panic!("no answer in {html}"));
     let rest = &html[at..];

@@ -1,7 +1,11 @@
 //! Queries over `workspaces` and `sessions`, always filtered by owner.
 
 use chrono::Utc;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait,
+};
 use uuid::Uuid;
 
 use crate::domain::chat::{ChatSession, Workspace};
@@ -15,6 +19,8 @@ fn workspace_to_domain(m: workspace::Model) -> Workspace {
         name: m.name,
         system_prompt: m.system_prompt,
         default_model: m.default_model,
+        approval_mode: m.approval_mode,
+        infer_titles: m.infer_titles,
     }
 }
 
@@ -24,10 +30,15 @@ fn session_to_domain(m: chat_session::Model) -> ChatSession {
         workspace_id: m.workspace_id,
         owner_id: m.owner_id,
         title: m.title,
+        title_user_set: m.title_user_set,
         system_prompt: m.system_prompt,
         model: m.model,
         params: m.params,
+        approval_mode: m.approval_mode,
+        exposed_roots: serde_json::from_value(m.exposed_roots).unwrap_or_default(),
         active_root_id: m.active_root_id,
+        archived: m.archived,
+        updated_at: m.updated_at,
     }
 }
 
@@ -134,9 +145,173 @@ pub async fn session_with_client_id(db: &Db, owner_id: Uuid, client_id: &str) ->
     Ok(find_session(db, owner_id, m.session_id).await?.map(|s| s.id))
 }
 
-/// Deletes the owner's session; messages and runs go with it (foreign keys cascade).
+/// Deletes the owner's session; messages and runs go with it (links between messages are cut
+/// first, so the cascade stays one level deep).
 pub async fn delete_session(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    super::messages::unlink_session_messages(&txn, id).await?;
     chat_session::Entity::delete_many()
+        .filter(chat_session::Column::Id.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// A workspace's editable settings.
+pub struct WorkspaceSettings<'a> {
+    /// Display name.
+    pub name: &'a str,
+    /// Default system prompt template.
+    pub system_prompt: Option<&'a str>,
+    /// Default `provider/model`.
+    pub default_model: Option<&'a str>,
+    /// Default approval mode.
+    pub approval_mode: &'a str,
+    /// Whether titles are proposed by the model.
+    pub infer_titles: bool,
+}
+
+/// Updates the owner's workspace.
+pub async fn update_workspace(
+    db: &Db,
+    owner_id: Uuid,
+    id: Uuid,
+    s: &WorkspaceSettings<'_>,
+) -> StorageResult<bool> {
+    let res = workspace::Entity::update_many()
+        .col_expr(workspace::Column::Name, Expr::value(s.name))
+        .col_expr(workspace::Column::SystemPrompt, Expr::value(s.system_prompt.map(str::to_string)))
+        .col_expr(workspace::Column::DefaultModel, Expr::value(s.default_model.map(str::to_string)))
+        .col_expr(workspace::Column::ApprovalMode, Expr::value(s.approval_mode))
+        .col_expr(workspace::Column::InferTitles, Expr::value(s.infer_titles))
+        .col_expr(workspace::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(workspace::Column::Id.eq(id))
+        .filter(workspace::Column::OwnerId.eq(owner_id))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected > 0)
+}
+
+/// Deletes the owner's workspace with its sessions and their messages.
+pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    let sessions: Vec<Uuid> = chat_session::Entity::find()
+        .select_only()
+        .column(chat_session::Column::Id)
+        .filter(chat_session::Column::WorkspaceId.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .into_tuple()
+        .all(&txn)
+        .await?;
+    for session in sessions {
+        super::messages::unlink_session_messages(&txn, session).await?;
+    }
+    workspace::Entity::delete_many()
+        .filter(workspace::Column::Id.eq(id))
+        .filter(workspace::Column::OwnerId.eq(owner_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// How many sessions and messages a workspace holds.
+pub async fn workspace_counts(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<(u64, u64)> {
+    use crate::storage::entities::message;
+    let sessions: Vec<Uuid> = chat_session::Entity::find()
+        .select_only()
+        .column(chat_session::Column::Id)
+        .filter(chat_session::Column::WorkspaceId.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut messages = 0;
+    for chunk in sessions.chunks(500) {
+        messages += message::Entity::find()
+            .filter(message::Column::SessionId.is_in(chunk.iter().copied()))
+            .count(db)
+            .await?;
+    }
+    Ok((sessions.len() as u64, messages))
+}
+
+/// One page of a workspace's sessions, most recently active first; archived ones only when asked.
+pub async fn workspace_sessions(
+    db: &Db,
+    owner_id: Uuid,
+    workspace_id: Uuid,
+    archived: bool,
+    offset: u64,
+    limit: u64,
+) -> StorageResult<Vec<ChatSession>> {
+    Ok(chat_session::Entity::find()
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .filter(chat_session::Column::WorkspaceId.eq(workspace_id))
+        .filter(chat_session::Column::Archived.eq(archived))
+        .order_by_desc(chat_session::Column::UpdatedAt)
+        .order_by_desc(chat_session::Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(session_to_domain)
+        .collect())
+}
+
+/// Renames the owner's session; a name the user gave is never replaced by a proposed one.
+pub async fn rename_session(
+    db: &Db,
+    owner_id: Uuid,
+    id: Uuid,
+    title: &str,
+    by_user: bool,
+) -> StorageResult<bool> {
+    let mut update = chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::Title, Expr::value(title))
+        .filter(chat_session::Column::Id.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id));
+    if by_user {
+        update = update.col_expr(chat_session::Column::TitleUserSet, Expr::value(true));
+    } else {
+        update = update.filter(chat_session::Column::TitleUserSet.eq(false));
+    }
+    Ok(update.exec(db).await?.rows_affected > 0)
+}
+
+/// Archives or restores the owner's session.
+pub async fn set_archived(db: &Db, owner_id: Uuid, id: Uuid, archived: bool) -> StorageResult<()> {
+    chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::Archived, Expr::value(archived))
+        .filter(chat_session::Column::Id.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A session's editable settings.
+pub struct SessionSettings<'a> {
+    /// System prompt template (none: the workspace's).
+    pub system_prompt: Option<&'a str>,
+    /// `provider/model` (none: the workspace's default).
+    pub model: Option<&'a str>,
+    /// Generation parameters.
+    pub params: serde_json::Value,
+    /// Folders exposed to the agent, relative to the workspace folder.
+    pub exposed_roots: &'a [String],
+}
+
+/// Updates the owner's session settings.
+pub async fn update_session(db: &Db, owner_id: Uuid, id: Uuid, s: &SessionSettings<'_>) -> StorageResult<()> {
+    chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::SystemPrompt, Expr::value(s.system_prompt.map(str::to_string)))
+        .col_expr(chat_session::Column::Model, Expr::value(s.model.map(str::to_string)))
+        .col_expr(chat_session::Column::Params, Expr::value(s.params.clone()))
+        .col_expr(chat_session::Column::ExposedRoots, Expr::value(serde_json::json!(s.exposed_roots)))
         .filter(chat_session::Column::Id.eq(id))
         .filter(chat_session::Column::OwnerId.eq(owner_id))
         .exec(db)

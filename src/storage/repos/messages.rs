@@ -414,3 +414,75 @@ pub async fn latest_run_for_message(
         .await?
         .map(|r| r.id))
 }
+
+/// Makes `path` (root first) the session's active path: the root becomes the active root and
+/// every message on it chooses the next one. One transaction.
+pub async fn select_path(db: &Db, session_id: Uuid, path: &[Uuid]) -> StorageResult<()> {
+    let Some(root) = path.first() else { return Ok(()) };
+    let txn = db.begin().await?;
+    choose(&txn, session_id, None, *root).await?;
+    for pair in path.windows(2) {
+        choose(&txn, session_id, Some(pair[0]), pair[1]).await?;
+    }
+    touch_session(&txn, session_id, None).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Deletes these messages of the session (a whole branch), then points `parent` (or the
+/// session, for a root) at `next_choice`. Links are cut first so that no cascade has to recurse
+/// down a long chain (SQLite caps trigger depth). One transaction.
+pub async fn delete_branch(
+    db: &Db,
+    session_id: Uuid,
+    ids: &[Uuid],
+    parent: Option<Uuid>,
+    next_choice: Option<Uuid>,
+) -> StorageResult<u64> {
+    let txn = db.begin().await?;
+    let mut deleted = 0;
+    for chunk in ids.chunks(500) {
+        message::Entity::update_many()
+            .col_expr(message::Column::ParentId, Expr::value(Option::<Uuid>::None))
+            .col_expr(message::Column::ChosenChildId, Expr::value(Option::<Uuid>::None))
+            .filter(message::Column::SessionId.eq(session_id))
+            .filter(message::Column::Id.is_in(chunk.iter().copied()))
+            .exec(&txn)
+            .await?;
+    }
+    for chunk in ids.chunks(500) {
+        deleted += message::Entity::delete_many()
+            .filter(message::Column::SessionId.eq(session_id))
+            .filter(message::Column::Id.is_in(chunk.iter().copied()))
+            .exec(&txn)
+            .await?
+            .rows_affected;
+    }
+    match (parent, next_choice) {
+        (_, Some(child)) => choose(&txn, session_id, parent, child).await?,
+        (None, None) => {
+            chat_session::Entity::update_many()
+                .col_expr(chat_session::Column::ActiveRootId, Expr::value(Option::<Uuid>::None))
+                .filter(chat_session::Column::Id.eq(session_id))
+                .exec(&txn)
+                .await?;
+        }
+        // The parent's choice was cleared with the links.
+        (Some(_), None) => {}
+    }
+    touch_session(&txn, session_id, None).await?;
+    txn.commit().await?;
+    Ok(deleted)
+}
+
+/// Cuts every link between the session's messages, so deleting the session (or its
+/// workspace) cascades one level deep instead of down each chain.
+pub async fn unlink_session_messages<C: ConnectionTrait>(db: &C, session_id: Uuid) -> StorageResult<()> {
+    message::Entity::update_many()
+        .col_expr(message::Column::ParentId, Expr::value(Option::<Uuid>::None))
+        .col_expr(message::Column::ChosenChildId, Expr::value(Option::<Uuid>::None))
+        .filter(message::Column::SessionId.eq(session_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}

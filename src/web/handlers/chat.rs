@@ -32,13 +32,23 @@ pub fn render_to_string(state: &AppState, name: &str, ctx: &Context) -> Result<S
 /// A form error shown next to the composer: the status says what happened, and htmx is told
 /// where the message goes.
 fn composer_error(state: &AppState, status: StatusCode, message: &str) -> Result<HttpResponse, WebError> {
+    form_error(state, status, message, "#composer-error")
+}
+
+/// A form error shown in the element `target` (an id selector) of the page.
+pub fn form_error(
+    state: &AppState,
+    status: StatusCode,
+    message: &str,
+    target: &'static str,
+) -> Result<HttpResponse, WebError> {
     let mut ctx = Context::new();
     ctx.insert("message", message);
     let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
     let mut res = render::html_response(status, html);
     res.headers_mut().insert(
         actix_web::http::header::HeaderName::from_static("hx-retarget"),
-        actix_web::http::header::HeaderValue::from_static("#composer-error"),
+        actix_web::http::header::HeaderValue::from_static(target),
     );
     res.headers_mut().insert(
         actix_web::http::header::HeaderName::from_static("hx-reswap"),
@@ -63,26 +73,47 @@ fn signed_in(user: &CurrentUser) -> Context {
     ctx
 }
 
-/// What the composer and sidebar need: model choices, a fresh client id, recent sessions.
-async fn composer_into(ctx: &mut Context, state: &AppState, user: &CurrentUser) {
-    let actor = &user.0.actor;
-    ctx.insert("models", &state.engine.providers().choices(actor).await);
+/// What the composer and sidebar need: model choices, a fresh client id, the workspaces.
+async fn composer_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, active: Option<Uuid>) {
+    composer_fields_into(ctx, state, user).await;
+    super::workspaces::sidebar_into(ctx, state, user, active).await;
+}
+
+/// The composer alone: model choices and a fresh client id.
+async fn composer_fields_into(ctx: &mut Context, state: &AppState, user: &CurrentUser) {
+    ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
     ctx.insert("client_id", &new_client_id());
-    let recent = chat::recent_sessions(&state.db, actor, 30).await.unwrap_or_default();
-    ctx.insert("recent", &recent);
 }
 
-/// `GET /`'s signed-in part is built here so the home page and the session page share it.
-pub async fn home_context(state: &AppState, user: &CurrentUser) -> Context {
+/// `GET /`'s signed-in part is built here so the home page and the session page share it;
+/// `workspace` is where a new session starts (the default workspace when none or not the user's).
+pub async fn home_context(
+    state: &AppState,
+    user: &CurrentUser,
+    workspace: Option<Uuid>,
+) -> Result<Context, WebError> {
+    let actor = &user.0.actor;
     let mut ctx = signed_in(user);
-    composer_into(&mut ctx, state, user).await;
-    let default = state.engine.providers().default_model(&user.0.actor).await;
+    composer_into(&mut ctx, state, user, None).await;
+    let chosen = match workspace {
+        Some(id) => chat::get_workspace(&state.db, actor, id).await.ok(),
+        None => None,
+    };
+    let workspace = match chosen {
+        Some(w) => w,
+        None => chat::default_workspace(&state.db, actor).await?,
+    };
+    let default = match workspace.default_model.clone() {
+        Some(m) => Some(m),
+        None => state.engine.providers().default_model(actor).await,
+    };
     ctx.insert("selected_model", &default);
-    ctx
+    ctx.insert("workspace", &workspace);
+    Ok(ctx)
 }
 
-/// The session and its header (model, totals, gauge); returns the conversation for callers
-/// that also show messages.
+/// The session and its header (model, totals, gauge, tree); returns the conversation for
+/// callers that also show messages.
 async fn header_into(
     ctx: &mut Context,
     state: &AppState,
@@ -99,7 +130,75 @@ async fn header_into(
     ctx.insert("selected_model", &selected);
     ctx.insert("totals", &usage_view(&conv.totals));
     ctx.insert("session", &conv.session);
+    ctx.insert("overview", &conv.overview);
+    ctx.insert("message_count", &conv.message_count);
     Ok(conv)
+}
+
+/// Everything `partials/_session.html` shows: header, settings, the thread's last window and
+/// the composer.
+async fn session_context(
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+    with_sidebar: bool,
+) -> Result<Context, WebError> {
+    let mut ctx = signed_in(user);
+    let conv = header_into(&mut ctx, state, user, session_id).await?;
+    let (messages, older) = chat_view::thread_window(&conv, None).await?;
+    ctx.insert("messages", &messages);
+    ctx.insert("older_before", &older);
+    ctx.insert("settings", &settings_view(&conv.session));
+    ctx.insert("prompt_variables", crate::domain::prompt::VARIABLES);
+    if with_sidebar {
+        composer_into(&mut ctx, state, user, Some(session_id)).await;
+    } else {
+        composer_fields_into(&mut ctx, state, user).await;
+    }
+    Ok(ctx)
+}
+
+/// A session's settings as the form shows them.
+#[derive(serde::Serialize)]
+struct SettingsView {
+    model: String,
+    temperature: String,
+    max_output_tokens: String,
+    reasoning_effort: String,
+    thinking_budget: String,
+    system_prompt: String,
+    exposed_roots: String,
+}
+
+fn settings_view(session: &chat::ChatSession) -> SettingsView {
+    let params: crate::providers::types::GenParams =
+        serde_json::from_value(session.params.clone()).unwrap_or_default();
+    let effort = params
+        .reasoning_effort
+        .and_then(|e| serde_json::to_value(e).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    SettingsView {
+        model: session.model.clone().unwrap_or_default(),
+        temperature: params.temperature.map(|t| t.to_string()).unwrap_or_default(),
+        max_output_tokens: params.max_output_tokens.map(|t| t.to_string()).unwrap_or_default(),
+        reasoning_effort: effort,
+        thinking_budget: params.thinking_budget.map(|t| t.to_string()).unwrap_or_default(),
+        system_prompt: session.system_prompt.clone().unwrap_or_default(),
+        exposed_roots: session.exposed_roots.join("\n"),
+    }
+}
+
+/// The whole session section, as a fragment: what tree changes (edit, switch, delete, retry)
+/// and settings answer with.
+async fn session_fragment(
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+) -> Result<HttpResponse, WebError> {
+    let ctx = session_context(state, user, session_id, false).await?;
+    let html = render_to_string(state, "partials/_session.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
 }
 
 /// `GET /s/{session_id}`: the conversation's active path, the composer and any live answer.
@@ -109,11 +208,34 @@ pub async fn show(
     user: CurrentUser,
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = signed_in(&user);
-    let conv = header_into(&mut ctx, &state, &user, parse_id(&path)?).await?;
-    ctx.insert("messages", &chat_view::message_views(conv.path).await?);
-    composer_into(&mut ctx, &state, &user).await;
+    let ctx = session_context(&state, &user, parse_id(&path)?, true).await?;
     render::page(&state, &req, "pages/session.html", "partials/_session.html", ctx)
+}
+
+/// Query of the "earlier messages" loader.
+#[derive(Deserialize)]
+pub struct OlderQuery {
+    before: String,
+}
+
+/// `GET /s/{session_id}/older?before={message_id}`: the window of the active path before a message.
+pub async fn older(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    query: web::Query<OlderQuery>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    let before = parse_id(&query.before)?;
+    let conv = chat::conversation(&state.db, &user.0.actor, session_id).await?;
+    let (messages, older) = chat_view::thread_window(&conv, Some(before)).await?;
+    let mut ctx = signed_in(&user);
+    ctx.insert("session", &conv.session);
+    ctx.insert("messages", &messages);
+    ctx.insert("older_before", &older);
+    ctx.insert("client_id", &new_client_id());
+    let html = render_to_string(&state, "partials/_older.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
 }
 
 /// The composer's fields.
@@ -124,6 +246,9 @@ pub struct ComposerForm {
     client_id: String,
     #[serde(default)]
     model: Option<String>,
+    /// Where a new session starts (home composer only).
+    #[serde(default)]
+    workspace_id: Option<String>,
 }
 
 /// `POST /sessions`: a new session in the user's default workspace, started by its first
@@ -142,7 +267,10 @@ pub async fn create(
     if form.message.trim().is_empty() {
         return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
     }
-    let workspace = chat::default_workspace(&state.db, actor).await?;
+    let workspace = match form.workspace_id.as_deref().filter(|w| !w.is_empty()) {
+        Some(raw) => chat::get_workspace(&state.db, actor, parse_id(raw)?).await?,
+        None => chat::default_workspace(&state.db, actor).await?,
+    };
     let session =
         chat::create_session(&state.db, actor, workspace.id, &chat::title_from(&form.message)).await?;
     let model = form.model.as_deref();
@@ -186,7 +314,7 @@ async fn turn_fragment(
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, session_id).await?;
     if with_composer {
-        composer_into(&mut ctx, state, user).await;
+        composer_fields_into(&mut ctx, state, user).await;
     }
     ctx.insert("turn", &shown);
     ctx.insert("with_composer", &with_composer);
@@ -241,8 +369,8 @@ pub async fn retry(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    let started = state.engine.retry(&user.0.actor, session_id, message_id).await?;
-    turn_fragment(&state, &user, session_id, &started, false).await
+    state.engine.retry(&user.0.actor, session_id, message_id).await?;
+    session_fragment(&state, &user, session_id).await
 }
 
 /// Renders one message of the actor's session, as the `done` event and pages show it.
@@ -253,10 +381,9 @@ pub async fn final_message_html(
     message_id: Uuid,
 ) -> Result<String, WebError> {
     let mut ctx = signed_in(user);
-    header_into(&mut ctx, state, user, session_id).await?;
+    let conv = header_into(&mut ctx, state, user, session_id).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
-    let mut views = chat_view::message_views(vec![m]).await?;
-    ctx.insert("m", &views.pop());
+    ctx.insert("m", &chat_view::single_view(&conv, m).await?);
     render_to_string(state, "partials/_message_final.html", &ctx)
 }
 
@@ -266,4 +393,139 @@ pub async fn refresh_models(state: web::Data<AppState>, _admin: AdminUser) -> Ht
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .body("<p class=\"flash\">Model lists will be fetched again from the providers.</p>")
+}
+
+/// The edit form of a user message.
+#[derive(Deserialize)]
+pub struct EditForm {
+    message: String,
+    #[serde(default)]
+    client_id: String,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// `POST /s/{session_id}/messages/{message_id}/edit`: the edited text becomes a new sibling of
+/// the message, is answered, and the session shows the new branch (the old one stays).
+pub async fn edit(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+    form: web::Form<EditForm>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    let actor = &user.0.actor;
+    let model = form.model.as_deref();
+    match state.engine.edit(actor, session_id, message_id, &form.message, &form.client_id, model).await {
+        Ok(_) => session_fragment(&state, &user, session_id).await,
+        Err(e) => domain_to_composer(&state, e),
+    }
+}
+
+/// `POST /s/{session_id}/messages/{message_id}/select`: makes the path through this message the
+/// active one ("‹ 2 / 3 ›" and the tree overview).
+pub async fn select(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    chat::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    session_fragment(&state, &user, session_id).await
+}
+
+/// `POST /s/{session_id}/messages/{message_id}/delete`: deletes the message and its branch.
+pub async fn delete_message(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    let active = state.runs.is_active(session_id);
+    match chat::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
+        Ok(_) => session_fragment(&state, &user, session_id).await,
+        Err(e) => domain_to_composer(&state, e),
+    }
+}
+
+/// A session's settings form.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct SettingsForm {
+    system_prompt: String,
+    model: String,
+    temperature: String,
+    max_output_tokens: String,
+    reasoning_effort: String,
+    thinking_budget: String,
+    exposed_roots: String,
+}
+
+impl SettingsForm {
+    fn to_domain(&self) -> chat::SessionForm {
+        chat::SessionForm {
+            system_prompt: self.system_prompt.clone(),
+            model: self.model.clone(),
+            temperature: self.temperature.clone(),
+            max_output_tokens: self.max_output_tokens.clone(),
+            reasoning_effort: self.reasoning_effort.clone(),
+            thinking_budget: self.thinking_budget.clone(),
+            exposed_roots: self.exposed_roots.clone(),
+        }
+    }
+}
+
+/// `POST /s/{session_id}/settings`: model, generation settings, system prompt, exposed folders.
+pub async fn save_settings(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<SettingsForm>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    match chat::update_session(&state.db, &user.0.actor, session_id, &form.to_domain()).await {
+        Ok(_) => session_fragment(&state, &user, session_id).await,
+        Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /s/{session_id}/prompt-preview`: the posted template rendered as this session's system
+/// prompt would be; a template error is shown with its line.
+pub async fn prompt_preview(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<SettingsForm>,
+) -> Result<HttpResponse, WebError> {
+    let actor = &user.0.actor;
+    let session = chat::get_session(&state.db, actor, parse_id(&path)?).await?;
+    let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let mut probe = session.clone();
+    probe.exposed_roots = chat::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
+    let template = match form.system_prompt.trim() {
+        "" => workspace.system_prompt.clone().unwrap_or_default(),
+        t => t.to_string(),
+    };
+    let model = match form.model.trim() {
+        "" => state.engine.providers().default_model(actor).await.unwrap_or_default(),
+        m => m.to_string(),
+    };
+    let mut ctx = Context::new();
+    if template.chars().count() > chat::MAX_PROMPT_CHARS {
+        ctx.insert(
+            "error",
+            &format!("The system prompt is longer than {} characters.", chat::MAX_PROMPT_CHARS),
+        );
+    } else {
+        match state.engine.render_prompt(actor, &workspace, &probe, &template, &model).await {
+            Ok(text) => ctx.insert("preview", &text),
+            Err(e) => {
+                ctx.insert("error", &e.message);
+                ctx.insert("error_line", &e.line);
+            }
+        }
+    }
+    let html = render_to_string(&state, "partials/_prompt_preview.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
 }

@@ -8,3 +8,4 @@ pub mod health;
 pub mod home;
 pub mod invitations;
 pub mod oidc;
+pub mod workspaces;

@@ -1,0 +1,290 @@
+//! Workspaces and the sidebar: create, settings, delete; rename, archive and delete sessions.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use tera::Context;
+use uuid::Uuid;
+
+use super::chat::{form_error, render_to_string};
+use crate::domain::chat::{self, ChatSession, Workspace};
+use crate::domain::{DomainError, DomainResult};
+use crate::state::AppState;
+use crate::web::client::see_other;
+use crate::web::extractors::CurrentUser;
+use crate::web::{WebError, render};
+
+fn parse_id(raw: &str) -> Result<Uuid, WebError> {
+    Uuid::parse_str(raw).map_err(|_| WebError::NotFound)
+}
+
+/// A workspace in the sidebar with the first page of its sessions.
+#[derive(Serialize)]
+struct SidebarWorkspace {
+    workspace: Workspace,
+    sessions: Vec<ChatSession>,
+    /// The next page to load, when there is one.
+    more: Option<u64>,
+}
+
+async fn sidebar_workspaces(state: &AppState, user: &CurrentUser) -> DomainResult<Vec<SidebarWorkspace>> {
+    let actor = &user.0.actor;
+    let mut workspaces = chat::list_workspaces(&state.db, actor).await?;
+    if workspaces.is_empty() {
+        workspaces.push(chat::default_workspace(&state.db, actor).await?);
+    }
+    let mut out = Vec::with_capacity(workspaces.len());
+    for workspace in workspaces {
+        let (sessions, more) = chat::workspace_sessions(&state.db, actor, workspace.id, false, 0).await?;
+        out.push(SidebarWorkspace { workspace, sessions, more: more.then_some(1) });
+    }
+    Ok(out)
+}
+
+/// Puts the sidebar's workspaces and sessions into a page's context; `active` is highlighted.
+pub async fn sidebar_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, active: Option<Uuid>) {
+    let workspaces = sidebar_workspaces(state, user).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "sidebar could not be loaded");
+        Vec::new()
+    });
+    ctx.insert("sidebar", &workspaces);
+    ctx.insert("active_session", &active);
+}
+
+fn signed_in(user: &CurrentUser) -> Context {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx
+}
+
+/// The sidebar alone, as the answer to an action taken in it.
+async fn sidebar_fragment(state: &AppState, user: &CurrentUser) -> Result<HttpResponse, WebError> {
+    let mut ctx = signed_in(user);
+    sidebar_into(&mut ctx, state, user, None).await;
+    let html = render_to_string(state, "partials/_sidebar.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// The page the request came from, as htmx reports it (path only).
+fn current_path(req: &HttpRequest) -> String {
+    let url = req.headers().get("HX-Current-URL").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
+    path.split(['?', '#']).next().unwrap_or("").to_string()
+}
+
+/// After a sidebar action on a session: pages that show it (or a workspace page) are reloaded,
+/// anywhere else only the sidebar is.
+async fn after_session_change(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    session_id: Uuid,
+    gone: bool,
+) -> Result<HttpResponse, WebError> {
+    let here = current_path(req);
+    if here == format!("/s/{session_id}") {
+        if gone {
+            return Ok(see_other(req, "/"));
+        }
+        return Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish());
+    }
+    if here.starts_with("/w/") {
+        return Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish());
+    }
+    sidebar_fragment(state, user).await
+}
+
+/// The new-workspace form.
+#[derive(Deserialize)]
+pub struct NameForm {
+    #[serde(default)]
+    name: String,
+}
+
+/// `POST /workspaces`: creates a workspace and opens its page.
+pub async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<NameForm>,
+) -> Result<HttpResponse, WebError> {
+    match chat::create_workspace(&state.db, &user.0.actor, &form.name).await {
+        Ok(w) => Ok(see_other(&req, &format!("/w/{}", w.id))),
+        Err(DomainError::Invalid(m)) => {
+            form_error(&state, StatusCode::BAD_REQUEST, &m, "#new-workspace-error")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Query of the workspace page and the sidebar's "more" loader.
+#[derive(Deserialize)]
+pub struct PageQuery {
+    #[serde(default)]
+    page: u64,
+}
+
+async fn workspace_context(
+    state: &AppState,
+    user: &CurrentUser,
+    workspace_id: Uuid,
+) -> Result<Context, WebError> {
+    let actor = &user.0.actor;
+    let workspace = chat::get_workspace(&state.db, actor, workspace_id).await?;
+    let contents = chat::workspace_contents(&state.db, actor, workspace.id).await?;
+    let (archived, _) = chat::workspace_sessions(&state.db, actor, workspace.id, true, 0).await?;
+    let mut ctx = signed_in(user);
+    sidebar_into(&mut ctx, state, user, None).await;
+    ctx.insert("workspace", &workspace);
+    ctx.insert("contents", &contents);
+    ctx.insert("archived", &archived);
+    ctx.insert("models", &state.engine.providers().choices(actor).await);
+    ctx.insert("approval_modes", &chat::APPROVAL_MODES);
+    ctx.insert("prompt_variables", crate::domain::prompt::VARIABLES);
+    Ok(ctx)
+}
+
+/// `GET /w/{workspace_id}`: the workspace's settings, archived sessions and delete button.
+pub async fn show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let ctx = workspace_context(&state, &user, parse_id(&path)?).await?;
+    render::page(&state, &req, "pages/workspace.html", "partials/_workspace.html", ctx)
+}
+
+/// The workspace settings form.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct WorkspaceSettingsForm {
+    name: String,
+    system_prompt: String,
+    default_model: String,
+    approval_mode: String,
+    infer_titles: Option<String>,
+}
+
+/// `POST /w/{workspace_id}`: saves the workspace's name and defaults.
+pub async fn save(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<WorkspaceSettingsForm>,
+) -> Result<HttpResponse, WebError> {
+    let workspace_id = parse_id(&path)?;
+    let input = chat::WorkspaceForm {
+        name: form.name.clone(),
+        system_prompt: form.system_prompt.clone(),
+        default_model: form.default_model.clone(),
+        approval_mode: form.approval_mode.clone(),
+        infer_titles: form.infer_titles.is_some(),
+    };
+    match chat::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
+        Ok(_) => {
+            let mut ctx = workspace_context(&state, &user, workspace_id).await?;
+            ctx.insert("saved", &true);
+            let html = render_to_string(&state, "partials/_workspace.html", &ctx)?;
+            Ok(render::html_response(StatusCode::OK, html))
+        }
+        Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /w/{workspace_id}/delete`: deletes the workspace with all its sessions.
+pub async fn delete(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let workspace_id = parse_id(&path)?;
+    let actor = &user.0.actor;
+    // Sessions with a live answer keep it running otherwise; stop them first.
+    let (sessions, _) = chat::workspace_sessions(&state.db, actor, workspace_id, false, 0).await?;
+    if sessions.iter().any(|s| state.runs.is_active(s.id)) {
+        return Err(WebError::Conflict(
+            "An answer is still being written in this workspace: stop it first.".into(),
+        ));
+    }
+    chat::delete_workspace(&state.db, actor, workspace_id).await?;
+    Ok(see_other(&req, "/"))
+}
+
+/// `GET /w/{workspace_id}/sessions?page=N`: the next page of the sidebar's sessions.
+pub async fn sessions_page(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    query: web::Query<PageQuery>,
+) -> Result<HttpResponse, WebError> {
+    let workspace_id = parse_id(&path)?;
+    let workspace = chat::get_workspace(&state.db, &user.0.actor, workspace_id).await?;
+    let (sessions, more) =
+        chat::workspace_sessions(&state.db, &user.0.actor, workspace.id, false, query.page).await?;
+    let mut ctx = signed_in(&user);
+    ctx.insert("w", &SidebarWorkspace { workspace, sessions, more: more.then_some(query.page + 1) });
+    ctx.insert("active_session", &None::<Uuid>);
+    let html = render_to_string(&state, "partials/_sidebar_sessions.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// The rename form.
+#[derive(Deserialize)]
+pub struct TitleForm {
+    #[serde(default)]
+    title: String,
+}
+
+/// `POST /s/{session_id}/rename`: a title the user chose (never replaced by a proposed one).
+pub async fn rename_session(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<TitleForm>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    chat::rename_session(&state.db, &user.0.actor, session_id, &form.title).await?;
+    after_session_change(&state, &req, &user, session_id, false).await
+}
+
+/// The archive form: `archived=true` archives, anything else restores.
+#[derive(Deserialize)]
+pub struct ArchiveForm {
+    #[serde(default)]
+    archived: String,
+}
+
+/// `POST /s/{session_id}/archive`: hides the session from the sidebar, or restores it.
+pub async fn archive_session(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<ArchiveForm>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    chat::set_archived(&state.db, &user.0.actor, session_id, form.archived == "true").await?;
+    after_session_change(&state, &req, &user, session_id, false).await
+}
+
+/// `POST /s/{session_id}/delete`: deletes the session with all its branches.
+pub async fn delete_session(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    let session = chat::get_session(&state.db, &user.0.actor, session_id).await?;
+    if state.runs.is_active(session.id) {
+        return Err(WebError::Conflict("An answer is still being written: stop it first.".into()));
+    }
+    chat::delete_session(&state.db, &user.0.actor, session.id).await?;
+    after_session_change(&state, &req, &user, session_id, true).await
+}

@@ -1,0 +1,401 @@
+//! The conversation tree over HTTP: edit and regenerate grow branches, "‹ ›" and the overview
+//! switch them, deleting a branch says what goes; titles, settings, system prompt templates,
+//! workspaces and the sidebar.
+
+use std::time::Duration;
+
+use arbor::domain::accounts::Actor;
+use arbor::domain::tree::{MessageStatus, Role};
+use uuid::Uuid;
+
+use crate::runs::{Chat, chat_with, form, streaming_id};
+use crate::support::mock_upstream::{Provider, Reply};
+
+const MODEL: &str = "openai/gpt-4o-mini";
+
+async fn chat() -> Chat {
+    chat_with(|_| {}).await
+}
+
+impl Chat {
+    async fn page(&self) -> String {
+        let res = self.app.get(&format!("/s/{}", self.session), Some(&self.s.cookie)).await;
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap()
+    }
+
+    fn actor(&self) -> Actor {
+        Actor::for_user(&self.user)
+    }
+
+    async fn path_texts(&self) -> Vec<String> {
+        let conv =
+            arbor::domain::chat::conversation(&self.app.state.db, &self.actor(), self.session).await.unwrap();
+        conv.path.iter().map(|m| m.text()).collect()
+    }
+
+    /// One exchange answered by `openai/text.sse`; returns (question, answer).
+    async fn exchange(&self, text: &str) -> (Uuid, Uuid) {
+        self.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let answer = self.send_ok(text, MODEL).await;
+        let m = self.settled(answer).await;
+        assert_eq!(m.status, MessageStatus::Complete, "{m:?}");
+        (m.parent_id.unwrap(), answer)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
+    let c = chat().await;
+    let (q1, a1) = c.exchange("first question").await;
+    let (q2, _a2) = c.exchange("second question").await;
+    assert_eq!(c.path_texts().await.len(), 4);
+
+    // Edit the second question: a sibling of it, answered; the old branch stays.
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = c
+        .app
+        .post_form(
+            &format!("/s/{}/messages/{q2}/edit", c.session),
+            &form("second question, rephrased", "edit-client-1", MODEL),
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("id=\"session\""), "the whole session is re-rendered");
+    c.settled(streaming_id(&html)).await;
+    let path = c.path_texts().await;
+    assert_eq!(path[2], "second question, rephrased");
+    assert_eq!(c.messages().await.len(), 6, "nothing was lost");
+    let page = c.page().await;
+    assert!(page.contains("<span class=\"sib-pos\">2 / 2</span>"), "the edited message shows its versions");
+    // The same edit posted again (a double click) makes nothing new.
+    let again = c
+        .app
+        .post_form(
+            &format!("/s/{}/messages/{q2}/edit", c.session),
+            &form("second question, rephrased", "edit-client-1", MODEL),
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(c.messages().await.len(), 6);
+
+    // Back to the first version with "‹": the old answer below it is shown again.
+    let res = c.post(&format!("/s/{}/messages/{q2}/select", c.session)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(c.path_texts().await[2], "second question");
+    // Reloading shows the same path.
+    let page = c.page().await;
+    assert!(page.contains("<span class=\"sib-pos\">1 / 2</span>"));
+    assert!(page.contains("second question</div>"));
+
+    // Regenerate the first answer: a sibling answer; the path now ends there.
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = c.post(&format!("/s/{}/messages/{a1}/retry", c.session)).await;
+    assert_eq!(res.status(), 200);
+    let regenerated = streaming_id(&res.text().await.unwrap());
+    c.settled(regenerated).await;
+    let conv = arbor::domain::chat::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    assert_eq!(conv.path.iter().map(|m| m.id).collect::<Vec<_>>(), [q1, regenerated]);
+    assert_eq!(conv.siblings[1].position, 2);
+    // The overview holds every branch: q1 forks into two answers, the first one into two questions.
+    assert_eq!(conv.message_count, 7);
+    assert!(conv.overview.iter().any(|r| r.depth == 2), "{:?}", conv.overview);
+
+    // Editing an answer is refused; a message of another session is not found.
+    let res = c
+        .app
+        .post_form(
+            &format!("/s/{}/messages/{a1}/edit", c.session),
+            &form("x", "edit-client-2", MODEL),
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 400);
+    let res = c.post(&format!("/s/{}/messages/{}/select", c.session, Uuid::now_v7())).await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_branch_removes_it_and_says_how_many_go() {
+    let c = chat().await;
+    let (_q1, a1) = c.exchange("one").await;
+    c.exchange("two").await;
+    c.exchange("three").await;
+    let page = c.page().await;
+    // The first answer's branch holds itself and the four messages below it.
+    assert!(page.contains("the 4 messages below it? 5 messages will be removed"), "confirmation counts");
+    // Refused while an answer is being written.
+    c.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture {
+            path: "openai/many_small_chunks.sse".into(),
+            chunk_delay_ms: 50,
+            first_byte_delay_ms: 0,
+        },
+    );
+    let live = c.send_ok("four", MODEL).await;
+    let res = c.post(&format!("/s/{}/messages/{a1}/delete", c.session)).await;
+    assert_eq!(res.status(), 409);
+    let res = c.post(&format!("/s/{}/stop", c.session)).await;
+    assert_eq!(res.status(), 204);
+    c.settled(live).await;
+    let res = c.post(&format!("/s/{}/messages/{a1}/delete", c.session)).await;
+    assert_eq!(res.status(), 200);
+    let left = c.messages().await;
+    assert_eq!(left.len(), 1, "only the first question is left");
+    assert_eq!(left[0].chosen_child_id, None);
+    assert_eq!(c.path_texts().await, ["one"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_chain_is_deleted_without_deep_cascades() {
+    use arbor::providers::types::Part;
+    use arbor::storage::repos::messages::{self, NewMessage, NewRun};
+    let c = chat().await;
+    // 1,200 messages in one chain: deeper than SQLite's trigger recursion limit (1,000).
+    let mut parent = None;
+    let mut first = None;
+    let text = [Part::Text { text: "x".into() }];
+    for _ in 0..600 {
+        let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let user = NewMessage {
+            id: q,
+            parent_id: parent,
+            role: Role::User,
+            parts: &text,
+            model: None,
+            status: MessageStatus::Complete,
+            client_id: None,
+        };
+        let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
+        let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };
+        messages::insert_turn(&c.app.state.db, c.session, &user, &answer, &r).await.unwrap();
+        first.get_or_insert(q);
+        parent = Some(a);
+    }
+    let page = c.page().await;
+    assert!(page.contains("class=\"older-loader\""), "a long path loads earlier messages on demand");
+    assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::chat_view::THREAD_WINDOW);
+    let res = c.post(&format!("/s/{}/messages/{}/delete", c.session, first.unwrap())).await;
+    assert_eq!(res.status(), 200);
+    assert!(c.messages().await.is_empty());
+    // And a whole session of them.
+    let other = arbor::domain::chat::create_session(
+        &c.app.state.db,
+        &c.actor(),
+        arbor::domain::chat::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap().workspace_id,
+        "Second",
+    )
+    .await
+    .unwrap();
+    parent = None;
+    for _ in 0..600 {
+        let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let user = NewMessage {
+            id: q,
+            parent_id: parent,
+            role: Role::User,
+            parts: &text,
+            model: None,
+            status: MessageStatus::Complete,
+            client_id: None,
+        };
+        let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
+        let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };
+        messages::insert_turn(&c.app.state.db, other.id, &user, &answer, &r).await.unwrap();
+        parent = Some(a);
+    }
+    arbor::domain::chat::delete_session(&c.app.state.db, &c.actor(), other.id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_messages_load_in_windows() {
+    let c = chat().await;
+    for i in 0..22 {
+        c.exchange(&format!("question {i}")).await;
+    }
+    let page = c.page().await;
+    assert!(!page.contains("question 1</div>"), "the first turns wait for a scroll");
+    assert!(page.contains("question 21</div>"));
+    let conv = arbor::domain::chat::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let first_shown = conv.path[conv.path.len() - arbor::web::chat_view::THREAD_WINDOW].id;
+    assert!(page.contains(&format!("older?before={first_shown}")));
+    let res = c.app.get(&format!("/s/{}/older?before={first_shown}", c.session), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 200);
+    let older = res.text().await.unwrap();
+    assert!(older.contains("question 0</div>") && older.contains("question 1</div>"));
+    assert!(!older.contains("older-loader"), "nothing older is left");
+    let res =
+        c.app.get(&format!("/s/{}/older?before={}", c.session, Uuid::now_v7()), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_exchange_gets_a_proposed_title_unless_the_user_named_it() {
+    let c = chat_with(|cfg| cfg.llm.infer_titles = true).await;
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    c.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Sse {
+            events: vec![
+                "data: {\"id\":\"t\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\\"Greetings and help\\\"\"},\"finish_reason\":null}]}\n\n".into(),
+                "data: {\"id\":\"t\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":4,\"total_tokens\":34}}\n\ndata: [DONE]\n\n".into(),
+            ],
+            chunk_delay_ms: 0,
+        },
+    );
+    let answer = c.send_ok("hello there", MODEL).await;
+    c.settled(answer).await;
+    let session = arbor::domain::chat::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    assert_eq!(session.title, "Greetings and help");
+    let title_call = &c.mock.requests_for(Provider::OpenAi)[1];
+    let body = title_call.body_text();
+    assert!(body.contains("hello there") && body.contains("six words"), "{body}");
+    // A second exchange asks for no title.
+    c.exchange("and more").await;
+    assert_eq!(c.mock.requests_for(Provider::OpenAi).len(), 3);
+
+    // A title the user set is never replaced: a new session renamed before its first answer ends.
+    let (_, second) = c.app.create_session(&c.user).await;
+    let res = c.app.post_form(&format!("/s/{second}/rename"), "title=Mine", Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = c
+        .app
+        .post_form(&format!("/s/{second}/messages"), &form("hi", "title-client-2", MODEL), Some(&c.s))
+        .await;
+    assert_eq!(res.status(), 200);
+    let id = streaming_id(&res.text().await.unwrap());
+    for _ in 0..200 {
+        let m = arbor::domain::chat::message(&c.app.state.db, &c.actor(), second, id).await.unwrap();
+        if m.status != MessageStatus::Streaming && !c.app.state.runs.is_active(second) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let named = arbor::domain::chat::get_session(&c.app.state.db, &c.actor(), second).await.unwrap();
+    assert_eq!(named.title, "Mine");
+    assert_eq!(c.mock.requests_for(Provider::OpenAi).len(), 4, "no title call for a named session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_prompt_template_is_rendered_previewed_and_checked() {
+    let c = chat().await;
+    let workspace =
+        arbor::domain::chat::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap().workspace_id;
+    // An exposed folder with an instruction file.
+    let folder = arbor::prompting::workspace_dir(&c.app.state.config.data_dir, workspace).join("app");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("AGENTS.md"), "Run the tests before you answer.").unwrap();
+    let template = "You help {{ user.name }} in {{ workspace.name }} on {{ date }} with {{ model }}.\
+{% for f in instructions %}\n[{{ f.path }}] {{ f.content }}{% endfor %}";
+    let body = format!("system_prompt={}&exposed_roots=app&temperature=0.3", urlencode(template));
+    let res = c.app.post_form(&format!("/s/{}/settings", c.session), &body, Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    // Preview shows the rendered text.
+    let res = c.app.post_form(&format!("/s/{}/prompt-preview", c.session), &body, Some(&c.s)).await;
+    let preview = res.text().await.unwrap();
+    assert!(preview.contains("You help"), "{preview}");
+    assert!(preview.contains("in Research on 20"), "{preview}");
+    assert!(preview.contains("[app/AGENTS.md] Run the tests before you answer."), "{preview}");
+    // The request carries it, with the saved temperature.
+    c.exchange("go").await;
+    let sent = c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    let system = sent["messages"][0]["content"].as_str().unwrap_or_default().to_string();
+    assert!(system.starts_with("You help") && system.contains("Run the tests"), "{sent}");
+    assert_eq!(sent["temperature"].as_f64().map(|t| (t * 10.0).round()), Some(3.0));
+    // A broken template: the preview names the line, saving is refused with a 400.
+    let broken = format!("system_prompt={}", urlencode("fine\n{{ user.name "));
+    let res = c.app.post_form(&format!("/s/{}/prompt-preview", c.session), &broken, Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    let shown = res.text().await.unwrap();
+    assert!(shown.contains("template-error") && shown.contains("Line 2"), "{shown}");
+    let res = c.app.post_form(&format!("/s/{}/settings", c.session), &broken, Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let include = format!("system_prompt={}", urlencode("{% include \"layouts/base.html\" %}"));
+    let res = c.app.post_form(&format!("/s/{}/prompt-preview", c.session), &include, Some(&c.s)).await;
+    assert!(res.text().await.unwrap().contains("not available"));
+    // Folders outside the workspace are refused.
+    let res =
+        c.app.post_form(&format!("/s/{}/settings", c.session), "exposed_roots=..%2Fetc", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.post_form(&format!("/s/{}/settings", c.session), "temperature=7", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+}
+
+fn urlencode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_and_the_sidebar() {
+    let c = chat().await;
+    let db = &c.app.state.db;
+    let actor = c.actor();
+    let workspace = arbor::domain::chat::get_session(db, &actor, c.session).await.unwrap().workspace_id;
+    for i in 0..24 {
+        arbor::domain::chat::create_session(db, &actor, workspace, &format!("Session number {i}"))
+            .await
+            .unwrap();
+    }
+    // The sidebar shows a page of sessions, newest first, and loads the rest on demand.
+    let home = c.app.get("/", Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(home.contains("Session number 23") && !home.contains("Session number 2<"), "paged");
+    assert!(home.contains(&format!("/w/{workspace}/sessions?page=1")));
+    let more =
+        c.app.get(&format!("/w/{workspace}/sessions?page=1"), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(more.contains("Session number 2<") && more.contains("First session"), "{more}");
+
+    // Archive hides a session from the sidebar and lists it on the workspace page.
+    let res = c.app.post_form(&format!("/s/{}/archive", c.session), "archived=true", Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    let ws_page = c.app.get(&format!("/w/{workspace}"), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(ws_page.contains("First session") && ws_page.contains("Restore"));
+    assert!(ws_page.contains("25 sessions and 0 messages"), "the delete confirmation counts");
+
+    // Settings: name, default model, approval mode, titles; bad input is a 400.
+    let res = c
+        .app
+        .post_form(
+            &format!("/w/{workspace}"),
+            "name=Lab+notes&default_model=openai%2Fgpt-4o-mini&approval_mode=auto-edit&system_prompt=Be+brief",
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let saved = arbor::domain::chat::get_workspace(db, &actor, workspace).await.unwrap();
+    assert_eq!(
+        (saved.name.as_str(), saved.approval_mode.as_str(), saved.infer_titles),
+        ("Lab notes", "auto-edit", false)
+    );
+    assert_eq!(saved.default_model.as_deref(), Some("openai/gpt-4o-mini"));
+    let res = c.app.post_form(&format!("/w/{workspace}"), "name=&approval_mode=suggest", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.post_form(&format!("/w/{workspace}"), "name=x&approval_mode=yolo", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+
+    // A new session from the home page starts in the workspace asked for.
+    let other = arbor::domain::chat::create_workspace(db, &actor, "Other").await.unwrap();
+    let home = c.app.get(&format!("/?w={}", other.id), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(home.contains(&format!("name=\"workspace_id\" value=\"{}\"", other.id)));
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let body = format!("{}&workspace_id={}", form("hi", "ws-client-1", MODEL), other.id);
+    let res = c.app.post_form("/sessions", &body, Some(&c.s)).await;
+    assert_eq!(res.status(), 303);
+    let started = arbor::domain::chat::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
+    assert_eq!(started.len(), 1);
+
+    // Deleting the workspace takes its sessions and messages with it.
+    let res = c.app.post_form(&format!("/w/{workspace}/delete"), "", Some(&c.s)).await;
+    assert_eq!(res.status(), 303);
+    assert!(arbor::domain::chat::get_session(db, &actor, c.session).await.is_err());
+    assert!(c.messages().await.is_empty());
+}
