@@ -102,7 +102,7 @@ fn from_tera(e: &tera::Error) -> TemplateError {
     let line = report
         .lines()
         .find_map(|l| l.trim().strip_prefix("--> "))
-        .and_then(|loc| loc.rsplitn(3, ':').nth(1))
+        .and_then(|loc| loc.rsplit(':').nth(1))
         .and_then(|n| n.parse().ok());
     error(line, message)
 }
