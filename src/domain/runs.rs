@@ -672,19 +672,7 @@ impl RunEngine {
             tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
         }
         if let Some(usage) = call {
-            let row = repo::UsageRow {
-                user_id: job.owner_id,
-                session_id: job.session_id,
-                message_id: job.message_id,
-                provider: &job.model.provider,
-                model: &job.model.model,
-                usage,
-                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                via: "ui",
-            };
-            if let Err(e) = repo::insert_usage(&self.db, &row).await {
-                tracing::warn!(run = %job.run_id, error = %e, "could not record usage");
-            }
+            self.record_usage(&job, usage, started).await;
         }
         if let (End::Finished, Some(question)) = (&end, job.first_question.as_deref()) {
             self.propose_title(&job, question, &acc.text()).await;
@@ -698,6 +686,23 @@ impl RunEngine {
 }
 
 impl RunEngine {
+    /// Writes one provider call's usage row (per call, so a title call counts too).
+    async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
+        let row = repo::UsageRow {
+            user_id: job.owner_id,
+            session_id: job.session_id,
+            message_id: job.message_id,
+            provider: &job.model.provider,
+            model: &job.model.model,
+            usage,
+            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            via: "ui",
+        };
+        if let Err(e) = repo::insert_usage(&self.db, &row).await {
+            tracing::warn!(run = %job.run_id, error = %e, "could not record usage");
+        }
+    }
+
     /// Asks the model for a short title for the session's first exchange and sets it, unless
     /// the user named the session or its workspace turned titles off. Bounded in time; a failure
     /// only leaves the title taken from the first message.
@@ -746,29 +751,18 @@ impl RunEngine {
             return;
         };
         if let Some(u) = usage {
-            let row = repo::UsageRow {
-                user_id: job.owner_id,
-                session_id: job.session_id,
-                message_id: job.message_id,
-                provider: &job.model.provider,
-                model: &job.model.model,
-                usage: MessageUsage {
-                    input: u.input_tokens,
-                    output: u.output_tokens,
-                    cached: u.cached_input_tokens,
-                    cost_micros: job.model.info.cost_micros(
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cached_input_tokens,
-                    ),
-                    estimated: false,
-                },
-                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                via: "ui",
+            let usage = MessageUsage {
+                input: u.input_tokens,
+                output: u.output_tokens,
+                cached: u.cached_input_tokens,
+                cost_micros: job.model.info.cost_micros(
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cached_input_tokens,
+                ),
+                estimated: false,
             };
-            if let Err(e) = repo::insert_usage(&self.db, &row).await {
-                tracing::warn!(error = %e, "could not record usage");
-            }
+            self.record_usage(job, usage, started).await;
         }
         let Some(title) = clean_title(&text) else { return };
         if let Err(e) = chat_repo::rename_session(&self.db, job.owner_id, job.session_id, &title, false).await

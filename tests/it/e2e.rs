@@ -140,16 +140,7 @@ async fn an_answer_streams_into_the_page_and_ends_as_markdown() {
         Reply::Fixture { path: long.into(), chunk_delay_ms: 25, first_byte_delay_ms: 300 },
     );
     mock.enqueue(Provider::OpenAi, openai_text_reply(RICH_ANSWER));
-    let user = app.create_user("ada@example.com", Role::Member).await;
-    let cookie = app.login(&user).await;
-    let token = cookie.trim_start_matches("arbor_session=");
-    let browser = Browser::start().await.unwrap();
-    browser.goto(&app.url("/")).await.unwrap();
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
-    browser.goto(&app.url("/")).await.unwrap();
+    let browser = signed_in_browser(&app).await;
     browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
     browser
         .execute("document.getElementById('composer-model').value = 'openai/gpt-4o-mini'; return true;", &[])
@@ -226,16 +217,7 @@ async fn the_branching_journey_from_a_new_workspace_to_a_reload() {
             Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 20, first_byte_delay_ms: 100 },
         );
     }
-    let user = app.create_user("ada@example.com", Role::Member).await;
-    let cookie = app.login(&user).await;
-    let token = cookie.trim_start_matches("arbor_session=");
-    let browser = Browser::start().await.unwrap();
-    browser.goto(&app.url("/")).await.unwrap();
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
-    browser.goto(&app.url("/")).await.unwrap();
+    let browser = signed_in_browser(&app).await;
 
     // A new workspace from the sidebar.
     browser.click(".new-workspace summary").await.unwrap();
@@ -321,4 +303,19 @@ fn openai_text_reply(text: &str) -> crate::support::mock_upstream::Reply {
     events.push(chunk(serde_json::json!({}), Some("stop")));
     events.push("data: [DONE]\n\n".into());
     crate::support::mock_upstream::Reply::Sse { events, chunk_delay_ms: 10 }
+}
+
+/// Chromium signed in as a new member, on the home page.
+async fn signed_in_browser(app: &TestApp) -> Browser {
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let cookie = app.login(&user).await;
+    let token = cookie.trim_start_matches("arbor_session=");
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browser
 }

@@ -150,16 +150,14 @@ async fn deleting_a_branch_removes_it_and_says_how_many_go() {
     assert_eq!(c.path_texts().await, ["one"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_chain_is_deleted_without_deep_cascades() {
+/// `turns` question/answer pairs in one chain, written straight to the database; returns the root.
+async fn seed_chain(c: &Chat, session: Uuid, turns: usize) -> Uuid {
     use arbor::providers::types::Part;
     use arbor::storage::repos::messages::{self, NewMessage, NewRun};
-    let c = chat().await;
-    // 1,200 messages in one chain: deeper than SQLite's trigger recursion limit (1,000).
+    let text = [Part::Text { text: "x".into() }];
     let mut parent = None;
     let mut first = None;
-    let text = [Part::Text { text: "x".into() }];
-    for _ in 0..600 {
+    for _ in 0..turns {
         let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let user = NewMessage {
             id: q,
@@ -172,14 +170,22 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
         };
         let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
         let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };
-        messages::insert_turn(&c.app.state.db, c.session, &user, &answer, &r).await.unwrap();
+        messages::insert_turn(&c.app.state.db, session, &user, &answer, &r).await.unwrap();
         first.get_or_insert(q);
         parent = Some(a);
     }
+    first.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_chain_is_deleted_without_deep_cascades() {
+    let c = chat().await;
+    // 1,200 messages in one chain: deeper than SQLite's trigger recursion limit (1,000).
+    let first = seed_chain(&c, c.session, 600).await;
     let page = c.page().await;
     assert!(page.contains("class=\"older-loader\""), "a long path loads earlier messages on demand");
     assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::chat_view::THREAD_WINDOW);
-    let res = c.post(&format!("/s/{}/messages/{}/delete", c.session, first.unwrap())).await;
+    let res = c.post(&format!("/s/{}/messages/{first}/delete", c.session)).await;
     assert_eq!(res.status(), 200);
     assert!(c.messages().await.is_empty());
     // And a whole session of them.
@@ -191,23 +197,7 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     )
     .await
     .unwrap();
-    parent = None;
-    for _ in 0..600 {
-        let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let user = NewMessage {
-            id: q,
-            parent_id: parent,
-            role: Role::User,
-            parts: &text,
-            model: None,
-            status: MessageStatus::Complete,
-            client_id: None,
-        };
-        let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
-        let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };
-        messages::insert_turn(&c.app.state.db, other.id, &user, &answer, &r).await.unwrap();
-        parent = Some(a);
-    }
+    seed_chain(&c, other.id, 600).await;
     arbor::domain::chat::delete_session(&c.app.state.db, &c.actor(), other.id).await.unwrap();
 }
 

@@ -194,17 +194,26 @@ pub async fn update_workspace(
     Ok(res.rows_affected > 0)
 }
 
-/// Deletes the owner's workspace with its sessions and their messages.
-pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
-    let txn = db.begin().await?;
-    let sessions: Vec<Uuid> = chat_session::Entity::find()
+/// Ids of the sessions in the owner's workspace.
+async fn workspace_session_ids<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    owner_id: Uuid,
+    id: Uuid,
+) -> StorageResult<Vec<Uuid>> {
+    Ok(chat_session::Entity::find()
         .select_only()
         .column(chat_session::Column::Id)
         .filter(chat_session::Column::WorkspaceId.eq(id))
         .filter(chat_session::Column::OwnerId.eq(owner_id))
         .into_tuple()
-        .all(&txn)
-        .await?;
+        .all(db)
+        .await?)
+}
+
+/// Deletes the owner's workspace with its sessions and their messages.
+pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    let sessions = workspace_session_ids(&txn, owner_id, id).await?;
     for session in sessions {
         super::messages::unlink_session_messages(&txn, session).await?;
     }
@@ -220,14 +229,7 @@ pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResul
 /// How many sessions and messages a workspace holds.
 pub async fn workspace_counts(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<(u64, u64)> {
     use crate::storage::entities::message;
-    let sessions: Vec<Uuid> = chat_session::Entity::find()
-        .select_only()
-        .column(chat_session::Column::Id)
-        .filter(chat_session::Column::WorkspaceId.eq(id))
-        .filter(chat_session::Column::OwnerId.eq(owner_id))
-        .into_tuple()
-        .all(db)
-        .await?;
+    let sessions = workspace_session_ids(db, owner_id, id).await?;
     let mut messages = 0;
     for chunk in sessions.chunks(500) {
         messages += message::Entity::find()

@@ -15,7 +15,7 @@ use crate::web::client::see_other;
 use crate::web::extractors::{AdminUser, CurrentUser};
 use crate::web::{WebError, render};
 
-fn parse_id(raw: &str) -> Result<Uuid, WebError> {
+pub(crate) fn parse_id(raw: &str) -> Result<Uuid, WebError> {
     Uuid::parse_str(raw).map_err(|_| WebError::NotFound)
 }
 
@@ -66,7 +66,7 @@ fn domain_to_composer(state: &AppState, e: DomainError) -> Result<HttpResponse, 
 }
 
 /// The signed-in user, as every page needs them.
-fn signed_in(user: &CurrentUser) -> Context {
+pub(crate) fn signed_in(user: &CurrentUser) -> Context {
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
@@ -262,7 +262,7 @@ pub async fn create(
     let actor = &user.0.actor;
     // The same form sent twice opens the session the first one made.
     if let Some(existing) = chat::session_by_client_id(&state.db, actor, &form.client_id).await? {
-        return Ok(go_to(&req, &format!("/s/{existing}")));
+        return Ok(see_other(&req, &format!("/s/{existing}")));
     }
     if form.message.trim().is_empty() {
         return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
@@ -275,7 +275,7 @@ pub async fn create(
         chat::create_session(&state.db, actor, workspace.id, &chat::title_from(&form.message)).await?;
     let model = form.model.as_deref();
     match state.engine.submit(actor, session.id, &form.message, &form.client_id, model).await {
-        Ok(_) => Ok(go_to(&req, &format!("/s/{}", session.id))),
+        Ok(_) => Ok(see_other(&req, &format!("/s/{}", session.id))),
         Err(e) => {
             // Nothing was sent: the empty session goes again, so a refused first message leaves
             // no trace.
@@ -284,15 +284,6 @@ pub async fn create(
             }
             domain_to_composer(&state, e)
         }
-    }
-}
-
-/// A redirect that works for htmx (`HX-Redirect`) and plain forms (303).
-fn go_to(req: &HttpRequest, to: &str) -> HttpResponse {
-    if render::is_htmx(req) {
-        HttpResponse::Ok().insert_header(("HX-Redirect", to.to_string())).finish()
-    } else {
-        see_other(req, to)
     }
 }
 

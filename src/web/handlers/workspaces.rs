@@ -6,17 +6,13 @@ use serde::{Deserialize, Serialize};
 use tera::Context;
 use uuid::Uuid;
 
-use super::chat::{form_error, render_to_string};
+use super::chat::{form_error, parse_id, render_to_string, signed_in};
 use crate::domain::chat::{self, ChatSession, Workspace};
 use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
 use crate::web::{WebError, render};
-
-fn parse_id(raw: &str) -> Result<Uuid, WebError> {
-    Uuid::parse_str(raw).map_err(|_| WebError::NotFound)
-}
 
 /// A workspace in the sidebar with the first page of its sessions.
 #[derive(Serialize)]
@@ -49,13 +45,6 @@ pub async fn sidebar_into(ctx: &mut Context, state: &AppState, user: &CurrentUse
     });
     ctx.insert("sidebar", &workspaces);
     ctx.insert("active_session", &active);
-}
-
-fn signed_in(user: &CurrentUser) -> Context {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx
 }
 
 /// The sidebar alone, as the answer to an action taken in it.
