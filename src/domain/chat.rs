@@ -156,8 +156,6 @@ pub struct Conversation {
     pub path: Vec<Message>,
     /// Each path message's place among its siblings, in path order.
     pub siblings: Vec<Siblings>,
-    /// The whole tree, compactly, for the overview.
-    pub overview: Vec<OverviewRow>,
     /// How many messages each path message's branch holds (itself and everything below).
     pub branch_sizes: Vec<usize>,
     /// How many messages the session holds on every branch.
@@ -187,15 +185,23 @@ pub async fn conversation(db: &Db, actor: &Actor, session_id: Uuid) -> DomainRes
             index.siblings(*id).unwrap_or(Siblings { position: 1, count: 1, previous: None, next: None })
         })
         .collect();
-    // Along a path, a branch holds everything after it on the path plus the side branches below.
-    let branch_sizes = ids.iter().map(|id| index.subtree(*id).len()).collect();
-    let overview = index.overview(&ids);
+    let sizes = index.branch_sizes();
+    let branch_sizes = ids.iter().map(|id| sizes.get(id).copied().unwrap_or(1)).collect();
     let path = path_refs.into_iter().cloned().collect();
-    Ok(Conversation { session, path, siblings, overview, branch_sizes, message_count: all.len(), totals })
+    Ok(Conversation { session, path, siblings, branch_sizes, message_count: all.len(), totals })
+}
+
+/// The whole tree of one of the actor's sessions, compactly, with the active path marked.
+pub async fn tree_overview(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<Vec<OverviewRow>> {
+    let session = get_session(db, actor, session_id).await?;
+    let all = messages::session_messages(db, session.id).await?;
+    let index = TreeIndex::new(&all);
+    let ids: Vec<Uuid> = index.active_path(session.active_root_id).iter().map(|m| m.id).collect();
+    Ok(index.overview(&ids))
 }
 
 /// Makes the path through `message_id` active: every message above it chooses the way to it,
-/// and below it the path follows the choices already made. Returns the message's path.
+/// and below it the path follows the choices already made.
 pub async fn select_message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<()> {
     let session = get_session(db, actor, session_id).await?;
     let all = messages::session_messages(db, session.id).await?;

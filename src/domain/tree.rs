@@ -258,6 +258,28 @@ impl<'a> TreeIndex<'a> {
         out
     }
 
+    /// How many messages each message's branch holds (itself and everything below), for all
+    /// messages in one pass.
+    pub fn branch_sizes(&self) -> HashMap<Uuid, usize> {
+        let mut order = Vec::with_capacity(self.by_id.len());
+        let mut stack: Vec<&Message> = self.children(None).to_vec();
+        while let Some(m) = stack.pop() {
+            if order.len() > self.by_id.len() {
+                break;
+            }
+            order.push(m);
+            stack.extend(self.children(Some(m.id)).iter().copied());
+        }
+        let mut sizes: HashMap<Uuid, usize> = HashMap::with_capacity(order.len());
+        // Children come after their parent in `order`, so walking it backwards sums bottom-up.
+        for m in order.iter().rev() {
+            let below: usize =
+                self.children(Some(m.id)).iter().map(|c| sizes.get(&c.id).copied().unwrap_or(0)).sum();
+            sizes.insert(m.id, below + 1);
+        }
+        sizes
+    }
+
     /// The whole tree for drawing, compactly: one row per unbranched stretch of messages, each
     /// row indented by how many forks lie above it; `path` is highlighted.
     pub fn overview(&self, path: &[Uuid]) -> Vec<OverviewRow> {
@@ -416,6 +438,11 @@ mod tests {
         assert_eq!((s.previous, s.next), (Some(Uuid::from_u128(2)), None));
         let root = t.siblings(Uuid::from_u128(7)).unwrap();
         assert_eq!((root.position, root.count, root.previous), (2, 2, Some(Uuid::from_u128(1))));
+        let sizes = t.branch_sizes();
+        assert_eq!(
+            (sizes[&Uuid::from_u128(1)], sizes[&Uuid::from_u128(3)], sizes[&Uuid::from_u128(7)]),
+            (6, 3, 1)
+        );
         let sub: Vec<u128> = t.subtree(Uuid::from_u128(3)).iter().map(|u| u.as_u128()).collect();
         assert_eq!(sub, [3, 5, 6]);
         assert_eq!(t.subtree(Uuid::from_u128(1)).len(), 6);

@@ -91,6 +91,7 @@ pub fn table() -> Vec<RouteEntry> {
             web::post().to(chat::delete_message),
         ),
         entry(Method::GET, "/s/{session_id}/older", User, web::get().to(chat::older)),
+        entry(Method::GET, "/s/{session_id}/tree", User, web::get().to(chat::tree)),
         entry(Method::POST, "/s/{session_id}/settings", User, web::post().to(chat::save_settings)),
         entry(Method::POST, "/s/{session_id}/prompt-preview", User, web::post().to(chat::prompt_preview)),
         entry(Method::POST, "/s/{session_id}/rename", User, web::post().to(workspaces::rename_session)),

@@ -187,6 +187,7 @@ fn cases() -> Vec<Case> {
             |ids| format!("/s/{}/older?before={}", ids.session, ids.answer),
             OWNER_ONLY(200),
         ),
+        get("/s/{session_id}/tree", |ids| format!("/s/{}/tree", ids.session), OWNER_ONLY(200)),
         post(
             "/s/{session_id}/settings",
             |ids| format!("/s/{}/settings", ids.session),

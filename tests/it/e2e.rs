@@ -273,6 +273,7 @@ async fn the_branching_journey_from_a_new_workspace_to_a_reload() {
     browser.wait_for_text(".msg-user .sib-pos", "1 / 2", Duration::from_secs(10)).await.unwrap();
     assert!(browser.text(".msg-user .msg-body").await.unwrap().contains("May"));
     browser.click(".tree-overview summary").await.unwrap();
+    browser.wait_for(".tree-overview .tree-node", Duration::from_secs(10)).await.unwrap();
     assert_eq!(browser.find_all(".tree-overview .tree-node").await.unwrap().len(), 4);
     browser.screenshot(artifacts_dir().join("session-branches-desktop.png")).await.unwrap();
     browser.set_window_size(390, 844).await.unwrap();

@@ -102,7 +102,11 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     assert_eq!(conv.siblings[1].position, 2);
     // The overview holds every branch: q1 forks into two answers, the first one into two questions.
     assert_eq!(conv.message_count, 7);
-    assert!(conv.overview.iter().any(|r| r.depth == 2), "{:?}", conv.overview);
+    let overview = arbor::domain::chat::tree_overview(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    assert!(overview.iter().any(|r| r.depth == 2), "{overview:?}");
+    let res = c.app.get(&format!("/s/{}/tree", c.session), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.text().await.unwrap().matches("class=\"tree-node").count(), 7);
 
     // Editing an answer is refused; a message of another session is not found.
     let res = c
@@ -344,6 +348,13 @@ async fn workspaces_and_the_sidebar() {
         c.app.get(&format!("/w/{workspace}/sessions?page=1"), Some(&c.s.cookie)).await.text().await.unwrap();
     assert!(more.contains("Session number 2<") && more.contains("First session"), "{more}");
 
+    // The open session is listed even when it is older than the first page.
+    let page = c.page().await;
+    assert!(
+        page.contains(&format!("class=\"session-item is-active\" id=\"si-{}\"", c.session)),
+        "active listed"
+    );
+
     // Archive hides a session from the sidebar and lists it on the workspace page.
     let res = c.app.post_form(&format!("/s/{}/archive", c.session), "archived=true", Some(&c.s)).await;
     assert_eq!(res.status(), 200);
@@ -382,6 +393,13 @@ async fn workspaces_and_the_sidebar() {
     assert_eq!(res.status(), 303);
     let started = arbor::domain::chat::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
     assert_eq!(started.len(), 1);
+
+    // Someone else's workspace cannot be written into.
+    let stranger = c.app.create_user("eve@example.com", arbor::domain::accounts::Role::Member).await;
+    let eve = c.app.login_full(&stranger).await;
+    let body = format!("{}&workspace_id={}", form("hi", "ws-client-2", MODEL), other.id);
+    let res = c.app.post_form("/sessions", &body, Some(&eve)).await;
+    assert_eq!(res.status(), 404);
 
     // Deleting the workspace takes its sessions and messages with it.
     let res = c.app.post_form(&format!("/w/{workspace}/delete"), "", Some(&c.s)).await;

@@ -130,7 +130,6 @@ async fn header_into(
     ctx.insert("selected_model", &selected);
     ctx.insert("totals", &usage_view(&conv.totals));
     ctx.insert("session", &conv.session);
-    ctx.insert("overview", &conv.overview);
     ctx.insert("message_count", &conv.message_count);
     Ok(conv)
 }
@@ -518,5 +517,21 @@ pub async fn prompt_preview(
         }
     }
     let html = render_to_string(&state, "partials/_prompt_preview.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// `GET /s/{session_id}/tree`: the tree overview, loaded when it is opened (a long session's
+/// drawing would otherwise weigh on every page).
+pub async fn tree(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    let overview = chat::tree_overview(&state.db, &user.0.actor, session_id).await?;
+    let mut ctx = signed_in(&user);
+    ctx.insert("overview", &overview);
+    ctx.insert("session_id", &session_id);
+    let html = render_to_string(&state, "partials/_tree.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
 }

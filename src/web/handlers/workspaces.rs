@@ -23,7 +23,11 @@ struct SidebarWorkspace {
     more: Option<u64>,
 }
 
-async fn sidebar_workspaces(state: &AppState, user: &CurrentUser) -> DomainResult<Vec<SidebarWorkspace>> {
+async fn sidebar_workspaces(
+    state: &AppState,
+    user: &CurrentUser,
+    active: Option<Uuid>,
+) -> DomainResult<Vec<SidebarWorkspace>> {
     let actor = &user.0.actor;
     let mut workspaces = chat::list_workspaces(&state.db, actor).await?;
     if workspaces.is_empty() {
@@ -34,12 +38,21 @@ async fn sidebar_workspaces(state: &AppState, user: &CurrentUser) -> DomainResul
         let (sessions, more) = chat::workspace_sessions(&state.db, actor, workspace.id, false, 0).await?;
         out.push(SidebarWorkspace { workspace, sessions, more: more.then_some(1) });
     }
+    // The open session is always listed (and can be highlighted and retitled live), even when
+    // it is older than the first page.
+    if let Some(id) = active.filter(|id| !out.iter().any(|w| w.sessions.iter().any(|s| s.id == *id))) {
+        let session = chat::get_session(&state.db, actor, id).await?;
+        if let Some(w) = out.iter_mut().find(|w| w.workspace.id == session.workspace_id && !session.archived)
+        {
+            w.sessions.push(session);
+        }
+    }
     Ok(out)
 }
 
 /// Puts the sidebar's workspaces and sessions into a page's context; `active` is highlighted.
 pub async fn sidebar_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, active: Option<Uuid>) {
-    let workspaces = sidebar_workspaces(state, user).await.unwrap_or_else(|e| {
+    let workspaces = sidebar_workspaces(state, user, active).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "sidebar could not be loaded");
         Vec::new()
     });
