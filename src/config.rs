@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
 /// Environment variables starting with `ARBOR_` that are not configuration keys.
-const NON_CONFIG_VARS: &[&str] = &["ARBOR_CONFIG", "ARBOR_TEST_DATABASE_URL"];
+const NON_CONFIG_VARS: &[&str] =
+    &["ARBOR_CONFIG", "ARBOR_TEST_DATABASE_URL", "ARBOR_MASTER_KEY_FILE", "ARBOR_MASTER_KEY"];
 
 /// The keys of one `[llm.providers.<name>]` table, for environment variables.
 const PROVIDER_FIELDS: &[&str] = &["kind", "base_url", "api_key", "models", "label"];

@@ -14,6 +14,7 @@ pub mod secret;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
+pub mod vault;
 pub mod web;
 
 use std::net::TcpListener;
@@ -47,6 +48,9 @@ pub enum StartupError {
     /// The mail settings could not be turned into a transport.
     #[error("{0}")]
     Mail(String),
+    /// The vault's master key is missing, unreadable or not the database's.
+    #[error("{0}")]
+    Vault(#[from] vault::VaultError),
     /// The listener could not be bound or the server failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -56,6 +60,8 @@ pub enum StartupError {
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let db = storage::connect(&config).await?;
     storage::migrate_up(&db).await?;
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
     let runs = RunRegistry::new(config.events.channel_capacity);
     let oidc = auth::oidc::Oidc::new(&config.oidc, &config.public_url())
@@ -88,6 +94,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         mailer,
         oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),
+        vault,
     })
 }
 

@@ -48,6 +48,15 @@ enum Command {
         #[arg(long, value_name = "DIR", global = true)]
         data_dir: Option<PathBuf>,
     },
+    /// The key vault: whether it is set up, under which master key, and whether the configured
+    /// key is that one.
+    Vault {
+        #[command(subcommand)]
+        action: VaultAction,
+        /// Directory for the database (default ./data).
+        #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
     /// Exit 0 when a running server answers /healthz (for container health checks).
     Healthcheck {
         /// URL to probe (default: http://<server.bind>/healthz).
@@ -67,6 +76,12 @@ enum MigrateAction {
         steps: u32,
     },
     /// List migrations and whether each is applied.
+    Status,
+}
+
+#[derive(Subcommand)]
+enum VaultAction {
+    /// Show the master key id the database expects, the data keys, and the configured key.
     Status,
 }
 
@@ -155,6 +170,13 @@ async fn run(cli: Cli) -> ExitCode {
             };
             admin(config, action).await
         }
+        Command::Vault { action: VaultAction::Status, data_dir } => {
+            let config = match load_config(cli.config, None, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            vault_status(config).await
+        }
         Command::CheckConfig => match load_config(cli.config, None, None) {
             Ok(c) => {
                 print!("{}", c.to_redacted_toml());
@@ -194,6 +216,11 @@ async fn serve(config: Config) -> ExitCode {
     };
     let state = match arbor::build_state(config).await {
         Ok(s) => s,
+        Err(e @ arbor::StartupError::Vault(_)) => {
+            // A key problem is a configuration error: nothing was written.
+            eprintln!("cannot start: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
         Err(e) => {
             eprintln!("cannot start: {e}");
             return ExitCode::FAILURE;
@@ -266,6 +293,60 @@ fn read_password(file: Option<PathBuf>) -> Result<String, String> {
         }
     };
     Ok(raw.trim_end_matches(['\n', '\r']).to_string())
+}
+
+/// `arbor vault status`: reads only; exit 1 when the configured key is not the database's.
+async fn vault_status(config: Config) -> ExitCode {
+    let db = match arbor::storage::connect(&config).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = arbor::storage::migrate_up(&db).await {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    let status = match arbor::vault::status(&db).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let configured = match arbor::vault::configured_key(&env, &config.data_dir) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match &status.expected_key_id {
+        Some(id) => println!("vault: set up; master key id {id}"),
+        None => println!("vault: not set up yet (the server sets it up on its first start)"),
+    }
+    println!(
+        "data keys: {} ({} wrapped under another master key)",
+        status.data_keys, status.data_keys_elsewhere
+    );
+    match (configured, &status.expected_key_id) {
+        (None, _) => println!("configured master key: none"),
+        (Some((key, source)), expected) => {
+            let id = key.key_id();
+            let verdict = match expected {
+                Some(e) if *e == id => "matches",
+                Some(_) => "DOES NOT MATCH the database",
+                None => "will be used on first start",
+            };
+            println!("configured master key: id {id} from {source:?}, {verdict}");
+            if expected.as_ref().is_some_and(|e| *e != id) {
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 async fn admin(config: Config, action: AdminAction) -> ExitCode {

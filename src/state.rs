@@ -27,4 +27,6 @@ pub struct AppState {
     pub engine: crate::domain::runs::RunEngine,
     /// Sign-in attempt counters.
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
+    /// The opened key vault.
+    pub vault: crate::vault::Vault,
 }

@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261123_000001_base_tables;
 mod m20261123_000002_sign_in;
 mod m20261123_000003_streaming;
+mod m20261123_000004_vault;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000001_base_tables::Migration),
             Box::new(m20261123_000002_sign_in::Migration),
             Box::new(m20261123_000003_streaming::Migration),
+            Box::new(m20261123_000004_vault::Migration),
         ]
     }
 }

@@ -18,4 +18,5 @@ mod oidc_real;
 mod providers;
 mod runs;
 mod tree;
+mod vault;
 mod web_basics;

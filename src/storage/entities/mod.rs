@@ -8,4 +8,6 @@ pub mod run;
 pub mod setup_token;
 pub mod usage;
 pub mod user;
+pub mod vault_key;
+pub mod vault_meta;
 pub mod workspace;
