@@ -192,6 +192,42 @@ async fn main() -> Res<()> {
     }
     times.sort();
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+    // Where the time goes, measured the same way (median of 50) in this process.
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut load = Vec::new();
+    let mut conv_t = Vec::new();
+    let mut views_t = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let all = messages::session_skeleton(&state.db, session.id).await?;
+        load.push(t.elapsed());
+        drop(all);
+        let t = Instant::now();
+        let conv = arbor::domain::chat::conversation_window(
+            &state.db,
+            &actor,
+            session.id,
+            None,
+            arbor::web::chat_view::THREAD_WINDOW,
+        )
+        .await?;
+        conv_t.push(t.elapsed());
+        let t = Instant::now();
+        let window =
+            conv.path[conv.path.len().saturating_sub(arbor::web::chat_view::THREAD_WINDOW)..].to_vec();
+        let views: Vec<_> = window.iter().map(arbor::web::chat_view::message_view).collect();
+        views_t.push(t.elapsed());
+        drop(views);
+    }
+    eprintln!(
+        "median: tree skeleton {} ms, conversation (skeleton, tree, 40 whole messages) {} ms, 40 message views (markdown) {} ms",
+        ms(median(load)),
+        ms(median(conv_t)),
+        ms(median(views_t))
+    );
     let report = format!(
         "| messages in the tree | requests | page size | p50 ms | p95 ms | p99 ms | max ms |\n\
          |---|---|---|---|---|---|---|\n\

@@ -152,7 +152,8 @@ pub async fn delete_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainR
 pub struct Conversation {
     /// The session.
     pub session: ChatSession,
-    /// Root first, following the chosen children.
+    /// Root first, following the chosen children (see [`conversation_window`] for which
+    /// messages carry their content).
     pub path: Vec<Message>,
     /// Each path message's place among its siblings, in path order.
     pub siblings: Vec<Siblings>,
@@ -164,10 +165,23 @@ pub struct Conversation {
     pub totals: MessageUsage,
 }
 
-/// The actor's session with its active path.
+/// The actor's session with its active path, every path message with its content.
 pub async fn conversation(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<Conversation> {
+    conversation_window(db, actor, session_id, None, usize::MAX).await
+}
+
+/// The actor's session with its active path, where only the `window` path messages before
+/// `before` (or the end) carry their content: the tree is walked on the messages' skeletons, so
+/// a long session's page does not load every message's text.
+pub async fn conversation_window(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    before: Option<Uuid>,
+    window: usize,
+) -> DomainResult<Conversation> {
     let session = get_session(db, actor, session_id).await?;
-    let all = messages::session_messages(db, session.id).await?;
+    let all = messages::session_skeleton(db, session.id).await?;
     let mut totals = MessageUsage { cost_micros: Some(0), ..MessageUsage::default() };
     for u in all.iter().filter_map(|m| m.usage) {
         totals.input += u.input;
@@ -187,7 +201,18 @@ pub async fn conversation(db: &Db, actor: &Actor, session_id: Uuid) -> DomainRes
         .collect();
     let sizes = index.branch_sizes();
     let branch_sizes = ids.iter().map(|id| sizes.get(id).copied().unwrap_or(1)).collect();
-    let path = path_refs.into_iter().cloned().collect();
+    let end = match before {
+        Some(id) => ids.iter().position(|x| *x == id).ok_or(DomainError::NotFound)?,
+        None => ids.len(),
+    };
+    let start = end.saturating_sub(window);
+    let mut full: std::collections::HashMap<Uuid, Message> =
+        messages::messages_by_ids(db, session.id, &ids[start..end])
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect();
+    let path = path_refs.into_iter().map(|m| full.remove(&m.id).unwrap_or_else(|| m.clone())).collect();
     Ok(Conversation { session, path, siblings, branch_sizes, message_count: all.len(), totals })
 }
 

@@ -71,6 +71,108 @@ pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .collect()
 }
 
+/// Columns of a message without its content, for walking the tree.
+type SkeletonRow = (
+    Uuid,
+    Option<Uuid>,
+    Option<Uuid>,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    bool,
+    chrono::DateTime<Utc>,
+);
+
+/// Every message of a session without its content (no parts, model, error), oldest first:
+/// enough for the tree, sibling counts and usage totals, at a fraction of the cost of
+/// [`session_messages`] on a long session.
+pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
+    use sea_orm::QuerySelect;
+    let rows: Vec<SkeletonRow> = message::Entity::find()
+        .select_only()
+        .columns([
+            message::Column::Id,
+            message::Column::ParentId,
+            message::Column::ChosenChildId,
+            message::Column::Role,
+            message::Column::Status,
+            message::Column::TokensIn,
+            message::Column::TokensOut,
+            message::Column::TokensCached,
+            message::Column::CostMicros,
+            message::Column::UsageEstimated,
+            message::Column::CreatedAt,
+        ])
+        .filter(message::Column::SessionId.eq(session_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(
+            |(
+                id,
+                parent_id,
+                chosen_child_id,
+                role,
+                status,
+                tin,
+                tout,
+                tcached,
+                cost,
+                estimated,
+                created_at,
+            )| {
+                let role = Role::parse(&role)
+                    .ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
+                let status = MessageStatus::parse(&status)
+                    .ok_or_else(|| StorageError::Corrupt(format!("message status {status:?}")))?;
+                let usage = (tin.is_some() || tout.is_some()).then(|| MessageUsage {
+                    input: to_u64(tin),
+                    output: to_u64(tout),
+                    cached: to_u64(tcached),
+                    cost_micros: cost,
+                    estimated,
+                });
+                Ok(Message {
+                    id,
+                    session_id,
+                    parent_id,
+                    chosen_child_id,
+                    role,
+                    parts: Vec::new(),
+                    model: None,
+                    status,
+                    error: None,
+                    usage,
+                    client_id: None,
+                    created_at,
+                })
+            },
+        )
+        .collect()
+}
+
+/// These messages of a session, whole, in the order of `ids`.
+pub async fn messages_by_ids(db: &Db, session_id: Uuid, ids: &[Uuid]) -> StorageResult<Vec<Message>> {
+    let mut found = std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        for m in message::Entity::find()
+            .filter(message::Column::SessionId.eq(session_id))
+            .filter(message::Column::Id.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?
+        {
+            found.insert(m.id, m);
+        }
+    }
+    ids.iter().filter_map(|id| found.remove(id)).map(to_domain).collect()
+}
+
 /// One message of a session.
 pub async fn find_message(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<Option<Message>> {
     message::Entity::find_by_id(id)

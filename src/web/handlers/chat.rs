@@ -119,8 +119,9 @@ async fn header_into(
     state: &AppState,
     user: &CurrentUser,
     session_id: Uuid,
+    window: usize,
 ) -> Result<Conversation, WebError> {
-    let conv = chat::conversation(&state.db, &user.0.actor, session_id).await?;
+    let conv = chat::conversation_window(&state.db, &user.0.actor, session_id, None, window).await?;
     let selected = match conv.session.model.clone() {
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
@@ -143,7 +144,7 @@ async fn session_context(
     with_sidebar: bool,
 ) -> Result<Context, WebError> {
     let mut ctx = signed_in(user);
-    let conv = header_into(&mut ctx, state, user, session_id).await?;
+    let conv = header_into(&mut ctx, state, user, session_id, chat_view::THREAD_WINDOW).await?;
     let (messages, older) = chat_view::thread_window(&conv, None).await?;
     ctx.insert("messages", &messages);
     ctx.insert("older_before", &older);
@@ -226,7 +227,14 @@ pub async fn older(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let before = parse_id(&query.before)?;
-    let conv = chat::conversation(&state.db, &user.0.actor, session_id).await?;
+    let conv = chat::conversation_window(
+        &state.db,
+        &user.0.actor,
+        session_id,
+        Some(before),
+        chat_view::THREAD_WINDOW,
+    )
+    .await?;
     let (messages, older) = chat_view::thread_window(&conv, Some(before)).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &conv.session);
@@ -302,7 +310,7 @@ async fn turn_fragment(
     shown.push(chat::message(&state.db, actor, session_id, started.assistant_message_id).await?);
     let shown = chat_view::message_views(shown).await?;
     let mut ctx = signed_in(user);
-    header_into(&mut ctx, state, user, session_id).await?;
+    header_into(&mut ctx, state, user, session_id, 0).await?;
     if with_composer {
         composer_fields_into(&mut ctx, state, user).await;
     }
@@ -371,7 +379,7 @@ pub async fn final_message_html(
     message_id: Uuid,
 ) -> Result<String, WebError> {
     let mut ctx = signed_in(user);
-    let conv = header_into(&mut ctx, state, user, session_id).await?;
+    let conv = header_into(&mut ctx, state, user, session_id, 0).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
     ctx.insert("m", &chat_view::single_view(&conv, m).await?);
     render_to_string(state, "partials/_message_final.html", &ctx)
