@@ -182,14 +182,7 @@ pub async fn conversation_window(
 ) -> DomainResult<Conversation> {
     let session = get_session(db, actor, session_id).await?;
     let all = messages::session_skeleton(db, session.id).await?;
-    let mut totals = MessageUsage { cost_micros: Some(0), ..MessageUsage::default() };
-    for u in all.iter().filter_map(|m| m.usage) {
-        totals.input += u.input;
-        totals.output += u.output;
-        totals.cached += u.cached;
-        totals.estimated |= u.estimated;
-        totals.cost_micros = totals.cost_micros.zip(u.cost_micros).map(|(a, b)| a + b);
-    }
+    let totals = messages::session_usage_totals(db, session.id).await?;
     let index = TreeIndex::new(&all);
     let path_refs = index.active_path(session.active_root_id);
     let ids: Vec<Uuid> = path_refs.iter().map(|m| m.id).collect();

@@ -100,6 +100,15 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     let conv = arbor::domain::chat::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
     assert_eq!(conv.path.iter().map(|m| m.id).collect::<Vec<_>>(), [q1, regenerated]);
     assert_eq!(conv.siblings[1].position, 2);
+    // Session totals are summed by the database over every branch.
+    let all = c.messages().await;
+    let used: Vec<_> = all.iter().filter_map(|m| m.usage).collect();
+    assert_eq!(used.len(), 4, "four answers on all branches");
+    assert_eq!(conv.totals.input, used.iter().map(|u| u.input).sum::<u64>());
+    assert_eq!(conv.totals.output, used.iter().map(|u| u.output).sum::<u64>());
+    assert_eq!(conv.totals.cached, used.iter().map(|u| u.cached).sum::<u64>());
+    assert_eq!(conv.totals.cost_micros, used.iter().map(|u| u.cost_micros).sum::<Option<i64>>());
+    assert!(conv.totals.input > 0 && conv.totals.cost_micros.is_some());
     // The overview holds every branch: q1 forks into two answers, the first one into two questions.
     assert_eq!(conv.message_count, 7);
     let overview = arbor::domain::chat::tree_overview(&c.app.state.db, &c.actor(), c.session).await.unwrap();

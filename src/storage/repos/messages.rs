@@ -71,40 +71,19 @@ pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .collect()
 }
 
-/// Columns of a message without its content, for walking the tree.
-type SkeletonRow = (
-    Uuid,
-    Option<Uuid>,
-    Option<Uuid>,
-    String,
-    String,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    bool,
-    chrono::DateTime<Utc>,
-);
-
-/// Every message of a session without its content (no parts, model, error), oldest first:
-/// enough for the tree, sibling counts and usage totals, at a fraction of the cost of
-/// [`session_messages`] on a long session.
+/// Every message of a session without its content, oldest first: ids, links and role, enough
+/// to walk the tree and count siblings at a fraction of the cost of [`session_messages`] on a
+/// long session. Status reads complete, usage is absent (see [`session_usage_totals`]) and
+/// `created_at` only keeps the order (timestamps are the costliest column to decode).
 pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
     use sea_orm::QuerySelect;
-    let rows: Vec<SkeletonRow> = message::Entity::find()
+    let rows: Vec<(Uuid, Option<Uuid>, Option<Uuid>, String)> = message::Entity::find()
         .select_only()
         .columns([
             message::Column::Id,
             message::Column::ParentId,
             message::Column::ChosenChildId,
             message::Column::Role,
-            message::Column::Status,
-            message::Column::TokensIn,
-            message::Column::TokensOut,
-            message::Column::TokensCached,
-            message::Column::CostMicros,
-            message::Column::UsageEstimated,
-            message::Column::CreatedAt,
         ])
         .filter(message::Column::SessionId.eq(session_id))
         .order_by_asc(message::Column::CreatedAt)
@@ -112,49 +91,58 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .into_tuple()
         .all(db)
         .await?;
+    let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH;
     rows.into_iter()
-        .map(
-            |(
+        .enumerate()
+        .map(|(i, (id, parent_id, chosen_child_id, role))| {
+            let role =
+                Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
+            Ok(Message {
                 id,
+                session_id,
                 parent_id,
                 chosen_child_id,
                 role,
-                status,
-                tin,
-                tout,
-                tcached,
-                cost,
-                estimated,
-                created_at,
-            )| {
-                let role = Role::parse(&role)
-                    .ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
-                let status = MessageStatus::parse(&status)
-                    .ok_or_else(|| StorageError::Corrupt(format!("message status {status:?}")))?;
-                let usage = (tin.is_some() || tout.is_some()).then(|| MessageUsage {
-                    input: to_u64(tin),
-                    output: to_u64(tout),
-                    cached: to_u64(tcached),
-                    cost_micros: cost,
-                    estimated,
-                });
-                Ok(Message {
-                    id,
-                    session_id,
-                    parent_id,
-                    chosen_child_id,
-                    role,
-                    parts: Vec::new(),
-                    model: None,
-                    status,
-                    error: None,
-                    usage,
-                    client_id: None,
-                    created_at,
-                })
-            },
-        )
+                parts: Vec::new(),
+                model: None,
+                status: MessageStatus::Complete,
+                error: None,
+                usage: None,
+                client_id: None,
+                created_at: epoch + chrono::Duration::microseconds(i64::try_from(i).unwrap_or(i64::MAX)),
+            })
+        })
         .collect()
+}
+
+/// Tokens and cost of every answer in a session, summed by the database; the cost is known
+/// only when every answer with usage has one.
+pub async fn session_usage_totals(db: &Db, session_id: Uuid) -> StorageResult<MessageUsage> {
+    use sea_orm::{DbBackend, Statement};
+    let backend = db.get_database_backend();
+    let has = "(tokens_in IS NOT NULL OR tokens_out IS NOT NULL)";
+    let placeholder = if backend == DbBackend::Postgres { "$1" } else { "?" };
+    let sql = format!(
+        "SELECT CAST(COALESCE(SUM(tokens_in), 0) AS BIGINT) AS tin, \
+         CAST(COALESCE(SUM(tokens_out), 0) AS BIGINT) AS tout, \
+         CAST(COALESCE(SUM(tokens_cached), 0) AS BIGINT) AS tcached, \
+         CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost, \
+         CAST(COALESCE(SUM(CASE WHEN {has} THEN 1 ELSE 0 END), 0) AS BIGINT) AS with_usage, \
+         CAST(COALESCE(SUM(CASE WHEN {has} AND cost_micros IS NOT NULL THEN 1 ELSE 0 END), 0) AS BIGINT) AS priced, \
+         CAST(COALESCE(SUM(CASE WHEN {has} AND usage_estimated THEN 1 ELSE 0 END), 0) AS BIGINT) AS estimated \
+         FROM messages WHERE session_id = {placeholder}"
+    );
+    let row = db.query_one_raw(Statement::from_sql_and_values(backend, sql, [session_id.into()])).await?;
+    let Some(row) = row else { return Ok(MessageUsage { cost_micros: Some(0), ..MessageUsage::default() }) };
+    let get = |name: &str| -> StorageResult<i64> { Ok(row.try_get::<i64>("", name)?) };
+    let (priced, with_usage, cost) = (get("priced")?, get("with_usage")?, get("cost")?);
+    Ok(MessageUsage {
+        input: to_u64(Some(get("tin")?)),
+        output: to_u64(Some(get("tout")?)),
+        cached: to_u64(Some(get("tcached")?)),
+        cost_micros: (priced == with_usage).then_some(cost),
+        estimated: get("estimated")? > 0,
+    })
 }
 
 /// These messages of a session, whole, in the order of `ids`.
