@@ -181,8 +181,11 @@ pub async fn conversation_window(
     window: usize,
 ) -> DomainResult<Conversation> {
     let session = get_session(db, actor, session_id).await?;
-    let all = messages::session_skeleton(db, session.id).await?;
-    let totals = messages::session_usage_totals(db, session.id).await?;
+    // Two independent reads, on two pooled connections at once.
+    let (all, totals) = tokio::try_join!(
+        messages::session_skeleton(db, session.id),
+        messages::session_usage_totals(db, session.id)
+    )?;
     let index = TreeIndex::new(&all);
     let path_refs = index.active_path(session.active_root_id);
     let ids: Vec<Uuid> = path_refs.iter().map(|m| m.id).collect();
