@@ -252,6 +252,8 @@ async fn each_provider_streams_a_reply_that_is_stored_with_usage() {
             seen.done.contains(&format!("id=\"m-{id}\"")) && seen.done.contains("data-status=\"complete\"")
         );
         assert!(seen.done.contains("hx-swap-oob"), "session totals are refreshed");
+        let used = format!("latest exchange: {} of", usage.input + usage.output);
+        assert!(seen.done.contains(&used), "{model}: the context gauge counts this answer: {}", seen.done);
     }
     // The requests carried the conversation so far, keys in headers only.
     let reqs = c.mock.requests();

@@ -379,7 +379,8 @@ pub async fn final_message_html(
     message_id: Uuid,
 ) -> Result<String, WebError> {
     let mut ctx = signed_in(user);
-    let conv = header_into(&mut ctx, state, user, session_id, 0).await?;
+    // The latest exchange whole: the context gauge reads its usage.
+    let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
     ctx.insert("m", &chat_view::single_view(&conv, m).await?);
     render_to_string(state, "partials/_message_final.html", &ctx)
