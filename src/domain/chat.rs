@@ -183,7 +183,7 @@ pub async fn conversation_window(
     let session = get_session(db, actor, session_id).await?;
     // Two independent reads, on two pooled connections at once.
     let (all, totals) = tokio::try_join!(
-        messages::session_skeleton(db, session.id),
+        messages::session_skeleton_at(db, session.id, session.updated_at),
         messages::session_usage_totals(db, session.id)
     )?;
     let index = TreeIndex::new(&all);

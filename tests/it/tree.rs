@@ -197,6 +197,10 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     let first = seed_chain(&c, c.session, 600).await;
     let page = c.page().await;
     assert!(page.contains("class=\"older-loader\""), "a long path loads earlier messages on demand");
+    // The long session's tree is cached between pages; a new turn is still seen at once.
+    c.exchange("the newest turn").await;
+    let page = c.page().await;
+    assert!(page.contains("the newest turn</div>"), "the page follows the tree after a write");
     assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::chat_view::THREAD_WINDOW);
     let res = c.post(&format!("/s/{}/messages/{first}/delete", c.session)).await;
     assert_eq!(res.status(), 200);

@@ -115,6 +115,50 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .collect()
 }
 
+/// Sessions shorter than this are read afresh each time; caching them gains nothing.
+const SKELETON_CACHE_MIN: usize = 200;
+
+/// How many long sessions' skeletons are kept.
+const SKELETON_CACHE_SESSIONS: usize = 64;
+
+type SkeletonCache = std::collections::HashMap<Uuid, (chrono::DateTime<Utc>, std::sync::Arc<Vec<Message>>)>;
+
+/// Skeletons of recently shown long sessions, keyed by the session's `updated_at`: every write
+/// that changes the tree (a turn, an answer, a switch, a deleted branch) touches it in the
+/// same transaction, so a matching version means an unchanged tree, on any instance.
+static SKELETONS: std::sync::LazyLock<std::sync::Mutex<SkeletonCache>> =
+    std::sync::LazyLock::new(|| std::sync::Mutex::new(SkeletonCache::new()));
+
+fn skeletons() -> std::sync::MutexGuard<'static, SkeletonCache> {
+    SKELETONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// [`session_skeleton`] for the session as of `version` (its `updated_at`), from the cache when
+/// the tree has not changed since.
+pub async fn session_skeleton_at(
+    db: &Db,
+    session_id: Uuid,
+    version: chrono::DateTime<Utc>,
+) -> StorageResult<std::sync::Arc<Vec<Message>>> {
+    if let Some((cached_version, skeleton)) = skeletons().get(&session_id)
+        && *cached_version == version
+    {
+        return Ok(skeleton.clone());
+    }
+    let fresh = std::sync::Arc::new(session_skeleton(db, session_id).await?);
+    if fresh.len() >= SKELETON_CACHE_MIN {
+        let mut cache = skeletons();
+        if cache.len() >= SKELETON_CACHE_SESSIONS && !cache.contains_key(&session_id) {
+            let evict = cache.iter().min_by_key(|(_, (v, _))| *v).map(|(id, _)| *id);
+            if let Some(id) = evict {
+                cache.remove(&id);
+            }
+        }
+        cache.insert(session_id, (version, fresh.clone()));
+    }
+    Ok(fresh)
+}
+
 /// Tokens and cost of every answer in a session, summed by the database; the cost is known
 /// only when every answer with usage has one.
 pub async fn session_usage_totals(db: &Db, session_id: Uuid) -> StorageResult<MessageUsage> {
