@@ -163,4 +163,7 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
     assert_eq!(done.text(), format!("{kept}{}", crate::runs::fixture_text(&mock, "openai/text.sse")));
     server.0.kill().unwrap();
     wait_exit(&mut server.0, Duration::from_secs(10));
+    // Closed inside the runtime: a pool left to the runtime's shutdown can spin in sqlx's
+    // maintenance task and hang the test process.
+    conn.close().await.unwrap();
 }

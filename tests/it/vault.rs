@@ -120,4 +120,6 @@ async fn a_wrong_or_missing_master_key_stops_the_server_and_changes_nothing() {
     let out = arbor(dir.path()).args(["vault", "status"]).env("ARBOR_MASTER_KEY", &hex).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("matches"));
+    // Closed inside the runtime (see crash.rs).
+    db.close().await.unwrap();
 }
