@@ -295,19 +295,26 @@ fn read_password(file: Option<PathBuf>) -> Result<String, String> {
     Ok(raw.trim_end_matches(['\n', '\r']).to_string())
 }
 
-/// `arbor vault status`: reads only; exit 1 when the configured key is not the database's.
-async fn vault_status(config: Config) -> ExitCode {
-    let db = match arbor::storage::connect(&config).await {
-        Ok(db) => db,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Err(e) = arbor::storage::migrate_up(&db).await {
+/// Connects and brings the schema up to date, for commands that then work on the data.
+async fn open_migrated(config: &Config) -> Result<arbor::storage::Db, ExitCode> {
+    let db = arbor::storage::connect(config).await.map_err(|e| {
         eprintln!("{e}");
-        return ExitCode::FAILURE;
-    }
+        ExitCode::FAILURE
+    })?;
+    arbor::storage::migrate_up(&db).await.map_err(|e| {
+        eprintln!("{e}");
+        ExitCode::FAILURE
+    })?;
+    Ok(db)
+}
+
+/// `arbor vault status`: after bringing the schema up to date it only reads; exit 1 when the
+/// configured key is not the database's.
+async fn vault_status(config: Config) -> ExitCode {
+    let db = match open_migrated(&config).await {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
     let status = match arbor::vault::status(&db).await {
         Ok(s) => s,
         Err(e) => {
@@ -350,17 +357,10 @@ async fn vault_status(config: Config) -> ExitCode {
 }
 
 async fn admin(config: Config, action: AdminAction) -> ExitCode {
-    let db = match arbor::storage::connect(&config).await {
+    let db = match open_migrated(&config).await {
         Ok(db) => db,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    if let Err(e) = arbor::storage::migrate_up(&db).await {
-        eprintln!("{e}");
-        return ExitCode::FAILURE;
-    }
     use arbor::domain::accounts;
     let result = match action {
         AdminAction::Create { email, name, password_file } => match read_password(password_file) {
