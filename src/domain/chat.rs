@@ -385,6 +385,12 @@ pub async fn workspace_contents(
     Ok(WorkspaceContents { sessions, messages })
 }
 
+/// Ids of every session in one of the actor's workspaces, archived ones included.
+pub async fn workspace_session_ids(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Uuid>> {
+    let workspace = get_workspace(db, actor, workspace_id).await?;
+    Ok(repo::workspace_session_ids(db, actor.user_id, workspace.id).await?)
+}
+
 /// Deletes one of the actor's workspaces with everything in it.
 pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<()> {
     let workspace = get_workspace(db, actor, workspace_id).await?;
@@ -392,8 +398,9 @@ pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> Dom
     Ok(())
 }
 
-/// What a session's settings form sends.
-#[derive(Debug, Clone, Default)]
+/// What a session's settings form sends (missing fields read as blank).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default)]
 pub struct SessionForm {
     /// System prompt template (blank: the workspace's).
     pub system_prompt: String,

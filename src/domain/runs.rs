@@ -79,6 +79,19 @@ pub fn valid_client_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// The empty, streaming answer a run writes into.
+fn answer_placeholder(id: Uuid, parent: Uuid, reference: &str) -> NewMessage<'_> {
+    NewMessage {
+        id,
+        parent_id: Some(parent),
+        role: Role::Assistant,
+        parts: &[],
+        model: Some(reference),
+        status: MessageStatus::Streaming,
+        client_id: None,
+    }
+}
+
 fn busy() -> DomainError {
     DomainError::Conflict("A reply is still being written: stop it or wait for it to finish.".into())
 }
@@ -291,15 +304,7 @@ impl RunEngine {
             status: MessageStatus::Complete,
             client_id: Some(client_id),
         };
-        let assistant = NewMessage {
-            id: assistant_id,
-            parent_id: Some(user_id),
-            role: Role::Assistant,
-            parts: &[],
-            model: Some(&reference),
-            status: MessageStatus::Streaming,
-            client_id: None,
-        };
+        let assistant = answer_placeholder(assistant_id, user_id, &reference);
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id,
@@ -372,15 +377,7 @@ impl RunEngine {
         let system = self.system_prompt(actor, &session, &reference).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
-        let assistant = NewMessage {
-            id: assistant_id,
-            parent_id: Some(parent),
-            role: Role::Assistant,
-            parts: &[],
-            model: Some(&reference),
-            status: MessageStatus::Streaming,
-            client_id: None,
-        };
+        let assistant = answer_placeholder(assistant_id, parent, &reference);
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id,

@@ -117,6 +117,18 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.text().await.unwrap().matches("class=\"tree-node").count(), 7);
 
+    // An empty edit is refused and adds nothing.
+    let res = c
+        .app
+        .post_form(
+            &format!("/s/{}/messages/{q1}/edit", c.session),
+            &form("  ", "edit-client-3", MODEL),
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 400);
+    assert_eq!(c.messages().await.len(), 7);
+
     // Editing an answer is refused; a message of another session is not found.
     let res = c
         .app
@@ -406,6 +418,19 @@ async fn workspaces_and_the_sidebar() {
     assert_eq!(res.status(), 303);
     let started = arbor::domain::chat::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
     assert_eq!(started.len(), 1);
+
+    // Bad input is refused with a clear status and changes nothing.
+    let res = c.app.post_form("/workspaces", "name=", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.post_form("/workspaces", &format!("name={}", "x".repeat(201)), Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.post_form(&format!("/s/{}/rename", c.session), "title=+++", Some(&c.s)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.get(&format!("/w/{}/sessions?page=abc", other.id), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 400);
+    let res = c.app.get(&format!("/w/{}", "not-a-uuid"), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(arbor::domain::chat::list_workspaces(db, &actor).await.unwrap().len(), 2);
 
     // Someone else's workspace cannot be written into.
     let stranger = c.app.create_user("eve@example.com", arbor::domain::accounts::Role::Member).await;

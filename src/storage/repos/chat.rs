@@ -195,7 +195,7 @@ pub async fn update_workspace(
 }
 
 /// Ids of the sessions in the owner's workspace.
-async fn workspace_session_ids<C: sea_orm::ConnectionTrait>(
+pub async fn workspace_session_ids<C: sea_orm::ConnectionTrait>(
     db: &C,
     owner_id: Uuid,
     id: Uuid,

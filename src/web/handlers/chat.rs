@@ -447,42 +447,15 @@ pub async fn delete_message(
     }
 }
 
-/// A session's settings form.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub struct SettingsForm {
-    system_prompt: String,
-    model: String,
-    temperature: String,
-    max_output_tokens: String,
-    reasoning_effort: String,
-    thinking_budget: String,
-    exposed_roots: String,
-}
-
-impl SettingsForm {
-    fn to_domain(&self) -> chat::SessionForm {
-        chat::SessionForm {
-            system_prompt: self.system_prompt.clone(),
-            model: self.model.clone(),
-            temperature: self.temperature.clone(),
-            max_output_tokens: self.max_output_tokens.clone(),
-            reasoning_effort: self.reasoning_effort.clone(),
-            thinking_budget: self.thinking_budget.clone(),
-            exposed_roots: self.exposed_roots.clone(),
-        }
-    }
-}
-
 /// `POST /s/{session_id}/settings`: model, generation settings, system prompt, exposed folders.
 pub async fn save_settings(
     state: web::Data<AppState>,
     user: CurrentUser,
     path: web::Path<String>,
-    form: web::Form<SettingsForm>,
+    form: web::Form<chat::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    match chat::update_session(&state.db, &user.0.actor, session_id, &form.to_domain()).await {
+    match chat::update_session(&state.db, &user.0.actor, session_id, &form).await {
         Ok(_) => session_fragment(&state, &user, session_id).await,
         Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
         Err(e) => Err(e.into()),
@@ -495,7 +468,7 @@ pub async fn prompt_preview(
     state: web::Data<AppState>,
     user: CurrentUser,
     path: web::Path<String>,
-    form: web::Form<SettingsForm>,
+    form: web::Form<chat::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
     let session = chat::get_session(&state.db, actor, parse_id(&path)?).await?;

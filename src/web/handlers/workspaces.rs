@@ -207,8 +207,8 @@ pub async fn delete(
     let workspace_id = parse_id(&path)?;
     let actor = &user.0.actor;
     // Sessions with a live answer keep it running otherwise; stop them first.
-    let (sessions, _) = chat::workspace_sessions(&state.db, actor, workspace_id, false, 0).await?;
-    if sessions.iter().any(|s| state.runs.is_active(s.id)) {
+    let sessions = chat::workspace_session_ids(&state.db, actor, workspace_id).await?;
+    if sessions.iter().any(|id| state.runs.is_active(*id)) {
         return Err(WebError::Conflict(
             "An answer is still being written in this workspace: stop it first.".into(),
         ));
