@@ -75,6 +75,10 @@ pub struct LlmConfig {
     pub flush_ms: u64,
     /// Whether the model proposes session titles (workspaces may turn it off too).
     pub infer_titles: bool,
+    /// Seconds a shared key rests after a 429.
+    pub key_cooldown_secs: u64,
+    /// CIDR ranges members may use in their own base URLs despite the SSRF guard.
+    pub member_base_url_allow: Vec<String>,
     /// Shared providers by name.
     pub providers: BTreeMap<String, ProviderConfig>,
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod domain;
 pub mod events;
 pub mod mail;
+pub mod netguard;
 pub mod prompting;
 pub mod providers;
 pub mod secret;
@@ -73,6 +74,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     if config.llm.detect_local_ollama {
         providers.detect_local_ollama(domain::providers::LOCAL_OLLAMA).await;
     }
+    let providers = providers.with_vault(db.clone(), vault.clone());
+    providers.reload().await.map_err(|e| StartupError::Providers(e.to_string()))?;
     let pacing = domain::runs::Pacing {
         coalesce: Duration::from_millis(config.llm.coalesce_ms),
         flush: Duration::from_millis(config.llm.flush_ms),

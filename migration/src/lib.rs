@@ -5,6 +5,7 @@ mod m20261123_000001_base_tables;
 mod m20261123_000002_sign_in;
 mod m20261123_000003_streaming;
 mod m20261123_000004_vault;
+mod m20261123_000005_admin;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000002_sign_in::Migration),
             Box::new(m20261123_000003_streaming::Migration),
             Box::new(m20261123_000004_vault::Migration),
+            Box::new(m20261123_000005_admin::Migration),
         ]
     }
 }

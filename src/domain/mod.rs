@@ -1,14 +1,20 @@
 //! Domain services: no actix, no tera. Every read of user data is scoped to the acting user here.
 
 pub mod accounts;
+pub mod admin;
+pub mod audit;
 pub mod chat;
 pub mod context;
 pub mod invitations;
+pub mod keyring;
 pub mod oidc_accounts;
 pub mod prompt;
 pub mod providers;
+pub mod quotas;
 pub mod runs;
 pub mod tree;
+pub mod usage;
+pub mod user_keys;
 
 use crate::storage::StorageError;
 
@@ -27,6 +33,10 @@ pub enum DomainError {
     /// The operation conflicts with the current state; the message is safe to show.
     #[error("{0}")]
     Conflict(String),
+    /// A rate limit or quota says no for now; the message is safe to show, the number is the
+    /// seconds until trying again may work.
+    #[error("{0}")]
+    Limited(String, u64),
     /// Storage failed; details are logged, not shown.
     #[error(transparent)]
     Storage(#[from] StorageError),

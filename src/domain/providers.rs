@@ -1,30 +1,91 @@
-//! The providers registry: which providers exist, which models they offer, and which key a
-//! user's call is made with.
+//! The providers registry: which providers exist, which models they offer, who may use them,
+//! and which key a user's call is made with.
 //!
-//! Key choice: the user's own key for the provider (the vault, once it exists) and otherwise
-//! the provider's shared key. Until the admin console manages providers, the shared providers
-//! come from configuration and every active user may use them.
+//! Providers come from configuration and from the admin console (with encrypted shared keys).
+//! Key choice per call: the user's own vault key for an official provider (OpenAI, Anthropic,
+//! Gemini at their public URLs), else the provider's shared keys, if the provider is enabled,
+//! visible to the user and the model is enabled. A member's own OpenAI-compatible endpoint is
+//! a personal provider whose base URL passes the SSRF guard at every call.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use uuid::Uuid;
 
 use super::accounts::Actor;
+use super::keyring::{KeyHealth, KeyPlan, KeyedChat, RateLimits, VaultAccess};
 use super::{DomainError, DomainResult};
 use crate::config::{LlmConfig, ProviderKind};
+use crate::netguard::AllowedRanges;
 use crate::providers::catalog::{Catalog, Family, ModelInfo};
-use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat};
+use crate::providers::chat::ChatProvider;
 use crate::providers::client::{ProviderClient, RetryPolicy};
 use crate::secret::Secret;
+use crate::storage::entities::{provider, provider_key};
+use crate::vault::Vault;
+use crate::vault::store::{SecretKind, SecretMeta};
 
 /// Where a local Ollama answers when nobody configured one.
 pub const LOCAL_OLLAMA: &str = "http://127.0.0.1:11434";
 
+/// Who may use a provider's shared keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visibility {
+    /// Every active user.
+    Everyone,
+    /// Admins only.
+    Admins,
+    /// Admins and the listed users.
+    Users(Vec<Uuid>),
+}
+
+impl Visibility {
+    /// The stored spelling (the user list is stored apart).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Visibility::Everyone => "everyone",
+            Visibility::Admins => "admins",
+            Visibility::Users(_) => "users",
+        }
+    }
+
+    /// Whether the actor may use it.
+    pub fn admits(&self, actor: &Actor) -> bool {
+        match self {
+            Visibility::Everyone => true,
+            Visibility::Admins => actor.is_admin(),
+            Visibility::Users(ids) => actor.is_admin() || ids.contains(&actor.user_id),
+        }
+    }
+}
+
+/// A shared key as the registry knows it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedKeyRef {
+    /// Row id (also the secret's id).
+    pub id: Uuid,
+    /// Label.
+    pub label: String,
+    /// Last four characters.
+    pub last4: String,
+}
+
+/// The shared keys of a provider.
+#[derive(Debug, Clone)]
+pub enum SharedKeys {
+    /// One key from configuration (may be empty).
+    Config(Secret),
+    /// Encrypted keys in the vault, used round-robin.
+    Vault(Vec<SharedKeyRef>),
+}
+
 /// One provider Arbor can call.
 #[derive(Debug, Clone)]
 pub struct ProviderEntry {
+    /// Admin-managed providers have an id; configured ones do not.
+    pub id: Option<Uuid>,
     /// Short name, the part before `/` in a model reference.
     pub name: String,
     /// Name shown in the UI.
@@ -33,10 +94,18 @@ pub struct ProviderEntry {
     pub kind: ProviderKind,
     /// API base URL.
     pub base_url: String,
-    /// The shared key (may be empty).
-    pub shared_key: Secret,
-    /// Configured model ids; empty means discover.
+    /// Shared keys.
+    pub shared: SharedKeys,
+    /// Offered (enabled) model ids; empty means every discovered model.
     pub models: Vec<String>,
+    /// Whether it may be used at all.
+    pub enabled: bool,
+    /// Who may use the shared keys.
+    pub visibility: Visibility,
+    /// Requests per minute per user, when limited.
+    pub rpm: Option<u64>,
+    /// Tokens per minute per user, when limited.
+    pub tpm: Option<u64>,
 }
 
 impl ProviderEntry {
@@ -52,6 +121,22 @@ impl ProviderEntry {
     /// Whether calls need a key (the public APIs do; a local server may not).
     fn needs_key(&self) -> bool {
         self.kind != ProviderKind::OpenAiCompatible
+    }
+
+    /// How its shared keys would be used, if it has any usable.
+    fn shared_plan(&self) -> Option<KeyPlan> {
+        match &self.shared {
+            SharedKeys::Config(key) => {
+                (!key.is_empty() || !self.needs_key()).then(|| KeyPlan::Plain(key.clone()))
+            }
+            SharedKeys::Vault(keys) => match (self.id, keys.is_empty()) {
+                (Some(provider), false) => {
+                    Some(KeyPlan::Shared { provider, keys: keys.iter().map(|k| k.id).collect() })
+                }
+                (_, true) if !self.needs_key() => Some(KeyPlan::Plain(Secret::new(""))),
+                _ => None,
+            },
+        }
     }
 }
 
@@ -95,7 +180,7 @@ pub fn split_reference(reference: &str) -> Option<(&str, &str)> {
 }
 
 /// Ids in a provider's list that are not chat models (embeddings, speech, images, moderation).
-fn is_chat_model(id: &str) -> bool {
+pub fn is_chat_model(id: &str) -> bool {
     const NOT_CHAT: &[&str] = &[
         "embed",
         "tts",
@@ -117,7 +202,8 @@ fn is_chat_model(id: &str) -> bool {
     !NOT_CHAT.iter().any(|word| lower.contains(word))
 }
 
-fn default_base_url(kind: ProviderKind) -> &'static str {
+/// The public API of an official provider kind.
+pub fn default_base_url(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi => "https://api.openai.com/v1",
         ProviderKind::Anthropic => "https://api.anthropic.com",
@@ -126,15 +212,77 @@ fn default_base_url(kind: ProviderKind) -> &'static str {
     }
 }
 
+/// The stored spelling of a provider kind.
+pub fn kind_str(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::OpenAi => "openai",
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Gemini => "gemini",
+        ProviderKind::OpenAiCompatible => "openai_compatible",
+    }
+}
+
+/// Parses a stored or submitted provider kind.
+pub fn parse_kind(s: &str) -> Option<ProviderKind> {
+    match s {
+        "openai" => Some(ProviderKind::OpenAi),
+        "anthropic" => Some(ProviderKind::Anthropic),
+        "gemini" => Some(ProviderKind::Gemini),
+        "openai_compatible" => Some(ProviderKind::OpenAiCompatible),
+        _ => None,
+    }
+}
+
+/// The official provider kind a user key named `name` is for (`None` for a personal
+/// OpenAI-compatible endpoint).
+fn official_kind(name: &str) -> Option<ProviderKind> {
+    parse_kind(name).filter(|k| *k != ProviderKind::OpenAiCompatible)
+}
+
+/// Builds a registry entry from an admin-managed row and its keys.
+fn managed_entry(row: provider::Model, keys: &[provider_key::Model]) -> Option<ProviderEntry> {
+    let kind = parse_kind(&row.kind)?;
+    let models: Vec<String> = serde_json::from_str(&row.models).unwrap_or_default();
+    let visibility = match row.visibility.as_str() {
+        "admins" => Visibility::Admins,
+        "users" => Visibility::Users(serde_json::from_str(&row.allowed_users).unwrap_or_default()),
+        _ => Visibility::Everyone,
+    };
+    let shared = keys
+        .iter()
+        .filter(|k| k.provider_id == row.id)
+        .map(|k| SharedKeyRef { id: k.id, label: k.label.clone(), last4: k.last4.clone() })
+        .collect();
+    Some(ProviderEntry {
+        id: Some(row.id),
+        label: if row.label.is_empty() { row.name.clone() } else { row.label },
+        name: row.name,
+        kind,
+        base_url: if row.base_url.is_empty() { default_base_url(kind).to_string() } else { row.base_url },
+        shared: SharedKeys::Vault(shared),
+        models,
+        enabled: row.enabled,
+        visibility,
+        rpm: row.rpm.and_then(|v| u64::try_from(v).ok()),
+        tpm: row.tpm.and_then(|v| u64::try_from(v).ok()),
+    })
+}
+
 /// The registry, built once at start and shared.
 pub struct Providers {
-    entries: Vec<ProviderEntry>,
+    configured: Vec<ProviderEntry>,
+    managed: RwLock<Arc<Vec<ProviderEntry>>>,
     client: ProviderClient,
     retry: RetryPolicy,
     catalog: Catalog,
     discovered: Mutex<HashMap<String, (Instant, Vec<String>)>>,
     ttl: Duration,
     default_model: String,
+    vault: Option<VaultAccess>,
+    health: Arc<KeyHealth>,
+    limits: RateLimits,
+    cooldown: Duration,
+    member_ranges: Arc<AllowedRanges>,
 }
 
 /// Why the registry could not be built; names the setting.
@@ -160,10 +308,11 @@ impl Providers {
             Duration::from_secs(cfg.idle_timeout_secs),
         )
         .map_err(|e| ProvidersError(format!("HTTP client for providers: {e}")))?;
-        let entries = cfg
+        let configured = cfg
             .providers
             .iter()
             .map(|(name, p)| ProviderEntry {
+                id: None,
                 name: name.clone(),
                 label: if p.label.is_empty() { name.clone() } else { p.label.clone() },
                 kind: p.kind,
@@ -172,12 +321,19 @@ impl Providers {
                 } else {
                     p.base_url.clone()
                 },
-                shared_key: Secret::new(p.api_key.trim()),
+                shared: SharedKeys::Config(Secret::new(p.api_key.trim())),
                 models: p.models.clone(),
+                enabled: true,
+                visibility: Visibility::Everyone,
+                rpm: None,
+                tpm: None,
             })
             .collect();
+        let member_ranges = AllowedRanges::parse(&cfg.member_base_url_allow.join(","))
+            .map_err(|e| ProvidersError(format!("llm.member_base_url_allow: {e}")))?;
         Ok(Providers {
-            entries,
+            configured,
+            managed: RwLock::new(Arc::new(Vec::new())),
             client,
             retry: RetryPolicy {
                 max_attempts: cfg.max_attempts,
@@ -188,12 +344,45 @@ impl Providers {
             discovered: Mutex::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
+            vault: None,
+            health: Arc::new(KeyHealth::default()),
+            limits: RateLimits::default(),
+            cooldown: Duration::from_secs(cfg.key_cooldown_secs),
+            member_ranges: Arc::new(member_ranges),
         })
+    }
+
+    /// Gives the registry the database and the vault: admin-managed providers, shared keys
+    /// and users' own keys become usable (after [`Providers::reload`]).
+    pub fn with_vault(mut self, db: crate::storage::Db, vault: Vault) -> Providers {
+        self.vault = Some(VaultAccess { db, vault });
+        self
+    }
+
+    /// Reads the admin-managed providers and their keys again (after every change).
+    pub async fn reload(&self) -> DomainResult<()> {
+        let Some(access) = &self.vault else { return Ok(()) };
+        let rows = crate::storage::repos::providers::all(&access.db).await?;
+        let keys = crate::storage::repos::providers::all_keys(&access.db).await?;
+        let entries: Vec<ProviderEntry> = rows
+            .into_iter()
+            .filter_map(|row| {
+                let name = row.name.clone();
+                let entry = managed_entry(row, &keys);
+                if entry.is_none() {
+                    tracing::error!(provider = %name, "stored provider has an unknown kind; skipped");
+                }
+                entry
+            })
+            .collect();
+        *self.managed.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
+        self.refresh();
+        Ok(())
     }
 
     /// Adds the local Ollama as provider `ollama` when it answers and no provider has that name.
     pub async fn detect_local_ollama(&mut self, base: &str) -> bool {
-        if self.entries.iter().any(|e| e.name == "ollama") {
+        if self.configured.iter().any(|e| e.name == "ollama") {
             return false;
         }
         let Ok(http) = reqwest::Client::builder().timeout(Duration::from_millis(500)).build() else {
@@ -205,21 +394,27 @@ impl Providers {
         );
         if answered {
             tracing::info!(base, "a local Ollama answers: offered as provider \"ollama\"");
-            self.entries.push(ProviderEntry {
+            self.configured.push(ProviderEntry {
+                id: None,
                 name: "ollama".into(),
                 label: "Ollama (local)".into(),
                 kind: ProviderKind::OpenAiCompatible,
                 base_url: format!("{base}/v1"),
-                shared_key: Secret::new(""),
+                shared: SharedKeys::Config(Secret::new("")),
                 models: Vec::new(),
+                enabled: true,
+                visibility: Visibility::Everyone,
+                rpm: None,
+                tpm: None,
             });
         }
         answered
     }
 
-    /// Every provider, in configuration order.
-    pub fn entries(&self) -> &[ProviderEntry] {
-        &self.entries
+    /// Every instance provider: configured ones first, then admin-managed ones.
+    pub fn entries(&self) -> Vec<ProviderEntry> {
+        let managed = self.managed.read().unwrap_or_else(|p| p.into_inner()).clone();
+        self.configured.iter().cloned().chain(managed.iter().cloned()).collect()
     }
 
     /// The curated catalog.
@@ -227,72 +422,210 @@ impl Providers {
         &self.catalog
     }
 
-    fn entry(&self, name: &str) -> Option<&ProviderEntry> {
-        self.entries.iter().find(|e| e.name == name)
+    /// The address ranges members may use in their own base URLs.
+    pub fn member_ranges(&self) -> &AllowedRanges {
+        &self.member_ranges
     }
 
-    /// The key a call by `actor` to `entry` is made with.
-    fn key_for(&self, _actor: &Actor, entry: &ProviderEntry) -> Option<Secret> {
-        // The user's own vault key comes first once the vault exists; today only shared keys.
-        (!entry.shared_key.is_empty() || !entry.needs_key()).then(|| entry.shared_key.clone())
+    /// Whether a name is taken by an instance provider.
+    pub fn is_instance_name(&self, name: &str) -> bool {
+        self.entries().iter().any(|e| e.name == name)
     }
 
-    fn handle(&self, entry: &ProviderEntry, key: Secret) -> Arc<dyn ChatProvider> {
-        let (client, base, retry) = (self.client.clone(), entry.base_url.clone(), self.retry.clone());
-        match entry.kind {
-            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
-                Arc::new(OpenAiChat::new(client, base, key, retry))
-            }
-            ProviderKind::Anthropic => Arc::new(AnthropicChat::new(client, base, key, retry)),
-            ProviderKind::Gemini => Arc::new(GeminiChat::new(client, base, key, retry)),
+    /// The actor's own provider keys (none without a vault).
+    async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
+        let Some(access) = &self.vault else { return Ok(Vec::new()) };
+        Vault::list_secrets(&access.db, actor.user_id, SecretKind::ProviderKey)
+            .await
+            .map_err(|e| DomainError::Storage(crate::storage::StorageError::Corrupt(e.to_string())))
+    }
+
+    /// The actor's own key that serves an instance provider: a key for its official kind,
+    /// when the provider is that kind at its public URL.
+    fn own_key_for<'k>(own: &'k [SecretMeta], entry: &ProviderEntry) -> Option<&'k SecretMeta> {
+        if entry.kind == ProviderKind::OpenAiCompatible
+            || entry.base_url.trim_end_matches('/') != default_base_url(entry.kind)
+        {
+            return None;
         }
+        own.iter().find(|k| k.base_url.is_none() && k.provider == kind_str(entry.kind))
     }
 
-    /// Resolves `provider/model` for the actor, or says clearly why it cannot be used.
-    pub fn resolve(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+    /// The personal providers an actor's own keys make: official kinds no instance provider
+    /// of that name offers, and their own OpenAI-compatible endpoints.
+    fn personal_entries(&self, own: &[SecretMeta], instance: &[ProviderEntry]) -> Vec<(ProviderEntry, Uuid)> {
+        let mut out: Vec<(ProviderEntry, Uuid)> = Vec::new();
+        for key in own {
+            if instance.iter().any(|e| e.name == key.provider)
+                || out.iter().any(|(e, _)| e.name == key.provider)
+            {
+                continue;
+            }
+            let (kind, base_url) = match (&key.base_url, official_kind(&key.provider)) {
+                (None, Some(kind)) => (kind, default_base_url(kind).to_string()),
+                (Some(url), None) => (ProviderKind::OpenAiCompatible, url.clone()),
+                _ => continue,
+            };
+            out.push((
+                ProviderEntry {
+                    id: None,
+                    name: key.provider.clone(),
+                    label: format!(
+                        "{} (your key)",
+                        if key.label.is_empty() { &key.provider } else { &key.label }
+                    ),
+                    kind,
+                    base_url,
+                    shared: SharedKeys::Config(Secret::new("")),
+                    models: Vec::new(),
+                    enabled: true,
+                    visibility: Visibility::Everyone,
+                    rpm: None,
+                    tpm: None,
+                },
+                key.id,
+            ));
+        }
+        out
+    }
+
+    /// A handle that fetches the plan's key at each call.
+    fn keyed(
+        &self,
+        actor: &Actor,
+        entry: &ProviderEntry,
+        plan: KeyPlan,
+        guarded: bool,
+    ) -> Arc<dyn ChatProvider> {
+        Arc::new(KeyedChat {
+            kind: entry.kind,
+            base_url: entry.base_url.clone(),
+            plan,
+            client: self.client.clone(),
+            retry: self.retry.clone(),
+            vault: self.vault.clone(),
+            health: self.health.clone(),
+            cooldown: self.cooldown,
+            by: actor.user_id,
+            guard: guarded.then(|| self.member_ranges.clone()),
+        })
+    }
+
+    /// How the actor would call `entry`: their own key, else the shared keys if allowed.
+    fn plan_for(&self, actor: &Actor, own: &[SecretMeta], entry: &ProviderEntry) -> Option<KeyPlan> {
+        if let Some(key) = Self::own_key_for(own, entry) {
+            return Some(KeyPlan::Own { owner: actor.user_id, secret: key.id });
+        }
+        if !entry.enabled || !entry.visibility.admits(actor) {
+            return None;
+        }
+        entry.shared_plan()
+    }
+
+    /// Resolves `provider/model` for the actor, or says clearly why it cannot be used. Counts
+    /// the call against the provider's rate limits.
+    pub async fn resolve(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
         let (name, model) = split_reference(reference).ok_or_else(|| {
             DomainError::Invalid(format!("\"{reference}\" is not a model reference like \"openai/gpt-4.1\"."))
         })?;
-        let entry = self.entry(name).ok_or_else(|| {
-            DomainError::Invalid(format!(
-                "There is no provider \"{name}\". Pick another model, or ask an admin to add the provider."
-            ))
-        })?;
-        let key = self.key_for(actor, entry).ok_or_else(|| {
-            DomainError::Invalid(format!(
-                "There is no API key for provider \"{}\": add your own key, or ask an admin to share one.",
-                entry.label
-            ))
-        })?;
-        Ok(ResolvedModel {
+        let own = self.own_keys(actor).await?;
+        let instance = self.entries();
+        let resolved = |entry: &ProviderEntry, chat: Arc<dyn ChatProvider>| ResolvedModel {
             provider: entry.name.clone(),
             kind: entry.kind,
             model: model.to_string(),
             info: self.catalog.lookup(entry.family(), model),
-            chat: self.handle(entry, key),
-        })
+            chat,
+        };
+        if let Some(entry) = instance.iter().find(|e| e.name == name) {
+            if let Some(key) = Self::own_key_for(&own, entry) {
+                let plan = KeyPlan::Own { owner: actor.user_id, secret: key.id };
+                return Ok(resolved(entry, self.keyed(actor, entry, plan, false)));
+            }
+            if !entry.enabled {
+                return Err(DomainError::Invalid(format!(
+                    "The provider \"{}\" is turned off. Pick another model.",
+                    entry.label
+                )));
+            }
+            if !entry.visibility.admits(actor) {
+                return Err(DomainError::Invalid(format!(
+                    "The provider \"{}\" is not available to you. Pick another model, or add your own key.",
+                    entry.label
+                )));
+            }
+            if !entry.models.is_empty() && !entry.models.iter().any(|m| m == model) {
+                return Err(DomainError::Invalid(format!(
+                    "The model \"{model}\" is not enabled for \"{}\". Pick another model.",
+                    entry.label
+                )));
+            }
+            let plan = entry.shared_plan().ok_or_else(|| {
+                DomainError::Invalid(format!(
+                    "There is no API key for provider \"{}\": add your own key, or ask an admin to share one.",
+                    entry.label
+                ))
+            })?;
+            self.limits.admit(actor.user_id, &entry.name, entry.rpm, entry.tpm).map_err(|wait| {
+                DomainError::Limited(
+                    format!(
+                        "You are sending requests to \"{}\" faster than its limit allows. Try again in {wait} s.",
+                        entry.label
+                    ),
+                    wait,
+                )
+            })?;
+            return Ok(resolved(entry, self.keyed(actor, entry, plan, false)));
+        }
+        if let Some((entry, secret)) =
+            self.personal_entries(&own, &instance).into_iter().find(|(e, _)| e.name == name)
+        {
+            let guarded = entry.kind == ProviderKind::OpenAiCompatible;
+            let plan = KeyPlan::Own { owner: actor.user_id, secret };
+            return Ok(resolved(&entry, self.keyed(actor, &entry, plan, guarded)));
+        }
+        Err(DomainError::Invalid(format!(
+            "There is no provider \"{name}\". Pick another model, or ask an admin to add the provider."
+        )))
+    }
+
+    /// Counts tokens a finished call used against the provider's per-minute limit.
+    pub fn spend_tokens(&self, actor_id: Uuid, provider: &str, tokens: u64) {
+        self.limits.spend(actor_id, provider, tokens);
     }
 
     /// What the catalog knows about a model reference (defaults when unknown or unparsable).
     pub fn model_info(&self, reference: &str) -> Option<ModelInfo> {
         let (name, model) = split_reference(reference)?;
-        let entry = self.entry(name)?;
-        Some(self.catalog.lookup(entry.family(), model))
+        let family = match self.entries().iter().find(|e| e.name == name) {
+            Some(entry) => entry.family(),
+            None => official_kind(name).map_or(Family::OpenAi, |k| match k {
+                ProviderKind::Anthropic => Family::Anthropic,
+                ProviderKind::Gemini => Family::Gemini,
+                _ => Family::OpenAi,
+            }),
+        };
+        Some(self.catalog.lookup(family, model))
     }
 
-    /// Model ids of one provider: configured, else discovered (cached), else the curated ones.
-    async fn models_of(&self, actor: &Actor, entry: &ProviderEntry) -> Vec<String> {
+    /// Model ids of one provider: enabled/configured, else discovered (cached), else curated.
+    async fn models_of(
+        &self,
+        cache_key: &str,
+        entry: &ProviderEntry,
+        chat: Option<Arc<dyn ChatProvider>>,
+    ) -> Vec<String> {
         if !entry.models.is_empty() {
             return entry.models.clone();
         }
-        if let Some(ids) = self.cached(&entry.name) {
+        if let Some(ids) = self.cached(cache_key) {
             return ids;
         }
-        if let Some(key) = self.key_for(actor, entry) {
-            match self.handle(entry, key).list_models().await {
+        if let Some(chat) = chat {
+            match chat.list_models().await {
                 Ok(ids) => {
                     let ids: Vec<String> = ids.into_iter().filter(|id| is_chat_model(id)).collect();
-                    self.store(&entry.name, ids.clone());
+                    self.store(cache_key, ids.clone());
                     return ids;
                 }
                 Err(e) => {
@@ -301,6 +634,42 @@ impl Providers {
             }
         }
         self.catalog.entries(entry.family()).into_iter().map(|m| m.id).collect()
+    }
+
+    /// Lists what a provider offers with its shared keys (the admin's "discover models" and
+    /// "test connection"); the provider's error, redacted, when it fails.
+    pub async fn discover(&self, actor: &Actor, entry: &ProviderEntry) -> Result<Vec<String>, String> {
+        let plan =
+            entry.shared_plan().ok_or_else(|| "The provider has no key to call it with.".to_string())?;
+        let chat = self.keyed(actor, entry, plan, false);
+        let ids = chat.list_models().await.map_err(|e| super::runs::describe_error(&e))?;
+        let mut ids: Vec<String> = ids.into_iter().filter(|id| is_chat_model(id)).collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Lists the models one of the actor's own keys reaches ("test" in the settings).
+    pub async fn test_own_key(&self, actor: &Actor, key: &SecretMeta) -> Result<usize, String> {
+        let (kind, base_url, guarded) = match (&key.base_url, official_kind(&key.provider)) {
+            (None, Some(kind)) => (kind, default_base_url(kind).to_string(), false),
+            (Some(url), None) => (ProviderKind::OpenAiCompatible, url.clone(), true),
+            _ => return Err("This key's provider is not recognised.".into()),
+        };
+        let entry = ProviderEntry {
+            id: None,
+            name: key.provider.clone(),
+            label: key.label.clone(),
+            kind,
+            base_url,
+            shared: SharedKeys::Config(Secret::new("")),
+            models: Vec::new(),
+            enabled: true,
+            visibility: Visibility::Everyone,
+            rpm: None,
+            tpm: None,
+        };
+        let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret: key.id }, guarded);
+        chat.list_models().await.map(|ids| ids.len()).map_err(|e| super::runs::describe_error(&e))
     }
 
     fn discovered(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Vec<String>)>> {
@@ -322,14 +691,19 @@ impl Providers {
         self.discovered().clear();
     }
 
-    /// The models the actor may pick, grouped by provider in configuration order.
+    /// The models the actor may pick: instance providers in order, then their own.
     pub async fn choices(&self, actor: &Actor) -> Vec<ModelChoice> {
-        let mut out = Vec::new();
-        for entry in &self.entries {
-            if self.key_for(actor, entry).is_none() {
-                continue;
+        let own = match self.own_keys(actor).await {
+            Ok(own) => own,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the user's own keys");
+                Vec::new()
             }
-            for id in self.models_of(actor, entry).await {
+        };
+        let instance = self.entries();
+        let mut out = Vec::new();
+        let mut add = |entry: &ProviderEntry, ids: Vec<String>| {
+            for id in ids {
                 let label = self.catalog.lookup(entry.family(), &id).label;
                 out.push(ModelChoice {
                     value: format!("{}/{id}", entry.name),
@@ -337,12 +711,40 @@ impl Providers {
                     provider: entry.label.clone(),
                 });
             }
+        };
+        for entry in &instance {
+            let Some(plan) = self.plan_for(actor, &own, entry) else { continue };
+            let (cache_key, entry_for_models) = match plan {
+                // The user's own key reaches every model of the provider.
+                KeyPlan::Own { .. } => (
+                    format!("own:{}:{}", actor.user_id, entry.name),
+                    ProviderEntry { models: Vec::new(), ..entry.clone() },
+                ),
+                _ => (entry.name.clone(), entry.clone()),
+            };
+            let chat = self.keyed(actor, entry, plan, false);
+            let ids = self.models_of(&cache_key, &entry_for_models, Some(chat)).await;
+            add(entry, ids);
+        }
+        for (entry, secret) in self.personal_entries(&own, &instance) {
+            let guarded = entry.kind == ProviderKind::OpenAiCompatible;
+            let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret }, guarded);
+            let ids =
+                self.models_of(&format!("own:{}:{}", actor.user_id, entry.name), &entry, Some(chat)).await;
+            add(&entry, ids);
         }
         out
     }
 
-    /// The model used when a session and its workspace pick none.
+    /// The model used when a session and its workspace pick none: the user's own default,
+    /// else the instance default, else the first model the user may pick.
     pub async fn default_model(&self, actor: &Actor) -> Option<String> {
+        if let Some(access) = &self.vault
+            && let Ok(Some(personal)) =
+                crate::storage::repos::users::default_model(&access.db, actor.user_id).await
+        {
+            return Some(personal);
+        }
         if !self.default_model.is_empty() {
             return Some(self.default_model.clone());
         }
@@ -393,18 +795,18 @@ mod tests {
         assert_eq!(split_reference("x/"), None);
     }
 
-    #[test]
-    fn resolve_uses_the_shared_key_and_the_catalog() {
+    #[tokio::test]
+    async fn resolve_uses_the_shared_key_and_the_catalog() {
         let p = Providers::from_config(&cfg(&[("openai", ProviderKind::OpenAi, "sk-test", &["gpt-4.1"])]))
             .expect("registry");
-        let r = p.resolve(&actor(), "openai/gpt-4.1").expect("resolves");
+        let r = p.resolve(&actor(), "openai/gpt-4.1").await.expect("resolves");
         assert_eq!((r.provider.as_str(), r.model.as_str()), ("openai", "gpt-4.1"));
         assert!(r.info.known);
         assert_eq!(p.entries()[0].base_url, "https://api.openai.com/v1");
     }
 
-    #[test]
-    fn missing_keys_and_providers_get_clear_messages() {
+    #[tokio::test]
+    async fn missing_keys_and_providers_get_clear_messages() {
         let p = Providers::from_config(&cfg(&[
             ("anthropic", ProviderKind::Anthropic, "", &[]),
             ("local", ProviderKind::OpenAiCompatible, "", &["llama3"]),
@@ -415,11 +817,11 @@ mod tests {
             Err(e) => format!("other error {e}"),
             Ok(_) => "resolved".into(),
         };
-        assert!(msg(p.resolve(&actor(), "anthropic/claude-sonnet-4-5")).contains("no API key"));
-        assert!(msg(p.resolve(&actor(), "nope/x")).contains("no provider \"nope\""));
-        assert!(msg(p.resolve(&actor(), "gpt")).contains("not a model reference"));
+        assert!(msg(p.resolve(&actor(), "anthropic/claude-sonnet-4-5").await).contains("no API key"));
+        assert!(msg(p.resolve(&actor(), "nope/x").await).contains("no provider \"nope\""));
+        assert!(msg(p.resolve(&actor(), "gpt").await).contains("not a model reference"));
         // A local server without a key is fine, and unknown models get conservative defaults.
-        let r = p.resolve(&actor(), "local/llama3").expect("keyless local server");
+        let r = p.resolve(&actor(), "local/llama3").await.expect("keyless local server");
         assert!(!r.info.known);
     }
 

@@ -165,6 +165,13 @@ impl RunEngine {
         })
     }
 
+    /// Checks the actor's quota, then resolves the model (counting it against the provider's
+    /// rate limits): nothing is written when either says no.
+    async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+        super::quotas::check(&self.db, actor.user_id).await?;
+        self.providers.resolve(actor, reference).await
+    }
+
     /// The session's system prompt, rendered for this moment and model; a template error is
     /// the user's to fix, so it is shown with its line.
     pub async fn system_prompt(
@@ -261,7 +268,7 @@ impl RunEngine {
             )));
         }
         let reference = self.pick_model(actor, &session, model).await?;
-        let resolved = self.providers.resolve(actor, &reference)?;
+        let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
 
         let run_id = Uuid::now_v7();
@@ -373,7 +380,7 @@ impl RunEngine {
         }
         let parent = old.parent_id.ok_or(DomainError::NotFound)?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
-        let resolved = self.providers.resolve(actor, &reference)?;
+        let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
@@ -416,7 +423,7 @@ impl RunEngine {
             return self.retry(actor, session_id, message_id).await;
         }
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
-        let resolved = self.providers.resolve(actor, &reference)?;
+        let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let run_id = Uuid::now_v7();
         let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
@@ -685,6 +692,7 @@ impl RunEngine {
 impl RunEngine {
     /// Writes one provider call's usage row (per call, so a title call counts too).
     async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
+        self.providers.spend_tokens(job.owner_id, &job.model.provider, usage.input + usage.output);
         let row = repo::UsageRow {
             user_id: job.owner_id,
             session_id: job.session_id,

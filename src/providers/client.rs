@@ -72,6 +72,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = ProviderEvent> + Send>>;
 pub struct ProviderClient {
     http: reqwest::Client,
     idle_timeout: Duration,
+    connect_timeout: Duration,
 }
 
 enum Decoder {
@@ -241,7 +242,15 @@ impl ProviderClient {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(ProviderClient { http, idle_timeout })
+        Ok(ProviderClient { http, idle_timeout, connect_timeout })
+    }
+
+    /// A client like this one whose connections go only to the addresses the SSRF guard
+    /// checked (for base URLs a member chose).
+    pub fn pinned(&self, target: &crate::netguard::Target) -> Result<ProviderClient, String> {
+        let builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        let http = crate::netguard::pinned_client(target, builder).map_err(|e| e.to_string())?;
+        Ok(ProviderClient { http, idle_timeout: self.idle_timeout, connect_timeout: self.connect_timeout })
     }
 
     /// Adds the format's authentication and version headers.

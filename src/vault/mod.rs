@@ -4,6 +4,8 @@
 //! which holds the master key in memory by design.
 
 pub mod crypto;
+pub mod rotate;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 

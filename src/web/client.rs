@@ -42,6 +42,16 @@ pub fn safe_return_to(next: Option<&str>) -> String {
     if ok { next.to_string() } else { "/".into() }
 }
 
+/// Who is acting and from where, for the audit log.
+pub fn origin(
+    req: &HttpRequest,
+    state: &crate::state::AppState,
+    auth: &crate::auth::sessions::Authenticated,
+) -> crate::domain::audit::Origin {
+    let ip = client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
+    crate::domain::audit::Origin::user(&auth.user, ip)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,6 +50,7 @@ impl From<DomainError> for WebError {
             DomainError::Forbidden => WebError::Forbidden("You may not do that.".into()),
             DomainError::Invalid(m) => WebError::BadRequest(m),
             DomainError::Conflict(m) => WebError::Conflict(m),
+            DomainError::Limited(m, secs) => WebError::TooManyRequests(m, secs),
             DomainError::Storage(s) => WebError::Internal(s.to_string()),
         }
     }

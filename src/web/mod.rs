@@ -1,6 +1,7 @@
 //! The HTTP layer: routes, extractors, middleware, error mapping and rendering. No SQL here.
 
 pub mod assets;
+pub mod charts;
 pub mod chat_view;
 pub mod client;
 pub mod csrf;

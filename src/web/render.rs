@@ -95,3 +95,26 @@ pub fn error_html(
         }
     }
 }
+
+/// As [`page_with_status`] for a form section: a refused form (4xx) is shown in place of the
+/// section `target` (a CSS selector) through `HX-Retarget`.
+pub fn section(
+    state: &AppState,
+    req: &HttpRequest,
+    page_name: &str,
+    partial: &str,
+    ctx: Context,
+    status: StatusCode,
+    target: &str,
+) -> Result<HttpResponse, WebError> {
+    let mut res = page_with_status(state, req, page_name, partial, ctx, status)?;
+    if status.is_client_error()
+        && is_htmx(req)
+        && let Ok(value) = HeaderValue::from_str(target)
+    {
+        res.headers_mut().insert(header::HeaderName::from_static("hx-retarget"), value);
+        res.headers_mut()
+            .insert(header::HeaderName::from_static("hx-reswap"), HeaderValue::from_static("outerHTML"));
+    }
+    Ok(res)
+}

@@ -42,7 +42,9 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 /// Every route Arbor serves.
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
-    use handlers::{account, assets, auth, chat, events, health, home, invitations, oidc, workspaces};
+    use handlers::{
+        account, admin, assets, auth, chat, events, health, home, invitations, oidc, settings, workspaces,
+    };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
         entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
@@ -60,6 +62,36 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/invite/{token}", Public, web::post().to(invitations::accept)),
         entry(Method::GET, "/admin/invitations", Admin, web::get().to(invitations::list)),
         entry(Method::POST, "/admin/invitations", Admin, web::post().to(invitations::create)),
+        entry(Method::GET, "/admin", Admin, web::get().to(admin::index)),
+        entry(Method::GET, "/admin/users", Admin, web::get().to(admin::users)),
+        entry(Method::POST, "/admin/users/{id}/status", Admin, web::post().to(admin::set_status)),
+        entry(Method::POST, "/admin/users/{id}/role", Admin, web::post().to(admin::set_role)),
+        entry(Method::GET, "/admin/users/{id}/delete", Admin, web::get().to(admin::confirm_delete_user)),
+        entry(Method::POST, "/admin/users/{id}/delete", Admin, web::post().to(admin::delete_user)),
+        entry(Method::GET, "/admin/providers", Admin, web::get().to(admin::providers)),
+        entry(Method::POST, "/admin/providers", Admin, web::post().to(admin::create_provider)),
+        entry(Method::GET, "/admin/providers/{id}", Admin, web::get().to(admin::provider)),
+        entry(Method::POST, "/admin/providers/{id}", Admin, web::post().to(admin::update_provider)),
+        entry(Method::POST, "/admin/providers/{id}/delete", Admin, web::post().to(admin::delete_provider)),
+        entry(Method::POST, "/admin/providers/{id}/test", Admin, web::post().to(admin::test_provider)),
+        entry(Method::POST, "/admin/providers/{id}/keys", Admin, web::post().to(admin::add_key)),
+        entry(
+            Method::POST,
+            "/admin/providers/{id}/keys/{key_id}/delete",
+            Admin,
+            web::post().to(admin::delete_key),
+        ),
+        entry(Method::GET, "/admin/quotas", Admin, web::get().to(admin::quotas_show)),
+        entry(Method::POST, "/admin/quotas", Admin, web::post().to(admin::quotas_save)),
+        entry(Method::GET, "/admin/usage", Admin, web::get().to(admin::usage_show)),
+        entry(Method::GET, "/admin/usage.csv", Admin, web::get().to(admin::usage_csv)),
+        entry(Method::GET, "/admin/audit", Admin, web::get().to(admin::audit_show)),
+        entry(Method::GET, "/settings", User, web::get().to(settings::show)),
+        entry(Method::POST, "/settings/keys", User, web::post().to(settings::add_key)),
+        entry(Method::POST, "/settings/keys/{id}", User, web::post().to(settings::replace_key)),
+        entry(Method::POST, "/settings/keys/{id}/delete", User, web::post().to(settings::delete_key)),
+        entry(Method::POST, "/settings/keys/{id}/test", User, web::post().to(settings::test_key)),
+        entry(Method::POST, "/settings/model", User, web::post().to(settings::set_model)),
         entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),
         entry(Method::GET, "/account/password", User, web::get().to(account::password_form)),

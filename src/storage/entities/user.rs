@@ -16,6 +16,7 @@ pub struct Model {
     pub oidc_subject: Option<String>,
     pub password_hash: Option<String>,
     pub last_login_at: Option<DateTimeUtc>,
+    pub default_model: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -36,6 +36,7 @@ pub async fn insert<C: sea_orm::ConnectionTrait>(
         oidc_subject: Set(None),
         password_hash: Set(None),
         last_login_at: Set(None),
+        default_model: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -196,6 +197,24 @@ pub async fn set_profile(db: &Db, id: Uuid, email: &str, display_name: &str) -> 
         id: Set(id),
         email: Set(email.to_lowercase()),
         display_name: Set(display_name.to_string()),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
+}
+
+/// The user's own default model, if they chose one.
+pub async fn default_model(db: &Db, id: Uuid) -> StorageResult<Option<String>> {
+    Ok(user::Entity::find_by_id(id).one(db).await?.and_then(|u| u.default_model).filter(|m| !m.is_empty()))
+}
+
+/// Sets or clears the user's own default model.
+pub async fn set_default_model(db: &Db, id: Uuid, model: Option<&str>) -> StorageResult<()> {
+    user::ActiveModel {
+        id: Set(id),
+        default_model: Set(model.map(str::to_string)),
         updated_at: Set(Utc::now()),
         ..Default::default()
     }

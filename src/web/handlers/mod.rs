@@ -1,5 +1,6 @@
 //! HTTP handlers, one file per area: extract, authorize, call one service, render.
 pub mod account;
+pub mod admin;
 pub mod assets;
 pub mod auth;
 pub mod chat;
@@ -8,4 +9,5 @@ pub mod health;
 pub mod home;
 pub mod invitations;
 pub mod oidc;
+pub mod settings;
 pub mod workspaces;

@@ -1,0 +1,659 @@
+//! The admin console's services: people (list, status, role, deletion with their data) and
+//! admin-managed providers with encrypted shared keys. Every call checks that the actor is an
+//! admin and writes an audit row; none of them returns a key's value.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::accounts::{Actor, Role, User, UserStatus};
+use super::audit::{self, Origin};
+use super::providers::{Providers, default_base_url, kind_str, parse_kind};
+use super::{DomainError, DomainResult};
+use crate::config::ProviderKind;
+use crate::secret::Secret;
+use crate::storage::Db;
+use crate::storage::entities::{provider, user, workspace};
+use crate::storage::repos::{
+    auth_sessions, chat as chat_repo, providers as provider_repo, users as users_repo,
+};
+use crate::vault::Vault;
+use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind};
+
+fn admin_only(actor: &Actor) -> DomainResult<()> {
+    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
+}
+
+fn vault_error(e: crate::vault::store::StoreError) -> DomainError {
+    use crate::vault::store::StoreError;
+    match e {
+        StoreError::NotFound => DomainError::NotFound,
+        StoreError::Empty => DomainError::Invalid("Paste the key; it cannot be empty.".into()),
+        other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
+    }
+}
+
+/// A row of the users page.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserRow {
+    /// The user.
+    pub user: User,
+    /// When the account was made.
+    pub created_at: DateTime<Utc>,
+    /// Last sign-in.
+    pub last_login_at: Option<DateTime<Utc>>,
+    /// Whether they sign in through OpenID Connect.
+    pub oidc: bool,
+}
+
+/// Users page size.
+pub const USERS_PAGE: u64 = 50;
+
+/// Users whose email or name contains `query`, by email, one page, and the total.
+pub async fn list_users(db: &Db, actor: &Actor, query: &str, page: u64) -> DomainResult<(Vec<UserRow>, u64)> {
+    admin_only(actor)?;
+    let mut q = user::Entity::find();
+    let query = query.trim();
+    if !query.is_empty() {
+        let cond = sea_orm::Condition::any()
+            .add(user::Column::Email.contains(query.to_lowercase()))
+            .add(user::Column::DisplayName.contains(query));
+        q = q.filter(cond);
+    }
+    let total = q.clone().count(db).await?;
+    let rows =
+        q.order_by_asc(user::Column::Email).offset(page * USERS_PAGE).limit(USERS_PAGE).all(db).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for m in rows {
+        let (created_at, last_login_at, oidc) = (m.created_at, m.last_login_at, m.oidc_subject.is_some());
+        out.push(UserRow { user: users_repo::to_domain(m)?, created_at, last_login_at, oidc });
+    }
+    Ok((out, total))
+}
+
+async fn target_user(db: &Db, id: Uuid) -> DomainResult<User> {
+    users_repo::find(db, id).await?.ok_or(DomainError::NotFound)
+}
+
+/// Disables or enables a user. Disabling ends their browser sessions at once; nobody can
+/// disable themselves.
+pub async fn set_status(
+    db: &Db,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+    active: bool,
+) -> DomainResult<User> {
+    admin_only(actor)?;
+    let target = target_user(db, id).await?;
+    if id == actor.user_id {
+        return Err(DomainError::Invalid("You cannot disable your own account.".into()));
+    }
+    let status = if active { UserStatus::Active } else { UserStatus::Disabled };
+    users_repo::set_status(db, id, status).await?;
+    if !active {
+        auth_sessions::delete_for_user(db, id).await?;
+    }
+    audit::record(
+        db,
+        origin,
+        if active { "user.enable" } else { "user.disable" },
+        &format!("user:{}", target.email),
+        serde_json::json!({ "user_id": id, "from": target.status.as_str(), "to": status.as_str() }),
+    )
+    .await?;
+    target_user(db, id).await
+}
+
+/// Promotes or demotes a user; the last admin cannot be demoted.
+pub async fn set_role(db: &Db, actor: &Actor, origin: &Origin, id: Uuid, role: Role) -> DomainResult<User> {
+    admin_only(actor)?;
+    let target = target_user(db, id).await?;
+    if target.role == role {
+        return Ok(target);
+    }
+    if role == Role::Member && target.role == Role::Admin && users_repo::count_admins(db).await? <= 1 {
+        return Err(DomainError::Invalid("This is the last admin: promote someone else first.".into()));
+    }
+    users_repo::set_role(db, id, role).await?;
+    audit::record(
+        db,
+        origin,
+        "user.role",
+        &format!("user:{}", target.email),
+        serde_json::json!({ "user_id": id, "from": target.role.as_str(), "to": role.as_str() }),
+    )
+    .await?;
+    target_user(db, id).await
+}
+
+/// What deleting a user takes with them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeletionSummary {
+    /// The user.
+    pub email: String,
+    /// Their workspaces.
+    pub workspaces: u64,
+    /// Their sessions.
+    pub sessions: u64,
+    /// Messages in those sessions.
+    pub messages: u64,
+    /// Their stored provider keys.
+    pub keys: u64,
+}
+
+/// Counts what deleting a user would remove.
+pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<DeletionSummary> {
+    admin_only(actor)?;
+    let target = target_user(db, id).await?;
+    let mut s = DeletionSummary { email: target.email, ..DeletionSummary::default() };
+    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+        let (sessions, messages) = chat_repo::workspace_counts(db, id, w.id).await?;
+        s.workspaces += 1;
+        s.sessions += sessions;
+        s.messages += messages;
+    }
+    s.keys = Vault::list_secrets(db, id, SecretKind::ProviderKey).await.map_err(vault_error)?.len() as u64;
+    Ok(s)
+}
+
+/// Every session of a user (to stop live answers before deleting them).
+pub async fn user_session_ids(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<Vec<Uuid>> {
+    admin_only(actor)?;
+    let mut out = Vec::new();
+    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+        out.extend(chat_repo::workspace_session_ids(db, id, w.id).await?);
+    }
+    Ok(out)
+}
+
+/// Deletes a user with their workspaces, sessions, messages, keys, quota and browser sessions.
+/// Usage rows stay (without the user) so totals remain right; audit rows stay as written.
+pub async fn delete_user(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<DeletionSummary> {
+    admin_only(actor)?;
+    if id == actor.user_id {
+        return Err(DomainError::Invalid("You cannot delete your own account here.".into()));
+    }
+    let summary = deletion_summary(db, actor, id).await?;
+    let target = target_user(db, id).await?;
+    if target.role == Role::Admin && users_repo::count_admins(db).await? <= 1 {
+        return Err(DomainError::Invalid("This is the last admin: promote someone else first.".into()));
+    }
+    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+        chat_repo::delete_workspace(db, id, w.id).await?;
+    }
+    Vault::delete_owner(db, id).await.map_err(vault_error)?;
+    crate::storage::entities::quota::Entity::delete_by_id(id.to_string()).exec(db).await?;
+    user::Entity::delete_by_id(id).exec(db).await?;
+    audit::record(
+        db,
+        origin,
+        "user.delete",
+        &format!("user:{}", summary.email),
+        serde_json::json!({
+            "user_id": id,
+            "workspaces": summary.workspaces,
+            "sessions": summary.sessions,
+            "messages": summary.messages,
+            "keys": summary.keys,
+        }),
+    )
+    .await?;
+    Ok(summary)
+}
+
+/// A provider as the admin console shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderView {
+    /// Row id.
+    pub id: Uuid,
+    /// Short name (the part before `/`).
+    pub name: String,
+    /// Display name.
+    pub label: String,
+    /// Kind's stored spelling.
+    pub kind: String,
+    /// Base URL as stored (empty: the public API).
+    pub base_url: String,
+    /// Whether it may be used.
+    pub enabled: bool,
+    /// Enabled model ids (empty: all discovered).
+    pub models: Vec<String>,
+    /// everyone | admins | users.
+    pub visibility: String,
+    /// Users allowed when visibility is "users".
+    pub allowed_users: Vec<Uuid>,
+    /// Requests per minute per user.
+    pub rpm: Option<i64>,
+    /// Tokens per minute per user.
+    pub tpm: Option<i64>,
+    /// Shared keys.
+    pub keys: Vec<KeyView>,
+}
+
+/// A shared key as the console shows it: a label and the last four characters.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyView {
+    /// Row id.
+    pub id: Uuid,
+    /// Label.
+    pub label: String,
+    /// Last four characters.
+    pub last4: String,
+    /// Failures recorded (429s and refusals).
+    pub failures: i32,
+    /// Resting until, after a 429 (`HH:MM:SS UTC`).
+    pub cooldown_until: Option<String>,
+}
+
+fn view(row: provider::Model, keys: Vec<crate::storage::entities::provider_key::Model>) -> ProviderView {
+    ProviderView {
+        id: row.id,
+        name: row.name,
+        label: row.label,
+        kind: row.kind,
+        base_url: row.base_url,
+        enabled: row.enabled,
+        models: serde_json::from_str(&row.models).unwrap_or_default(),
+        visibility: row.visibility,
+        allowed_users: serde_json::from_str(&row.allowed_users).unwrap_or_default(),
+        rpm: row.rpm,
+        tpm: row.tpm,
+        keys: keys
+            .into_iter()
+            .map(|k| KeyView {
+                id: k.id,
+                label: k.label,
+                last4: k.last4,
+                failures: k.failures,
+                cooldown_until: k
+                    .cooldown_until
+                    .filter(|t| *t > Utc::now())
+                    .map(|t| t.format("%H:%M:%S UTC").to_string()),
+            })
+            .collect(),
+    }
+}
+
+/// Every admin-managed provider.
+pub async fn list_providers(db: &Db, actor: &Actor) -> DomainResult<Vec<ProviderView>> {
+    admin_only(actor)?;
+    let keys = provider_repo::all_keys(db).await?;
+    Ok(provider_repo::all(db)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let own = keys.iter().filter(|k| k.provider_id == row.id).cloned().collect();
+            view(row, own)
+        })
+        .collect())
+}
+
+/// One admin-managed provider.
+pub async fn get_provider(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<ProviderView> {
+    admin_only(actor)?;
+    let row = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    let keys = provider_repo::keys_of(db, id).await?;
+    Ok(view(row, keys))
+}
+
+/// What the provider form sends.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct ProviderForm {
+    /// Short name: lower-case letters, digits, `-` and `_`.
+    pub name: String,
+    /// Display name.
+    pub label: String,
+    /// openai | anthropic | gemini | openai_compatible.
+    pub kind: String,
+    /// Base URL (blank: the public API; required for openai_compatible).
+    pub base_url: String,
+    /// "on" when enabled.
+    pub enabled: Option<String>,
+    /// everyone | admins | users.
+    pub visibility: String,
+    /// Emails of the users allowed, one per line or comma-separated.
+    pub allowed_emails: String,
+    /// Enabled models, one per line (blank: all discovered).
+    pub models: String,
+    /// Requests per minute per user (blank: unlimited).
+    pub rpm: String,
+    /// Tokens per minute per user (blank: unlimited).
+    pub tpm: String,
+}
+
+/// Whether a provider or endpoint name is well-formed: `[a-z0-9_-]{1,40}`, not starting with `-`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn parse_limit(raw: &str, what: &str) -> DomainResult<Option<i64>> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    match raw.parse::<i64>() {
+        Ok(v) if v > 0 => Ok(Some(v)),
+        _ => Err(DomainError::Invalid(format!("{what} must be a whole number above 0, or blank."))),
+    }
+}
+
+/// Checks an admin-set base URL: http(s) with a host (admins may point at private addresses).
+fn check_admin_url(kind: ProviderKind, raw: &str) -> DomainResult<String> {
+    let raw = raw.trim().trim_end_matches('/');
+    if raw.is_empty() {
+        if kind == ProviderKind::OpenAiCompatible {
+            return Err(DomainError::Invalid("An OpenAI-compatible provider needs a base URL.".into()));
+        }
+        return Ok(String::new());
+    }
+    let url = reqwest::Url::parse(raw)
+        .map_err(|_| DomainError::Invalid("The base URL is not a valid URL.".into()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(DomainError::Invalid("The base URL must start with http:// or https://.".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(DomainError::Invalid("Put credentials in a key, not in the base URL.".into()));
+    }
+    if raw == default_base_url(kind) { Ok(String::new()) } else { Ok(raw.to_string()) }
+}
+
+async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind, provider::ActiveModel)> {
+    let kind = parse_kind(form.kind.trim())
+        .ok_or_else(|| DomainError::Invalid("Pick the kind of provider.".into()))?;
+    let base_url = check_admin_url(kind, &form.base_url)?;
+    let visibility = match form.visibility.trim() {
+        "" | "everyone" => "everyone",
+        "admins" => "admins",
+        "users" => "users",
+        _ => return Err(DomainError::Invalid("Pick who may use the provider.".into())),
+    };
+    let mut allowed = Vec::new();
+    for email in form.allowed_emails.split([',', '\n', ' ']).map(str::trim).filter(|e| !e.is_empty()) {
+        let email = super::accounts::normalize_email(email)?;
+        let (user, _) = users_repo::find_by_email(db, &email)
+            .await?
+            .ok_or_else(|| DomainError::Invalid(format!("There is no user {email}.")))?;
+        allowed.push(user.id);
+    }
+    let mut models: Vec<String> =
+        form.models.split(['\n', ',']).map(str::trim).filter(|m| !m.is_empty()).map(str::to_string).collect();
+    models.dedup();
+    if models.iter().any(|m| m.len() > 200 || m.chars().any(char::is_control)) {
+        return Err(DomainError::Invalid("A model id is too long or has control characters.".into()));
+    }
+    let label = form.label.trim();
+    if label.chars().count() > 80 {
+        return Err(DomainError::Invalid("The display name is longer than 80 characters.".into()));
+    }
+    Ok((
+        kind,
+        provider::ActiveModel {
+            label: Set(label.to_string()),
+            kind: Set(kind_str(kind).to_string()),
+            base_url: Set(base_url),
+            enabled: Set(form.enabled.is_some()),
+            models: Set(serde_json::to_string(&models).unwrap_or_else(|_| "[]".into())),
+            visibility: Set(visibility.to_string()),
+            allowed_users: Set(serde_json::to_string(&allowed).unwrap_or_else(|_| "[]".into())),
+            rpm: Set(parse_limit(&form.rpm, "Requests per minute")?),
+            tpm: Set(parse_limit(&form.tpm, "Tokens per minute")?),
+            updated_at: Set(Utc::now()),
+            ..Default::default()
+        },
+    ))
+}
+
+/// Adds a provider; its name must be free among every provider.
+pub async fn create_provider(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    form: &ProviderForm,
+) -> DomainResult<ProviderView> {
+    admin_only(actor)?;
+    let name = form.name.trim();
+    if !valid_name(name) {
+        return Err(DomainError::Invalid(
+            "The name may use lower-case letters, digits, - and _ (at most 40), like \"openai\" or \"team-vllm\"."
+                .into(),
+        ));
+    }
+    if providers.is_instance_name(name) || provider_repo::find_by_name(db, name).await?.is_some() {
+        return Err(DomainError::Conflict(format!("There is already a provider named \"{name}\".")));
+    }
+    let (_, mut row) = parse_form(db, form).await?;
+    let id = Uuid::now_v7();
+    row.id = Set(id);
+    row.name = Set(name.to_string());
+    row.created_at = Set(Utc::now());
+    let saved = provider_repo::save(db, row, true).await?;
+    audit::record(
+        db,
+        origin,
+        "provider.create",
+        &format!("provider:{name}"),
+        serde_json::json!({ "kind": saved.kind, "base_url": saved.base_url, "visibility": saved.visibility }),
+    )
+    .await?;
+    providers.reload().await?;
+    get_provider(db, actor, id).await
+}
+
+/// Saves a provider's settings (its name stays).
+pub async fn update_provider(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+    form: &ProviderForm,
+) -> DomainResult<ProviderView> {
+    admin_only(actor)?;
+    let existing = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    let (_, mut row) = parse_form(db, form).await?;
+    row.id = Set(id);
+    let saved = provider_repo::save(db, row, false).await?;
+    audit::record(
+        db,
+        origin,
+        "provider.update",
+        &format!("provider:{}", existing.name),
+        serde_json::json!({
+            "kind": saved.kind,
+            "base_url": saved.base_url,
+            "enabled": saved.enabled,
+            "visibility": saved.visibility,
+            "models": serde_json::from_str::<serde_json::Value>(&saved.models).unwrap_or_default(),
+            "rpm": saved.rpm,
+            "tpm": saved.tpm,
+        }),
+    )
+    .await?;
+    providers.reload().await?;
+    get_provider(db, actor, id).await
+}
+
+/// Deletes a provider with its shared keys.
+pub async fn delete_provider(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+) -> DomainResult<()> {
+    admin_only(actor)?;
+    let existing = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    for key in provider_repo::keys_of(db, id).await? {
+        // A key row without its ciphertext is harmless; a ciphertext without its row is not kept.
+        match Vault::delete_secret(db, ORG_OWNER, key.id).await {
+            Ok(()) | Err(crate::vault::store::StoreError::NotFound) => {}
+            Err(e) => return Err(vault_error(e)),
+        }
+    }
+    provider_repo::delete(db, id).await?;
+    audit::record(
+        db,
+        origin,
+        "provider.delete",
+        &format!("provider:{}", existing.name),
+        serde_json::json!({}),
+    )
+    .await?;
+    providers.reload().await?;
+    Ok(())
+}
+
+/// A key being added: its label and value.
+#[derive(Debug, Clone, Copy)]
+pub struct NewKey<'a> {
+    /// Label.
+    pub label: &'a str,
+    /// The key.
+    pub value: &'a Secret,
+}
+
+/// Adds a shared key (encrypted under the organisation's data key).
+pub async fn add_key(
+    db: &Db,
+    vault: &Vault,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    provider_id: Uuid,
+    key: NewKey<'_>,
+) -> DomainResult<KeyView> {
+    admin_only(actor)?;
+    let NewKey { label, value } = key;
+    let p = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
+    let label = label.trim();
+    if label.chars().count() > 80 {
+        return Err(DomainError::Invalid("The label is longer than 80 characters.".into()));
+    }
+    if value.expose().trim().chars().count() > 4096
+        || value.expose().chars().any(|c| c.is_control() && c != '\n')
+    {
+        return Err(DomainError::Invalid("That does not look like an API key.".into()));
+    }
+    let what = NewSecret {
+        kind: SecretKind::SharedProviderKey,
+        label,
+        provider: &provider_id.to_string(),
+        base_url: None,
+    };
+    let meta = vault.put_secret(db, ORG_OWNER, None, what, value).await.map_err(vault_error)?;
+    let row = match provider_repo::insert_key(db, meta.id, provider_id, label, &meta.last4).await {
+        Ok(row) => row,
+        Err(e) => {
+            // Keep the two tables in step: no ciphertext without its key row.
+            let _ = Vault::delete_secret(db, ORG_OWNER, meta.id).await;
+            return Err(e.into());
+        }
+    };
+    audit::record(
+        db,
+        origin,
+        "provider.key_add",
+        &format!("provider:{}", p.name),
+        serde_json::json!({ "key_id": meta.id, "label": label, "last4": meta.last4 }),
+    )
+    .await?;
+    providers.reload().await?;
+    Ok(KeyView { id: row.id, label: row.label, last4: row.last4, failures: 0, cooldown_until: None })
+}
+
+/// Deletes a shared key.
+pub async fn delete_key(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    provider_id: Uuid,
+    key_id: Uuid,
+) -> DomainResult<()> {
+    admin_only(actor)?;
+    let p = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
+    if provider_repo::delete_key(db, provider_id, key_id).await? == 0 {
+        return Err(DomainError::NotFound);
+    }
+    match Vault::delete_secret(db, ORG_OWNER, key_id).await {
+        Ok(()) | Err(crate::vault::store::StoreError::NotFound) => {}
+        Err(e) => return Err(vault_error(e)),
+    }
+    audit::record(
+        db,
+        origin,
+        "provider.key_delete",
+        &format!("provider:{}", p.name),
+        serde_json::json!({ "key_id": key_id }),
+    )
+    .await?;
+    providers.reload().await?;
+    Ok(())
+}
+
+/// Calls the provider's model list with its shared keys ("test connection" and "discover").
+pub async fn discover_models(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+) -> DomainResult<Result<Vec<String>, String>> {
+    admin_only(actor)?;
+    let row = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    let entry = providers.entries().into_iter().find(|e| e.id == Some(id)).ok_or(DomainError::NotFound)?;
+    let outcome = providers.discover(actor, &entry).await;
+    audit::record(
+        db,
+        origin,
+        "provider.test",
+        &format!("provider:{}", row.name),
+        serde_json::json!({ "ok": outcome.is_ok(), "models": outcome.as_ref().map(Vec::len).unwrap_or(0) }),
+    )
+    .await?;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_limits_are_checked() {
+        assert!(valid_name("openai"));
+        assert!(valid_name("team-vllm_2"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name("Open AI"));
+        assert!(!valid_name("a/b"));
+        assert!(!valid_name(&"a".repeat(41)));
+        assert_eq!(parse_limit("", "x").ok(), Some(None));
+        assert_eq!(parse_limit(" 60 ", "x").ok(), Some(Some(60)));
+        assert!(parse_limit("0", "x").is_err());
+        assert!(parse_limit("-1", "x").is_err());
+        assert!(parse_limit("many", "x").is_err());
+    }
+
+    #[test]
+    fn admin_base_urls_may_be_private_but_must_be_http() {
+        assert_eq!(
+            check_admin_url(ProviderKind::OpenAiCompatible, "http://127.0.0.1:11434/v1/").ok(),
+            Some("http://127.0.0.1:11434/v1".into())
+        );
+        assert_eq!(check_admin_url(ProviderKind::OpenAi, "").ok(), Some(String::new()));
+        assert_eq!(
+            check_admin_url(ProviderKind::OpenAi, "https://api.openai.com/v1").ok(),
+            Some(String::new())
+        );
+        assert!(check_admin_url(ProviderKind::OpenAiCompatible, "").is_err());
+        assert!(check_admin_url(ProviderKind::OpenAi, "file:///etc/passwd").is_err());
+        assert!(check_admin_url(ProviderKind::OpenAi, "https://user:pw@example.com").is_err());
+        assert!(check_admin_url(ProviderKind::OpenAi, "not a url").is_err());
+    }
+}

@@ -1,0 +1,391 @@
+//! Which key a provider call is made with, fetched only when the call is made: a key from
+//! configuration, the user's own key from the vault, or the provider's shared keys tried
+//! round-robin, where a key the provider rate-limits (429) rests for a cooldown. Also the
+//! per-user, per-provider request and token windows behind an admin's rate limits.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use uuid::Uuid;
+
+use crate::config::ProviderKind;
+use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat};
+use crate::providers::client::{EventStream, ProviderClient, RetryPolicy};
+use crate::providers::types::{ChatRequest, ProviderError};
+use crate::secret::Secret;
+use crate::storage::Db;
+use crate::vault::Vault;
+use crate::vault::store::{ORG_OWNER, Use};
+
+/// The database and the open vault, for calls whose key is stored encrypted.
+#[derive(Clone)]
+pub struct VaultAccess {
+    /// Where secrets and key health live.
+    pub db: Db,
+    /// The open vault.
+    pub vault: Vault,
+}
+
+/// Where a call's key comes from; turned into a value only when the call is made.
+#[derive(Clone, Debug)]
+pub enum KeyPlan {
+    /// A key from configuration (empty for a keyless local server).
+    Plain(Secret),
+    /// The acting user's own key in the vault.
+    Own {
+        /// The key's owner (the acting user).
+        owner: Uuid,
+        /// The secret's id.
+        secret: Uuid,
+    },
+    /// The provider's shared keys in the vault.
+    Shared {
+        /// The admin-managed provider.
+        provider: Uuid,
+        /// Its keys, in the order they were added.
+        keys: Vec<Uuid>,
+    },
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is a single read or write: a poisoned map is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Round-robin cursors and rests of shared keys, in memory (also written to `provider_keys`).
+#[derive(Default)]
+pub struct KeyHealth {
+    resting: Mutex<HashMap<Uuid, Instant>>,
+    cursor: Mutex<HashMap<Uuid, usize>>,
+}
+
+impl KeyHealth {
+    /// The order to try a provider's keys in: round-robin from the next key, resting keys last
+    /// (soonest rested first), so a call still goes out when every key rests.
+    pub fn order(&self, provider: Uuid, keys: &[Uuid]) -> Vec<Uuid> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let start = {
+            let mut cursor = lock(&self.cursor);
+            let c = cursor.entry(provider).or_insert(0);
+            let start = *c % keys.len();
+            *c = c.wrapping_add(1);
+            start
+        };
+        let rotated: Vec<Uuid> = keys[start..].iter().chain(&keys[..start]).copied().collect();
+        let now = Instant::now();
+        let resting = lock(&self.resting);
+        let until = |k: &Uuid| resting.get(k).copied().filter(|t| *t > now);
+        let (mut tired, fresh): (Vec<Uuid>, Vec<Uuid>) =
+            rotated.into_iter().partition(|k| until(k).is_some());
+        tired.sort_by_key(|k| until(k));
+        fresh.into_iter().chain(tired).collect()
+    }
+
+    /// Rests a key until `until`.
+    pub fn rest(&self, key: Uuid, until: Instant) {
+        lock(&self.resting).insert(key, until);
+    }
+
+    /// Whether a key is resting now.
+    pub fn is_resting(&self, key: Uuid) -> bool {
+        lock(&self.resting).get(&key).is_some_and(|t| *t > Instant::now())
+    }
+
+    /// Forgets a key's rest (it was replaced or deleted).
+    pub fn forget(&self, key: Uuid) {
+        lock(&self.resting).remove(&key);
+    }
+}
+
+/// A provider handle whose key is resolved per call.
+pub struct KeyedChat {
+    /// Wire format.
+    pub kind: ProviderKind,
+    /// API base URL.
+    pub base_url: String,
+    /// Where the key comes from.
+    pub plan: KeyPlan,
+    /// The shared HTTP client (or one pinned to checked addresses).
+    pub client: ProviderClient,
+    /// Retries before the first token.
+    pub retry: RetryPolicy,
+    /// Vault access for stored keys.
+    pub vault: Option<VaultAccess>,
+    /// Shared keys' health.
+    pub health: Arc<KeyHealth>,
+    /// How long a rate-limited shared key rests.
+    pub cooldown: Duration,
+    /// On whose behalf (for the audit row of each decryption).
+    pub by: Uuid,
+    /// Whether the base URL must pass the SSRF guard at each call (a member chose it).
+    pub guard: Option<Arc<crate::netguard::AllowedRanges>>,
+}
+
+fn failure(kind: &str, message: &str) -> ProviderError {
+    ProviderError {
+        status: 0,
+        kind: kind.to_string(),
+        message: message.to_string(),
+        retryable: false,
+        retry_after_secs: None,
+    }
+}
+
+impl KeyedChat {
+    fn handle(&self, client: ProviderClient, key: Secret, retry: RetryPolicy) -> Box<dyn ChatProvider> {
+        let base = self.base_url.clone();
+        match self.kind {
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                Box::new(OpenAiChat::new(client, base, key, retry))
+            }
+            ProviderKind::Anthropic => Box::new(AnthropicChat::new(client, base, key, retry)),
+            ProviderKind::Gemini => Box::new(GeminiChat::new(client, base, key, retry)),
+        }
+    }
+
+    /// The client for this call: the shared one, or one pinned to the addresses the guard
+    /// checked just now (so a DNS answer cannot change between check and connect).
+    async fn client(&self) -> Result<ProviderClient, ProviderError> {
+        let Some(allowed) = &self.guard else {
+            return Ok(self.client.clone());
+        };
+        let target = crate::netguard::check_url(&self.base_url, allowed)
+            .await
+            .map_err(|e| failure("blocked_address", &e.to_string()))?;
+        self.client.pinned(&target).map_err(|e| failure("client", &e))
+    }
+
+    async fn reveal(&self, owner: Uuid, secret: Uuid, purpose: &str) -> Result<Secret, ProviderError> {
+        let access = self.vault.as_ref().ok_or_else(|| failure("vault", "the key vault is not available"))?;
+        access.vault.reveal(&access.db, owner, secret, Use { by: Some(self.by), purpose }).await.map_err(
+            |e| {
+                tracing::error!(secret = %secret, error = %e, "a stored provider key could not be used");
+                failure("vault", "the stored key could not be decrypted; replace it in the settings")
+            },
+        )
+    }
+
+    /// Records a shared key's rest in `provider_keys` for the admin console (best effort).
+    fn persist_rest(&self, key: Uuid, rest: Duration) {
+        let Some(access) = self.vault.clone() else { return };
+        tokio::spawn(async move {
+            if let Err(e) = crate::storage::repos::providers::note_key_failure(&access.db, key, rest).await {
+                tracing::warn!(key = %key, error = %e, "could not record a shared key's rest");
+            }
+        });
+    }
+
+    /// Runs `op` with the plan's key; with shared keys, moves to the next key when the
+    /// provider rate-limits or refuses one (before any token, so nothing is sent twice).
+    async fn with_key(&self, purpose: &str, op: Op<'_>) -> Result<Out, ProviderError> {
+        let client = self.client().await?;
+        match &self.plan {
+            KeyPlan::Plain(key) => {
+                op.run(self.handle(client, key.clone(), self.retry.clone()).as_ref()).await
+            }
+            KeyPlan::Own { owner, secret } => {
+                let key = self.reveal(*owner, *secret, purpose).await?;
+                op.run(self.handle(client, key, self.retry.clone()).as_ref()).await
+            }
+            KeyPlan::Shared { provider, keys } => {
+                let order = self.health.order(*provider, keys);
+                let mut last = failure("no_key", "the provider has no shared key");
+                for (i, id) in order.iter().enumerate() {
+                    let more = i + 1 < order.len();
+                    // While other keys remain, a rate limit moves on instead of waiting.
+                    let retry = if more {
+                        RetryPolicy { max_attempts: 1, ..self.retry.clone() }
+                    } else {
+                        self.retry.clone()
+                    };
+                    let key = self.reveal(ORG_OWNER, *id, purpose).await?;
+                    match op.run(self.handle(client.clone(), key, retry).as_ref()).await {
+                        Ok(v) => return Ok(v),
+                        Err(e)
+                            if more
+                                && (e.status == 429 || e.status == 401 || e.status == 403 || e.retryable) =>
+                        {
+                            let rest = match e.status {
+                                429 => Some(self.cooldown),
+                                401 | 403 => Some(self.cooldown * 10),
+                                _ => None,
+                            };
+                            if let Some(rest) = rest {
+                                self.health.rest(*id, Instant::now() + rest);
+                                self.persist_rest(*id, rest);
+                                tracing::warn!(key = %id, status = e.status, "shared key rests; trying the next one");
+                            }
+                            last = e;
+                        }
+                        Err(e) => {
+                            if e.status == 429 {
+                                self.health.rest(*id, Instant::now() + self.cooldown);
+                                self.persist_rest(*id, self.cooldown);
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+                Err(last)
+            }
+        }
+    }
+}
+
+/// One call a keyed handle makes.
+#[derive(Clone, Copy)]
+enum Op<'r> {
+    Stream(&'r ChatRequest),
+    Models,
+    Count(&'r ChatRequest),
+}
+
+/// What the call produced.
+enum Out {
+    Stream(EventStream),
+    Models(Vec<String>),
+    Count(Option<u64>),
+}
+
+impl Op<'_> {
+    async fn run(self, p: &dyn ChatProvider) -> Result<Out, ProviderError> {
+        Ok(match self {
+            Op::Stream(req) => Out::Stream(p.stream(req).await?),
+            Op::Models => Out::Models(p.list_models().await?),
+            Op::Count(req) => Out::Count(p.count_tokens(req).await?),
+        })
+    }
+}
+
+fn mismatch() -> ProviderError {
+    failure("internal", "unexpected provider answer")
+}
+
+impl ChatProvider for KeyedChat {
+    fn stream<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<EventStream, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("chat", Op::Stream(req)).await? {
+                Out::Stream(s) => Ok(s),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("models", Op::Models).await? {
+                Out::Models(m) => Ok(m),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+
+    fn count_tokens<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("count_tokens", Op::Count(req)).await? {
+                Out::Count(n) => Ok(n),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+}
+
+/// One user's recent calls to one provider.
+#[derive(Default)]
+struct Window {
+    requests: VecDeque<Instant>,
+    tokens: VecDeque<(Instant, u64)>,
+}
+
+impl Window {
+    fn trim(&mut self, now: Instant) {
+        let minute = Duration::from_secs(60);
+        while self.requests.front().is_some_and(|t| now.duration_since(*t) >= minute) {
+            self.requests.pop_front();
+        }
+        while self.tokens.front().is_some_and(|(t, _)| now.duration_since(*t) >= minute) {
+            self.tokens.pop_front();
+        }
+    }
+}
+
+/// Requests and tokens per minute, per user and provider.
+#[derive(Default)]
+pub struct RateLimits {
+    windows: Mutex<HashMap<(Uuid, String), Window>>,
+}
+
+impl RateLimits {
+    /// Admits one request when both limits allow it and counts it; otherwise the seconds until
+    /// the oldest counted call leaves the window.
+    pub fn admit(&self, user: Uuid, provider: &str, rpm: Option<u64>, tpm: Option<u64>) -> Result<(), u64> {
+        if rpm.is_none() && tpm.is_none() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut windows = lock(&self.windows);
+        let w = windows.entry((user, provider.to_string())).or_default();
+        w.trim(now);
+        let wait = |t: Instant| 60u64.saturating_sub(now.duration_since(t).as_secs()).max(1);
+        if let Some(rpm) = rpm
+            && w.requests.len() as u64 >= rpm
+        {
+            return Err(w.requests.front().map_or(60, |t| wait(*t)));
+        }
+        if let Some(tpm) = tpm
+            && w.tokens.iter().map(|(_, n)| n).sum::<u64>() >= tpm
+        {
+            return Err(w.tokens.front().map_or(60, |(t, _)| wait(*t)));
+        }
+        w.requests.push_back(now);
+        Ok(())
+    }
+
+    /// Counts the tokens a finished call used.
+    pub fn spend(&self, user: Uuid, provider: &str, tokens: u64) {
+        let now = Instant::now();
+        let mut windows = lock(&self.windows);
+        let w = windows.entry((user, provider.to_string())).or_default();
+        w.trim(now);
+        w.tokens.push_back((now, tokens));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_rotate_round_robin_and_resting_keys_go_last() {
+        let health = KeyHealth::default();
+        let provider = Uuid::now_v7();
+        let keys = [Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7()];
+        assert_eq!(health.order(provider, &keys), keys);
+        assert_eq!(health.order(provider, &keys), [keys[1], keys[2], keys[0]]);
+        health.rest(keys[0], Instant::now() + Duration::from_secs(60));
+        assert!(health.is_resting(keys[0]));
+        assert_eq!(health.order(provider, &keys), [keys[2], keys[1], keys[0]]);
+        health.forget(keys[0]);
+        assert!(!health.is_resting(keys[0]));
+        assert!(health.order(provider, &[]).is_empty());
+    }
+
+    #[test]
+    fn rate_limits_count_requests_and_tokens_per_user_and_provider() {
+        let limits = RateLimits::default();
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert!(limits.admit(a, "p", Some(2), None).is_ok());
+        assert!(limits.admit(a, "p", Some(2), None).is_ok());
+        let wait = limits.admit(a, "p", Some(2), None).unwrap_err();
+        assert!((1..=60).contains(&wait));
+        assert!(limits.admit(b, "p", Some(2), None).is_ok(), "another user has their own window");
+        assert!(limits.admit(a, "q", Some(2), None).is_ok(), "another provider too");
+        limits.spend(b, "p", 500);
+        assert!(limits.admit(b, "p", None, Some(500)).is_err());
+        assert!(limits.admit(b, "p", None, None).is_ok(), "no limits, no counting");
+    }
+}

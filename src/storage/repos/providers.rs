@@ -1,0 +1,103 @@
+//! Queries over `providers` and `provider_keys` (the admin-managed providers and the health of
+//! their shared keys; the keys' ciphertext is in `vault_secrets`).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use uuid::Uuid;
+
+use crate::storage::StorageResult;
+use crate::storage::entities::{provider, provider_key};
+
+/// Every admin-managed provider, by name.
+pub async fn all<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<provider::Model>> {
+    Ok(provider::Entity::find().order_by_asc(provider::Column::Name).all(db).await?)
+}
+
+/// Every shared key, oldest first.
+pub async fn all_keys<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<provider_key::Model>> {
+    Ok(provider_key::Entity::find().order_by_asc(provider_key::Column::CreatedAt).all(db).await?)
+}
+
+/// One provider.
+pub async fn find<C: ConnectionTrait>(db: &C, id: Uuid) -> StorageResult<Option<provider::Model>> {
+    Ok(provider::Entity::find_by_id(id).one(db).await?)
+}
+
+/// One provider by name.
+pub async fn find_by_name<C: ConnectionTrait>(db: &C, name: &str) -> StorageResult<Option<provider::Model>> {
+    Ok(provider::Entity::find().filter(provider::Column::Name.eq(name)).one(db).await?)
+}
+
+/// A provider's shared keys, oldest first.
+pub async fn keys_of<C: ConnectionTrait>(
+    db: &C,
+    provider_id: Uuid,
+) -> StorageResult<Vec<provider_key::Model>> {
+    Ok(provider_key::Entity::find()
+        .filter(provider_key::Column::ProviderId.eq(provider_id))
+        .order_by_asc(provider_key::Column::CreatedAt)
+        .all(db)
+        .await?)
+}
+
+/// Inserts or updates a provider row.
+pub async fn save<C: ConnectionTrait>(
+    db: &C,
+    row: provider::ActiveModel,
+    new: bool,
+) -> StorageResult<provider::Model> {
+    Ok(if new { row.insert(db).await? } else { row.update(db).await? })
+}
+
+/// Deletes a provider (its key rows go with it).
+pub async fn delete<C: ConnectionTrait>(db: &C, id: Uuid) -> StorageResult<u64> {
+    provider_key::Entity::delete_many().filter(provider_key::Column::ProviderId.eq(id)).exec(db).await?;
+    Ok(provider::Entity::delete_by_id(id).exec(db).await?.rows_affected)
+}
+
+/// Adds a shared key's row (its ciphertext is stored under the same id).
+pub async fn insert_key<C: ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    provider_id: Uuid,
+    label: &str,
+    last4: &str,
+) -> StorageResult<provider_key::Model> {
+    Ok(provider_key::ActiveModel {
+        id: Set(id),
+        provider_id: Set(provider_id),
+        label: Set(label.to_string()),
+        last4: Set(last4.to_string()),
+        failures: Set(0),
+        cooldown_until: Set(None),
+        last_used_at: Set(None),
+        created_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// Deletes a shared key's row; how many went.
+pub async fn delete_key<C: ConnectionTrait>(db: &C, provider_id: Uuid, id: Uuid) -> StorageResult<u64> {
+    Ok(provider_key::Entity::delete_many()
+        .filter(provider_key::Column::Id.eq(id))
+        .filter(provider_key::Column::ProviderId.eq(provider_id))
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// Records that a shared key failed and rests for `rest`.
+pub async fn note_key_failure<C: ConnectionTrait>(db: &C, id: Uuid, rest: Duration) -> StorageResult<()> {
+    let until = Utc::now() + chrono::Duration::from_std(rest).unwrap_or(chrono::Duration::minutes(1));
+    provider_key::Entity::update_many()
+        .col_expr(provider_key::Column::Failures, Expr::col(provider_key::Column::Failures).add(1))
+        .col_expr(provider_key::Column::CooldownUntil, Expr::value(until))
+        .filter(provider_key::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
