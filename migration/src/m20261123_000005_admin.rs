@@ -67,13 +67,6 @@ enum Users {
     DefaultModel,
 }
 
-#[derive(DeriveIden)]
-enum Usage {
-    Table,
-    CreatedAt,
-    UserId,
-}
-
 /// Refuses UPDATE and DELETE on the audit log, so no code path (or injected SQL through one)
 /// can rewrite history.
 const SQLITE_APPEND_ONLY: [&str; 2] = [
@@ -191,23 +184,10 @@ impl MigrationTrait for Migration {
                 Table::alter().table(Users::Table).add_column(string_null(Users::DefaultModel)).to_owned(),
             )
             .await?;
-        // Quota checks and the usage page sum a user's rows over a period.
-        manager
-            .create_index(
-                Index::create()
-                    .name("ix_usage_user_created")
-                    .table(Usage::Table)
-                    .col(Usage::UserId)
-                    .col(Usage::CreatedAt)
-                    .to_owned(),
-            )
-            .await
+        Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(Index::drop().name("ix_usage_user_created").table(Usage::Table).to_owned())
-            .await?;
         manager
             .alter_table(Table::alter().table(Users::Table).drop_column(Users::DefaultModel).to_owned())
             .await?;

@@ -629,7 +629,16 @@ impl Providers {
                     return ids;
                 }
                 Err(e) => {
-                    tracing::warn!(provider = %entry.name, status = e.status, kind = %e.kind, "model discovery failed")
+                    tracing::warn!(provider = %entry.name, status = e.status, kind = %e.kind, "model discovery failed");
+                    // Offer the curated models for a minute rather than asking again on every page.
+                    let curated: Vec<String> =
+                        self.catalog.entries(entry.family()).into_iter().map(|m| m.id).collect();
+                    let retry_in = Duration::from_secs(60).min(self.ttl);
+                    let at = Instant::now()
+                        .checked_sub(self.ttl.saturating_sub(retry_in))
+                        .unwrap_or_else(Instant::now);
+                    self.discovered().insert(cache_key.to_string(), (at, curated.clone()));
+                    return curated;
                 }
             }
         }

@@ -39,6 +39,14 @@ struct Ids {
     spare_session: Uuid,
     owner_spare_session: String,
     invite_token: String,
+    /// An admin-managed provider, a shared key of it, and one the delete row may remove.
+    provider: Uuid,
+    shared_key: Uuid,
+    spare_provider: Uuid,
+    /// A member the user rows of the console act on (and finally delete).
+    victim: Uuid,
+    /// The owner's own provider key.
+    own_key: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -119,6 +127,97 @@ fn cases() -> Vec<Case> {
             "email=new%40example.com&role=member",
             ADMIN_ONLY,
         ),
+        get(
+            "/admin",
+            |_| "/admin".into(),
+            Expect { anonymous: 401, other_member: 403, owner: 403, admin: 303 },
+        ),
+        get("/admin/users", |_| "/admin/users?q=example".into(), ADMIN_ONLY),
+        post(
+            "/admin/users/{id}/status",
+            |ids| format!("/admin/users/{}/status", ids.victim),
+            "active=1",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/users/{id}/role",
+            |ids| format!("/admin/users/{}/role", ids.victim),
+            "role=member",
+            ADMIN_ONLY,
+        ),
+        get("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), ADMIN_ONLY),
+        post("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), "", ADMIN_ONLY),
+        get("/admin/providers", |_| "/admin/providers".into(), ADMIN_ONLY),
+        post(
+            "/admin/providers",
+            |_| "/admin/providers".into(),
+            "name=authz-new&kind=openai",
+            Expect { anonymous: 401, other_member: 403, owner: 403, admin: 303 },
+        ),
+        get("/admin/providers/{id}", |ids| format!("/admin/providers/{}", ids.provider), ADMIN_ONLY),
+        post(
+            "/admin/providers/{id}",
+            |ids| format!("/admin/providers/{}", ids.provider),
+            "kind=openai_compatible&base_url=http%3A%2F%2F127.0.0.1%3A9%2Fv1",
+            ADMIN_ONLY,
+        ),
+        // The provider points at a closed port: the test answers with its failure.
+        post(
+            "/admin/providers/{id}/test",
+            |ids| format!("/admin/providers/{}/test", ids.provider),
+            "",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/providers/{id}/keys",
+            |ids| format!("/admin/providers/{}/keys", ids.provider),
+            "label=authz&key=sk-authz-shared-1234",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/providers/{id}/keys/{key_id}/delete",
+            |ids| format!("/admin/providers/{}/keys/{}/delete", ids.provider, ids.shared_key),
+            "",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/providers/{id}/delete",
+            |ids| format!("/admin/providers/{}/delete", ids.spare_provider),
+            "",
+            Expect { anonymous: 401, other_member: 403, owner: 403, admin: 303 },
+        ),
+        get("/admin/quotas", |_| "/admin/quotas".into(), ADMIN_ONLY),
+        post("/admin/quotas", |_| "/admin/quotas".into(), "tokens_day=1000000", ADMIN_ONLY),
+        get("/admin/usage", |_| "/admin/usage?days=7".into(), ADMIN_ONLY),
+        get("/admin/usage.csv", |_| "/admin/usage.csv?days=7".into(), ADMIN_ONLY),
+        get("/admin/audit", |_| "/admin/audit?action=user.".into(), ADMIN_ONLY),
+        get("/settings", |_| "/settings".into(), OWN_PAGE),
+        post(
+            "/settings/keys",
+            |_| "/settings/keys".into(),
+            "kind=openai&label=mine&key=sk-authz-own-5678",
+            OWN_PAGE,
+        ),
+        // The owner's endpoint is on a closed loopback port the guard refuses: the test reports it.
+        post(
+            "/settings/keys/{id}/test",
+            |ids| format!("/settings/keys/{}/test", ids.own_key),
+            "",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/settings/keys/{id}",
+            |ids| format!("/settings/keys/{}", ids.own_key),
+            "label=renamed&key=",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/settings/keys/{id}/delete",
+            |ids| format!("/settings/keys/{}/delete", ids.own_key),
+            "",
+            OWNER_ONLY(200),
+        ),
+        post("/settings/model", |_| "/settings/model".into(), "model=", OWN_PAGE),
         get("/account/sessions", |_| "/account/sessions".into(), OWN_PAGE),
         post(
             "/account/sessions/{id}/revoke",
@@ -142,12 +241,13 @@ fn cases() -> Vec<Case> {
             Expect { anonymous: 401, other_member: 404, owner: 200, admin: 404 },
         ),
         post("/admin/models/refresh", |_| "/admin/models/refresh".into(), "", ADMIN_ONLY),
-        // The authz app has no provider: a signed-in submit is refused with the composer's 400.
+        // The instance's providers are off, but by now everyone has a key of their own (the
+        // "/settings/keys" row): a signed-in submit opens the new session.
         post(
             "/sessions",
             |_| "/sessions".into(),
             "message=hello&client_id=authz-new-session",
-            Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
+            Expect { anonymous: 401, other_member: 303, owner: 303, admin: 303 },
         ),
         get("/s/{session_id}", |ids| format!("/s/{}", ids.session), OWNER_ONLY(200)),
         post(
@@ -326,6 +426,59 @@ async fn spare_workspace(app: &TestApp, owner: &arbor::domain::accounts::User) -
     arbor::domain::chat::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
 }
 
+/// Providers, a shared key and the owner's own key, made through the services.
+async fn console_objects(
+    app: &TestApp,
+    admin: &arbor::domain::accounts::User,
+    owner: &arbor::domain::accounts::User,
+    mut ids: Ids,
+) -> Ids {
+    use arbor::domain::admin::{self, NewKey, ProviderForm};
+    use arbor::secret::Secret;
+    let actor = arbor::domain::accounts::Actor::for_user(admin);
+    let origin = arbor::domain::audit::Origin::cli();
+    let providers = app.state.engine.providers();
+    let form = |name: &str| ProviderForm {
+        name: name.into(),
+        kind: "openai_compatible".into(),
+        base_url: "http://127.0.0.1:9/v1".into(),
+        // Off: members reach models only through keys of their own.
+        enabled: None,
+        ..ProviderForm::default()
+    };
+    let db = &app.state.db;
+    ids.provider = admin::create_provider(db, providers, &actor, &origin, &form("authz")).await.unwrap().id;
+    ids.spare_provider =
+        admin::create_provider(db, providers, &actor, &origin, &form("spare")).await.unwrap().id;
+    let value = Secret::new("sk-authz-shared-0000");
+    ids.shared_key = admin::add_key(
+        db,
+        &app.state.vault,
+        providers,
+        &actor,
+        &origin,
+        ids.provider,
+        NewKey { label: "k", value: &value },
+    )
+    .await
+    .unwrap()
+    .id;
+    let own = arbor::vault::store::NewSecret {
+        kind: arbor::vault::store::SecretKind::ProviderKey,
+        label: "own",
+        provider: "authz-own",
+        base_url: Some("http://127.0.0.1:9/v1"),
+    };
+    ids.own_key = app
+        .state
+        .vault
+        .put_secret(db, owner.id, None, own, &Secret::new("sk-authz-own-0001"))
+        .await
+        .unwrap()
+        .id;
+    ids
+}
+
 async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
     let mut req = app.client.request(case.method.as_str().parse().unwrap(), app.url(path));
     if case.method != Method::GET {
@@ -367,7 +520,13 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         spare_session: app.create_session(&owner).await.1,
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: invite.token,
+        provider: Uuid::nil(),
+        shared_key: Uuid::nil(),
+        spare_provider: Uuid::nil(),
+        victim: app.create_user("victim@example.com", Role::Member).await.id,
+        own_key: Uuid::nil(),
     };
+    let ids = console_objects(&app, &admin, &owner, ids).await;
     let disabled_session = app.login_full(&disabled).await;
     arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled).await.unwrap();
 
@@ -409,6 +568,11 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         spare_session: Uuid::now_v7(),
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: "x".repeat(43),
+        provider: Uuid::now_v7(),
+        shared_key: Uuid::now_v7(),
+        spare_provider: Uuid::now_v7(),
+        victim: Uuid::now_v7(),
+        own_key: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

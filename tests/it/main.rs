@@ -6,6 +6,7 @@
 mod support;
 
 mod accounts;
+mod admin;
 mod authz;
 mod cli;
 mod crash;
@@ -17,6 +18,7 @@ mod oidc;
 mod oidc_real;
 mod providers;
 mod runs;
+mod settings;
 mod tree;
 mod vault;
 mod web_basics;

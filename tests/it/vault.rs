@@ -123,3 +123,187 @@ async fn a_wrong_or_missing_master_key_stops_the_server_and_changes_nothing() {
     // Closed inside the runtime (see crash.rs).
     db.close().await.unwrap();
 }
+
+/// A stored secret's raw row.
+async fn secret_row(db: &arbor::storage::Db, id: uuid::Uuid) -> (Vec<u8>, i32) {
+    use sea_orm::EntityTrait;
+    let row = arbor::storage::entities::vault_secret::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
+    (row.ciphertext, row.dek_version)
+}
+
+fn provider_key<'a>(label: &'a str) -> arbor::vault::store::NewSecret<'a> {
+    arbor::vault::store::NewSecret {
+        kind: arbor::vault::store::SecretKind::ProviderKey,
+        label,
+        provider: "openai",
+        base_url: None,
+    }
+}
+
+#[tokio::test]
+async fn secrets_round_trip_count_their_encryptions_and_never_move_between_owners() {
+    use arbor::secret::Secret;
+    use arbor::vault::store::{StoreError, Use};
+    use sea_orm::{ActiveModelTrait, EntityTrait, Set};
+    let app = TestApp::spawn().await;
+    let (db, vault) = (&app.state.db, &app.state.vault);
+    let (alice, bob) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let a =
+        vault.put_secret(db, alice, None, provider_key("a"), &Secret::new("sk-alice-1111")).await.unwrap();
+    let b = vault.put_secret(db, bob, None, provider_key("b"), &Secret::new("sk-bob-2222")).await.unwrap();
+    assert_eq!((a.last4.as_str(), b.last4.as_str()), ("1111", "2222"));
+    let used = Use { by: Some(alice), purpose: "test" };
+    assert_eq!(vault.reveal(db, alice, a.id, used).await.unwrap().expose(), "sk-alice-1111");
+    // Owners are checked: Bob cannot read Alice's secret by its id.
+    assert!(matches!(vault.reveal(db, bob, a.id, used).await, Err(StoreError::NotFound)));
+    // The plaintext is nowhere in the row.
+    let (blob, _) = secret_row(db, a.id).await;
+    assert!(!blob.windows(13).any(|w| w == b"sk-alice-1111"));
+
+    // Replacing counts another encryption under Alice's data key; an empty value is refused and
+    // leaves the stored secret as it was.
+    vault.put_secret(db, alice, Some(a.id), provider_key("a"), &Secret::new("sk-alice-3333")).await.unwrap();
+    let before = secret_row(db, a.id).await;
+    assert!(matches!(
+        vault.put_secret(db, alice, Some(a.id), provider_key("a"), &Secret::new("  ")).await,
+        Err(StoreError::Empty)
+    ));
+    assert_eq!(secret_row(db, a.id).await, before);
+    let dek =
+        arbor::storage::entities::vault_key::Entity::find_by_id((alice, 1)).one(db).await.unwrap().unwrap();
+    assert_eq!(dek.encryptions, 2);
+
+    // Bob's ciphertext copied into Alice's row (same provider, same key version) fails to decrypt.
+    let (bob_blob, _) = secret_row(db, b.id).await;
+    arbor::storage::entities::vault_secret::ActiveModel {
+        id: Set(a.id),
+        ciphertext: Set(bob_blob),
+        ..Default::default()
+    }
+    .update(db)
+    .await
+    .unwrap();
+    assert!(matches!(vault.reveal(db, alice, a.id, used).await, Err(StoreError::Crypto(_))));
+    // An unknown version byte is an error, never plaintext.
+    arbor::storage::entities::vault_secret::ActiveModel {
+        id: Set(b.id),
+        ciphertext: Set(b"sk-bob-2222".to_vec()),
+        ..Default::default()
+    }
+    .update(db)
+    .await
+    .unwrap();
+    let err = vault.reveal(db, bob, b.id, Use { by: Some(bob), purpose: "test" }).await.unwrap_err();
+    assert!(err.to_string().contains("unknown vault format version"), "{err}");
+
+    // Only the successful decryption was audited, without the value.
+    let rows = arbor::storage::repos::audit::list(
+        db,
+        &arbor::storage::repos::audit::Filter { action: Some("vault.decrypt".into()), ..Default::default() },
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(!rows[0].details.contains("sk-alice"), "{}", rows[0].details);
+    assert!(rows[0].details.contains("\"purpose\":\"test\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_killed_half_way_resumes_and_every_secret_still_decrypts() {
+    use arbor::secret::Secret;
+    use arbor::vault::store::Use;
+    init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let old_file = dir.path().join("old.key");
+    let new_file = dir.path().join("new.key");
+    let (old, new) = (Key::generate(), Key::generate());
+    std::fs::write(&old_file, old.bytes()).unwrap();
+    std::fs::write(&new_file, new.bytes()).unwrap();
+    let env = vec![("ARBOR_MASTER_KEY_FILE".to_string(), old_file.display().to_string())];
+
+    // Many owners, each with a data key and a secret, made through the library.
+    let db_url = format!("sqlite://{}?mode=rwc", data.join("arbor.db").display());
+    let db = sea_orm::Database::connect(&db_url).await.unwrap();
+    arbor::storage::migrate_up(&db).await.unwrap();
+    let vault = arbor::vault::Vault::open(&db, &env, &data).await.unwrap();
+    let mut owners = Vec::new();
+    for i in 0..400 {
+        let owner = uuid::Uuid::now_v7();
+        let value = format!("sk-owner-{i:04}");
+        let meta = vault
+            .put_secret(&db, owner, None, provider_key("k"), &Secret::new(value.as_str()))
+            .await
+            .unwrap();
+        owners.push((owner, meta.id, value));
+    }
+
+    // Rotate one key per transaction and kill the process once some rows moved.
+    let rotate = || {
+        let mut cmd = arbor(dir.path());
+        cmd.args(["vault", "rotate", "--batch-size", "1", "--new-key-file"])
+            .arg(&new_file)
+            .args(["--data-dir"])
+            .arg(&data)
+            .env("ARBOR_MASTER_KEY_FILE", &old_file);
+        cmd
+    };
+    let mut child = Child(rotate().stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let count_new = || {
+        let db = &db;
+        let id = new.key_id();
+        async move {
+            let sql = format!("SELECT COUNT(*) AS n FROM vault_keys WHERE kek_id = '{id}'");
+            let row = db
+                .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+                .await
+                .unwrap()
+                .unwrap();
+            row.try_get::<i64>("", "n").unwrap()
+        }
+    };
+    let began = std::time::Instant::now();
+    loop {
+        let moved = count_new().await;
+        if moved > 0 {
+            break;
+        }
+        assert!(child.0.try_wait().unwrap().is_none(), "the rotation ended before it could be killed");
+        assert!(began.elapsed() < Duration::from_secs(30), "no data key was ever rewrapped");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.0.kill().unwrap();
+    wait_exit(&mut child.0, Duration::from_secs(10)).expect("killed");
+    let half = count_new().await;
+    assert!(half > 0 && half < 400, "killed half-way: {half} of 400 moved");
+    assert_eq!(
+        arbor::vault::status(&db).await.unwrap().expected_key_id,
+        Some(old.key_id()),
+        "not switched yet"
+    );
+
+    // Run it again: it resumes, finishes, and the database now expects the new key.
+    let out = rotate().output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("to {}", new.key_id())), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("400/400 data keys"), "a progress bar");
+    let status = arbor::vault::status(&db).await.unwrap();
+    assert_eq!(status.expected_key_id, Some(new.key_id()));
+    assert_eq!(status.data_keys_elsewhere, 0);
+    // Every secret decrypts under the new key; the old key is now refused.
+    let env_new = vec![("ARBOR_MASTER_KEY_FILE".to_string(), new_file.display().to_string())];
+    let rotated = arbor::vault::Vault::open(&db, &env_new, &data).await.unwrap();
+    for (owner, id, value) in &owners {
+        let got = rotated.reveal(&db, *owner, *id, Use { by: None, purpose: "test" }).await.unwrap();
+        assert_eq!(got.expose(), value);
+    }
+    assert!(arbor::vault::Vault::open(&db, &env, &data).await.is_err());
+    // A third run says it is already done.
+    let out = rotate().output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rotation already complete"));
+    db.close().await.unwrap();
+}

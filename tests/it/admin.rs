@@ -1,0 +1,430 @@
+//! The admin console over HTTP: shared provider keys used by members, round-robin on 429,
+//! visibility and enabled models, quotas, users (status, role, deletion), usage and the
+//! append-only audit log.
+
+use arbor::domain::accounts::Role;
+use arbor::domain::tree::MessageStatus;
+use sea_orm::ConnectionTrait;
+use uuid::Uuid;
+
+use crate::runs::{Chat, chat_with, form, streaming_id};
+use crate::support::mock_upstream::{Provider, Reply};
+use crate::support::{TestApp, TestSession};
+
+/// Percent-encodes a form value.
+pub(crate) fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The id in `/admin/providers/{id}` of a redirect.
+fn provider_id_from(res: &reqwest::Response) -> Uuid {
+    let location = res
+        .headers()
+        .get("location")
+        .or_else(|| res.headers().get("hx-redirect"))
+        .and_then(|v| v.to_str().ok())
+        .expect("a redirect")
+        .to_string();
+    Uuid::parse_str(location.trim_start_matches("/admin/providers/")).expect("provider id")
+}
+
+/// Adds an OpenAI-kind provider named `name` at the mock, with `models`, through the console.
+pub(crate) async fn add_provider(
+    app: &TestApp,
+    admin: &TestSession,
+    name: &str,
+    base_url: &str,
+    extra: &str,
+) -> Uuid {
+    let body = format!(
+        "name={name}&label=Team&kind=openai&base_url={}&visibility=everyone&models=gpt-4o-mini&enabled=on{extra}",
+        enc(base_url)
+    );
+    let res = app.post_form("/admin/providers", &body, Some(admin)).await;
+    assert_eq!(res.status(), 303, "{}", res.text().await.unwrap());
+    provider_id_from(&res)
+}
+
+pub(crate) async fn add_shared_key(
+    app: &TestApp,
+    admin: &TestSession,
+    provider: Uuid,
+    label: &str,
+    key: &str,
+) {
+    let res = app
+        .post_form(
+            &format!("/admin/providers/{provider}/keys"),
+            &format!("label={label}&key={}", enc(key)),
+            Some(admin),
+        )
+        .await;
+    let status = res.status();
+    let html = res.text().await.unwrap();
+    assert_eq!(status, 200, "{html}");
+    assert!(!html.contains(key), "the key came back in the page");
+    assert!(html.contains(&format!("…{}", &key[key.len() - 4..])), "last four shown: {html}");
+}
+
+struct Console {
+    chat: Chat,
+    admin: TestSession,
+}
+
+async fn console() -> Console {
+    let chat = chat_with(|_| {}).await;
+    let admin_user = chat.app.create_user("root@example.com", Role::Admin).await;
+    let admin = chat.app.login_full(&admin_user).await;
+    Console { chat, admin }
+}
+
+async fn send(chat: &Chat, text: &str, model: &str) -> reqwest::Response {
+    chat.app
+        .post_form(
+            &format!("/s/{}/messages", chat.session),
+            &form(text, &Uuid::new_v4().simple().to_string(), model),
+            Some(&chat.s),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_member_uses_a_shared_key_and_the_usage_page_and_audit_log_show_it() {
+    let Console { chat, admin } = console().await;
+    let base = chat.mock.url(Provider::OpenAi);
+    let provider = add_provider(&chat.app, &admin, "team", &base, "").await;
+    add_shared_key(&chat.app, &admin, provider, "first", "sk-team-key-AAAA1111").await;
+
+    // The member's picker offers the model; the answer is made with the shared key.
+    let page =
+        chat.app.get(&format!("/s/{}", chat.session), Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("value=\"team/gpt-4o-mini\""), "picker lacks the shared model");
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "Hello", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    let answer = chat.settled(streaming_id(&res.text().await.unwrap())).await;
+    assert_eq!(answer.status, MessageStatus::Complete, "{answer:?}");
+    let sent = chat.mock.requests_for(Provider::OpenAi);
+    assert_eq!(sent.last().unwrap().header("authorization"), Some("Bearer sk-team-key-AAAA1111"));
+
+    // The usage page and its CSV count the request for that person and model.
+    let usage = chat.app.get("/admin/usage?days=7", Some(&admin.cookie)).await;
+    assert_eq!(usage.status(), 200);
+    let html = usage.text().await.unwrap();
+    assert!(html.contains("team/gpt-4o-mini"), "{html}");
+    assert!(html.contains("ada@example.com"));
+    assert!(html.contains("<svg"), "charts are rendered on the server");
+    let csv = chat.app.get("/admin/usage.csv?days=7", Some(&admin.cookie)).await;
+    assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
+    assert!(csv.headers()["content-disposition"].to_str().unwrap().starts_with("attachment;"));
+    let csv = csv.text().await.unwrap();
+    assert!(csv.starts_with("day,user,model,via,requests,tokens_in,tokens_out,cost_usd\r\n"));
+    assert!(csv.contains("\"ada@example.com\",\"team/gpt-4o-mini\",\"ui\",1,"), "{csv}");
+    // A member may not read either.
+    assert_eq!(chat.app.get("/admin/usage", Some(&chat.s.cookie)).await.status(), 403);
+
+    // The audit log holds the provider's creation, the key's addition (never its value) and
+    // the decryption for the call, with who and from where.
+    let audit = chat.app.get("/admin/audit", Some(&admin.cookie)).await.text().await.unwrap();
+    for action in ["provider.create", "provider.key_add", "vault.decrypt"] {
+        assert!(audit.contains(action), "audit lacks {action}");
+    }
+    assert!(!audit.contains("sk-team-key-AAAA1111"));
+    let only_keys =
+        chat.app.get("/admin/audit?action=provider.key", Some(&admin.cookie)).await.text().await.unwrap();
+    assert!(only_keys.contains("provider.key_add") && !only_keys.contains("provider.create"));
+}
+
+#[tokio::test]
+async fn a_rate_limited_shared_key_rests_and_the_next_key_answers() {
+    let Console { chat, admin } = console().await;
+    let provider = add_provider(&chat.app, &admin, "team", &chat.mock.url(Provider::OpenAi), "").await;
+    add_shared_key(&chat.app, &admin, provider, "one", "sk-shared-ONE-1111").await;
+    add_shared_key(&chat.app, &admin, provider, "two", "sk-shared-TWO-2222").await;
+    let limited = chat.mock.fixture_text("openai/error_429.json").unwrap();
+    chat.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Json { status: 429, headers: vec![("retry-after".into(), "30".into())], body: limited },
+    );
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "Hello", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    let answer = chat.settled(streaming_id(&res.text().await.unwrap())).await;
+    assert_eq!(answer.status, MessageStatus::Complete, "{answer:?}");
+    let keys: Vec<String> = chat
+        .mock
+        .requests_for(Provider::OpenAi)
+        .iter()
+        .filter_map(|r| r.header("authorization").map(str::to_string))
+        .collect();
+    assert_eq!(
+        keys,
+        ["Bearer sk-shared-ONE-1111", "Bearer sk-shared-TWO-2222"],
+        "no waiting on the limited key"
+    );
+
+    // While the first key rests, the round-robin skips it on every call.
+    for text in ["Again", "Third"] {
+        chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let res = send(&chat, text, "team/gpt-4o-mini").await;
+        chat.settled(streaming_id(&res.text().await.unwrap())).await;
+        let last = chat
+            .mock
+            .requests_for(Provider::OpenAi)
+            .last()
+            .unwrap()
+            .header("authorization")
+            .map(str::to_string);
+        assert_eq!(last.as_deref(), Some("Bearer sk-shared-TWO-2222"), "{text}");
+    }
+
+    // The console shows the rest (written in the background).
+    let mut shown = false;
+    for _ in 0..50 {
+        let page = chat
+            .app
+            .get(&format!("/admin/providers/{provider}"), Some(&admin.cookie))
+            .await
+            .text()
+            .await
+            .unwrap();
+        if page.contains("UTC</td>") {
+            shown = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(shown, "the resting key is not shown as resting");
+}
+
+#[tokio::test]
+async fn visibility_and_enabled_models_limit_who_uses_what() {
+    let Console { chat, admin } = console().await;
+    let base = chat.mock.url(Provider::OpenAi);
+    let provider = add_provider(&chat.app, &admin, "private", &base, "").await;
+    add_shared_key(&chat.app, &admin, provider, "k", "sk-private-9999").await;
+    let body = format!(
+        "label=Private&kind=openai&base_url={}&visibility=admins&models=gpt-4o-mini&enabled=on",
+        enc(&base)
+    );
+    let res = chat.app.post_form(&format!("/admin/providers/{provider}"), &body, Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+
+    let res = send(&chat, "Hello", "private/gpt-4o-mini").await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("not available to you"));
+    let page =
+        chat.app.get(&format!("/s/{}", chat.session), Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(!page.contains("private/gpt-4o-mini"), "the picker offers a hidden provider");
+
+    // Listed users may; a model that is not enabled may not be used by anyone.
+    let body = format!(
+        "label=Private&kind=openai&base_url={}&visibility=users&allowed_emails=ada%40example.com&models=gpt-4o-mini&enabled=on",
+        enc(&base)
+    );
+    assert_eq!(
+        chat.app.post_form(&format!("/admin/providers/{provider}"), &body, Some(&admin)).await.status(),
+        200
+    );
+    let res = send(&chat, "Hello", "private/gpt-4.1").await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("not enabled"));
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "Hello", "private/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    chat.settled(streaming_id(&res.text().await.unwrap())).await;
+
+    // Turned off: nobody.
+    let body = format!("label=Private&kind=openai&base_url={}&visibility=everyone&models=", enc(&base));
+    assert_eq!(
+        chat.app.post_form(&format!("/admin/providers/{provider}"), &body, Some(&admin)).await.status(),
+        200
+    );
+    let res = send(&chat, "Hello", "private/gpt-4o-mini").await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("turned off"));
+
+    // Bad input is refused with the reason, and nothing changes.
+    for (body, needle) in [
+        ("name=Bad%20Name&kind=openai", "lower-case letters"),
+        ("name=openai&kind=openai", "already a provider"),
+        ("name=x1&kind=nope", "kind of provider"),
+        ("name=x2&kind=openai_compatible", "needs a base URL"),
+        ("name=x3&kind=openai&base_url=file%3A%2F%2F%2Fetc", "http:// or https://"),
+        ("name=x4&kind=openai&rpm=-3", "whole number"),
+        (
+            "name=x5&kind=openai&visibility=users&allowed_emails=ghost%40example.com",
+            "no user ghost@example.com",
+        ),
+    ] {
+        let res = chat.app.post_form("/admin/providers", body, Some(&admin)).await;
+        assert!(res.status() == 400 || res.status() == 409, "{body}: {}", res.status());
+        assert!(res.text().await.unwrap().contains(needle), "{body}");
+    }
+    let listed = arbor::domain::admin::list_providers(
+        &chat.app.state.db,
+        &arbor::domain::accounts::Actor { user_id: Uuid::nil(), role: Role::Admin },
+    )
+    .await
+    .unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+#[tokio::test]
+async fn rate_limits_and_quotas_refuse_before_anything_is_written() {
+    let Console { chat, admin } = console().await;
+    let provider = add_provider(&chat.app, &admin, "team", &chat.mock.url(Provider::OpenAi), "&rpm=1").await;
+    add_shared_key(&chat.app, &admin, provider, "k", "sk-rate-limit-7777").await;
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "One", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    chat.settled(streaming_id(&res.text().await.unwrap())).await;
+    let before = chat.messages().await.len();
+    let res = send(&chat, "Two", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().get("retry-after").is_some());
+    assert!(res.text().await.unwrap().contains("faster than its limit"));
+    assert_eq!(chat.messages().await.len(), before, "a refused message was stored");
+
+    // A daily token quota that the first exchange used up: refused with the reason.
+    let res = chat.app.post_form("/admin/quotas", "tokens_day=5", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    let res = send(&chat, "Three", "openai/gpt-4o-mini").await;
+    assert_eq!(res.status(), 429);
+    let text = res.text().await.unwrap();
+    assert!(text.contains("daily allowance of 5 tokens"), "{text}");
+    assert_eq!(chat.messages().await.len(), before);
+    assert_eq!(chat.mock.requests_for(Provider::OpenAi).len(), 1, "a refused call reached the provider");
+
+    // A per-user quota overrides the default; "use the default" removes it again.
+    let res =
+        chat.app.post_form("/admin/quotas", "email=ada%40example.com&tokens_day=1000000", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "Four", "openai/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    chat.settled(streaming_id(&res.text().await.unwrap())).await;
+    let res = chat.app.post_form("/admin/quotas", "email=ada%40example.com&inherit=on", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(send(&chat, "Five", "openai/gpt-4o-mini").await.status(), 429);
+
+    for body in ["tokens_day=-1", "dollars_month=abc", "email=ghost%40example.com&tokens_day=1"] {
+        assert_eq!(chat.app.post_form("/admin/quotas", body, Some(&admin)).await.status(), 400, "{body}");
+    }
+    let page = chat.app.get("/admin/quotas", Some(&admin.cookie)).await.text().await.unwrap();
+    assert!(page.contains("value=\"5\""), "the default is shown");
+}
+
+#[tokio::test]
+async fn admins_disable_promote_and_delete_users_and_members_cannot_raise_themselves() {
+    let Console { chat, admin } = console().await;
+    let app = &chat.app;
+    let ada = chat.user.clone();
+
+    // A member posting extra fields to their own forms stays a member.
+    let res = app.post_form("/settings/model", "model=&role=admin&status=active", Some(&chat.s)).await;
+    assert_eq!(res.status(), 200);
+    let res = app.post_form(&format!("/admin/users/{}/role", ada.id), "role=admin", Some(&chat.s)).await;
+    assert_eq!(res.status(), 403);
+    let stored = arbor::storage::repos::users::find(&app.state.db, ada.id).await.unwrap().unwrap();
+    assert_eq!(stored.role, Role::Member);
+
+    // Search finds by email or name.
+    let page = app.get("/admin/users?q=ada", Some(&admin.cookie)).await.text().await.unwrap();
+    assert!(page.contains("ada@example.com") && !page.contains("root@example.com</td>"));
+
+    // Disable: her session ends at once; enable again.
+    let res = app.post_form(&format!("/admin/users/{}/status", ada.id), "active=0", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    assert_ne!(app.get("/settings", Some(&chat.s.cookie)).await.status(), 200);
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/status", ada.id), "active=1", Some(&admin)).await.status(),
+        200
+    );
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/status", ada.id), "active=maybe", Some(&admin))
+            .await
+            .status(),
+        400
+    );
+
+    // Promote and demote; the last admin stays.
+    let root = arbor::storage::repos::users::find_by_email(&app.state.db, "root@example.com")
+        .await
+        .unwrap()
+        .unwrap()
+        .0;
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/role", root.id), "role=member", Some(&admin)).await.status(),
+        400
+    );
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/role", ada.id), "role=admin", Some(&admin)).await.status(),
+        200
+    );
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/role", ada.id), "role=member", Some(&admin)).await.status(),
+        200
+    );
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/role", ada.id), "role=owner", Some(&admin)).await.status(),
+        400
+    );
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/status", root.id), "active=0", Some(&admin)).await.status(),
+        400
+    );
+
+    // Deleting says what goes, then takes her workspaces, sessions and keys, keeping usage totals.
+    let confirm =
+        app.get(&format!("/admin/users/{}/delete", ada.id), Some(&admin.cookie)).await.text().await.unwrap();
+    assert!(confirm.contains("1 workspace") && confirm.contains("1 session"), "{confirm}");
+    let res = app.post_form(&format!("/admin/users/{}/delete", ada.id), "", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    assert!(arbor::storage::repos::users::find(&app.state.db, ada.id).await.unwrap().is_none());
+    let left = app
+        .state
+        .db
+        .query_one_raw(sea_orm::Statement::from_string(
+            app.state.db.get_database_backend(),
+            "SELECT COUNT(*) AS n FROM sessions".to_string(),
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64>("", "n")
+        .unwrap();
+    assert_eq!(left, 0);
+    assert_eq!(app.get(&format!("/admin/users/{}/delete", ada.id), Some(&admin.cookie)).await.status(), 404);
+    assert_eq!(
+        app.post_form(&format!("/admin/users/{}/delete", root.id), "", Some(&admin)).await.status(),
+        400
+    );
+    let audit = app.get("/admin/audit?action=user.", Some(&admin.cookie)).await.text().await.unwrap();
+    for action in ["user.disable", "user.enable", "user.role", "user.delete"] {
+        assert!(audit.contains(action), "audit lacks {action}");
+    }
+}
+
+#[tokio::test]
+async fn the_audit_log_refuses_updates_and_deletes() {
+    let app = TestApp::spawn().await;
+    let origin = arbor::domain::audit::Origin::cli();
+    arbor::domain::audit::record(&app.state.db, &origin, "test.row", "t", serde_json::json!({}))
+        .await
+        .unwrap();
+    let backend = app.state.db.get_database_backend();
+    for sql in ["UPDATE audit_log SET actor = 'someone else'", "DELETE FROM audit_log"] {
+        let err = app.state.db.execute_raw(sea_orm::Statement::from_string(backend, sql.to_string())).await;
+        assert!(err.is_err(), "{sql} was allowed");
+        assert!(err.unwrap_err().to_string().contains("append-only"));
+    }
+    let rows = arbor::storage::repos::audit::list(&app.state.db, &Default::default(), 10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].actor, "cli");
+}
