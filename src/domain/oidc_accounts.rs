@@ -137,6 +137,19 @@ async fn known_identity(
     let role = mapped_role(cfg, id).unwrap_or(user.role);
     if role != user.role {
         users::set_role(db, user.id, role).await?;
+        super::audit::record(
+            db,
+            &super::audit::Origin::system(),
+            "user.role",
+            &format!("user:{}", user.email),
+            serde_json::json!({
+                "user_id": user.id,
+                "from": user.role.as_str(),
+                "to": role.as_str(),
+                "by": "the identity provider's groups",
+            }),
+        )
+        .await?;
     }
     users::touch_login(db, user.id).await?;
     Ok(User { role, display_name: name.to_string(), ..user })

@@ -157,6 +157,12 @@ pub fn format_value(value: f64, unit: &str) -> String {
 
 /// `-$1,234.50`: cents, rounded, with comma-grouped dollars.
 fn format_dollars(value: f64) -> String {
+    // Fractions of a cent (a few small calls) keep their first significant digits.
+    if value != 0.0 && value.abs() < 0.005 {
+        let sign = if value < 0.0 { "-" } else { "" };
+        let digits = (-value.abs().log10()).ceil().clamp(3.0, 8.0) as usize + 1;
+        return format!("{sign}${}", trim_zeros(format!("{:.*}", digits, value.abs())));
+    }
     let cents = (value.abs() * 100.0).round() as u64;
     let sign = if value < 0.0 && cents > 0 { "-" } else { "" };
     format!("{sign}${}.{:02}", group_thousands(cents / 100), cents % 100)
@@ -380,6 +386,14 @@ impl fmt::Display for Num {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fractions_of_a_cent_stay_visible() {
+        assert_eq!(format_value(0.000_25, "$"), "$0.00025");
+        assert_eq!(format_value(0.003, "$"), "$0.003");
+        assert_eq!(format_value(0.0, "$"), "$0.00");
+        assert_eq!(format_value(0.01, "$"), "$0.01");
+    }
 
     /// A small well-formedness check: one `<svg>` root, balanced tags, quoted attributes, only the
     /// five entities this module writes, and no stray `<` or `>` in text.

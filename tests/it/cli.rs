@@ -97,7 +97,7 @@ pub(crate) async fn wait_healthy(url: &str, deadline: Duration) -> bool {
     false
 }
 
-fn sigterm(child: &std::process::Child) {
+pub(crate) fn sigterm(child: &std::process::Child) {
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
 }

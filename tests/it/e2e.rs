@@ -120,7 +120,7 @@ async fn sign_in_through_the_providers_own_login_page() {
     browser.click("button[type=submit]").await.unwrap();
     browser.wait_for_text("#home h2", "Welcome, Alice Anders", Duration::from_secs(15)).await.unwrap();
     assert!(browser.current_url().await.unwrap().starts_with(&app.origin()));
-    let admin_link = browser.find_all(".topbar-actions a[href='/admin/invitations']").await.unwrap();
+    let admin_link = browser.find_all(".topbar-actions a[href='/admin']").await.unwrap();
     assert_eq!(admin_link.len(), 1, "arbor-admins maps to admin");
     let errors = arbor_console_errors(&browser, &app).await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
@@ -319,4 +319,98 @@ async fn signed_in_browser(app: &TestApp) -> Browser {
         .unwrap();
     browser.goto(&app.url("/")).await.unwrap();
     browser
+}
+
+/// Signs `browser` in as `user` by setting their session cookie, then opens `path`.
+async fn browse_as(browser: &Browser, app: &TestApp, user: &arbor::domain::accounts::User, path: &str) {
+    let cookie = app.login(user).await;
+    let token = cookie.trim_start_matches("arbor_session=");
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&app.url(path)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_shares_a_provider_and_a_member_uses_it_then_usage_shows_it() {
+    use crate::support::mock_upstream::{self, Provider, Reply};
+    let mock = mock_upstream::start().await.unwrap();
+    let app = TestApp::spawn_with(|c| {
+        c.llm.detect_local_ollama = false;
+        c.llm.infer_titles = false;
+    })
+    .await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let member = app.create_user("ada@example.com", Role::Member).await;
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&app.url("/")).await.unwrap();
+    browse_as(&browser, &app, &admin, "/admin").await;
+    browser.wait_for("#admin-users", Duration::from_secs(10)).await.unwrap();
+
+    // Add a provider from the console.
+    browser.click(".tabs a[href='/admin/providers']").await.unwrap();
+    browser.wait_for("#add-provider", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#p-name", "team").await.unwrap();
+    browser.type_into("#p-label", "Team OpenAI").await.unwrap();
+    browser.type_into("#p-base-url", &mock.url(Provider::OpenAi)).await.unwrap();
+    browser.click("#add-provider button[type=submit]").await.unwrap();
+    browser.wait_for_text("#admin-provider h1", "Provider team", Duration::from_secs(10)).await.unwrap();
+
+    // A shared key: only its last four characters come back.
+    browser.type_into("#k-label", "Team key").await.unwrap();
+    browser.type_into("#k-key", "sk-browser-team-key-1234").await.unwrap();
+    browser.click("#add-shared-key button[type=submit]").await.unwrap();
+    browser.wait_for_text("#shared-keys", "…1234", Duration::from_secs(10)).await.unwrap();
+    assert!(!browser.page_source().await.unwrap().contains("sk-browser-team-key-1234"));
+
+    // Discover the models, keep one enabled, save.
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models.json"));
+    browser.click("#admin-provider button[hx-post$='/test']").await.unwrap();
+    browser
+        .wait_for_text("#admin-provider .flash-ok", "The connection works", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(browser.value("#p-models").await.unwrap().contains("o3-mini"));
+    browser.clear("#p-models").await.unwrap();
+    browser.type_into("#p-models", "gpt-4o-mini").await.unwrap();
+    browser.click("#provider-settings button[type=submit]").await.unwrap();
+    browser.wait_for_text("#admin-provider .flash-ok", "Saved", Duration::from_secs(10)).await.unwrap();
+    browser.screenshot(artifacts_dir().join("admin-provider.png")).await.unwrap();
+
+    // The member picks the shared model and gets an answer.
+    mock.enqueue(Provider::OpenAi, openai_text_reply("Shared keys work for everyone on the team."));
+    browse_as(&browser, &app, &member, "/").await;
+    browser.wait_for("#composer-model", Duration::from_secs(10)).await.unwrap();
+    let options = browser.execute(
+        "return Array.from(document.querySelectorAll('#composer-model option')).map(o => o.value).join(',');",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(options.as_str(), Some("team/gpt-4o-mini"), "only the enabled model is offered: {options}");
+    browser.type_into("#composer-message", "Does the team key work?").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "work for everyone",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    let sent = mock.requests_for(Provider::OpenAi);
+    assert_eq!(sent.last().unwrap().header("authorization"), Some("Bearer sk-browser-team-key-1234"));
+
+    // Back as the admin: the usage page counts the member's request.
+    browse_as(&browser, &app, &admin, "/admin/usage?days=7").await;
+    browser.wait_for("#usage-models", Duration::from_secs(10)).await.unwrap();
+    assert!(browser.text("#usage-models").await.unwrap().contains("team/gpt-4o-mini"));
+    assert!(browser.text("#usage-users").await.unwrap().contains("ada@example.com"));
+    assert!(browser.text("#usage-total").await.unwrap().starts_with("1 request,"));
+    assert_eq!(browser.find_all("#admin-usage svg.chart").await.unwrap().len(), 4);
+    browser.screenshot(artifacts_dir().join("admin-usage.png")).await.unwrap();
+    let errors = arbor_console_errors(&browser, &app).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
 }

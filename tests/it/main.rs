@@ -8,6 +8,7 @@ mod support;
 mod accounts;
 mod admin;
 mod authz;
+mod canary;
 mod cli;
 mod crash;
 mod e2e;

@@ -61,6 +61,8 @@ async fn admin_page(
     ctx.insert("outcome", &outcome);
     ctx.insert("error", &error);
     ctx.insert("mail_on", &state.mailer.is_on());
+    ctx.insert("section", "invitations");
+    ctx.insert("flash", &serde_json::json!({}));
     render::page_with_status(
         state,
         req,
