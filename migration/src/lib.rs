@@ -6,6 +6,7 @@ mod m20261123_000002_sign_in;
 mod m20261123_000003_streaming;
 mod m20261123_000004_vault;
 mod m20261123_000005_admin;
+mod m20261123_000006_mcp_servers;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000003_streaming::Migration),
             Box::new(m20261123_000004_vault::Migration),
             Box::new(m20261123_000005_admin::Migration),
+            Box::new(m20261123_000006_mcp_servers::Migration),
         ]
     }
 }

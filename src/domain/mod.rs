@@ -7,6 +7,7 @@ pub mod chat;
 pub mod context;
 pub mod invitations;
 pub mod keyring;
+pub mod mcp_config;
 pub mod oidc_accounts;
 pub mod prompt;
 pub mod providers;

@@ -97,9 +97,15 @@ pub fn aad(label: &str, fields: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-fn seal(key: &Key, aad: &[u8], plaintext: &[u8]) -> (Vec<u8>, [u8; NONCE_LEN]) {
+/// A fresh random 96-bit nonce from the operating system's generator.
+fn fresh_nonce() -> [u8; NONCE_LEN] {
     let mut nonce = [0u8; NONCE_LEN];
     rand::fill(&mut nonce);
+    nonce
+}
+
+fn seal(key: &Key, aad: &[u8], plaintext: &[u8]) -> (Vec<u8>, [u8; NONCE_LEN]) {
+    let nonce = fresh_nonce();
     // AES-GCM encryption only fails for inputs of more than 64 GiB.
     let sealed =
         key.cipher().encrypt(&Nonce::from(nonce), Payload { msg: plaintext, aad }).unwrap_or_default();
@@ -297,6 +303,14 @@ mod tests {
         assert!(!canary_matches(&master, &stored[..5]));
         assert_ne!(master.key_id(), Key::generate().key_id());
         assert_eq!(format!("{master:?}"), "Key(****)");
+    }
+
+    #[test]
+    fn a_million_nonces_never_repeat() {
+        let mut seen = std::collections::HashSet::with_capacity(1_000_000);
+        for _ in 0..1_000_000 {
+            assert!(seen.insert(fresh_nonce()), "a nonce repeated");
+        }
     }
 
     #[test]

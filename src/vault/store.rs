@@ -27,6 +27,8 @@ pub enum SecretKind {
     ProviderKey,
     /// A provider key an admin shares with users.
     SharedProviderKey,
+    /// The environment variables or HTTP headers of an MCP server (JSON).
+    McpSecret,
 }
 
 impl SecretKind {
@@ -35,6 +37,7 @@ impl SecretKind {
         match self {
             SecretKind::ProviderKey => "provider_key",
             SecretKind::SharedProviderKey => "shared_provider_key",
+            SecretKind::McpSecret => "mcp_secret",
         }
     }
 }
@@ -219,7 +222,8 @@ impl Vault {
             base_url: Set(what.base_url.map(str::to_string)),
             dek_version: Set(to_i32(version)),
             ciphertext: Set(ciphertext),
-            last4: Set(value.last4()),
+            // A JSON bundle's last characters say nothing useful and are not shown.
+            last4: Set(if what.kind == SecretKind::McpSecret { String::new() } else { value.last4() }),
             created_at: Set(existing.as_ref().map_or(now, |e| e.created_at)),
             updated_at: Set(now),
         };

@@ -428,3 +428,74 @@ async fn the_audit_log_refuses_updates_and_deletes() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].actor, "cli");
 }
+
+#[tokio::test]
+async fn admins_configure_mcp_servers_with_encrypted_environments() {
+    let app = TestApp::spawn().await;
+    let root = app.create_user("root@example.com", Role::Admin).await;
+    let admin = app.login_full(&root).await;
+    let body = "name=everything&transport=stdio&command=npx&args=-y%0A%40modelcontextprotocol%2Fserver-everything\
+                &enabled=on&secrets=API_TOKEN%3Dsk-mcp-secret-9876%0ADEBUG%3D1";
+    let res = app.post_form("/admin/mcp", body, Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("MCP server added"), "{html}");
+    assert!(html.contains("API_TOKEN, DEBUG"), "names are shown");
+    assert!(!html.contains("sk-mcp-secret-9876"), "values are not");
+    let res = app
+        .post_form("/admin/mcp", "name=remote&transport=http&url=https%3A%2F%2Fmcp.example.com%2Fmcp&secrets=Authorization%3A+Bearer+abc", Some(&admin))
+        .await;
+    assert_eq!(res.status(), 200);
+
+    let actor = arbor::domain::accounts::Actor::for_user(&root);
+    let servers = arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap();
+    assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["everything", "remote"]);
+    let everything = &servers[0];
+    assert_eq!(everything.args, ["-y", "@modelcontextprotocol/server-everything"]);
+    let env = arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+        .await
+        .unwrap();
+    assert_eq!(env.get("API_TOKEN").map(String::as_str), Some("sk-mcp-secret-9876"));
+
+    // Saving with a blank secrets box keeps them; "remove" clears them.
+    let path = format!("/admin/mcp/{}", everything.id);
+    let res = app.post_form(&path, "name=everything&transport=stdio&command=npx&args=-y", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    let env = arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+        .await
+        .unwrap();
+    assert_eq!(env.len(), 2);
+    let res = app
+        .post_form(&path, "name=everything&transport=stdio&command=npx&clear_secrets=on", Some(&admin))
+        .await;
+    assert_eq!(res.status(), 200);
+    assert!(
+        arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Bad input: clear refusals, nothing added.
+    for (body, needle) in [
+        ("name=everything&transport=stdio&command=npx", "already an MCP server"),
+        ("name=a__b&transport=stdio&command=npx", "single _"),
+        ("name=x&transport=stdio&command=", "needs the command"),
+        ("name=x&transport=http&url=file%3A%2F%2F%2Fetc", "http:// or https://"),
+        ("name=x&transport=carrier-pigeon", "stdio or HTTP"),
+        ("name=x&transport=stdio&command=npx&secrets=NOSEPARATOR", "NAME=value"),
+    ] {
+        let res = app.post_form("/admin/mcp", body, Some(&admin)).await;
+        assert!(res.status() == 400 || res.status() == 409, "{body}");
+        assert!(res.text().await.unwrap().contains(needle), "{body}");
+    }
+    assert_eq!(arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap().len(), 2);
+    let res = app.post_form(&format!("/admin/mcp/{}/delete", servers[1].id), "", Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap().len(), 1);
+    let audit = app.get("/admin/audit?action=mcp.", Some(&admin.cookie)).await.text().await.unwrap();
+    for action in ["mcp.create", "mcp.update", "mcp.delete"] {
+        assert!(audit.contains(action), "audit lacks {action}");
+    }
+    assert!(!audit.contains("sk-mcp-secret-9876"));
+}

@@ -47,6 +47,9 @@ struct Ids {
     victim: Uuid,
     /// The owner's own provider key.
     own_key: Uuid,
+    /// An instance MCP server, and one the delete row may remove.
+    mcp: Uuid,
+    spare_mcp: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -191,6 +194,20 @@ fn cases() -> Vec<Case> {
         get("/admin/usage", |_| "/admin/usage?days=7".into(), ADMIN_ONLY),
         get("/admin/usage.csv", |_| "/admin/usage.csv?days=7".into(), ADMIN_ONLY),
         get("/admin/audit", |_| "/admin/audit?action=user.".into(), ADMIN_ONLY),
+        get("/admin/mcp", |_| "/admin/mcp".into(), ADMIN_ONLY),
+        post(
+            "/admin/mcp",
+            |_| "/admin/mcp".into(),
+            "name=authz-mcp&transport=stdio&command=true",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/mcp/{id}",
+            |ids| format!("/admin/mcp/{}", ids.mcp),
+            "name=kept&transport=stdio&command=true",
+            ADMIN_ONLY,
+        ),
+        post("/admin/mcp/{id}/delete", |ids| format!("/admin/mcp/{}/delete", ids.spare_mcp), "", ADMIN_ONLY),
         get("/settings", |_| "/settings".into(), OWN_PAGE),
         post(
             "/settings/keys",
@@ -469,6 +486,16 @@ async fn console_objects(
         provider: "authz-own",
         base_url: Some("http://127.0.0.1:9/v1"),
     };
+    for (name, slot) in [("kept", &mut ids.mcp), ("spare", &mut ids.spare_mcp)] {
+        let form = arbor::domain::mcp_config::ServerForm {
+            name: name.into(),
+            transport: "stdio".into(),
+            command: "true".into(),
+            ..Default::default()
+        };
+        *slot =
+            arbor::domain::mcp_config::create(db, &app.state.vault, &actor, &origin, &form).await.unwrap().id;
+    }
     ids.own_key = app
         .state
         .vault
@@ -525,6 +552,8 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         spare_provider: Uuid::nil(),
         victim: app.create_user("victim@example.com", Role::Member).await.id,
         own_key: Uuid::nil(),
+        mcp: Uuid::nil(),
+        spare_mcp: Uuid::nil(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
     let disabled_session = app.login_full(&disabled).await;
@@ -573,6 +602,8 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         spare_provider: Uuid::now_v7(),
         victim: Uuid::now_v7(),
         own_key: Uuid::now_v7(),
+        mcp: Uuid::now_v7(),
+        spare_mcp: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

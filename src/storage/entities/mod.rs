@@ -4,6 +4,7 @@ pub mod auth_session;
 pub mod chat_session;
 pub mod invitation;
 pub mod login_flow;
+pub mod mcp_server;
 pub mod message;
 pub mod provider;
 pub mod provider_key;

@@ -1,0 +1,421 @@
+//! MCP server configuration (the admin console's MCP tab): instance-wide servers started by a
+//! command (stdio) or reached at a streamable-HTTP URL. Their environment variables or headers
+//! are stored encrypted as one secret and shown by name only. Running them is the agent's job.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::accounts::Actor;
+use super::admin::valid_name;
+use super::audit::{self, Origin};
+use super::{DomainError, DomainResult};
+use crate::secret::Secret;
+use crate::storage::Db;
+use crate::storage::entities::mcp_server;
+use crate::vault::Vault;
+use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind, StoreError, Use};
+
+/// How Arbor talks to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// A child process speaking over stdin/stdout.
+    Stdio,
+    /// Streamable HTTP at a URL.
+    Http,
+}
+
+impl Transport {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+
+    /// Parses the stored or submitted spelling.
+    pub fn parse(s: &str) -> Option<Transport> {
+        match s {
+            "stdio" => Some(Transport::Stdio),
+            "http" => Some(Transport::Http),
+            _ => None,
+        }
+    }
+}
+
+/// A server as the console shows it: secret names, never values.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerView {
+    /// Row id.
+    pub id: Uuid,
+    /// Name; tools appear as `name__tool`.
+    pub name: String,
+    /// stdio | http.
+    pub transport: String,
+    /// The command (stdio).
+    pub command: String,
+    /// Its arguments, one per entry (stdio).
+    pub args: Vec<String>,
+    /// The arguments one per line, for the form.
+    pub args_text: String,
+    /// The URL (http).
+    pub url: String,
+    /// Whether the agent may use it.
+    pub enabled: bool,
+    /// Names of the stored environment variables (stdio) or headers (http).
+    pub secret_names: Vec<String>,
+    /// The names, comma-separated, for the form.
+    pub secret_names_text: String,
+}
+
+fn view(m: mcp_server::Model) -> ServerView {
+    let args: Vec<String> = serde_json::from_str(&m.args).unwrap_or_default();
+    let secret_names: Vec<String> = serde_json::from_str(&m.secret_names).unwrap_or_default();
+    ServerView {
+        id: m.id,
+        name: m.name,
+        transport: m.transport,
+        command: m.command,
+        args_text: args.join("\n"),
+        args,
+        url: m.url,
+        enabled: m.enabled,
+        secret_names_text: secret_names.join(", "),
+        secret_names,
+    }
+}
+
+fn admin_only(actor: &Actor) -> DomainResult<()> {
+    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
+}
+
+fn vault_error(e: StoreError) -> DomainError {
+    match e {
+        StoreError::NotFound => DomainError::NotFound,
+        other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
+    }
+}
+
+/// The instance-wide servers, by name (admins only).
+pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<ServerView>> {
+    admin_only(actor)?;
+    Ok(mcp_server::Entity::find()
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .order_by_asc(mcp_server::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(view)
+        .collect())
+}
+
+/// What the server form sends.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct ServerForm {
+    /// Name.
+    pub name: String,
+    /// stdio | http.
+    pub transport: String,
+    /// Command (stdio).
+    pub command: String,
+    /// Arguments, one per line (stdio).
+    pub args: String,
+    /// URL (http).
+    pub url: String,
+    /// "on" when enabled.
+    pub enabled: Option<String>,
+    /// `NAME=value` lines: environment (stdio) or headers (http); blank keeps the stored ones.
+    pub secrets: String,
+    /// "on" to remove the stored ones.
+    pub clear_secrets: Option<String>,
+}
+
+/// Parses `NAME=value` lines (or `Name: value` for headers) into a map.
+fn parse_secrets(text: &str, transport: Transport) -> DomainResult<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (name, value) = match transport {
+            Transport::Http => line.split_once(':').or_else(|| line.split_once('=')),
+            Transport::Stdio => line.split_once('='),
+        }
+        .ok_or_else(|| {
+            DomainError::Invalid(match transport {
+                Transport::Stdio => "Write each variable as NAME=value, one per line.".into(),
+                Transport::Http => "Write each header as Name: value, one per line.".into(),
+            })
+        })?;
+        let name = name.trim();
+        let valid = !name.is_empty()
+            && name.len() <= 128
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(DomainError::Invalid(format!(
+                "\"{}\" is not a valid name.",
+                name.chars().take(40).collect::<String>()
+            )));
+        }
+        if value.chars().any(|c| c.is_control()) {
+            return Err(DomainError::Invalid(format!("The value of {name} has control characters.")));
+        }
+        out.insert(name.to_string(), value.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// Checks the form; returns the parsed transport, arguments and secrets.
+fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<String, String>)> {
+    let name = form.name.trim();
+    if !valid_name(name) || name.contains("__") {
+        return Err(DomainError::Invalid(
+            "The name may use lower-case letters, digits, - and single _ (at most 40), like \"files\"."
+                .into(),
+        ));
+    }
+    let transport = Transport::parse(form.transport.trim())
+        .ok_or_else(|| DomainError::Invalid("Pick stdio or HTTP.".into()))?;
+    let args: Vec<String> =
+        form.args.lines().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect();
+    match transport {
+        Transport::Stdio => {
+            let command = form.command.trim();
+            if command.is_empty() || command.chars().any(char::is_control) || command.len() > 1024 {
+                return Err(DomainError::Invalid("A stdio server needs the command that starts it.".into()));
+            }
+            if args.len() > 64 || args.iter().any(|a| a.len() > 4096) {
+                return Err(DomainError::Invalid("Too many or too long arguments.".into()));
+            }
+        }
+        Transport::Http => {
+            let url = reqwest::Url::parse(form.url.trim())
+                .map_err(|_| DomainError::Invalid("The URL is not a valid URL.".into()))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(DomainError::Invalid("The URL must start with http:// or https://.".into()));
+            }
+            if !url.username().is_empty() || url.password().is_some() {
+                return Err(DomainError::Invalid("Put credentials in a header, not in the URL.".into()));
+            }
+        }
+    }
+    Ok((transport, args, parse_secrets(&form.secrets, transport)?))
+}
+
+async fn name_taken(db: &Db, name: &str, except: Option<Uuid>) -> DomainResult<bool> {
+    let found = mcp_server::Entity::find()
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .filter(mcp_server::Column::Name.eq(name))
+        .one(db)
+        .await?;
+    Ok(found.is_some_and(|f| Some(f.id) != except))
+}
+
+/// Stores the secrets of server `id`: replaces them, clears them, or keeps them.
+async fn store_secrets(
+    db: &Db,
+    vault: &Vault,
+    id: Uuid,
+    current: Option<Uuid>,
+    secrets: &BTreeMap<String, String>,
+    clear: bool,
+) -> DomainResult<(Option<Uuid>, Vec<String>, bool)> {
+    if clear {
+        if let Some(old) = current {
+            match Vault::delete_secret(db, ORG_OWNER, old).await {
+                Ok(()) | Err(StoreError::NotFound) => {}
+                Err(e) => return Err(vault_error(e)),
+            }
+        }
+        return Ok((None, Vec::new(), true));
+    }
+    if secrets.is_empty() {
+        return Ok((current, Vec::new(), false));
+    }
+    let json = serde_json::to_string(secrets).map_err(|e| DomainError::Invalid(e.to_string()))?;
+    let what = NewSecret {
+        kind: SecretKind::McpSecret,
+        label: "mcp",
+        provider: &format!("mcp:{id}"),
+        base_url: None,
+    };
+    let meta =
+        vault.put_secret(db, ORG_OWNER, current, what, &Secret::new(json)).await.map_err(vault_error)?;
+    Ok((Some(meta.id), secrets.keys().cloned().collect(), true))
+}
+
+/// Adds an instance-wide server (admins only).
+pub async fn create(
+    db: &Db,
+    vault: &Vault,
+    actor: &Actor,
+    origin: &Origin,
+    form: &ServerForm,
+) -> DomainResult<ServerView> {
+    admin_only(actor)?;
+    let (transport, args, secrets) = check(form)?;
+    let name = form.name.trim();
+    if name_taken(db, name, None).await? {
+        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+    }
+    let id = Uuid::now_v7();
+    let (secret_id, names, _) = store_secrets(db, vault, id, None, &secrets, false).await?;
+    let now = Utc::now();
+    let row = mcp_server::ActiveModel {
+        id: Set(id),
+        owner_id: Set(None),
+        name: Set(name.to_string()),
+        transport: Set(transport.as_str().to_string()),
+        command: Set(if transport == Transport::Stdio {
+            form.command.trim().to_string()
+        } else {
+            String::new()
+        }),
+        args: Set(serde_json::to_string(&args).unwrap_or_else(|_| "[]".into())),
+        url: Set(if transport == Transport::Http { form.url.trim().to_string() } else { String::new() }),
+        enabled: Set(form.enabled.is_some()),
+        secret_id: Set(secret_id),
+        secret_names: Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into())),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    audit::record(
+        db,
+        origin,
+        "mcp.create",
+        &format!("mcp:{name}"),
+        serde_json::json!({ "transport": row.transport, "command": row.command, "url": row.url, "secrets": names }),
+    )
+    .await?;
+    Ok(view(row))
+}
+
+/// Saves a server's settings; blank secrets keep the stored ones (admins only).
+pub async fn update(
+    db: &Db,
+    vault: &Vault,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+    form: &ServerForm,
+) -> DomainResult<ServerView> {
+    admin_only(actor)?;
+    let existing = mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    let (transport, args, secrets) = check(form)?;
+    let name = form.name.trim();
+    if name_taken(db, name, Some(id)).await? {
+        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+    }
+    let (secret_id, names, changed) =
+        store_secrets(db, vault, id, existing.secret_id, &secrets, form.clear_secrets.is_some()).await?;
+    let mut row: mcp_server::ActiveModel = existing.clone().into();
+    row.name = Set(name.to_string());
+    row.transport = Set(transport.as_str().to_string());
+    row.command =
+        Set(if transport == Transport::Stdio { form.command.trim().to_string() } else { String::new() });
+    row.args = Set(serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()));
+    row.url = Set(if transport == Transport::Http { form.url.trim().to_string() } else { String::new() });
+    row.enabled = Set(form.enabled.is_some());
+    row.secret_id = Set(secret_id);
+    if changed {
+        row.secret_names = Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()));
+    }
+    row.updated_at = Set(Utc::now());
+    let saved = row.update(db).await?;
+    audit::record(
+        db,
+        origin,
+        "mcp.update",
+        &format!("mcp:{}", existing.name),
+        serde_json::json!({
+            "name": saved.name,
+            "transport": saved.transport,
+            "command": saved.command,
+            "url": saved.url,
+            "enabled": saved.enabled,
+            "secrets_changed": changed,
+        }),
+    )
+    .await?;
+    Ok(view(saved))
+}
+
+/// Deletes a server and its stored secrets (admins only).
+pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+    admin_only(actor)?;
+    let existing = mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    if let Some(secret) = existing.secret_id {
+        match Vault::delete_secret(db, ORG_OWNER, secret).await {
+            Ok(()) | Err(StoreError::NotFound) => {}
+            Err(e) => return Err(vault_error(e)),
+        }
+    }
+    mcp_server::Entity::delete_by_id(id).exec(db).await?;
+    audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({})).await
+}
+
+/// The stored environment or headers of a server, decrypted for starting or calling it.
+pub async fn secrets_for(
+    db: &Db,
+    vault: &Vault,
+    id: Uuid,
+    by: Option<Uuid>,
+) -> DomainResult<BTreeMap<String, String>> {
+    let row = mcp_server::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
+    let Some(secret) = row.secret_id else { return Ok(BTreeMap::new()) };
+    let owner = row.owner_id.unwrap_or(ORG_OWNER);
+    let value = vault.reveal(db, owner, secret, Use { by, purpose: "mcp" }).await.map_err(vault_error)?;
+    serde_json::from_str(value.expose())
+        .map_err(|_| DomainError::Storage(crate::storage::StorageError::Corrupt("mcp secrets".into())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_name_value_lines() {
+        let env = parse_secrets("TOKEN=abc\n\n  DEBUG = 1 ", Transport::Stdio).expect("parses");
+        assert_eq!(env.get("TOKEN").map(String::as_str), Some("abc"));
+        assert_eq!(env.get("DEBUG").map(String::as_str), Some("1"));
+        let headers = parse_secrets("Authorization: Bearer x=y", Transport::Http).expect("parses");
+        assert_eq!(headers.get("Authorization").map(String::as_str), Some("Bearer x=y"));
+        assert!(parse_secrets("no separator", Transport::Stdio).is_err());
+        assert!(parse_secrets("BAD NAME=1", Transport::Stdio).is_err());
+        assert!(parse_secrets("A=\u{7}", Transport::Stdio).is_err());
+    }
+
+    #[test]
+    fn forms_are_checked() {
+        let stdio = ServerForm {
+            name: "files".into(),
+            transport: "stdio".into(),
+            command: "npx".into(),
+            args: "-y\n@modelcontextprotocol/server-filesystem\n/data".into(),
+            ..ServerForm::default()
+        };
+        let (t, args, _) = check(&stdio).expect("valid");
+        assert_eq!((t, args.len()), (Transport::Stdio, 3));
+        assert!(check(&ServerForm { name: "a__b".into(), ..stdio.clone() }).is_err(), "double underscore");
+        assert!(check(&ServerForm { command: " ".into(), ..stdio.clone() }).is_err());
+        let http =
+            ServerForm { transport: "http".into(), url: "http://10.0.0.5:3001/mcp".into(), ..stdio.clone() };
+        assert!(check(&http).is_ok(), "admins may use private addresses");
+        assert!(check(&ServerForm { url: "ftp://x".into(), ..http.clone() }).is_err());
+        assert!(check(&ServerForm { url: "https://u:p@x/mcp".into(), ..http.clone() }).is_err());
+        assert!(check(&ServerForm { transport: "smoke".into(), ..http }).is_err());
+    }
+}
