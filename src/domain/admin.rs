@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::accounts::{Actor, Role, User, UserStatus};
 use super::audit::{self, Origin};
 use super::providers::{Providers, default_base_url, kind_str, parse_kind};
-use super::{DomainError, DomainResult};
+use super::{DomainError, DomainResult, admin_only};
 use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -20,19 +20,6 @@ use crate::storage::repos::{
 };
 use crate::vault::Vault;
 use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind};
-
-fn admin_only(actor: &Actor) -> DomainResult<()> {
-    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
-}
-
-fn vault_error(e: crate::vault::store::StoreError) -> DomainError {
-    use crate::vault::store::StoreError;
-    match e {
-        StoreError::NotFound => DomainError::NotFound,
-        StoreError::Empty => DomainError::Invalid("Paste the key; it cannot be empty.".into()),
-        other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
-    }
-}
 
 /// A row of the users page.
 #[derive(Debug, Clone, Serialize)]
@@ -154,7 +141,7 @@ pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
         s.sessions += sessions;
         s.messages += messages;
     }
-    s.keys = Vault::list_secrets(db, id, SecretKind::ProviderKey).await.map_err(vault_error)?.len() as u64;
+    s.keys = Vault::list_secrets(db, id, SecretKind::ProviderKey).await?.len() as u64;
     Ok(s)
 }
 
@@ -183,7 +170,7 @@ pub async fn delete_user(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> D
     for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
         chat_repo::delete_workspace(db, id, w.id).await?;
     }
-    Vault::delete_owner(db, id).await.map_err(vault_error)?;
+    Vault::delete_owner(db, id).await?;
     crate::storage::entities::quota::Entity::delete_by_id(id.to_string()).exec(db).await?;
     user::Entity::delete_by_id(id).exec(db).await?;
     audit::record(
@@ -493,7 +480,7 @@ pub async fn delete_provider(
         // A key row without its ciphertext is harmless; a ciphertext without its row is not kept.
         match Vault::delete_secret(db, ORG_OWNER, key.id).await {
             Ok(()) | Err(crate::vault::store::StoreError::NotFound) => {}
-            Err(e) => return Err(vault_error(e)),
+            Err(e) => return Err(e.into()),
         }
     }
     provider_repo::delete(db, id).await?;
@@ -546,7 +533,7 @@ pub async fn add_key(
         provider: &provider_id.to_string(),
         base_url: None,
     };
-    let meta = vault.put_secret(db, ORG_OWNER, None, what, value).await.map_err(vault_error)?;
+    let meta = vault.put_secret(db, ORG_OWNER, None, what, value).await?;
     let row = match provider_repo::insert_key(db, meta.id, provider_id, label, &meta.last4).await {
         Ok(row) => row,
         Err(e) => {
@@ -583,7 +570,7 @@ pub async fn delete_key(
     }
     match Vault::delete_secret(db, ORG_OWNER, key_id).await {
         Ok(()) | Err(crate::vault::store::StoreError::NotFound) => {}
-        Err(e) => return Err(vault_error(e)),
+        Err(e) => return Err(e.into()),
     }
     audit::record(
         db,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::accounts::Actor;
 use super::admin::valid_name;
 use super::audit::{self, Origin};
-use super::{DomainError, DomainResult};
+use super::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::storage::entities::mcp_server;
@@ -87,17 +87,6 @@ fn view(m: mcp_server::Model) -> ServerView {
         enabled: m.enabled,
         secret_names_text: secret_names.join(", "),
         secret_names,
-    }
-}
-
-fn admin_only(actor: &Actor) -> DomainResult<()> {
-    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
-}
-
-fn vault_error(e: StoreError) -> DomainError {
-    match e {
-        StoreError::NotFound => DomainError::NotFound,
-        other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
     }
 }
 
@@ -227,7 +216,7 @@ async fn store_secrets(
         if let Some(old) = current {
             match Vault::delete_secret(db, ORG_OWNER, old).await {
                 Ok(()) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(vault_error(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         return Ok((None, Vec::new(), true));
@@ -242,9 +231,17 @@ async fn store_secrets(
         provider: &format!("mcp:{id}"),
         base_url: None,
     };
-    let meta =
-        vault.put_secret(db, ORG_OWNER, current, what, &Secret::new(json)).await.map_err(vault_error)?;
+    let meta = vault.put_secret(db, ORG_OWNER, current, what, &Secret::new(json)).await?;
     Ok((Some(meta.id), secrets.keys().cloned().collect(), true))
+}
+
+/// An instance-wide server by id.
+async fn instance_server(db: &Db, id: Uuid) -> DomainResult<mcp_server::Model> {
+    mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)
 }
 
 /// Adds an instance-wide server (admins only).
@@ -305,11 +302,7 @@ pub async fn update(
     form: &ServerForm,
 ) -> DomainResult<ServerView> {
     admin_only(actor)?;
-    let existing = mcp_server::Entity::find_by_id(id)
-        .filter(mcp_server::Column::OwnerId.is_null())
-        .one(db)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    let existing = instance_server(db, id).await?;
     let (transport, args, secrets) = check(form)?;
     let name = form.name.trim();
     if name_taken(db, name, Some(id)).await? {
@@ -352,15 +345,11 @@ pub async fn update(
 /// Deletes a server and its stored secrets (admins only).
 pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
     admin_only(actor)?;
-    let existing = mcp_server::Entity::find_by_id(id)
-        .filter(mcp_server::Column::OwnerId.is_null())
-        .one(db)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    let existing = instance_server(db, id).await?;
     if let Some(secret) = existing.secret_id {
         match Vault::delete_secret(db, ORG_OWNER, secret).await {
             Ok(()) | Err(StoreError::NotFound) => {}
-            Err(e) => return Err(vault_error(e)),
+            Err(e) => return Err(e.into()),
         }
     }
     mcp_server::Entity::delete_by_id(id).exec(db).await?;
@@ -377,7 +366,7 @@ pub async fn secrets_for(
     let row = mcp_server::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
     let Some(secret) = row.secret_id else { return Ok(BTreeMap::new()) };
     let owner = row.owner_id.unwrap_or(ORG_OWNER);
-    let value = vault.reveal(db, owner, secret, Use { by, purpose: "mcp" }).await.map_err(vault_error)?;
+    let value = vault.reveal(db, owner, secret, Use { by, purpose: "mcp" }).await?;
     serde_json::from_str(value.expose())
         .map_err(|_| DomainError::Storage(crate::storage::StorageError::Corrupt("mcp secrets".into())))
 }

@@ -49,5 +49,22 @@ impl From<sea_orm::DbErr> for DomainError {
     }
 }
 
+impl From<crate::vault::store::StoreError> for DomainError {
+    fn from(e: crate::vault::store::StoreError) -> Self {
+        use crate::vault::store::StoreError;
+        match e {
+            StoreError::NotFound => DomainError::NotFound,
+            StoreError::Empty => DomainError::Invalid("Paste the key; it cannot be empty.".into()),
+            // Crypto failures and storage errors are logged, never shown.
+            other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
+        }
+    }
+}
+
+/// Only admins may go on.
+pub(crate) fn admin_only(actor: &accounts::Actor) -> DomainResult<()> {
+    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
+}
+
 /// Shorthand for domain results.
 pub type DomainResult<T> = Result<T, DomainError>;

@@ -109,6 +109,23 @@ pub struct ProviderEntry {
 }
 
 impl ProviderEntry {
+    /// An entry with no shared key, usable by everyone: a local server or a personal endpoint.
+    fn open(name: &str, label: String, kind: ProviderKind, base_url: String) -> ProviderEntry {
+        ProviderEntry {
+            id: None,
+            name: name.to_string(),
+            label,
+            kind,
+            base_url,
+            shared: SharedKeys::Config(Secret::new("")),
+            models: Vec::new(),
+            enabled: true,
+            visibility: Visibility::Everyone,
+            rpm: None,
+            tpm: None,
+        }
+    }
+
     /// The catalog family of its models.
     pub fn family(&self) -> Family {
         match self.kind {
@@ -237,6 +254,18 @@ pub fn parse_kind(s: &str) -> Option<ProviderKind> {
 /// OpenAI-compatible endpoint).
 fn official_kind(name: &str) -> Option<ProviderKind> {
     parse_kind(name).filter(|k| *k != ProviderKind::OpenAiCompatible)
+}
+
+/// The personal provider one of a user's own keys makes: an official kind at its public API,
+/// or their own OpenAI-compatible endpoint.
+fn personal_entry(key: &SecretMeta) -> Option<ProviderEntry> {
+    let (kind, base_url) = match (&key.base_url, official_kind(&key.provider)) {
+        (None, Some(kind)) => (kind, default_base_url(kind).to_string()),
+        (Some(url), None) => (ProviderKind::OpenAiCompatible, url.clone()),
+        _ => return None,
+    };
+    let label = format!("{} (your key)", if key.label.is_empty() { &key.provider } else { &key.label });
+    Some(ProviderEntry::open(&key.provider, label, kind, base_url))
 }
 
 /// Builds a registry entry from an admin-managed row and its keys.
@@ -394,19 +423,12 @@ impl Providers {
         );
         if answered {
             tracing::info!(base, "a local Ollama answers: offered as provider \"ollama\"");
-            self.configured.push(ProviderEntry {
-                id: None,
-                name: "ollama".into(),
-                label: "Ollama (local)".into(),
-                kind: ProviderKind::OpenAiCompatible,
-                base_url: format!("{base}/v1"),
-                shared: SharedKeys::Config(Secret::new("")),
-                models: Vec::new(),
-                enabled: true,
-                visibility: Visibility::Everyone,
-                rpm: None,
-                tpm: None,
-            });
+            self.configured.push(ProviderEntry::open(
+                "ollama",
+                "Ollama (local)".into(),
+                ProviderKind::OpenAiCompatible,
+                format!("{base}/v1"),
+            ));
         }
         answered
     }
@@ -435,9 +457,7 @@ impl Providers {
     /// The actor's own provider keys (none without a vault).
     async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
         let Some(access) = &self.vault else { return Ok(Vec::new()) };
-        Vault::list_secrets(&access.db, actor.user_id, SecretKind::ProviderKey)
-            .await
-            .map_err(|e| DomainError::Storage(crate::storage::StorageError::Corrupt(e.to_string())))
+        Ok(Vault::list_secrets(&access.db, actor.user_id, SecretKind::ProviderKey).await?)
     }
 
     /// The actor's own key that serves an instance provider: a key for its official kind,
@@ -461,30 +481,8 @@ impl Providers {
             {
                 continue;
             }
-            let (kind, base_url) = match (&key.base_url, official_kind(&key.provider)) {
-                (None, Some(kind)) => (kind, default_base_url(kind).to_string()),
-                (Some(url), None) => (ProviderKind::OpenAiCompatible, url.clone()),
-                _ => continue,
-            };
-            out.push((
-                ProviderEntry {
-                    id: None,
-                    name: key.provider.clone(),
-                    label: format!(
-                        "{} (your key)",
-                        if key.label.is_empty() { &key.provider } else { &key.label }
-                    ),
-                    kind,
-                    base_url,
-                    shared: SharedKeys::Config(Secret::new("")),
-                    models: Vec::new(),
-                    enabled: true,
-                    visibility: Visibility::Everyone,
-                    rpm: None,
-                    tpm: None,
-                },
-                key.id,
-            ));
+            let Some(entry) = personal_entry(key) else { continue };
+            out.push((entry, key.id));
         }
         out
     }
@@ -659,24 +657,9 @@ impl Providers {
 
     /// Lists the models one of the actor's own keys reaches ("test" in the settings).
     pub async fn test_own_key(&self, actor: &Actor, key: &SecretMeta) -> Result<usize, String> {
-        let (kind, base_url, guarded) = match (&key.base_url, official_kind(&key.provider)) {
-            (None, Some(kind)) => (kind, default_base_url(kind).to_string(), false),
-            (Some(url), None) => (ProviderKind::OpenAiCompatible, url.clone(), true),
-            _ => return Err("This key's provider is not recognised.".into()),
-        };
-        let entry = ProviderEntry {
-            id: None,
-            name: key.provider.clone(),
-            label: key.label.clone(),
-            kind,
-            base_url,
-            shared: SharedKeys::Config(Secret::new("")),
-            models: Vec::new(),
-            enabled: true,
-            visibility: Visibility::Everyone,
-            rpm: None,
-            tpm: None,
-        };
+        let entry =
+            personal_entry(key).ok_or_else(|| "This key's provider is not recognised.".to_string())?;
+        let guarded = entry.kind == ProviderKind::OpenAiCompatible;
         let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret: key.id }, guarded);
         chat.list_models().await.map(|ids| ids.len()).map_err(|e| super::runs::describe_error(&e))
     }

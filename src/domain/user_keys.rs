@@ -13,18 +13,10 @@ use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::vault::Vault;
-use crate::vault::store::{NewSecret, SecretKind, SecretMeta, StoreError};
+use crate::vault::store::{NewSecret, SecretKind, SecretMeta};
 
 /// The most keys one user may store.
 pub const MAX_KEYS: usize = 50;
-
-fn vault_error(e: StoreError) -> DomainError {
-    match e {
-        StoreError::NotFound => DomainError::NotFound,
-        StoreError::Empty => DomainError::Invalid("Paste the key; it cannot be empty.".into()),
-        other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
-    }
-}
 
 /// One key as the settings page shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -56,12 +48,7 @@ fn row(m: SecretMeta) -> KeyRow {
 
 /// The actor's keys, newest first.
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<KeyRow>> {
-    Ok(Vault::list_secrets(db, actor.user_id, SecretKind::ProviderKey)
-        .await
-        .map_err(vault_error)?
-        .into_iter()
-        .map(row)
-        .collect())
+    Ok(Vault::list_secrets(db, actor.user_id, SecretKind::ProviderKey).await?.into_iter().map(row).collect())
 }
 
 /// What the "add a key" form sends.
@@ -151,10 +138,7 @@ pub async fn add(
         provider: &provider,
         base_url: base_url.as_deref(),
     };
-    let meta = vault
-        .put_secret(db, actor.user_id, None, what, &Secret::new(form.key.as_str()))
-        .await
-        .map_err(vault_error)?;
+    let meta = vault.put_secret(db, actor.user_id, None, what, &Secret::new(form.key.as_str())).await?;
     audit::record(
         db,
         origin,
@@ -187,14 +171,14 @@ pub async fn replace(
     change: Change<'_>,
 ) -> DomainResult<KeyRow> {
     let Change { label, value } = change;
-    let current = Vault::secret_meta(db, actor.user_id, id).await.map_err(vault_error)?;
+    let current = Vault::secret_meta(db, actor.user_id, id).await?;
     if current.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
     let label = check_label(label)?;
     let label = if label.is_empty() { current.label.as_str() } else { label };
     let meta = if value.trim().is_empty() {
-        Vault::relabel(vault, db, actor.user_id, id, label).await.map_err(vault_error)?
+        Vault::relabel(vault, db, actor.user_id, id, label).await?
     } else {
         check_value(value)?;
         let what = NewSecret {
@@ -203,7 +187,7 @@ pub async fn replace(
             provider: &current.provider,
             base_url: current.base_url.as_deref(),
         };
-        vault.put_secret(db, actor.user_id, Some(id), what, &Secret::new(value)).await.map_err(vault_error)?
+        vault.put_secret(db, actor.user_id, Some(id), what, &Secret::new(value)).await?
     };
     audit::record(
         db,
@@ -225,11 +209,11 @@ pub async fn delete(
     origin: &Origin,
     id: Uuid,
 ) -> DomainResult<()> {
-    let current = Vault::secret_meta(db, actor.user_id, id).await.map_err(vault_error)?;
+    let current = Vault::secret_meta(db, actor.user_id, id).await?;
     if current.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
-    Vault::delete_secret(db, actor.user_id, id).await.map_err(vault_error)?;
+    Vault::delete_secret(db, actor.user_id, id).await?;
     audit::record(
         db,
         origin,
@@ -249,7 +233,7 @@ pub async fn test(
     actor: &Actor,
     id: Uuid,
 ) -> DomainResult<Result<usize, String>> {
-    let meta = Vault::secret_meta(db, actor.user_id, id).await.map_err(vault_error)?;
+    let meta = Vault::secret_meta(db, actor.user_id, id).await?;
     if meta.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
