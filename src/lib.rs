@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod gateway;
 pub mod mail;
 pub mod netguard;
 pub mod prompting;

@@ -7,6 +7,7 @@ mod m20261123_000003_streaming;
 mod m20261123_000004_vault;
 mod m20261123_000005_admin;
 mod m20261123_000006_mcp_servers;
+mod m20261123_000007_gateway;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000004_vault::Migration),
             Box::new(m20261123_000005_admin::Migration),
             Box::new(m20261123_000006_mcp_servers::Migration),
+            Box::new(m20261123_000007_gateway::Migration),
         ]
     }
 }

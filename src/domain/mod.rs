@@ -2,9 +2,12 @@
 
 pub mod accounts;
 pub mod admin;
+pub mod aliases;
+pub mod api_tokens;
 pub mod audit;
 pub mod chat;
 pub mod context;
+pub mod gateway;
 pub mod invitations;
 pub mod keyring;
 pub mod mcp_config;

@@ -196,6 +196,29 @@ pub fn split_reference(reference: &str) -> Option<(&str, &str)> {
     (!provider.is_empty() && !model.is_empty()).then_some((provider, model))
 }
 
+/// Splits `model$alias` into the model id and the alias.
+pub fn split_alias(model: &str) -> (&str, Option<&str>) {
+    match model.split_once('$') {
+        Some((id, alias)) if !alias.is_empty() => (id, Some(alias)),
+        Some((id, _)) => (id, None),
+        None => (model, None),
+    }
+}
+
+/// Whether a requested `id` (with an optional `$alias`) names a configured model entry
+/// (`id` or `id$alias`), and which model id it is. A configured alias may be asked for by the
+/// id, by the alias alone or by both; an alias asked for must be the configured one.
+pub fn match_model<'c>(req_id: &str, req_alias: Option<&str>, configured: &'c str) -> Option<&'c str> {
+    let (id, alias) = split_alias(configured);
+    if req_id == id {
+        return match req_alias {
+            Some(wanted) => (alias == Some(wanted)).then_some(id),
+            None => Some(id),
+        };
+    }
+    (req_alias.is_none() && alias == Some(req_id)).then_some(id)
+}
+
 /// Ids in a provider's list that are not chat models (embeddings, speech, images, moderation).
 pub fn is_chat_model(id: &str) -> bool {
     const NOT_CHAT: &[&str] = &[
@@ -528,17 +551,19 @@ impl Providers {
         })?;
         let own = self.own_keys(actor).await?;
         let instance = self.entries();
-        let resolved = |entry: &ProviderEntry, chat: Arc<dyn ChatProvider>| ResolvedModel {
+        let resolved = |entry: &ProviderEntry, model: &str, chat: Arc<dyn ChatProvider>| ResolvedModel {
             provider: entry.name.clone(),
             kind: entry.kind,
             model: model.to_string(),
             info: self.catalog.lookup(entry.family(), model),
             chat,
         };
+        // An own key or personal endpoint reaches every model: only a `$alias` is dropped.
+        let bare = split_alias(model).0;
         if let Some(entry) = instance.iter().find(|e| e.name == name) {
             if let Some(key) = Self::own_key_for(&own, entry) {
                 let plan = KeyPlan::Own { owner: actor.user_id, secret: key.id };
-                return Ok(resolved(entry, self.keyed(actor, entry, plan, false)));
+                return Ok(resolved(entry, bare, self.keyed(actor, entry, plan, false)));
             }
             if !entry.enabled {
                 return Err(DomainError::Invalid(format!(
@@ -552,12 +577,17 @@ impl Providers {
                     entry.label
                 )));
             }
-            if !entry.models.is_empty() && !entry.models.iter().any(|m| m == model) {
-                return Err(DomainError::Invalid(format!(
-                    "The model \"{model}\" is not enabled for \"{}\". Pick another model.",
-                    entry.label
-                )));
-            }
+            let (req_id, req_alias) = split_alias(model);
+            let model = if entry.models.is_empty() {
+                req_id
+            } else {
+                entry.models.iter().find_map(|m| match_model(req_id, req_alias, m)).ok_or_else(|| {
+                    DomainError::Invalid(format!(
+                        "The model \"{model}\" is not enabled for \"{}\". Pick another model.",
+                        entry.label
+                    ))
+                })?
+            };
             let plan = entry.shared_plan().ok_or_else(|| {
                 DomainError::Invalid(format!(
                     "There is no API key for provider \"{}\": add your own key, or ask an admin to share one.",
@@ -573,14 +603,14 @@ impl Providers {
                     wait,
                 )
             })?;
-            return Ok(resolved(entry, self.keyed(actor, entry, plan, false)));
+            return Ok(resolved(entry, model, self.keyed(actor, entry, plan, false)));
         }
         if let Some((entry, secret)) =
             self.personal_entries(&own, &instance).into_iter().find(|(e, _)| e.name == name)
         {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
             let plan = KeyPlan::Own { owner: actor.user_id, secret };
-            return Ok(resolved(&entry, self.keyed(actor, &entry, plan, guarded)));
+            return Ok(resolved(&entry, bare, self.keyed(actor, &entry, plan, guarded)));
         }
         Err(DomainError::Invalid(format!(
             "There is no provider \"{name}\". Pick another model, or ask an admin to add the provider."
@@ -683,8 +713,9 @@ impl Providers {
         self.discovered().clear();
     }
 
-    /// The models the actor may pick: instance providers in order, then their own.
-    pub async fn choices(&self, actor: &Actor) -> Vec<ModelChoice> {
+    /// Every provider the actor may call with the model entries it offers them (as configured:
+    /// `id` or `id$alias`), instance providers in order, then their own.
+    pub async fn offered(&self, actor: &Actor) -> Vec<(ProviderEntry, Vec<String>)> {
         let own = match self.own_keys(actor).await {
             Ok(own) => own,
             Err(e) => {
@@ -694,16 +725,6 @@ impl Providers {
         };
         let instance = self.entries();
         let mut out = Vec::new();
-        let mut add = |entry: &ProviderEntry, ids: Vec<String>| {
-            for id in ids {
-                let label = self.catalog.lookup(entry.family(), &id).label;
-                out.push(ModelChoice {
-                    value: format!("{}/{id}", entry.name),
-                    label,
-                    provider: entry.label.clone(),
-                });
-            }
-        };
         for entry in &instance {
             let Some(plan) = self.plan_for(actor, &own, entry) else { continue };
             let (cache_key, entry_for_models) = match plan {
@@ -716,14 +737,44 @@ impl Providers {
             };
             let chat = self.keyed(actor, entry, plan, false);
             let ids = self.models_of(&cache_key, &entry_for_models, Some(chat)).await;
-            add(entry, ids);
+            out.push((entry.clone(), ids));
         }
         for (entry, secret) in self.personal_entries(&own, &instance) {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
             let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret }, guarded);
             let ids =
                 self.models_of(&format!("own:{}:{}", actor.user_id, entry.name), &entry, Some(chat)).await;
-            add(&entry, ids);
+            out.push((entry, ids));
+        }
+        out
+    }
+
+    /// The models the actor may pick: instance providers in order, then their own.
+    pub async fn choices(&self, actor: &Actor) -> Vec<ModelChoice> {
+        let mut out = Vec::new();
+        for (entry, ids) in self.offered(actor).await {
+            for raw in ids {
+                let (id, _) = split_alias(&raw);
+                let label = self.catalog.lookup(entry.family(), id).label;
+                out.push(ModelChoice {
+                    value: format!("{}/{id}", entry.name),
+                    label,
+                    provider: entry.label.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Every `provider/model` the actor may call that a reference without a provider names
+    /// (`model`, `alias` or `model$alias`, as in [`match_model`]), in provider order.
+    pub async fn unprefixed(&self, actor: &Actor, requested: &str) -> Vec<String> {
+        let (req_id, req_alias) = split_alias(requested);
+        let mut out = Vec::new();
+        for (entry, ids) in self.offered(actor).await {
+            if let Some(id) = ids.iter().find_map(|m| match_model(req_id, req_alias, m)) {
+                out.push(format!("{}/{id}", entry.name));
+            }
         }
         out
     }
@@ -827,6 +878,23 @@ mod tests {
         let values: Vec<String> = p.choices(&actor()).await.into_iter().map(|c| c.value).collect();
         assert_eq!(values, ["local/llama3", "local/qwen3"]);
         assert_eq!(p.default_model(&actor()).await.as_deref(), Some("local/llama3"));
+    }
+
+    #[test]
+    fn model_aliases_match_as_the_table_says() {
+        let configured = "gemini-2.5-flash$fast-model";
+        let m = |req: &str| {
+            let (id, alias) = split_alias(req);
+            match_model(id, alias, configured)
+        };
+        assert_eq!(m("gemini-2.5-flash"), Some("gemini-2.5-flash"));
+        assert_eq!(m("fast-model"), Some("gemini-2.5-flash"));
+        assert_eq!(m("gemini-2.5-flash$fast-model"), Some("gemini-2.5-flash"));
+        assert_eq!(m("gemini-2.5-flash$other"), None);
+        assert_eq!(m("other-model"), None);
+        assert_eq!(match_model("gpt-4o", None, "gpt-4o"), Some("gpt-4o"));
+        assert_eq!(match_model("gpt-4o", Some("x"), "gpt-4o"), None);
+        assert_eq!(split_alias("a$"), ("a", None));
     }
 
     #[test]

@@ -695,8 +695,8 @@ impl RunEngine {
         self.providers.spend_tokens(job.owner_id, &job.model.provider, usage.input + usage.output);
         let row = repo::UsageRow {
             user_id: job.owner_id,
-            session_id: job.session_id,
-            message_id: job.message_id,
+            session_id: Some(job.session_id),
+            message_id: Some(job.message_id),
             provider: &job.model.provider,
             model: &job.model.model,
             usage,

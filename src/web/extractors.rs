@@ -36,7 +36,16 @@ async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, WebError> {
         .ok_or_else(|| WebError::Internal("app state missing".into()))?;
     let name = session_cookie_name(state.config.is_https());
     let found = match req.cookie(name) {
-        None => None,
+        // No browser session: a `full` API token may act for its user on account routes.
+        None => match bearer_token(&req) {
+            Some(token) => match account_token(&state, token).await {
+                Ok(auth) => Some(auth),
+                // An unknown token is an anonymous caller (401 where sign-in is needed).
+                Err(WebError::Unauthenticated) => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        },
         Some(cookie) => match sessions::resolve(&state.db, &state.config.auth, cookie.value()).await? {
             Ok(auth) => Some(auth),
             Err(Rejection::Anonymous) => None,
@@ -47,6 +56,34 @@ async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, WebError> {
     };
     req.extensions_mut().insert(Resolved(found.clone()));
     Ok(found)
+}
+
+/// The token an API client sends: `Authorization: Bearer …`, else `x-api-key`.
+pub fn bearer_token(req: &HttpRequest) -> Option<&str> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    header("authorization")
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .or_else(|| header("x-api-key"))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// A token on an account route: only `full` tokens of active users pass.
+async fn account_token(state: &AppState, token: &str) -> Result<Authenticated, WebError> {
+    use crate::domain::api_tokens::{self, Refusal, Scope};
+    match api_tokens::authenticate(&state.db, token).await? {
+        Ok(caller) if caller.scope == Scope::Full => Ok(Authenticated {
+            user: caller.user,
+            actor: caller.actor,
+            session_id: String::new(),
+            csrf_secret: String::new(),
+        }),
+        Ok(_) => Err(WebError::Forbidden("This token may only be used for the API under /v1.".into())),
+        Err(Refusal::Disabled) => {
+            Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()))
+        }
+        Err(Refusal::Invalid) => Err(WebError::Unauthenticated),
+    }
 }
 
 impl FromRequest for CurrentUser {

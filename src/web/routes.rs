@@ -43,7 +43,8 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, assets, auth, chat, events, health, home, invitations, oidc, settings, workspaces,
+        account, admin, api, assets, auth, chat, events, health, home, invitations, oidc, settings,
+        workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -51,6 +52,9 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/readyz", Public, web::get().to(health::readyz)),
         entry(Method::GET, "/static/{path:.*}", Public, web::get().to(assets::serve)),
         entry(Method::GET, "/login", Public, web::get().to(auth::login_form)),
+        // The API authenticates by token inside the handler; cookies are not accepted there.
+        entry(Method::GET, "/v1/models", Public, web::get().to(api::models)),
+        entry(Method::POST, "/v1/chat/completions", Public, web::post().to(api::chat_completions)),
         entry(Method::POST, "/login", Public, web::post().to(auth::login)),
         entry(Method::POST, "/logout", Public, web::post().to(auth::logout)),
         entry(Method::GET, "/signup", Public, web::get().to(auth::signup_form)),
@@ -96,6 +100,12 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/keys/{id}/delete", User, web::post().to(settings::delete_key)),
         entry(Method::POST, "/settings/keys/{id}/test", User, web::post().to(settings::test_key)),
         entry(Method::POST, "/settings/model", User, web::post().to(settings::set_model)),
+        entry(Method::GET, "/settings/tokens", User, web::get().to(settings::tokens)),
+        entry(Method::POST, "/settings/tokens", User, web::post().to(settings::create_token)),
+        entry(Method::POST, "/settings/tokens/{id}/revoke", User, web::post().to(settings::revoke_token)),
+        entry(Method::GET, "/settings/aliases", User, web::get().to(settings::aliases_show)),
+        entry(Method::POST, "/settings/aliases", User, web::post().to(settings::set_alias)),
+        entry(Method::POST, "/settings/aliases/{alias}/delete", User, web::post().to(settings::delete_alias)),
         entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),
         entry(Method::GET, "/account/password", User, web::get().to(account::password_form)),

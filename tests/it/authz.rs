@@ -50,6 +50,8 @@ struct Ids {
     /// An instance MCP server, and one the delete row may remove.
     mcp: Uuid,
     spare_mcp: Uuid,
+    /// The owner's API token.
+    token: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -97,6 +99,9 @@ fn cases() -> Vec<Case> {
         get("/readyz", |_| "/readyz".into(), all(200)),
         get("/static/{path:.*}", |_| "/static/app.css".into(), all(200)),
         get("/login", |_| "/login".into(), SIGNED_OUT_PAGE),
+        // The API ignores browser sessions: without a token everyone gets 401.
+        get("/v1/models", |_| "/v1/models".into(), all(401)),
+        post("/v1/chat/completions", |_| "/v1/chat/completions".into(), "{}", all(401)),
         post("/login", |_| "/login".into(), "email=nobody%40example.com&password=wrong-password", all(401)),
         post("/logout", |_| "/logout".into(), "", all(303)),
         // Self sign-up is off by default, and the setup link is closed once an admin exists.
@@ -235,6 +240,33 @@ fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         post("/settings/model", |_| "/settings/model".into(), "model=", OWN_PAGE),
+        get("/settings/tokens", |_| "/settings/tokens".into(), OWN_PAGE),
+        post(
+            "/settings/tokens",
+            |_| "/settings/tokens".into(),
+            "name=authz&scope=api&expires_days=30",
+            OWN_PAGE,
+        ),
+        post(
+            "/settings/tokens/{id}/revoke",
+            |ids| format!("/settings/tokens/{}/revoke", ids.token),
+            "",
+            OWNER_ONLY(200),
+        ),
+        get("/settings/aliases", |_| "/settings/aliases".into(), OWN_PAGE),
+        post(
+            "/settings/aliases",
+            |_| "/settings/aliases".into(),
+            "alias=fast&target=openai%2Fgpt-4.1",
+            OWN_PAGE,
+        ),
+        // Each caller's own alias of that name: the owner's exists, the others' do not.
+        post(
+            "/settings/aliases/{alias}/delete",
+            |_| "/settings/aliases/authz-alias/delete".into(),
+            "",
+            OWNER_ONLY(200),
+        ),
         get("/account/sessions", |_| "/account/sessions".into(), OWN_PAGE),
         post(
             "/account/sessions/{id}/revoke",
@@ -496,6 +528,20 @@ async fn console_objects(
         *slot =
             arbor::domain::mcp_config::create(db, &app.state.vault, &actor, &origin, &form).await.unwrap().id;
     }
+    let owner_actor = arbor::domain::accounts::Actor::for_user(owner);
+    ids.token = arbor::domain::api_tokens::create(
+        db,
+        &owner_actor,
+        &origin,
+        "authz",
+        arbor::domain::api_tokens::Scope::Api,
+        None,
+    )
+    .await
+    .unwrap()
+    .row
+    .id;
+    arbor::domain::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1").await.unwrap();
     ids.own_key = app
         .state
         .vault
@@ -554,6 +600,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         own_key: Uuid::nil(),
         mcp: Uuid::nil(),
         spare_mcp: Uuid::nil(),
+        token: Uuid::nil(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
     let disabled_session = app.login_full(&disabled).await;
@@ -604,6 +651,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         own_key: Uuid::now_v7(),
         mcp: Uuid::now_v7(),
         spare_mcp: Uuid::now_v7(),
+        token: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());
@@ -631,6 +679,11 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
             ("Sec-Fetch-Site", "cross-site".into()),
         ])
         .await;
+        if path.starts_with("/v1/") {
+            // The API takes tokens only: a browser's cookie, whatever its origin, is no credential.
+            assert_eq!(cross, 401, "cookies do not authorize {path}");
+            continue;
+        }
         assert_eq!(cross, 403, "cross-site {path}");
         let same_site = send(vec![
             ("Cookie", s.cookie.clone()),

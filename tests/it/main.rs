@@ -13,6 +13,7 @@ mod cli;
 mod crash;
 mod e2e;
 mod events;
+mod gateway;
 mod invitations;
 mod migrations;
 mod oidc;

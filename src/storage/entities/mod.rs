@@ -1,4 +1,5 @@
 //! SeaORM entities: the shape of each table, nothing else. Queries live in `repos`.
+pub mod api_token;
 pub mod audit_entry;
 pub mod auth_session;
 pub mod chat_session;
@@ -6,6 +7,7 @@ pub mod invitation;
 pub mod login_flow;
 pub mod mcp_server;
 pub mod message;
+pub mod model_alias;
 pub mod provider;
 pub mod provider_key;
 pub mod quota;

@@ -465,10 +465,10 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
 pub struct UsageRow<'a> {
     /// Who made it.
     pub user_id: Uuid,
-    /// From which session.
-    pub session_id: Uuid,
-    /// For which message.
-    pub message_id: Uuid,
+    /// From which session (none for API calls).
+    pub session_id: Option<Uuid>,
+    /// For which message (none for API calls).
+    pub message_id: Option<Uuid>,
     /// Provider name.
     pub provider: &'a str,
     /// Model id.
@@ -486,8 +486,8 @@ pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
     usage::ActiveModel {
         id: Set(Uuid::now_v7()),
         user_id: Set(Some(u.user_id)),
-        session_id: Set(Some(u.session_id)),
-        message_id: Set(Some(u.message_id)),
+        session_id: Set(u.session_id),
+        message_id: Set(u.message_id),
         provider: Set(u.provider.to_string()),
         model: Set(u.model.to_string()),
         tokens_in: Set(to_i64(u.usage.input)),

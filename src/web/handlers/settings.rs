@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::user_keys::{self, KeyForm};
 use crate::domain::{DomainError, DomainResult};
+use crate::domain::{aliases, api_tokens};
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
@@ -46,6 +47,7 @@ async fn page(
     ctx.insert("default_model", &user_keys::default_model(&state.db, actor).await?);
     ctx.insert("flash", &flash);
     ctx.insert("form", &echo);
+    ctx.insert("tab", "keys");
     render::section(state, req, "pages/settings.html", "partials/_settings.html", ctx, status, "#settings")
 }
 
@@ -189,4 +191,198 @@ pub async fn set_model(
         user_keys::set_default_model(&state.db, state.engine.providers(), &user.0.actor, &form.model).await;
     outcome(&state, &req, &user, result, |()| "Default model saved.".to_string(), AddFormEcho::default())
         .await
+}
+
+// ----- API tokens -------------------------------------------------------------------------------
+
+async fn tokens_page(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    flash: Flash,
+    created: Option<(String, String)>,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx.insert("tokens", &api_tokens::list(&state.db, &user.0.actor).await?);
+    ctx.insert("flash", &flash);
+    // The new token, shown this once: (name, value).
+    ctx.insert("created", &created);
+    ctx.insert("base_url", &format!("{}/v1", state.config.public_url()));
+    ctx.insert("tab", "tokens");
+    render::section(
+        state,
+        req,
+        "pages/settings_tokens.html",
+        "partials/_settings_tokens.html",
+        ctx,
+        status,
+        "#settings-tokens",
+    )
+}
+
+/// `GET /settings/tokens`.
+pub async fn tokens(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+) -> Result<HttpResponse, WebError> {
+    tokens_page(&state, &req, &user, Flash::default(), None, StatusCode::OK).await
+}
+
+/// The new-token form.
+#[derive(Deserialize)]
+pub struct TokenForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    scope: String,
+    /// Days until it expires; blank: never.
+    #[serde(default)]
+    expires_days: String,
+}
+
+/// `POST /settings/tokens`: creates a token and shows it once.
+pub async fn create_token(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<TokenForm>,
+) -> Result<HttpResponse, WebError> {
+    let refuse = |m: &str| Flash { ok: None, error: Some(m.to_string()) };
+    let Some(scope) = api_tokens::Scope::parse(form.scope.trim()) else {
+        return tokens_page(
+            &state,
+            &req,
+            &user,
+            refuse("Pick what the token may do."),
+            None,
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    };
+    let days = match form.expires_days.trim() {
+        "" | "never" => None,
+        d => match d.parse::<u32>() {
+            Ok(d) => Some(d),
+            Err(_) => {
+                let flash = refuse("Pick when the token expires.");
+                return tokens_page(&state, &req, &user, flash, None, StatusCode::BAD_REQUEST).await;
+            }
+        },
+    };
+    let who = origin(&req, &state, &user.0);
+    match api_tokens::create(&state.db, &user.0.actor, &who, &form.name, scope, days).await {
+        Ok(created) => {
+            let shown = Some((created.row.name.clone(), created.token.expose().to_string()));
+            let flash =
+                Flash { ok: Some("Token created. Copy it now: it is not shown again.".into()), error: None };
+            tokens_page(&state, &req, &user, flash, shown, StatusCode::OK).await
+        }
+        Err(DomainError::Invalid(m)) => {
+            tokens_page(&state, &req, &user, refuse(&m), None, StatusCode::BAD_REQUEST).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /settings/tokens/{id}/revoke`.
+pub async fn revoke_token(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    api_tokens::revoke(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    let flash = Flash { ok: Some("Token revoked: it stops working at once.".into()), error: None };
+    tokens_page(&state, &req, &user, flash, None, StatusCode::OK).await
+}
+
+// ----- Model aliases ----------------------------------------------------------------------------
+
+async fn aliases_page(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx.insert("aliases", &aliases::list(&state.db, &user.0.actor).await?);
+    ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
+    ctx.insert("flash", &flash);
+    ctx.insert("tab", "aliases");
+    render::section(
+        state,
+        req,
+        "pages/settings_aliases.html",
+        "partials/_settings_aliases.html",
+        ctx,
+        status,
+        "#settings-aliases",
+    )
+}
+
+/// `GET /settings/aliases`.
+pub async fn aliases_show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+) -> Result<HttpResponse, WebError> {
+    aliases_page(&state, &req, &user, Flash::default(), StatusCode::OK).await
+}
+
+/// The alias form.
+#[derive(Deserialize)]
+pub struct AliasForm {
+    #[serde(default)]
+    alias: String,
+    #[serde(default)]
+    target: String,
+}
+
+/// `POST /settings/aliases`: creates or replaces an alias.
+pub async fn set_alias(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<AliasForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    match aliases::set(&state.db, &user.0.actor, &who, &form.alias, &form.target).await {
+        Ok(a) => {
+            let flash =
+                Flash { ok: Some(format!("\"{}\" now stands for {}.", a.alias, a.target)), error: None };
+            aliases_page(&state, &req, &user, flash, StatusCode::OK).await
+        }
+        Err(DomainError::Invalid(m)) => {
+            aliases_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST)
+                .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /settings/aliases/{alias}/delete`.
+pub async fn delete_alias(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    alias: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    aliases::delete(&state.db, &user.0.actor, &who, &alias).await?;
+    aliases_page(
+        &state,
+        &req,
+        &user,
+        Flash { ok: Some("Alias deleted.".into()), error: None },
+        StatusCode::OK,
+    )
+    .await
 }

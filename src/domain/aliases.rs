@@ -1,0 +1,114 @@
+//! Model aliases: a user's own names for a model or a comma-separated fallback chain, so tools
+//! with fixed model names can be pointed at any model (`gpt-4` → `anthropic/claude-sonnet-4-5,
+//! gemini/gemini-2.5-pro`).
+
+use chrono::Utc;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::Serialize;
+
+use super::accounts::Actor;
+use super::audit::{self, Origin};
+use super::{DomainError, DomainResult};
+use crate::storage::Db;
+use crate::storage::entities::model_alias;
+
+/// The most aliases one user may keep.
+pub const MAX_ALIASES: usize = 100;
+
+/// An alias as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Alias {
+    /// The name requests use.
+    pub alias: String,
+    /// What it stands for: `[provider/]model[$alias]`, comma-separated.
+    pub target: String,
+}
+
+/// Whether an alias name is well-formed: `[A-Za-z0-9_-]+`, at most 64.
+pub fn valid_alias(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The actor's aliases by name.
+pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Alias>> {
+    Ok(model_alias::Entity::find()
+        .filter(model_alias::Column::UserId.eq(actor.user_id))
+        .order_by_asc(model_alias::Column::Alias)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| Alias { alias: m.alias, target: m.target })
+        .collect())
+}
+
+/// What an alias stands for, if the actor has it.
+pub async fn lookup(db: &Db, actor: &Actor, name: &str) -> DomainResult<Option<String>> {
+    if !valid_alias(name) {
+        return Ok(None);
+    }
+    Ok(model_alias::Entity::find_by_id((actor.user_id, name.to_string())).one(db).await?.map(|m| m.target))
+}
+
+/// Creates or replaces an alias.
+pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &str) -> DomainResult<Alias> {
+    let name = name.trim();
+    if !valid_alias(name) {
+        return Err(DomainError::Invalid("An alias may use letters, digits, - and _ (at most 64).".into()));
+    }
+    let models: Vec<&str> = target.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+    if models.is_empty() || models.len() > 10 {
+        return Err(DomainError::Invalid("Name one to ten models, separated by commas.".into()));
+    }
+    if models.iter().any(|m| m.len() > 200 || m.chars().any(|c| c.is_control() || c.is_whitespace())) {
+        return Err(DomainError::Invalid("A model name is too long or has spaces.".into()));
+    }
+    let target = models.join(",");
+    let existing = model_alias::Entity::find_by_id((actor.user_id, name.to_string())).one(db).await?;
+    if existing.is_none() && list(db, actor).await?.len() >= MAX_ALIASES {
+        return Err(DomainError::Invalid(format!("You can keep at most {MAX_ALIASES} aliases.")));
+    }
+    let row = model_alias::ActiveModel {
+        user_id: Set(actor.user_id),
+        alias: Set(name.to_string()),
+        target: Set(target.clone()),
+        created_at: Set(existing.as_ref().map_or_else(Utc::now, |e| e.created_at)),
+    };
+    if existing.is_some() {
+        row.update(db).await?;
+    } else {
+        row.insert(db).await?;
+    }
+    audit::record(db, origin, "alias.set", &format!("alias:{name}"), serde_json::json!({ "target": target }))
+        .await?;
+    Ok(Alias { alias: name.to_string(), target })
+}
+
+/// Deletes an alias.
+pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, name: &str) -> DomainResult<()> {
+    let done = model_alias::Entity::delete_many()
+        .filter(model_alias::Column::UserId.eq(actor.user_id))
+        .filter(model_alias::Column::Alias.eq(name))
+        .exec(db)
+        .await?;
+    if done.rows_affected == 0 {
+        return Err(DomainError::NotFound);
+    }
+    audit::record(db, origin, "alias.delete", &format!("alias:{name}"), serde_json::json!({})).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alias_names_are_checked() {
+        assert!(valid_alias("gpt-4"));
+        assert!(valid_alias("Fast_Model"));
+        assert!(!valid_alias(""));
+        assert!(!valid_alias("a/b"));
+        assert!(!valid_alias("a$b"));
+        assert!(!valid_alias("a b"));
+        assert!(!valid_alias(&"a".repeat(65)));
+    }
+}

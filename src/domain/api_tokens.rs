@@ -1,0 +1,249 @@
+//! API access tokens: `arb_…` bearer tokens for the `/v1` gateway (scope `api`) or for the
+//! whole account (scope `full`). Shown once at creation, stored only as SHA-256 hashes, listed
+//! by prefix and last use, revocable and optionally expiring; a disabled user's tokens stop
+//! working at once because every check reads the user's status.
+
+use chrono::{DateTime, Duration, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::accounts::{Actor, User, UserStatus};
+use super::audit::{self, Origin};
+use super::{DomainError, DomainResult};
+use crate::auth::sessions::{hash_token, random_token};
+use crate::storage::Db;
+use crate::storage::entities::api_token;
+use crate::storage::repos::users;
+
+/// What every token starts with, so secret scanners and people recognise it.
+pub const TOKEN_PREFIX: &str = "arb_";
+
+/// The most live tokens one user may hold.
+pub const MAX_TOKENS: usize = 50;
+
+/// What a token may be used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The `/v1` API and account management.
+    Full,
+    /// The `/v1` API only.
+    Api,
+}
+
+impl Scope {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Full => "full",
+            Scope::Api => "api",
+        }
+    }
+
+    /// Parses the stored or submitted spelling.
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "full" => Some(Scope::Full),
+            "api" => Some(Scope::Api),
+            _ => None,
+        }
+    }
+}
+
+/// A token as the settings page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenRow {
+    /// Row id.
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The first characters, to tell tokens apart.
+    pub prefix: String,
+    /// full | api.
+    pub scope: String,
+    /// `YYYY-MM-DD`, or none.
+    pub expires: Option<String>,
+    /// When it was last used, or "never".
+    pub last_used: String,
+    /// active | expired | revoked.
+    pub state: &'static str,
+}
+
+fn row(m: api_token::Model, now: DateTime<Utc>) -> TokenRow {
+    let state = if m.revoked_at.is_some() {
+        "revoked"
+    } else if m.expires_at.is_some_and(|e| e <= now) {
+        "expired"
+    } else {
+        "active"
+    };
+    TokenRow {
+        id: m.id,
+        name: m.name,
+        prefix: m.prefix,
+        scope: m.scope,
+        expires: m.expires_at.map(|e| e.format("%Y-%m-%d").to_string()),
+        last_used: m
+            .last_used_at
+            .map_or_else(|| "never".into(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string()),
+        state,
+    }
+}
+
+/// The actor's tokens, newest first.
+pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<TokenRow>> {
+    let now = Utc::now();
+    Ok(api_token::Entity::find()
+        .filter(api_token::Column::UserId.eq(actor.user_id))
+        .order_by_desc(api_token::Column::CreatedAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| row(m, now))
+        .collect())
+}
+
+/// A new token: the value (shown once) and its row.
+#[derive(Debug)]
+pub struct Created {
+    /// The whole token; never stored, never shown again.
+    pub token: crate::secret::Secret,
+    /// How it is listed.
+    pub row: TokenRow,
+}
+
+/// Creates a token named `name` with `scope`, expiring after `days` (none: never).
+pub async fn create(
+    db: &Db,
+    actor: &Actor,
+    origin: &Origin,
+    name: &str,
+    scope: Scope,
+    days: Option<u32>,
+) -> DomainResult<Created> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 80 || name.chars().any(char::is_control) {
+        return Err(DomainError::Invalid("Give the token a name of at most 80 characters.".into()));
+    }
+    if days.is_some_and(|d| !(1..=3650).contains(&d)) {
+        return Err(DomainError::Invalid("A token expires after 1 to 3650 days, or never.".into()));
+    }
+    let live = list(db, actor).await?.iter().filter(|t| t.state == "active").count();
+    if live >= MAX_TOKENS {
+        return Err(DomainError::Invalid(format!(
+            "You can hold at most {MAX_TOKENS} live tokens; revoke one."
+        )));
+    }
+    let token = format!("{TOKEN_PREFIX}{}", random_token());
+    let prefix: String = token.chars().take(12).collect();
+    let now = Utc::now();
+    let saved = api_token::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        user_id: Set(actor.user_id),
+        name: Set(name.to_string()),
+        prefix: Set(prefix.clone()),
+        token_hash: Set(hash_token(&token)),
+        scope: Set(scope.as_str().to_string()),
+        expires_at: Set(days.map(|d| now + Duration::days(i64::from(d)))),
+        last_used_at: Set(None),
+        revoked_at: Set(None),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    audit::record(
+        db,
+        origin,
+        "token.create",
+        &format!("token:{prefix}"),
+        serde_json::json!({ "name": name, "scope": scope.as_str(), "expires_days": days }),
+    )
+    .await?;
+    Ok(Created { token: crate::secret::Secret::new(token), row: row(saved, now) })
+}
+
+/// Revokes one of the actor's tokens.
+pub async fn revoke(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+    let found = api_token::Entity::find_by_id(id)
+        .filter(api_token::Column::UserId.eq(actor.user_id))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    if found.revoked_at.is_none() {
+        let mut active: api_token::ActiveModel = found.clone().into();
+        active.revoked_at = Set(Some(Utc::now()));
+        active.update(db).await?;
+        audit::record(db, origin, "token.revoke", &format!("token:{}", found.prefix), serde_json::json!({}))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Why a presented token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Unknown, malformed, revoked or expired: the same answer for all of them.
+    Invalid,
+    /// The token's user is disabled.
+    Disabled,
+}
+
+/// A caller authenticated by token.
+#[derive(Debug, Clone)]
+pub struct TokenCaller {
+    /// The user.
+    pub user: User,
+    /// The actor for service calls.
+    pub actor: Actor,
+    /// The token's scope.
+    pub scope: Scope,
+    /// The token's row id.
+    pub token_id: Uuid,
+}
+
+/// Checks a presented token; records its use (at most once a minute).
+pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<TokenCaller, Refusal>> {
+    let presented = presented.trim();
+    if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
+        return Ok(Err(Refusal::Invalid));
+    }
+    let Some(found) = api_token::Entity::find()
+        .filter(api_token::Column::TokenHash.eq(hash_token(presented)))
+        .one(db)
+        .await?
+    else {
+        return Ok(Err(Refusal::Invalid));
+    };
+    let now = Utc::now();
+    if found.revoked_at.is_some() || found.expires_at.is_some_and(|e| e <= now) {
+        return Ok(Err(Refusal::Invalid));
+    }
+    let Some(scope) = Scope::parse(&found.scope) else { return Ok(Err(Refusal::Invalid)) };
+    let Some(user) = users::find(db, found.user_id).await? else { return Ok(Err(Refusal::Invalid)) };
+    if user.status != UserStatus::Active {
+        return Ok(Err(Refusal::Disabled));
+    }
+    if found.last_used_at.is_none_or(|t| now - t > Duration::seconds(60)) {
+        api_token::Entity::update_many()
+            .col_expr(api_token::Column::LastUsedAt, Expr::value(now))
+            .filter(api_token::Column::Id.eq(found.id))
+            .exec(db)
+            .await?;
+    }
+    Ok(Ok(TokenCaller { actor: Actor::for_user(&user), user, scope, token_id: found.id }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_parse() {
+        assert_eq!(Scope::parse("full"), Some(Scope::Full));
+        assert_eq!(Scope::parse("api"), Some(Scope::Api));
+        assert_eq!(Scope::parse("root"), None);
+        assert_eq!(Scope::Api.as_str(), "api");
+    }
+}

@@ -1,0 +1,291 @@
+//! The `/v1` gateway: Arbor's providers offered in the OpenAI format, authenticated by API
+//! tokens. Errors come back in the caller's format with the status its SDK expects.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::domain::api_tokens::{self, Refusal, TokenCaller};
+use crate::domain::gateway::{self, Finished, OpenError, Opened};
+use crate::domain::{DomainError, aliases};
+use crate::gateway::{ApiError, openai};
+use crate::providers::types::{ProviderError, ProviderEvent};
+use crate::state::AppState;
+use crate::web::extractors::bearer_token;
+
+/// The largest request body the gateway reads (inline images included).
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// The caller's token: `Authorization: Bearer …` or `x-api-key`, either scope.
+async fn caller(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiError> {
+    let token = bearer_token(req).ok_or_else(|| {
+        ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
+    })?;
+    match api_tokens::authenticate(&state.db, token).await {
+        Ok(Ok(caller)) => Ok(caller),
+        Ok(Err(Refusal::Invalid)) => Err(ApiError::new(
+            401,
+            "authentication",
+            "The API token is not valid (unknown, revoked or expired).",
+        )),
+        Ok(Err(Refusal::Disabled)) => Err(ApiError::new(403, "permission", "This account is disabled.")),
+        Err(e) => {
+            tracing::error!(error = %e, "token check failed");
+            Err(ApiError::new(500, "internal", "Something went wrong on our side."))
+        }
+    }
+}
+
+/// A domain refusal in API terms.
+fn from_domain(e: DomainError, model: &str) -> ApiError {
+    match e {
+        DomainError::NotFound => ApiError::new(
+            404,
+            "model_not_found",
+            format!("The model \"{model}\" does not exist or is not available to you."),
+        ),
+        DomainError::Forbidden => ApiError::new(403, "permission", "You may not do that."),
+        DomainError::Invalid(m) => ApiError::new(400, "invalid_request", m),
+        DomainError::Conflict(m) => ApiError::new(409, "conflict", m),
+        DomainError::Limited(m, secs) => {
+            ApiError { status: 429, kind: "rate_limit", message: m, param: None, retry_after: Some(secs) }
+        }
+        DomainError::Storage(s) => {
+            tracing::error!(error = %s, "gateway storage failure");
+            ApiError::new(500, "internal", "Something went wrong on our side.")
+        }
+    }
+}
+
+/// A provider's failure in API terms: its rate limit and bad requests pass through; a refused
+/// key or an outage is Arbor's upstream failing (502), not the caller's credentials.
+fn from_provider(e: &ProviderError) -> ApiError {
+    let message = crate::domain::runs::describe_error(e);
+    match e.status {
+        429 => ApiError {
+            status: 429,
+            kind: "rate_limit",
+            message,
+            param: None,
+            retry_after: e.retry_after_secs,
+        },
+        400 | 404 | 413 | 422 => ApiError::new(400, "invalid_request", message),
+        529 | 503 => ApiError::new(503, "overloaded", message),
+        _ => ApiError::new(502, "upstream", message),
+    }
+}
+
+/// An error in the OpenAI shape.
+fn openai_error(e: &ApiError) -> HttpResponse {
+    let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
+    if let Some(secs) = e.retry_after {
+        res.insert_header((header::RETRY_AFTER, secs.to_string()));
+    }
+    res.json(openai::error_body(e))
+}
+
+/// Reads a JSON body of at most [`MAX_BODY`] bytes.
+async fn read_json(mut payload: web::Payload) -> Result<Value, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| ApiError::invalid("The request body could not be read.", None))?;
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(ApiError::new(413, "invalid_request", "The request body is larger than 16 MiB."));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("The body is not valid JSON: {e}."), None))
+}
+
+/// `GET /v1/models`: the models this token's user may use, then their aliases.
+pub async fn models(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+    let caller = match caller(&state, &req).await {
+        Ok(c) => c,
+        Err(e) => return openai_error(&e),
+    };
+    let mut data: Vec<Value> = state
+        .engine
+        .providers()
+        .offered(&caller.actor)
+        .await
+        .into_iter()
+        .flat_map(|(entry, ids)| {
+            ids.into_iter().map(move |raw| {
+                let (id, _) = crate::domain::providers::split_alias(&raw);
+                json!({ "id": format!("{}/{id}", entry.name), "object": "model", "created": 0, "owned_by": entry.name })
+            })
+        })
+        .collect();
+    match aliases::list(&state.db, &caller.actor).await {
+        Ok(list) => data.extend(list.into_iter().map(|a| {
+            json!({ "id": a.alias, "object": "model", "created": 0, "owned_by": "alias", "target": a.target })
+        })),
+        Err(e) => return openai_error(&from_domain(e, "")),
+    }
+    HttpResponse::Ok().json(json!({ "object": "list", "data": data }))
+}
+
+/// `POST /v1/chat/completions`: OpenAI Chat Completions, served by whichever provider the
+/// model names, streamed or whole.
+pub async fn chat_completions(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    let caller = match caller(&state, &req).await {
+        Ok(c) => c,
+        Err(e) => return openai_error(&e),
+    };
+    let parsed = match read_json(payload).await.and_then(|body| openai::parse_request(&body)) {
+        Ok(p) => p,
+        Err(e) => return openai_error(&e),
+    };
+    let providers = state.engine.providers();
+    let chain = match gateway::chain(&state.db, providers, &caller.actor, &parsed.model).await {
+        Ok(c) => c,
+        Err(e) => return openai_error(&from_domain(e, &parsed.model)),
+    };
+    let opened = match gateway::open(&state.db, providers, &caller.actor, &chain, &parsed.request).await {
+        Ok(o) => o,
+        Err(OpenError::Domain(e)) => return openai_error(&from_domain(e, &parsed.model)),
+        Err(OpenError::Provider(e)) => return openai_error(&from_provider(&e)),
+    };
+    if parsed.stream {
+        stream_completion(state.into_inner(), caller, parsed, opened)
+    } else {
+        whole_completion(&state, &caller, &parsed, opened).await
+    }
+}
+
+/// Collects the answer and sends it as one `chat.completion`.
+async fn whole_completion(
+    state: &AppState,
+    caller: &TokenCaller,
+    parsed: &openai::Parsed,
+    opened: Opened,
+) -> HttpResponse {
+    let Opened { model, mut stream, started } = opened;
+    let mut answer = openai::Answer::default();
+    let mut reported = None;
+    let mut failure = None;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            ProviderEvent::TextDelta(t) => answer.text.push_str(&t),
+            ProviderEvent::ThoughtDelta(t) => answer.reasoning.push_str(&t),
+            ProviderEvent::ToolCall { id, name, arguments, .. } => {
+                answer.tool_calls.push((id, name, arguments))
+            }
+            ProviderEvent::Usage(u) => reported = Some(u),
+            ProviderEvent::Finish(f) => answer.finish = Some(f),
+            ProviderEvent::Error(e) => {
+                failure = Some(e);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let produced =
+        answer.text.len() + answer.tool_calls.iter().map(|(_, _, a)| a.to_string().len()).sum::<usize>();
+    let done =
+        Finished { model: &model, request: &parsed.request, reported, produced_chars: produced, started };
+    gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+    if let Some(e) = failure {
+        return openai_error(&from_provider(&e));
+    }
+    answer.usage = reported.unwrap_or_default();
+    let id = gateway::response_id("chatcmpl-");
+    HttpResponse::Ok().json(openai::completion(
+        &id,
+        chrono::Utc::now().timestamp(),
+        &model.reference(),
+        &answer,
+    ))
+}
+
+/// Streams `chat.completion.chunk`s as the provider produces them. A task reads the provider
+/// and writes to the response; if the caller goes away the provider stream is dropped, and the
+/// usage so far is still recorded.
+fn stream_completion(
+    state: std::sync::Arc<AppState>,
+    caller: TokenCaller,
+    parsed: openai::Parsed,
+    opened: Opened,
+) -> HttpResponse {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let Opened { model, mut stream, started } = opened;
+        let (id, created, name) =
+            (gateway::response_id("chatcmpl-"), chrono::Utc::now().timestamp(), model.reference());
+        let send = |v: Value| {
+            let tx = tx.clone();
+            async move { tx.send(Bytes::from(openai::sse(&v))).await.is_ok() }
+        };
+        let mut produced = 0usize;
+        let (mut reported, mut finish, mut calls, mut failed) = (None, None, 0usize, false);
+        let mut open =
+            send(openai::chunk(&id, created, &name, json!({ "role": "assistant", "content": "" }), None))
+                .await;
+        while open {
+            let Some(ev) = stream.next().await else { break };
+            open = match ev {
+                ProviderEvent::TextDelta(t) => {
+                    produced += t.len();
+                    send(openai::chunk(&id, created, &name, json!({ "content": t }), None)).await
+                }
+                ProviderEvent::ThoughtDelta(t) => {
+                    send(openai::chunk(&id, created, &name, json!({ "reasoning_content": t }), None)).await
+                }
+                ProviderEvent::ToolCall { id: call_id, name: tool, arguments, .. } => {
+                    produced += arguments.to_string().len();
+                    let call = openai::tool_call_json(calls, &call_id, &tool, &arguments);
+                    calls += 1;
+                    send(openai::chunk(&id, created, &name, json!({ "tool_calls": [call] }), None)).await
+                }
+                ProviderEvent::Usage(u) => {
+                    reported = Some(u);
+                    true
+                }
+                ProviderEvent::Finish(f) => {
+                    finish = Some(f);
+                    true
+                }
+                ProviderEvent::Error(e) => {
+                    failed = true;
+                    let _ = send(openai::error_body(&from_provider(&e))).await;
+                    false
+                }
+                _ => true,
+            };
+        }
+        if open && !failed {
+            let reason = match (&finish, calls) {
+                (Some(f), _) => openai::finish_reason(f),
+                (None, 0) => "stop",
+                (None, _) => "tool_calls",
+            };
+            let mut ok = send(openai::chunk(&id, created, &name, json!({}), Some(reason))).await;
+            if ok && parsed.include_usage {
+                ok = send(openai::usage_chunk(&id, created, &name, &reported.unwrap_or_default())).await;
+            }
+            if ok {
+                let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+            }
+        }
+        drop(stream);
+        let done =
+            Finished { model: &model, request: &parsed.request, reported, produced_chars: produced, started };
+        gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
+    });
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
+        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body)
+}

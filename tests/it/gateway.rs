@@ -1,0 +1,338 @@
+//! The `/v1` gateway over HTTP: API tokens (both headers, scopes, revoked, expired, disabled
+//! users), model listing, chat completions whole and streamed, across wire formats, aliases
+//! and fallback (before the first byte only), quotas and bad input.
+
+use arbor::domain::accounts::Role;
+use serde_json::{Value, json};
+
+use crate::runs::use_mock;
+use crate::support::mock_upstream::{self, MockUpstream, Provider, Reply};
+use crate::support::{TestApp, TestSession};
+
+struct Api {
+    app: TestApp,
+    mock: MockUpstream,
+    s: TestSession,
+    user: arbor::domain::accounts::User,
+}
+
+async fn api_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Api {
+    let mock = mock_upstream::start().await.unwrap();
+    let app = TestApp::spawn_with(|c| {
+        use_mock(c, &mock);
+        c.llm.max_attempts = 1;
+        adjust(c);
+    })
+    .await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let s = app.login_full(&user).await;
+    Api { app, mock, s, user }
+}
+
+/// Creates a token through the settings page and returns it (shown once).
+async fn token(api: &Api, scope: &str, days: &str) -> String {
+    let res = api
+        .app
+        .post_form(
+            "/settings/tokens",
+            &format!("name=test-{scope}&scope={scope}&expires_days={days}"),
+            Some(&api.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    let at =
+        html.find("class=\"token-value\">").expect("the new token is shown") + "class=\"token-value\">".len();
+    html[at..].split('<').next().unwrap().to_string()
+}
+
+impl Api {
+    async fn call(&self, path: &str, token: &str, body: Option<Value>) -> reqwest::Response {
+        let req = match body {
+            Some(b) => self.app.client.post(self.app.url(path)).json(&b),
+            None => self.app.client.get(self.app.url(path)),
+        };
+        req.header("Authorization", format!("Bearer {token}")).send().await.unwrap()
+    }
+
+    async fn chat(&self, token: &str, body: Value) -> reqwest::Response {
+        self.call("/v1/chat/completions", token, Some(body)).await
+    }
+}
+
+fn hello(model: &str, stream: bool) -> Value {
+    json!({
+        "model": model,
+        "stream": stream,
+        "stream_options": { "include_usage": true },
+        "messages": [{ "role": "system", "content": "Be kind." }, { "role": "user", "content": "Hi" }]
+    })
+}
+
+/// The `data:` payloads of an event stream, `[DONE]` included.
+fn data_lines(body: &str) -> Vec<String> {
+    body.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_string).collect()
+}
+
+async fn usage_rows(app: &TestApp) -> Vec<arbor::storage::entities::usage::Model> {
+    use sea_orm::EntityTrait;
+    arbor::storage::entities::usage::Entity::find().all(&app.state.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn tokens_are_shown_once_and_checked_on_every_call() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "30").await;
+    assert!(t.starts_with("arb_") && t.len() > 40, "{t}");
+    let listing = api.app.get("/settings/tokens", Some(&api.s.cookie)).await.text().await.unwrap();
+    assert!(!listing.contains(&t), "the token is shown only once");
+    assert!(listing.contains(&t[..12]), "its prefix is listed");
+
+    // Either header works; the models list has the configured models and the user's aliases.
+    api.app.post_form("/settings/aliases", "alias=smart&target=openai%2Fgpt-4o-mini", Some(&api.s)).await;
+    let res = api.call("/v1/models", &t, None).await;
+    assert_eq!(res.status(), 200);
+    let list: Value = res.json().await.unwrap();
+    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"openai/gpt-4o-mini") && ids.contains(&"anthropic/claude-sonnet-4-5"), "{ids:?}");
+    assert!(ids.contains(&"smart"));
+    let res = api.app.client.get(api.app.url("/v1/models")).header("x-api-key", &t).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+
+    // No token, a wrong one: 401 in the OpenAI shape.
+    for auth in [None, Some("Bearer arb_not-a-real-token"), Some("Bearer sk-something")] {
+        let mut req = api.app.client.get(api.app.url("/v1/models"));
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 401, "{auth:?}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "authentication_error");
+    }
+
+    // An api-scoped token cannot manage the account; a full one can, without CSRF tokens.
+    let res = api
+        .app
+        .client
+        .get(api.app.url("/settings"))
+        .header("Authorization", format!("Bearer {t}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let full = token(&api, "full", "").await;
+    let res = api
+        .app
+        .client
+        .get(api.app.url("/settings"))
+        .header("Authorization", format!("Bearer {full}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let res = api
+        .app
+        .client
+        .post(api.app.url("/settings/model"))
+        .header("Authorization", format!("Bearer {full}"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("model=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "a bearer token needs no CSRF token");
+
+    // Revoked and expired tokens stop at once; so do a disabled user's.
+    let listing = api.app.get("/settings/tokens", Some(&api.s.cookie)).await.text().await.unwrap();
+    let revoke_at = listing.find("/revoke\"").unwrap();
+    let id_start = listing[..revoke_at].rfind("/settings/tokens/").unwrap() + "/settings/tokens/".len();
+    let id = &listing[id_start..revoke_at];
+    let res = api.app.post_form(&format!("/settings/tokens/{id}/revoke"), "", Some(&api.s)).await;
+    assert_eq!(res.status(), 200);
+    let revoked_first = api.call("/v1/models", &t, None).await.status() == 401;
+    let full_after = api.call("/v1/models", &full, None).await.status();
+    assert!(revoked_first || full_after == 401, "one of the two tokens was revoked");
+    {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = &api.app.state.db;
+        db.execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+                "UPDATE api_tokens SET expires_at = $1"
+            } else {
+                "UPDATE api_tokens SET expires_at = ?"
+            },
+            [(chrono::Utc::now() - chrono::Duration::minutes(1)).into()],
+        ))
+        .await
+        .unwrap();
+    }
+    assert_eq!(api.call("/v1/models", &full, None).await.status(), 401, "expired");
+    let fresh = token(&api, "api", "").await;
+    assert_eq!(api.call("/v1/models", &fresh, None).await.status(), 200);
+    arbor::storage::repos::users::set_status(
+        &api.app.state.db,
+        api.user.id,
+        arbor::domain::accounts::UserStatus::Disabled,
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.call("/v1/models", &fresh, None).await.status(), 403, "a disabled user's token");
+}
+
+#[tokio::test]
+async fn chat_completions_are_served_whole_and_streamed_by_any_provider() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+
+    // Whole, from the OpenAI-format provider.
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let mut body = hello("openai/gpt-4o-mini", false);
+    // Fields that would redirect the call are ignored.
+    body["base_url"] = json!("http://169.254.169.254/v1");
+    body["api_key"] = json!("sk-attacker");
+    let res = api.chat(&t, body).await;
+    assert_eq!(res.status(), 200);
+    let c: Value = res.json().await.unwrap();
+    assert_eq!(c["object"], "chat.completion");
+    assert_eq!(c["model"], "openai/gpt-4o-mini");
+    assert_eq!(c["choices"][0]["message"]["content"], "Hello! How can I help you today? 👋");
+    assert_eq!(c["choices"][0]["finish_reason"], "stop");
+    assert!(c["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    let sent = api.mock.requests_for(Provider::OpenAi);
+    let upstream = sent.last().unwrap();
+    assert_eq!(upstream.header("authorization"), Some("Bearer sk-test-openai-SECRETKEY"), "the server's key");
+    let upstream_body = upstream.json().unwrap();
+    assert_eq!(upstream_body["model"], "gpt-4o-mini");
+    assert_eq!(upstream_body["messages"][0]["role"], "system");
+
+    // Streamed, from the Anthropic-format provider: OpenAI chunks, a usage chunk, [DONE].
+    api.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/text.sse"));
+    let res = api.chat(&t, hello("anthropic/claude-sonnet-4-5", true)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let lines = data_lines(&res.text().await.unwrap());
+    assert_eq!(lines.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> =
+        lines[..lines.len() - 1].iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect::<Vec<_>>()
+        .concat();
+    assert_eq!(text, "Hello! How can I help you today? Ünïcödé ✓ — 日本語");
+    assert!(chunks.iter().all(|c| c["model"] == "anthropic/claude-sonnet-4-5"));
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert!(usage["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    let finish: Vec<&Value> = chunks.iter().filter(|c| !c["choices"][0]["finish_reason"].is_null()).collect();
+    assert_eq!(finish.len(), 1);
+    assert_eq!(
+        api.mock.requests_for(Provider::Anthropic).last().unwrap().json().unwrap()["system"],
+        "Be kind."
+    );
+
+    // Both calls are in the usage table, marked as API calls.
+    let rows = usage_rows(&api.app).await;
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.via == "api" && r.session_id.is_none() && r.user_id == Some(api.user.id)));
+}
+
+#[tokio::test]
+async fn aliases_and_fallback_move_on_only_before_the_first_byte() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    let res = api
+        .app
+        .post_form(
+            "/settings/aliases",
+            "alias=smart&target=openai%2Fgpt-4o-mini%2Canthropic%2Fclaude-sonnet-4-5",
+            Some(&api.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+
+    // The first model fails before answering: the second serves, and says so.
+    let overloaded = api.mock.fixture_text("openai/error_429.json").unwrap();
+    api.mock.enqueue(Provider::OpenAi, Reply::Json { status: 500, headers: vec![], body: overloaded });
+    api.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/text.sse"));
+    let res = api.chat(&t, hello("smart", false)).await;
+    assert_eq!(res.status(), 200);
+    let c: Value = res.json().await.unwrap();
+    assert_eq!(c["model"], "anthropic/claude-sonnet-4-5");
+
+    // A failure after the first token is the answer's end: no fallback, the error in the stream.
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/error_midstream.sse"));
+    let before = api.mock.requests_for(Provider::Anthropic).len();
+    let res = api.chat(&t, hello("smart", true)).await;
+    assert_eq!(res.status(), 200);
+    let lines = data_lines(&res.text().await.unwrap());
+    assert!(lines.iter().any(|l| l.contains("\"error\"")), "{lines:?}");
+    assert_eq!(api.mock.requests_for(Provider::Anthropic).len(), before, "no fallback after the first byte");
+
+    // A comma-separated chain in the request itself, and unprefixed names, work too.
+    api.mock.enqueue(Provider::OpenAi, Reply::json(503, "{}"));
+    api.mock.enqueue(Provider::Gemini, Reply::fixture("gemini/text.sse"));
+    let res = api.chat(&t, hello("nonexistent/x,gpt-4o-mini,gemini-2.5-flash", false)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.unwrap()["model"], "gemini/gemini-2.5-flash");
+
+    // When the whole chain fails, the caller gets the last error in its own format.
+    let limited = api.mock.fixture_text("anthropic/error_429.json").unwrap();
+    api.mock.enqueue(Provider::OpenAi, Reply::json(500, "{}"));
+    api.mock.enqueue(
+        Provider::Anthropic,
+        Reply::Json { status: 429, headers: vec![("retry-after".into(), "7".into())], body: limited },
+    );
+    let res = api.chat(&t, hello("smart", false)).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(res.headers()["retry-after"], "7");
+    let e: Value = res.json().await.unwrap();
+    assert_eq!(e["error"]["type"], "rate_limit_error");
+}
+
+#[tokio::test]
+async fn bad_requests_unknown_models_and_quotas_answer_in_the_openai_shape() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    let res = api
+        .app
+        .client
+        .post(api.app.url("/v1/chat/completions"))
+        .header("Authorization", format!("Bearer {t}"))
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["type"], "invalid_request_error");
+    let res = api.chat(&t, json!({ "model": "openai/gpt-4o-mini", "messages": "hi" })).await;
+    assert_eq!(res.status(), 400);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["param"], "messages");
+    let res = api.chat(&t, hello("no-such-model", false)).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["code"], "model_not_found");
+    let huge = "x".repeat(arbor::web::handlers::api::MAX_BODY + 1);
+    let res = api
+        .chat(&t, json!({ "model": "openai/gpt-4o-mini", "messages": [{ "role": "user", "content": huge }] }))
+        .await;
+    assert_eq!(res.status(), 413);
+    assert!(api.mock.requests().is_empty(), "nothing reached a provider");
+
+    // A quota that one call used up: 429 with Retry-After, and no further provider call.
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    assert_eq!(api.chat(&t, hello("openai/gpt-4o-mini", false)).await.status(), 200);
+    let admin = api.app.create_user("root@example.com", Role::Admin).await;
+    let admin = api.app.login_full(&admin).await;
+    assert_eq!(api.app.post_form("/admin/quotas", "tokens_day=5", Some(&admin)).await.status(), 200);
+    let res = api.chat(&t, hello("openai/gpt-4o-mini", true)).await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().get("retry-after").is_some());
+    let e: Value = res.json().await.unwrap();
+    assert_eq!(e["error"]["type"], "rate_limit_error");
+    assert!(e["error"]["message"].as_str().unwrap().contains("daily allowance"));
+    assert_eq!(api.mock.requests_for(Provider::OpenAi).len(), 1);
+}
