@@ -2,7 +2,9 @@
 //! provider-neutral [`ChatRequest`](crate::providers::types::ChatRequest), and answers (whole or
 //! streamed) and errors turned back into the caller's shape. Pure translation; no I/O.
 
+pub mod anthropic;
 pub mod openai;
+pub mod openapi;
 
 /// An error as the API reports it, before it is put in the caller's format.
 #[derive(Debug, Clone, PartialEq, Eq)]

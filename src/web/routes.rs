@@ -55,6 +55,9 @@ pub fn table() -> Vec<RouteEntry> {
         // The API authenticates by token inside the handler; cookies are not accepted there.
         entry(Method::GET, "/v1/models", Public, web::get().to(api::models)),
         entry(Method::POST, "/v1/chat/completions", Public, web::post().to(api::chat_completions)),
+        entry(Method::POST, "/v1/messages", Public, web::post().to(api::messages)),
+        entry(Method::POST, "/v1/messages/count_tokens", Public, web::post().to(api::count_tokens)),
+        entry(Method::GET, "/v1/openapi.json", Public, web::get().to(api::openapi)),
         entry(Method::POST, "/login", Public, web::post().to(auth::login)),
         entry(Method::POST, "/logout", Public, web::post().to(auth::logout)),
         entry(Method::GET, "/signup", Public, web::get().to(auth::signup_form)),
@@ -171,5 +174,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             resource = resource.route(route);
         }
         cfg.service(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_v1_routes() {
+        let mut documented: Vec<(String, String)> = crate::gateway::openapi::ROUTES
+            .iter()
+            .map(|(m, p, ..)| (m.to_uppercase(), p.to_string()))
+            .collect();
+        let mut served: Vec<(String, String)> = specs()
+            .into_iter()
+            .filter(|s| s.path.starts_with("/v1/"))
+            .map(|s| (s.method.to_string(), s.path.to_string()))
+            .collect();
+        documented.sort();
+        served.sort();
+        assert_eq!(documented, served);
+        let doc = crate::gateway::openapi::document();
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert!(doc["paths"]["/v1/chat/completions"]["post"]["requestBody"].is_object());
     }
 }

@@ -102,6 +102,9 @@ fn cases() -> Vec<Case> {
         // The API ignores browser sessions: without a token everyone gets 401.
         get("/v1/models", |_| "/v1/models".into(), all(401)),
         post("/v1/chat/completions", |_| "/v1/chat/completions".into(), "{}", all(401)),
+        post("/v1/messages", |_| "/v1/messages".into(), "{}", all(401)),
+        post("/v1/messages/count_tokens", |_| "/v1/messages/count_tokens".into(), "{}", all(401)),
+        get("/v1/openapi.json", |_| "/v1/openapi.json".into(), all(200)),
         post("/login", |_| "/login".into(), "email=nobody%40example.com&password=wrong-password", all(401)),
         post("/logout", |_| "/logout".into(), "", all(303)),
         // Self sign-up is off by default, and the setup link is closed once an admin exists.

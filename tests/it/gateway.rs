@@ -336,3 +336,113 @@ async fn bad_requests_unknown_models_and_quotas_answer_in_the_openai_shape() {
     assert!(e["error"]["message"].as_str().unwrap().contains("daily allowance"));
     assert_eq!(api.mock.requests_for(Provider::OpenAi).len(), 1);
 }
+
+fn anthropic_hello(model: &str, stream: bool) -> Value {
+    json!({
+        "model": model,
+        "max_tokens": 256,
+        "stream": stream,
+        "system": "Be kind.",
+        "messages": [{ "role": "user", "content": "Hi" }]
+    })
+}
+
+/// The `event:` names and `data:` objects of an Anthropic stream.
+fn anthropic_events(body: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut name = String::new();
+    for line in body.lines() {
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            out.push((name.clone(), serde_json::from_str(d).unwrap()));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_anthropic_route_serves_any_provider_and_counts_tokens() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+
+    // A Gemini model behind the Anthropic format, whole; the key may come as x-api-key.
+    api.mock.enqueue(Provider::Gemini, Reply::fixture("gemini/text.sse"));
+    let res = api
+        .app
+        .client
+        .post(api.app.url("/v1/messages"))
+        .header("x-api-key", &t)
+        .header("anthropic-version", "2023-06-01")
+        .json(&anthropic_hello("gemini/gemini-2.5-flash", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let m: Value = res.json().await.unwrap();
+    assert_eq!((m["type"].as_str(), m["role"].as_str()), (Some("message"), Some("assistant")));
+    assert_eq!(m["model"], "gemini/gemini-2.5-flash");
+    assert_eq!(m["content"][0]["type"], "text");
+    assert!(!m["content"][0]["text"].as_str().unwrap().is_empty());
+    assert_eq!(m["stop_reason"], "end_turn");
+    let gemini_body = api.mock.requests_for(Provider::Gemini).last().unwrap().json().unwrap();
+    assert!(gemini_body.to_string().contains("Be kind."), "the system prompt reached Gemini");
+
+    // An OpenAI model behind the Anthropic format, streamed: the documented event order.
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = api.call("/v1/messages", &t, Some(anthropic_hello("openai/gpt-4o-mini", true))).await;
+    assert_eq!(res.status(), 200);
+    let events = anthropic_events(&res.text().await.unwrap());
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"));
+    assert_eq!(names.last(), Some(&"message_stop"));
+    assert!(names.contains(&"content_block_start") && names.contains(&"message_delta"));
+    let text: String = events
+        .iter()
+        .filter_map(|(_, d)| d.pointer("/delta/text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .concat();
+    assert_eq!(text, "Hello! How can I help you today? 👋");
+    assert_eq!(events[0].1["message"]["model"], "openai/gpt-4o-mini");
+
+    // Errors in the Anthropic shape.
+    let res =
+        api.call("/v1/messages", &t, Some(json!({ "model": "openai/gpt-4o-mini", "messages": [] }))).await;
+    assert_eq!(res.status(), 400);
+    let e: Value = res.json().await.unwrap();
+    assert_eq!(
+        (e["type"].as_str(), e["error"]["type"].as_str()),
+        (Some("error"), Some("invalid_request_error"))
+    );
+    let res = api
+        .app
+        .client
+        .post(api.app.url("/v1/messages"))
+        .json(&anthropic_hello("x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["type"], "authentication_error");
+
+    // Token counting: exact from Anthropic, an estimate with a warning from OpenAI.
+    api.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/count_tokens.json"));
+    let mut body = anthropic_hello("anthropic/claude-sonnet-4-5", false);
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let res = api.call("/v1/messages/count_tokens", &t, Some(body.clone())).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers().get("warning").is_none());
+    let exact: Value = res.json().await.unwrap();
+    let expected: Value =
+        serde_json::from_str(&api.mock.fixture_text("anthropic/count_tokens.json").unwrap()).unwrap();
+    assert_eq!(exact["input_tokens"], expected["input_tokens"]);
+    body["model"] = json!("openai/gpt-4o-mini");
+    let res = api.call("/v1/messages/count_tokens", &t, Some(body)).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["warning"].to_str().unwrap().starts_with("199 - \""));
+    assert!(res.json::<Value>().await.unwrap()["input_tokens"].as_u64().unwrap() > 0);
+
+    // The OpenAPI document needs no token.
+    let doc: Value = api.app.get("/v1/openapi.json", None).await.json().await.unwrap();
+    assert!(doc["paths"]["/v1/messages"]["post"].is_object());
+}

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::domain::api_tokens::{self, Refusal, TokenCaller};
 use crate::domain::gateway::{self, Finished, OpenError, Opened};
 use crate::domain::{DomainError, aliases};
-use crate::gateway::{ApiError, openai};
+use crate::gateway::{ApiError, anthropic, openai};
 use crate::providers::types::{ProviderError, ProviderEvent};
 use crate::state::AppState;
 use crate::web::extractors::bearer_token;
@@ -288,4 +288,177 @@ fn stream_completion(
         .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body)
+}
+
+/// An error in the Anthropic shape.
+fn anthropic_error(e: &ApiError) -> HttpResponse {
+    let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
+    if let Some(secs) = e.retry_after {
+        res.insert_header((header::RETRY_AFTER, secs.to_string()));
+    }
+    res.json(anthropic::error_body(e))
+}
+
+/// `POST /v1/messages`: Anthropic Messages, served by whichever provider the model names.
+pub async fn messages(state: web::Data<AppState>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
+    let caller = match caller(&state, &req).await {
+        Ok(c) => c,
+        Err(e) => return anthropic_error(&e),
+    };
+    let parsed = match read_json(payload).await.and_then(|body| anthropic::parse_request(&body)) {
+        Ok(p) => p,
+        Err(e) => return anthropic_error(&e),
+    };
+    let providers = state.engine.providers();
+    let chain = match gateway::chain(&state.db, providers, &caller.actor, &parsed.model).await {
+        Ok(c) => c,
+        Err(e) => return anthropic_error(&from_domain(e, &parsed.model)),
+    };
+    let opened = match gateway::open(&state.db, providers, &caller.actor, &chain, &parsed.request).await {
+        Ok(o) => o,
+        Err(OpenError::Domain(e)) => return anthropic_error(&from_domain(e, &parsed.model)),
+        Err(OpenError::Provider(e)) => return anthropic_error(&from_provider(&e)),
+    };
+    if parsed.stream {
+        return stream_message(state.into_inner(), caller, parsed, opened);
+    }
+    let Opened { model, mut stream, started } = opened;
+    let mut writer = anthropic::Writer::default();
+    let mut failure = None;
+    while let Some(ev) = stream.next().await {
+        if let ProviderEvent::Error(e) = ev {
+            failure = Some(e);
+            break;
+        }
+        writer.push(ev);
+    }
+    let done = Finished {
+        model: &model,
+        request: &parsed.request,
+        reported: writer.usage,
+        produced_chars: writer.produced,
+        started,
+    };
+    gateway::record(&state.db, providers, &caller.actor, done).await;
+    if let Some(e) = failure {
+        return anthropic_error(&from_provider(&e));
+    }
+    HttpResponse::Ok().json(writer.message(&gateway::response_id("msg_"), &model.reference()))
+}
+
+/// Streams Anthropic events as the provider produces them (see [`stream_completion`]).
+fn stream_message(
+    state: std::sync::Arc<AppState>,
+    caller: TokenCaller,
+    parsed: anthropic::Parsed,
+    opened: Opened,
+) -> HttpResponse {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let Opened { model, mut stream, started } = opened;
+        let estimate =
+            crate::domain::context::estimate_tokens(crate::domain::context::request_chars(&parsed.request));
+        let start = anthropic::Writer::start(&gateway::response_id("msg_"), &model.reference(), estimate);
+        let mut open = tx.send(Bytes::from(start)).await.is_ok();
+        let mut writer = anthropic::Writer::default();
+        let mut failed = false;
+        while open {
+            let Some(ev) = stream.next().await else { break };
+            let out = match ev {
+                ProviderEvent::Error(e) => {
+                    failed = true;
+                    anthropic::error_event(&from_provider(&e))
+                }
+                other => writer.push(other),
+            };
+            if !out.is_empty() {
+                open = tx.send(Bytes::from(out)).await.is_ok();
+            }
+            if failed {
+                break;
+            }
+        }
+        if open && !failed {
+            let _ = tx.send(Bytes::from(writer.finish())).await;
+        }
+        drop(stream);
+        let done = Finished {
+            model: &model,
+            request: &parsed.request,
+            reported: writer.usage,
+            produced_chars: writer.produced,
+            started,
+        };
+        gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
+    });
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
+        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body)
+}
+
+/// `POST /v1/messages/count_tokens`: exact when the serving provider can count, otherwise
+/// Arbor's estimate with a `Warning: 199` header saying so.
+pub async fn count_tokens(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    let caller = match caller(&state, &req).await {
+        Ok(c) => c,
+        Err(e) => return anthropic_error(&e),
+    };
+    // count_tokens takes the messages body without max_tokens.
+    let body = match read_json(payload).await {
+        Ok(mut b) => {
+            if let Some(o) = b.as_object_mut() {
+                o.entry("max_tokens").or_insert(json!(1));
+            }
+            b
+        }
+        Err(e) => return anthropic_error(&e),
+    };
+    let parsed = match anthropic::parse_request(&body) {
+        Ok(p) => p,
+        Err(e) => return anthropic_error(&e),
+    };
+    let providers = state.engine.providers();
+    let chain = match gateway::chain(&state.db, providers, &caller.actor, &parsed.model).await {
+        Ok(c) => c,
+        Err(e) => return anthropic_error(&from_domain(e, &parsed.model)),
+    };
+    let estimate =
+        crate::domain::context::estimate_tokens(crate::domain::context::request_chars(&parsed.request));
+    let mut exact = None;
+    if let Some(first) = chain.first() {
+        match providers.resolve(&caller.actor, first).await {
+            Ok(model) => {
+                let mut request = parsed.request.clone();
+                request.model = model.model.clone();
+                match model.chat.count_tokens(&request).await {
+                    Ok(n) => exact = n,
+                    Err(e) => tracing::info!(status = e.status, "count_tokens: the provider could not count"),
+                }
+            }
+            Err(e) => return anthropic_error(&from_domain(e, &parsed.model)),
+        }
+    }
+    match exact {
+        Some(n) => HttpResponse::Ok().json(json!({ "input_tokens": n })),
+        None => HttpResponse::Ok()
+            .insert_header((
+                header::WARNING,
+                "199 - \"input_tokens is an estimate (about 4 characters a token): the serving provider cannot count tokens\"",
+            ))
+            .json(json!({ "input_tokens": estimate })),
+    }
+}
+
+/// `GET /v1/openapi.json`: the gateway's routes as an OpenAPI 3.1 document.
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().json(crate::gateway::openapi::document())
 }
