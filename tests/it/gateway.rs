@@ -446,3 +446,95 @@ async fn the_anthropic_route_serves_any_provider_and_counts_tokens() {
     let doc: Value = api.app.get("/v1/openapi.json", None).await.json().await.unwrap();
     assert!(doc["paths"]["/v1/messages"]["post"].is_object());
 }
+
+/// The Python with the official SDKs: `ARBOR_SDK_PYTHON`, else the venv `scripts/test` makes.
+fn sdk_python() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("ARBOR_SDK_PYTHON") {
+        return p.into();
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    std::path::Path::new(&home).join(".cache/arbor-sdk-venv/bin/python")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_and_anthropic_sdks_work_against_the_gateway() {
+    let python = sdk_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test (it installs tests/sdk/requirements.txt into a venv)",
+        python.display()
+    );
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    for reply in ["openai/text.sse", "openai/text.sse", "openai/tool_calls_parallel.sse"] {
+        api.mock.enqueue(Provider::OpenAi, Reply::fixture(reply));
+    }
+    let limited = api.mock.fixture_text("openai/error_429.json").unwrap();
+    api.mock.enqueue(Provider::OpenAi, Reply::Json { status: 429, headers: vec![], body: limited });
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    for reply in [
+        "anthropic/text.sse",
+        "anthropic/text.sse",
+        "anthropic/tool_use_parallel.sse",
+        "anthropic/count_tokens.json",
+    ] {
+        api.mock.enqueue(Provider::Anthropic, Reply::fixture(reply));
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(api.app.origin())
+        .arg(&t)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for check in [
+        "openai.create",
+        "openai.stream",
+        "openai.tools",
+        "openai.errors",
+        "anthropic.create",
+        "anthropic.stream",
+        "anthropic.tools",
+        "anthropic.count_tokens",
+        "anthropic.errors",
+        "anthropic.cross",
+    ] {
+        assert!(stdout.lines().any(|l| l == format!("ok {check}")), "{check} did not pass:\n{stdout}");
+    }
+    assert_eq!(
+        api.mock.pending(Provider::OpenAi) + api.mock.pending(Provider::Anthropic),
+        0,
+        "every reply was used"
+    );
+    assert!(api.mock.problems().is_empty(), "{:?}", api.mock.problems());
+}
+
+#[tokio::test]
+async fn shared_keys_rotate_on_429_behind_the_gateway_too() {
+    let api = api_with(|_| {}).await;
+    let admin = api.app.create_user("root@example.com", Role::Admin).await;
+    let admin = api.app.login_full(&admin).await;
+    let provider =
+        crate::admin::add_provider(&api.app, &admin, "team", &api.mock.url(Provider::OpenAi), "").await;
+    crate::admin::add_shared_key(&api.app, &admin, provider, "one", "sk-gw-shared-ONE-1111").await;
+    crate::admin::add_shared_key(&api.app, &admin, provider, "two", "sk-gw-shared-TWO-2222").await;
+    let t = token(&api, "api", "").await;
+    let limited = api.mock.fixture_text("openai/error_429.json").unwrap();
+    api.mock.enqueue(Provider::OpenAi, Reply::Json { status: 429, headers: vec![], body: limited });
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = api.chat(&t, hello("team/gpt-4o-mini", false)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.unwrap()["model"], "team/gpt-4o-mini");
+    let keys: Vec<String> = api
+        .mock
+        .requests_for(Provider::OpenAi)
+        .iter()
+        .filter_map(|r| r.header("authorization").map(str::to_string))
+        .collect();
+    assert_eq!(keys, ["Bearer sk-gw-shared-ONE-1111", "Bearer sk-gw-shared-TWO-2222"]);
+}
