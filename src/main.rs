@@ -116,6 +116,21 @@ enum AdminAction {
         #[arg(long)]
         email: String,
     },
+    /// Create an API token for a user and print it (shown once), e.g. for scripts and CI.
+    Token {
+        /// Email address of the user.
+        #[arg(long)]
+        email: String,
+        /// The token's name.
+        #[arg(long, default_value = "command line")]
+        name: String,
+        /// `api` (the /v1 API only) or `full` (also the account).
+        #[arg(long, default_value = "api")]
+        scope: String,
+        /// Days until it expires (default: never).
+        #[arg(long)]
+        days: Option<u32>,
+    },
 }
 
 /// Exit code for configuration errors.
@@ -497,6 +512,7 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
             }
             Err(e) => Err(e),
         },
+        AdminAction::Token { email, name, scope, days } => cli_token(&db, &email, &name, &scope, days).await,
         AdminAction::Promote { email } => accounts::promote_by_email(&db, &email)
             .await
             .map(|u| format!("{} is now an administrator", u.email))
@@ -506,6 +522,28 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
             }),
     };
     report(result)
+}
+
+/// `arbor admin token`: a new API token for the user with this email, printed once.
+async fn cli_token(
+    db: &arbor::storage::Db,
+    email: &str,
+    name: &str,
+    scope: &str,
+    days: Option<u32>,
+) -> Result<String, String> {
+    use arbor::domain::{accounts, api_tokens, audit};
+    let scope = api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api or full".to_string())?;
+    let email = accounts::normalize_email(email).map_err(|e| e.to_string())?;
+    let (user, _) = arbor::storage::repos::users::find_by_email(db, &email)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no user with the email {email}"))?;
+    let actor = accounts::Actor::for_user(&user);
+    let created = api_tokens::create(db, &actor, &audit::Origin::cli(), name, scope, days)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(created.token.expose().to_string())
 }
 
 /// Prints a command's outcome: the text on stdout and success, or the error on stderr.

@@ -19,9 +19,9 @@
 #   ARBOR_BENCH_MODEL_D0, ARBOR_BENCH_MODEL_D5   model names as Arbor lists the mock's models
 #   ARBOR_BENCH_ENV      extra VAR=value words for the server's environment (space-separated)
 #
-# STATUS: the /v1 gateway and API tokens do not exist yet. Start-up time and idle memory
-# (measure.sh steps 1-3, printed in its log) work now; sys_token then stops the run with a
-# message. For start-up/idle figures alone, scripts/bench-startup is the better tool.
+# The mock is configured as provider "mock" (OpenAI-compatible, models mock-d0 and mock-d5) in a
+# config file written by sys_prepare; the harness asks for "mock-d0", which the gateway finds
+# without a provider prefix. sys_token creates a local admin and an API token with the CLI.
 
 ARBOR_REPO=${ARBOR_REPO:-$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)}
 ARBOR_BIN=${ARBOR_BIN:-${CARGO_TARGET_DIR:-$ARBOR_REPO/target}/release/arbor}
@@ -44,6 +44,16 @@ sys_prepare() {
   fi
   rm -rf "$WORK_DIR/arbor"
   mkdir -p "$WORK_DIR/arbor/data"
+  cat > "$WORK_DIR/arbor/arbor.toml" <<TOML
+[llm]
+detect_local_ollama = false
+infer_titles = false
+[llm.providers.mock]
+kind = "openai_compatible"
+base_url = "$MOCK_URL/v1"
+api_key = "mock-key"
+models = ["mock-d0", "mock-d5"]
+TOML
 }
 
 # Starts the server in the background in its own session (setsid: measure.sh stops the whole
@@ -54,34 +64,26 @@ sys_start() {
   read -r -a extra_env <<<"${ARBOR_BENCH_ENV:-}"
   # ARBOR_DATABASE_URL is unset so a value in the caller's environment cannot turn this into a
   # PostgreSQL run; this file's own ARBOR_* knobs are unset so Arbor's ARBOR_-prefixed config
-  # loader never sees them. ARBOR_UPSTREAM_URL is the README's placeholder for "one
-  # OpenAI-compatible upstream = the mock"; TODO: align with Arbor's provider configuration.
+  # loader never sees them.
   # shellcheck disable=SC2086  # $PIN_SUT is "taskset -c N" or empty: splitting intended
   ( cd "$WORK_DIR/arbor" && exec env -u ARBOR_DATABASE_URL -u ARBOR_BIN -u ARBOR_REPO \
       -u ARBOR_BENCH_TOKEN -u ARBOR_BENCH_MODEL_D0 -u ARBOR_BENCH_MODEL_D5 -u ARBOR_BENCH_ENV \
-      ARBOR_UPSTREAM_URL="$MOCK_URL/v1" "${extra_env[@]}" \
-      setsid $PIN_SUT "$ARBOR_BIN" serve --bind "127.0.0.1:$SYS_PORT" --data-dir "$WORK_DIR/arbor/data" \
+      "${extra_env[@]}" \
+      setsid $PIN_SUT "$ARBOR_BIN" --config "$WORK_DIR/arbor/arbor.toml" serve --bind "127.0.0.1:$SYS_PORT" \
+      --data-dir "$WORK_DIR/arbor/data" \
       >>"$WORK_DIR/arbor/server.log" 2>&1 ) &
   SYS_PID=$!
 }
 
-# Prints a bearer token for /v1. Guarded: until the gateway exists this fails with a clear
-# message (measure.sh then stops after the start-up/idle part, whose figures are in its log).
+# Prints a bearer token for /v1: a local admin and an API token, made with the CLI next to the
+# running server (SQLite in WAL mode takes the second writer).
 sys_token() {
-  local base="http://127.0.0.1:$SYS_PORT" code
   if [ -n "${ARBOR_BENCH_TOKEN:-}" ]; then
     echo "$ARBOR_BENCH_TOKEN"
     return 0
   fi
-  code=$(curl -s -o /dev/null -m 10 -w '%{http_code}' "$base/v1/models" || true)
-  if [ "$code" = 404 ]; then
-    echo "arbor.sh: GET $base/v1/models -> 404: this Arbor build has no /v1 gateway yet." >&2
-    echo "arbor.sh: start-up and idle-memory figures are in the log above; load runs need the gateway." >&2
-    return 1
-  fi
-  # TODO: when tokens exist, create the first (admin) user and an API key here, e.g. via
-  # `"$ARBOR_BIN" ... --data-dir "$WORK_DIR/arbor/data"` or the sign-up API, and print the key.
-  echo "arbor.sh: GET $base/v1/models -> HTTP ${code:-none}; token creation is not implemented in arbor.sh yet." >&2
-  echo "arbor.sh: set ARBOR_BENCH_TOKEN=<api key> to run the load part." >&2
-  return 1
+  local cli=(env -u ARBOR_DATABASE_URL "$ARBOR_BIN" --config "$WORK_DIR/arbor/arbor.toml")
+  printf 'bench-password-0123456789\n' |
+    "${cli[@]}" admin create --email bench@example.com --data-dir "$WORK_DIR/arbor/data" >&2 || true
+  "${cli[@]}" admin token --email bench@example.com --name harness --data-dir "$WORK_DIR/arbor/data"
 }

@@ -275,6 +275,28 @@ fn admin_create_and_promote() {
     let out = run(&["admin", "promote", "--email", "root@example.com"], "");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("root@example.com is now an administrator"));
+
+    // An API token for scripts: printed once, and it authenticates.
+    let out = run(&["admin", "token", "--email", "root@example.com", "--name", "ci", "--days", "30"], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(token.starts_with("arb_"), "{token}");
+    for bad in [
+        &["admin", "token", "--email", "nobody@example.com"][..],
+        &["admin", "token", "--email", "root@example.com", "--scope", "root"],
+    ] {
+        let out = run(bad, "");
+        assert!(!out.status.success(), "{bad:?}");
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let url = format!("sqlite://{}?mode=rw", dir.path().join("data/arbor.db").display());
+        let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
+        let caller = arbor::domain::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
+        assert_eq!(caller.user.email, "root@example.com");
+        assert_eq!(caller.scope, arbor::domain::api_tokens::Scope::Api);
+        db.close().await.unwrap();
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
