@@ -71,17 +71,18 @@ fn seconds_until(end: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
     u64::try_from((end - now).num_seconds()).unwrap_or(0).max(1)
 }
 
-/// The stored quota of one scope.
-async fn stored(db: &Db, scope: &str) -> DomainResult<Option<Quota>> {
-    Ok(quota::Entity::find_by_id(scope.to_string()).one(db).await?.map(|r| from_row(&r)))
-}
-
 /// The quota that applies to a user: their own, else the instance default.
 pub async fn effective(db: &Db, user: Uuid) -> DomainResult<Quota> {
-    if let Some(q) = stored(db, &user.to_string()).await? {
-        return Ok(q);
-    }
-    Ok(stored(db, DEFAULT_SCOPE).await?.unwrap_or_default())
+    use sea_orm::{ColumnTrait, QueryFilter};
+    // One query for both rows: this runs before every reply and every API call.
+    let user_scope = user.to_string();
+    let rows = quota::Entity::find()
+        .filter(quota::Column::Scope.is_in([user_scope.clone(), DEFAULT_SCOPE.to_string()]))
+        .all(db)
+        .await?;
+    let own = rows.iter().find(|r| r.scope == user_scope);
+    let default = rows.iter().find(|r| r.scope == DEFAULT_SCOPE);
+    Ok(own.or(default).map(from_row).unwrap_or_default())
 }
 
 /// What the user spent today and this month.

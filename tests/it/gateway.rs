@@ -538,3 +538,63 @@ async fn shared_keys_rotate_on_429_behind_the_gateway_too() {
         .collect();
     assert_eq!(keys, ["Bearer sk-gw-shared-ONE-1111", "Bearer sk-gw-shared-TWO-2222"]);
 }
+
+#[tokio::test]
+async fn images_cross_formats_and_rate_limits_and_expired_tokens_are_handled() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+
+    // An inline image in the OpenAI format reaches an Anthropic model as an image block.
+    api.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/text.sse"));
+    let body = json!({
+        "model": "anthropic/claude-sonnet-4-5",
+        "messages": [{ "role": "user", "content": [
+            { "type": "text", "text": "What is in the picture?" },
+            { "type": "image_url", "image_url": { "url": "data:image/png;base64,iVBORw0KGgo=" } }
+        ]}]
+    });
+    assert_eq!(api.chat(&t, body).await.status(), 200);
+    let sent = api.mock.requests_for(Provider::Anthropic).last().unwrap().json().unwrap();
+    let blocks = sent["messages"][0]["content"].as_array().unwrap().clone();
+    assert!(
+        blocks.iter().any(|b| b["type"] == "image" && b["source"]["data"] == "iVBORw0KGgo="),
+        "{blocks:?}"
+    );
+
+    // A provider's per-minute limit answers 429 in the caller's format, before any call.
+    let admin = api.app.create_user("root@example.com", Role::Admin).await;
+    let admin = api.app.login_full(&admin).await;
+    let provider =
+        crate::admin::add_provider(&api.app, &admin, "team", &api.mock.url(Provider::OpenAi), "&rpm=1").await;
+    crate::admin::add_shared_key(&api.app, &admin, provider, "k", "sk-gw-rpm-1234").await;
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    assert_eq!(api.chat(&t, hello("team/gpt-4o-mini", false)).await.status(), 200);
+    let res = api.call("/v1/messages", &t, Some(anthropic_hello("team/gpt-4o-mini", false))).await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().get("retry-after").is_some());
+    assert_eq!(res.json::<Value>().await.unwrap()["error"]["type"], "rate_limit_error");
+    assert_eq!(api.mock.requests_for(Provider::OpenAi).len(), 1);
+
+    // An expired full token no longer opens account pages.
+    let full = token(&api, "full", "1").await;
+    let settings = |tok: String| {
+        let app = &api.app;
+        async move {
+            app.client
+                .get(app.url("/settings"))
+                .header("Authorization", format!("Bearer {tok}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(settings(full.clone()).await, 200);
+    {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = &api.app.state.db;
+        let sql = "UPDATE api_tokens SET expires_at = created_at WHERE name = 'test-full'";
+        db.execute_raw(Statement::from_string(db.get_database_backend(), sql)).await.unwrap();
+    }
+    assert_eq!(settings(full).await, 401);
+}
