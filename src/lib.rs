@@ -114,6 +114,9 @@ pub fn serve(state: AppState, listener: TcpListener) -> Result<actix_web::dev::S
         .workers(workers)
         .shutdown_timeout(shutdown)
         .client_request_timeout(Duration::from_secs(30))
+        // Streams are many small writes: without this, Nagle's algorithm holds the second write
+        // until the client's delayed ACK (~40 ms) arrives.
+        .tcp_nodelay(true)
         .listen(listener)?
         .run();
     Ok(server)
