@@ -89,6 +89,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     if interrupted > 0 {
         tracing::warn!(interrupted, "replies cut off by the last shutdown are marked interrupted");
     }
+    let usage = storage::usage_writer::UsageWriter::start(db.clone());
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -98,6 +99,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         mailer,
         oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),
+        usage,
         vault,
     })
 }

@@ -29,4 +29,6 @@ pub struct AppState {
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
     /// The opened key vault.
     pub vault: crate::vault::Vault,
+    /// Writes the API's usage rows in batches.
+    pub usage: crate::storage::usage_writer::UsageWriter,
 }

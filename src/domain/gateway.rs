@@ -14,6 +14,7 @@ use crate::providers::client::EventStream;
 use crate::providers::types::{ChatRequest, ProviderError, Usage};
 use crate::storage::Db;
 use crate::storage::repos::messages as repo;
+use crate::storage::usage_writer::UsageWriter;
 
 /// Why no model could be opened.
 #[derive(Debug)]
@@ -109,8 +110,8 @@ pub struct Finished<'a> {
     pub started: Instant,
 }
 
-/// Records one gateway call's usage (estimated from characters when the provider sent none).
-pub async fn record(db: &Db, providers: &Providers, actor: &Actor, done: Finished<'_>) {
+/// Queues one gateway call's usage row (estimated from characters when the provider sent none).
+pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, done: Finished<'_>) {
     let Finished { model: opened_model, request, reported, produced_chars, started } = done;
     let (u, estimated) = match reported {
         Some(u) => (u, false),
@@ -141,9 +142,7 @@ pub async fn record(db: &Db, providers: &Providers, actor: &Actor, done: Finishe
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         via: "api",
     };
-    if let Err(e) = repo::insert_usage(db, &row).await {
-        tracing::warn!(error = %e, "could not record gateway usage");
-    }
+    usage_writer.write(&row);
 }
 
 /// A fresh response id.

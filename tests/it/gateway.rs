@@ -74,9 +74,17 @@ fn data_lines(body: &str) -> Vec<String> {
     body.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_string).collect()
 }
 
-async fn usage_rows(app: &TestApp) -> Vec<arbor::storage::entities::usage::Model> {
+/// The usage rows once there are `n` (the API writes them in the background, in batches).
+async fn usage_rows(app: &TestApp, n: usize) -> Vec<arbor::storage::entities::usage::Model> {
     use sea_orm::EntityTrait;
-    arbor::storage::entities::usage::Entity::find().all(&app.state.db).await.unwrap()
+    let began = std::time::Instant::now();
+    loop {
+        let rows = arbor::storage::entities::usage::Entity::find().all(&app.state.db).await.unwrap();
+        if rows.len() >= n || began.elapsed() > std::time::Duration::from_secs(10) {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]
@@ -235,7 +243,7 @@ async fn chat_completions_are_served_whole_and_streamed_by_any_provider() {
     );
 
     // Both calls are in the usage table, marked as API calls.
-    let rows = usage_rows(&api.app).await;
+    let rows = usage_rows(&api.app, 2).await;
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r.via == "api" && r.session_id.is_none() && r.user_id == Some(api.user.id)));
 }
@@ -325,6 +333,7 @@ async fn bad_requests_unknown_models_and_quotas_answer_in_the_openai_shape() {
     // A quota that one call used up: 429 with Retry-After, and no further provider call.
     api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
     assert_eq!(api.chat(&t, hello("openai/gpt-4o-mini", false)).await.status(), 200);
+    assert_eq!(usage_rows(&api.app, 1).await.len(), 1);
     let admin = api.app.create_user("root@example.com", Role::Admin).await;
     let admin = api.app.login_full(&admin).await;
     assert_eq!(api.app.post_form("/admin/quotas", "tokens_day=5", Some(&admin)).await.status(), 200);

@@ -483,6 +483,12 @@ pub struct UsageRow<'a> {
 
 /// Appends a usage row.
 pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
+    usage_model(u).insert(db).await?;
+    Ok(())
+}
+
+/// A usage row ready to insert, stamped now.
+pub fn usage_model(u: &UsageRow<'_>) -> usage::ActiveModel {
     usage::ActiveModel {
         id: Set(Uuid::now_v7()),
         user_id: Set(Some(u.user_id)),
@@ -499,9 +505,6 @@ pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
         via: Set(u.via.to_string()),
         created_at: Set(Utc::now()),
     }
-    .insert(db)
-    .await?;
-    Ok(())
 }
 
 /// After a crash: runs left `running` become `interrupted`, and so do their messages (text kept).

@@ -192,7 +192,7 @@ async fn whole_completion(
         answer.text.len() + answer.tool_calls.iter().map(|(_, _, a)| a.to_string().len()).sum::<usize>();
     let done =
         Finished { model: &model, request: &parsed.request, reported, produced_chars: produced, started };
-    gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+    gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     if let Some(e) = failure {
         return openai_error(&from_provider(&e));
     }
@@ -278,7 +278,7 @@ fn stream_completion(
         drop(stream);
         let done =
             Finished { model: &model, request: &parsed.request, reported, produced_chars: produced, started };
-        gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+        gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
@@ -339,7 +339,7 @@ pub async fn messages(state: web::Data<AppState>, req: HttpRequest, payload: web
         produced_chars: writer.produced,
         started,
     };
-    gateway::record(&state.db, providers, &caller.actor, done).await;
+    gateway::record(&state.usage, providers, &caller.actor, done);
     if let Some(e) = failure {
         return anthropic_error(&from_provider(&e));
     }
@@ -389,7 +389,7 @@ fn stream_message(
             produced_chars: writer.produced,
             started,
         };
-        gateway::record(&state.db, state.engine.providers(), &caller.actor, done).await;
+        gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
