@@ -163,6 +163,9 @@ struct Reading {
     body: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     parser: SseParser,
     decoder: Decoder,
+    /// Parsed but not yet decoded: one network read may hold a whole fast stream, and decoding
+    /// it all before handing out the first event would delay the first token.
+    raw: VecDeque<super::sse::SseEvent>,
     pending: VecDeque<ProviderEvent>,
     idle_timeout: Duration,
     key: Secret,
@@ -177,8 +180,16 @@ impl Reading {
                 if matches!(ev, ProviderEvent::Error(_)) {
                     self.done = true;
                     self.pending.clear();
+                    self.raw.clear();
                 }
                 return Some(ev);
+            }
+            if let Some(sse) = self.raw.pop_front() {
+                match self.decoder.on_event(&sse) {
+                    Ok(events) => self.pending.extend(events),
+                    Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
+                }
+                continue;
             }
             if self.done {
                 return None;
@@ -194,14 +205,7 @@ impl Reading {
                         retry_after_secs: None,
                     }));
                 }
-                Ok(Some(Ok(chunk))) => {
-                    for sse in self.parser.push(&chunk) {
-                        match self.decoder.on_event(&sse) {
-                            Ok(events) => self.pending.extend(events),
-                            Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
-                        }
-                    }
-                }
+                Ok(Some(Ok(chunk))) => self.raw.extend(self.parser.push(&chunk)),
                 Ok(Some(Err(e))) => {
                     self.done = true;
                     return Some(ProviderEvent::Error(transport_error(&e)));
@@ -384,6 +388,7 @@ impl ProviderClient {
             body: Box::pin(res.bytes_stream()),
             parser: SseParser::new(),
             decoder: Decoder::new(ep.format),
+            raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout: self.idle_timeout,
             key: ep.api_key.clone(),
