@@ -101,6 +101,35 @@ async fn read_json(mut payload: web::Payload) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::invalid(format!("The body is not valid JSON: {e}."), None))
 }
 
+/// Finds the model chain for `model` and opens the first that starts answering.
+async fn begin(
+    state: &AppState,
+    caller: &TokenCaller,
+    model: &str,
+    request: &crate::providers::types::ChatRequest,
+) -> Result<Opened, ApiError> {
+    let providers = state.engine.providers();
+    let chain = gateway::chain(&state.db, providers, &caller.actor, model)
+        .await
+        .map_err(|e| from_domain(e, model))?;
+    gateway::open(&state.db, providers, &caller.actor, &chain, request).await.map_err(|e| match e {
+        OpenError::Domain(e) => from_domain(e, model),
+        OpenError::Provider(e) => from_provider(&e),
+    })
+}
+
+/// A `text/event-stream` response fed by a channel the streaming task writes to.
+fn event_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
+    });
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
+        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body)
+}
+
 /// `GET /v1/models`: the models this token's user may use, then their aliases.
 pub async fn models(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
     let caller = match caller(&state, &req).await {
@@ -144,15 +173,9 @@ pub async fn chat_completions(
         Ok(p) => p,
         Err(e) => return openai_error(&e),
     };
-    let providers = state.engine.providers();
-    let chain = match gateway::chain(&state.db, providers, &caller.actor, &parsed.model).await {
-        Ok(c) => c,
-        Err(e) => return openai_error(&from_domain(e, &parsed.model)),
-    };
-    let opened = match gateway::open(&state.db, providers, &caller.actor, &chain, &parsed.request).await {
+    let opened = match begin(&state, &caller, &parsed.model, &parsed.request).await {
         Ok(o) => o,
-        Err(OpenError::Domain(e)) => return openai_error(&from_domain(e, &parsed.model)),
-        Err(OpenError::Provider(e)) => return openai_error(&from_provider(&e)),
+        Err(e) => return openai_error(&e),
     };
     if parsed.stream {
         stream_completion(state.into_inner(), caller, parsed, opened)
@@ -280,14 +303,7 @@ fn stream_completion(
             Finished { model: &model, request: &parsed.request, reported, produced_chars: produced, started };
         gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
-    });
-    HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
-        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body)
+    event_stream(rx)
 }
 
 /// An error in the Anthropic shape.
@@ -309,15 +325,9 @@ pub async fn messages(state: web::Data<AppState>, req: HttpRequest, payload: web
         Ok(p) => p,
         Err(e) => return anthropic_error(&e),
     };
-    let providers = state.engine.providers();
-    let chain = match gateway::chain(&state.db, providers, &caller.actor, &parsed.model).await {
-        Ok(c) => c,
-        Err(e) => return anthropic_error(&from_domain(e, &parsed.model)),
-    };
-    let opened = match gateway::open(&state.db, providers, &caller.actor, &chain, &parsed.request).await {
+    let opened = match begin(&state, &caller, &parsed.model, &parsed.request).await {
         Ok(o) => o,
-        Err(OpenError::Domain(e)) => return anthropic_error(&from_domain(e, &parsed.model)),
-        Err(OpenError::Provider(e)) => return anthropic_error(&from_provider(&e)),
+        Err(e) => return anthropic_error(&e),
     };
     if parsed.stream {
         return stream_message(state.into_inner(), caller, parsed, opened);
@@ -339,7 +349,7 @@ pub async fn messages(state: web::Data<AppState>, req: HttpRequest, payload: web
         produced_chars: writer.produced,
         started,
     };
-    gateway::record(&state.usage, providers, &caller.actor, done);
+    gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     if let Some(e) = failure {
         return anthropic_error(&from_provider(&e));
     }
@@ -391,14 +401,7 @@ fn stream_message(
         };
         gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
-    });
-    HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
-        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body)
+    event_stream(rx)
 }
 
 /// `POST /v1/messages/count_tokens`: exact when the serving provider can count, otherwise
