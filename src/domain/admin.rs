@@ -329,6 +329,20 @@ fn parse_limit(raw: &str, what: &str) -> DomainResult<Option<i64>> {
     }
 }
 
+/// Checks a URL an admin sets: http(s) with a host and no credentials in it (admins may point at
+/// private addresses). `what` names it ("base URL"), `secrets_go` says where credentials belong.
+pub(crate) fn check_http_url(raw: &str, what: &str, secrets_go: &str) -> DomainResult<reqwest::Url> {
+    let url = reqwest::Url::parse(raw)
+        .map_err(|_| DomainError::Invalid(format!("The {what} is not a valid URL.")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(DomainError::Invalid(format!("The {what} must start with http:// or https://.")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(DomainError::Invalid(format!("Put credentials in {secrets_go}, not in the {what}.")));
+    }
+    Ok(url)
+}
+
 /// Checks an admin-set base URL: http(s) with a host (admins may point at private addresses).
 fn check_admin_url(kind: ProviderKind, raw: &str) -> DomainResult<String> {
     let raw = raw.trim().trim_end_matches('/');
@@ -338,14 +352,7 @@ fn check_admin_url(kind: ProviderKind, raw: &str) -> DomainResult<String> {
         }
         return Ok(String::new());
     }
-    let url = reqwest::Url::parse(raw)
-        .map_err(|_| DomainError::Invalid("The base URL is not a valid URL.".into()))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(DomainError::Invalid("The base URL must start with http:// or https://.".into()));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(DomainError::Invalid("Put credentials in a key, not in the base URL.".into()));
-    }
+    check_http_url(raw, "base URL", "a key")?;
     if raw == default_base_url(kind) { Ok(String::new()) } else { Ok(raw.to_string()) }
 }
 

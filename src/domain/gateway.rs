@@ -73,9 +73,10 @@ pub async fn open(
     request: &ChatRequest,
 ) -> Result<Opened, OpenError> {
     quotas::check(db, actor.user_id).await.map_err(OpenError::Domain)?;
+    let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
-        let model = match providers.resolve(actor, reference).await {
+        let model = match providers.resolve_with(actor, reference, &own) {
             Ok(m) => m,
             Err(e) => {
                 last = Some(OpenError::Domain(e));

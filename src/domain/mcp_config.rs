@@ -181,14 +181,7 @@ fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<St
             }
         }
         Transport::Http => {
-            let url = reqwest::Url::parse(form.url.trim())
-                .map_err(|_| DomainError::Invalid("The URL is not a valid URL.".into()))?;
-            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                return Err(DomainError::Invalid("The URL must start with http:// or https://.".into()));
-            }
-            if !url.username().is_empty() || url.password().is_some() {
-                return Err(DomainError::Invalid("Put credentials in a header, not in the URL.".into()));
-            }
+            super::admin::check_http_url(form.url.trim(), "URL", "a header")?;
         }
     }
     Ok((transport, args, parse_secrets(&form.secrets, transport)?))

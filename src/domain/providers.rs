@@ -478,7 +478,7 @@ impl Providers {
     }
 
     /// The actor's own provider keys (none without a vault).
-    async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
+    pub async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
         let Some(access) = &self.vault else { return Ok(Vec::new()) };
         Ok(Vault::list_secrets(&access.db, actor.user_id, SecretKind::ProviderKey).await?)
     }
@@ -546,10 +546,21 @@ impl Providers {
     /// Resolves `provider/model` for the actor, or says clearly why it cannot be used. Counts
     /// the call against the provider's rate limits.
     pub async fn resolve(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+        let own = self.own_keys(actor).await?;
+        self.resolve_with(actor, reference, &own)
+    }
+
+    /// As [`Providers::resolve`], with the actor's own keys already read (a fallback chain
+    /// resolves several references for one call).
+    pub fn resolve_with(
+        &self,
+        actor: &Actor,
+        reference: &str,
+        own: &[SecretMeta],
+    ) -> DomainResult<ResolvedModel> {
         let (name, model) = split_reference(reference).ok_or_else(|| {
             DomainError::Invalid(format!("\"{reference}\" is not a model reference like \"openai/gpt-4.1\"."))
         })?;
-        let own = self.own_keys(actor).await?;
         let instance = self.entries();
         let resolved = |entry: &ProviderEntry, model: &str, chat: Arc<dyn ChatProvider>| ResolvedModel {
             provider: entry.name.clone(),
@@ -561,7 +572,7 @@ impl Providers {
         // An own key or personal endpoint reaches every model: only a `$alias` is dropped.
         let bare = split_alias(model).0;
         if let Some(entry) = instance.iter().find(|e| e.name == name) {
-            if let Some(key) = Self::own_key_for(&own, entry) {
+            if let Some(key) = Self::own_key_for(own, entry) {
                 let plan = KeyPlan::Own { owner: actor.user_id, secret: key.id };
                 return Ok(resolved(entry, bare, self.keyed(actor, entry, plan, false)));
             }
@@ -606,7 +617,7 @@ impl Providers {
             return Ok(resolved(entry, model, self.keyed(actor, entry, plan, false)));
         }
         if let Some((entry, secret)) =
-            self.personal_entries(&own, &instance).into_iter().find(|(e, _)| e.name == name)
+            self.personal_entries(own, &instance).into_iter().find(|(e, _)| e.name == name)
         {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
             let plan = KeyPlan::Own { owner: actor.user_id, secret };

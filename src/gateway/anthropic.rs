@@ -43,7 +43,7 @@ fn image(b: &Value, at: &str) -> Result<Part, ApiError> {
         return Err(ApiError::invalid("Images must be sent inline (source.type \"base64\").", Some(at)));
     }
     let mime = source.get("media_type").and_then(Value::as_str).unwrap_or_default();
-    if !matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
+    if !super::image_type_allowed(mime) {
         return Err(ApiError::invalid("Images must be PNG, JPEG, GIF or WebP.", Some(at)));
     }
     let data = source

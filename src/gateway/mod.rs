@@ -6,6 +6,11 @@ pub mod anthropic;
 pub mod openai;
 pub mod openapi;
 
+/// Whether an inline image's media type is one every provider takes.
+pub fn image_type_allowed(mime: &str) -> bool {
+    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp")
+}
+
 /// An error as the API reports it, before it is put in the caller's format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {

@@ -50,7 +50,7 @@ fn data_url(url: &str, param: &str) -> Result<(String, String), ApiError> {
     let mime = meta
         .strip_suffix(";base64")
         .ok_or_else(|| ApiError::invalid("The data: URL must be base64.", Some(param)))?;
-    if !matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
+    if !super::image_type_allowed(mime) {
         return Err(ApiError::invalid("Images must be PNG, JPEG, GIF or WebP.", Some(param)));
     }
     Ok((mime.to_string(), data.to_string()))

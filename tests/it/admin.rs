@@ -266,6 +266,15 @@ async fn visibility_and_enabled_models_limit_who_uses_what() {
         assert!(res.status() == 400 || res.status() == 409, "{body}: {}", res.status());
         assert!(res.text().await.unwrap().contains(needle), "{body}");
     }
+    // An empty shared key is refused and stores nothing.
+    let res =
+        chat.app.post_form(&format!("/admin/providers/{provider}/keys"), "label=x&key=", Some(&admin)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("cannot be empty"));
+    // Out-of-range periods and malformed cursors are refused, not served.
+    for path in ["/admin/usage?days=0", "/admin/usage.csv?days=9999", "/admin/audit?before=not-a-uuid"] {
+        assert_eq!(chat.app.get(path, Some(&admin.cookie)).await.status(), 400, "{path}");
+    }
     let listed = arbor::domain::admin::list_providers(
         &chat.app.state.db,
         &arbor::domain::accounts::Actor { user_id: Uuid::nil(), role: Role::Admin },

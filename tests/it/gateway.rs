@@ -607,3 +607,33 @@ async fn images_cross_formats_and_rate_limits_and_expired_tokens_are_handled() {
     }
     assert_eq!(settings(full).await, 401);
 }
+
+#[tokio::test]
+async fn bad_token_and_alias_forms_are_refused_with_a_reason() {
+    let api = api_with(|_| {}).await;
+    for (body, needle) in [
+        ("name=x&scope=root&expires_days=30", "Pick what the token may do"),
+        ("name=x&scope=api&expires_days=soon", "Pick when the token expires"),
+        ("name=x&scope=api&expires_days=0", "1 to 3650 days"),
+        ("name=&scope=api&expires_days=30", "Give the token a name"),
+    ] {
+        let res = api.app.post_form("/settings/tokens", body, Some(&api.s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        let html = res.text().await.unwrap();
+        assert!(html.contains(needle), "{body}: {html}");
+        assert!(!html.contains("class=\"token-value\""), "no token was made for {body}");
+    }
+    for (body, needle) in [
+        ("alias=a%2Fb&target=openai%2Fgpt-4o-mini", "letters, digits"),
+        ("alias=ok&target=", "one to ten models"),
+        ("alias=ok&target=a+b", "spaces"),
+    ] {
+        let res = api.app.post_form("/settings/aliases", body, Some(&api.s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains(needle), "{body}");
+    }
+    assert_eq!(api.app.post_form("/settings/aliases/nope/delete", "", Some(&api.s)).await.status(), 404);
+    let actor = arbor::domain::accounts::Actor::for_user(&api.user);
+    assert!(arbor::domain::aliases::list(&api.app.state.db, &actor).await.unwrap().is_empty());
+    assert!(arbor::domain::api_tokens::list(&api.app.state.db, &actor).await.unwrap().is_empty());
+}

@@ -80,11 +80,16 @@ fn from_provider(e: &ProviderError) -> ApiError {
 
 /// An error in the OpenAI shape.
 fn openai_error(e: &ApiError) -> HttpResponse {
+    error_response(e, openai::error_body(e))
+}
+
+/// An error's status and `Retry-After` with the body of the caller's format.
+fn error_response(e: &ApiError, body: Value) -> HttpResponse {
     let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
     if let Some(secs) = e.retry_after {
         res.insert_header((header::RETRY_AFTER, secs.to_string()));
     }
-    res.json(openai::error_body(e))
+    res.json(body)
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes.
@@ -308,11 +313,7 @@ fn stream_completion(
 
 /// An error in the Anthropic shape.
 fn anthropic_error(e: &ApiError) -> HttpResponse {
-    let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
-    if let Some(secs) = e.retry_after {
-        res.insert_header((header::RETRY_AFTER, secs.to_string()));
-    }
-    res.json(anthropic::error_body(e))
+    error_response(e, anthropic::error_body(e))
 }
 
 /// `POST /v1/messages`: Anthropic Messages, served by whichever provider the model names.
