@@ -47,6 +47,34 @@ pub struct Config {
     pub oidc: OidcConfig,
     /// LLM providers and streaming.
     pub llm: LlmConfig,
+    /// The agent: tools, approvals and their limits.
+    pub agent: AgentConfig,
+}
+
+/// The agent: tools, approvals and their limits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Most model calls one run may make before it stops.
+    pub max_iterations: u32,
+    /// The least-asking approval mode anyone may use: `suggest`, `auto-edit` or `full-auto`.
+    pub loosest_approval_mode: String,
+    /// Longest a shell command may run, seconds.
+    pub shell_timeout_secs: u64,
+    /// Output kept per stream of a shell command, bytes.
+    pub shell_max_output_bytes: usize,
+    /// Whether shell commands may run without bubblewrap when it is missing (never unasked).
+    pub allow_unsandboxed_shell: bool,
+    /// Longest a web fetch may take, seconds.
+    pub fetch_timeout_secs: u64,
+    /// Most bytes a web fetch downloads.
+    pub fetch_max_bytes: usize,
+    /// Address ranges `web_fetch` may reach although they are private (CIDR).
+    pub fetch_allow: Vec<String>,
+    /// Most bytes `read_file` returns.
+    pub read_max_bytes: usize,
+    /// Most bytes `write_file` writes.
+    pub write_max_bytes: usize,
 }
 
 /// LLM providers and streaming.
@@ -439,6 +467,23 @@ impl Config {
         }
         if self.events.keepalive_secs == 0 || self.events.keepalive_secs > 300 {
             return bad("events.keepalive_secs", "must be between 1 and 300");
+        }
+        if self.agent.max_iterations == 0 || self.agent.max_iterations > 1000 {
+            return bad("agent.max_iterations", "must be between 1 and 1000");
+        }
+        if !["suggest", "auto-edit", "full-auto"].contains(&self.agent.loosest_approval_mode.as_str()) {
+            return bad("agent.loosest_approval_mode", "must be suggest, auto-edit or full-auto");
+        }
+        if self.agent.shell_timeout_secs == 0 || self.agent.fetch_timeout_secs == 0 {
+            return bad("agent.shell_timeout_secs", "tool timeouts must be at least 1 second");
+        }
+        if let Some(bad_range) =
+            self.agent.fetch_allow.iter().find(|r| crate::netguard::AllowedRanges::parse(r).is_err())
+        {
+            return Err((
+                "agent.fetch_allow".into(),
+                format!("{bad_range:?} is not an address range like 10.0.0.0/8"),
+            ));
         }
         if self.events.channel_capacity < 16 {
             return bad("events.channel_capacity", "must be at least 16");

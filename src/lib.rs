@@ -16,6 +16,7 @@ pub mod secret;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
+pub mod tools;
 pub mod vault;
 pub mod web;
 
@@ -58,6 +59,22 @@ pub enum StartupError {
     Io(#[from] std::io::Error),
 }
 
+/// The agent's settings: the sandbox found on this machine, and the paths no tool process may
+/// read (the data directory, the configuration file, the master key file).
+async fn agent_settings(config: &Config, env: &[(String, String)]) -> domain::agent::AgentSettings {
+    let sandbox = tools::Sandbox::detect().await;
+    let mut hidden = vec![config.data_dir.clone()];
+    for (name, value) in env {
+        if matches!(name.as_str(), "ARBOR_MASTER_KEY_FILE" | "ARBOR_CONFIG") && !value.is_empty() {
+            hidden.push(std::path::PathBuf::from(value));
+        }
+    }
+    hidden.push(std::path::PathBuf::from("/etc/arbor"));
+    // Relative paths name nothing inside the sandbox: make them absolute.
+    let hidden = hidden.into_iter().map(|p| std::path::absolute(&p).unwrap_or(p)).collect();
+    domain::agent::AgentSettings::new(&config.agent, sandbox, hidden)
+}
+
 /// Connects, migrates and assembles the state once.
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let db = storage::connect(&config).await?;
@@ -83,7 +100,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     };
     let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing)
         .with_data_dir(config.data_dir.clone())
-        .with_title_inference(config.llm.infer_titles);
+        .with_title_inference(config.llm.infer_titles)
+        .with_agent(agent_settings(&config, &env).await);
     // Replies that were streaming when the process died: keep their text, offer "Continue".
     let interrupted = engine.recover().await.map_err(|e| StartupError::Recovery(e.to_string()))?;
     if interrupted > 0 {

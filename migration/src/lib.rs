@@ -8,6 +8,7 @@ mod m20261123_000004_vault;
 mod m20261123_000005_admin;
 mod m20261123_000006_mcp_servers;
 mod m20261123_000007_gateway;
+mod m20261123_000008_agent;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000005_admin::Migration),
             Box::new(m20261123_000006_mcp_servers::Migration),
             Box::new(m20261123_000007_gateway::Migration),
+            Box::new(m20261123_000008_agent::Migration),
         ]
     }
 }

@@ -57,6 +57,8 @@ pub struct ChatSession {
     pub active_root_id: Option<Uuid>,
     /// Hidden from the recent list.
     pub archived: bool,
+    /// What changed in the exposed folders since the last message (told to the model once).
+    pub env_note: Option<String>,
     /// Last activity.
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
@@ -416,6 +418,8 @@ pub struct SessionForm {
     pub thinking_budget: String,
     /// Exposed folders, one per line, relative to the workspace folder.
     pub exposed_roots: String,
+    /// Approval mode (blank: the workspace's).
+    pub approval_mode: String,
 }
 
 fn parse_number<T: std::str::FromStr>(raw: &str, what: &str) -> DomainResult<Option<T>> {
@@ -467,6 +471,9 @@ pub fn parse_roots(raw: &str) -> DomainResult<Vec<String>> {
             out.push(clean.to_string());
         }
     }
+    if out.len() > MAX_ROOTS {
+        return Err(DomainError::Invalid(format!("A session exposes at most {MAX_ROOTS} folders.")));
+    }
     Ok(out)
 }
 
@@ -482,7 +489,16 @@ pub async fn update_session(
     check_prompt(system_prompt)?;
     let params = parse_params(form)?;
     let roots = parse_roots(&form.exposed_roots)?;
+    let approval_mode = blank_to_none(&form.approval_mode);
+    if approval_mode.is_some_and(|m| !APPROVAL_MODES.contains(&m)) {
+        return Err(DomainError::Invalid("Choose an approval mode from the list.".into()));
+    }
+    // Before the first message the system prompt says which folders there are.
+    let note =
+        (roots != session.exposed_roots && session.active_root_id.is_some()).then(|| roots_note(&roots));
     let settings = SessionSettings {
+        env_note: note.as_deref(),
+        approval_mode,
         system_prompt,
         model: blank_to_none(&form.model),
         params: serde_json::to_value(&params).unwrap_or_default(),
@@ -491,6 +507,57 @@ pub async fn update_session(
     repo::update_session(db, actor.user_id, session.id, &settings).await?;
     get_session(db, actor, session_id).await
 }
+
+/// What the model is told when the exposed folders change.
+pub fn roots_note(roots: &[String]) -> String {
+    if roots.is_empty() {
+        "The user changed the exposed folders: none is exposed now, so file and shell tools are off.".into()
+    } else {
+        format!(
+            "The user changed the exposed folders. Exposed now: {}. Paths in file tools start with one of them.",
+            roots.join(", ")
+        )
+    }
+}
+
+/// `/expose path` (or `/unexpose path`) from the composer: adds (or removes) one exposed folder.
+/// Returns the session and what happened, in words.
+pub async fn change_root(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    path: &str,
+    expose: bool,
+) -> DomainResult<(ChatSession, String)> {
+    let session = get_session(db, actor, session_id).await?;
+    let wanted = parse_roots(path)?;
+    let [root] = wanted.as_slice() else {
+        return Err(DomainError::Invalid("Name one folder, e.g. /expose notes".into()));
+    };
+    let mut roots = session.exposed_roots.clone();
+    let message = if expose {
+        if roots.contains(root) {
+            return Err(DomainError::Invalid(format!("\"{root}\" is already exposed.")));
+        }
+        if roots.len() >= MAX_ROOTS {
+            return Err(DomainError::Invalid(format!("A session exposes at most {MAX_ROOTS} folders.")));
+        }
+        roots.push(root.clone());
+        format!("Exposed \"{root}\": the agent may use it from your next message.")
+    } else {
+        if !roots.contains(root) {
+            return Err(DomainError::Invalid(format!("\"{root}\" is not exposed.")));
+        }
+        roots.retain(|r| r != root);
+        format!("\"{root}\" is no longer exposed.")
+    };
+    let note = session.active_root_id.map(|_| roots_note(&roots));
+    repo::set_roots(db, actor.user_id, session.id, &roots, note.as_deref()).await?;
+    Ok((get_session(db, actor, session_id).await?, message))
+}
+
+/// Most folders one session exposes.
+pub const MAX_ROOTS: usize = 20;
 
 /// Whether this is the session's first exchange (one user message, one answer), the moment a
 /// title is proposed.

@@ -71,8 +71,19 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
             Role::User => ChatRole::User,
             Role::Assistant => ChatRole::Assistant,
             Role::Tool => ChatRole::Tool,
-            // System notes are shown to people, not sent.
-            Role::System => continue,
+            // Notes of Arbor's (the exposed folders changed) reach the model as the user's
+            // words, marked as Arbor's; they merge into the user message that follows.
+            Role::System => {
+                let text = m.text();
+                if !text.trim().is_empty() {
+                    let part = Part::Text { text: format!("[Note from Arbor] {text}") };
+                    match messages.last_mut() {
+                        Some(prev) if prev.role == ChatRole::User => prev.parts.push(part),
+                        _ => messages.push(ChatMessage { role: ChatRole::User, parts: vec![part] }),
+                    }
+                }
+                continue;
+            }
         };
         let continuing = input.mode == Mode::Continue && i == last;
         let same_model = m.model.as_deref() == Some(input.model_reference);
@@ -94,6 +105,7 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
             _ => messages.push(ChatMessage { role, parts }),
         }
     }
+    answer_dangling_calls(&mut messages);
     if input.mode == Mode::Continue && !prefill {
         let instruction = Part::Text { text: CONTINUE_INSTRUCTION.to_string() };
         match messages.last_mut() {
@@ -107,6 +119,57 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         messages,
         tools: Vec::new(),
         params: input.params.clone(),
+    }
+}
+
+/// What the model reads for a call that has no result (stopped, refused by Stop, or waiting).
+pub const UNANSWERED_CALL: &str = "This call has not run.";
+
+/// Every provider refuses a tool call without a result right after it; calls left without
+/// one (a run stopped or interrupted before running them) get a result saying so.
+fn answer_dangling_calls(messages: &mut Vec<ChatMessage>) {
+    let mut i = 0;
+    while i < messages.len() {
+        if messages[i].role == ChatRole::Assistant {
+            let calls: Vec<(String, String)> = messages[i]
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolCall { id, name, .. } => Some((id.clone(), name.clone())),
+                    _ => None,
+                })
+                .collect();
+            if !calls.is_empty() {
+                let answered: Vec<String> = match messages.get(i + 1) {
+                    Some(next) if next.role == ChatRole::Tool => next
+                        .parts
+                        .iter()
+                        .filter_map(|p| match p {
+                            Part::ToolResult { call_id, .. } => Some(call_id.clone()),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let missing: Vec<Part> = calls
+                    .into_iter()
+                    .filter(|(id, _)| !answered.contains(id))
+                    .map(|(call_id, name)| Part::ToolResult {
+                        call_id,
+                        name,
+                        content: UNANSWERED_CALL.into(),
+                        is_error: true,
+                    })
+                    .collect();
+                if !missing.is_empty() {
+                    match messages.get_mut(i + 1) {
+                        Some(next) if next.role == ChatRole::Tool => next.parts.extend(missing),
+                        _ => messages.insert(i + 1, ChatMessage { role: ChatRole::Tool, parts: missing }),
+                    }
+                }
+            }
+        }
+        i += 1;
     }
 }
 

@@ -2,6 +2,8 @@
 
 pub mod accounts;
 pub mod admin;
+pub mod agent;
+pub mod agent_loop;
 pub mod aliases;
 pub mod api_tokens;
 pub mod audit;

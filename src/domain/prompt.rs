@@ -75,6 +75,11 @@ pub fn vars(
     }
 }
 
+/// The system prompt of a session without one: the instruction files of its exposed folders.
+pub const INSTRUCTIONS_ONLY: &str = "{% if roots %}Folders you can use with the file and shell tools \
+(paths start with one of them): {{ roots | join(sep=\", \") }}.\n\n{% endif %}\
+{% for f in instructions %}Instructions from {{ f.path }}:\n{{ f.content }}\n\n{% endfor %}";
+
 /// The template that applies: the session's, else the workspace's.
 pub fn template_for<'a>(workspace: &'a Workspace, session: &'a ChatSession) -> Option<&'a str> {
     session.system_prompt.as_deref().or(workspace.system_prompt.as_deref()).filter(|t| !t.trim().is_empty())
@@ -133,6 +138,7 @@ mod tests {
             exposed_roots: vec![],
             active_root_id: None,
             archived: false,
+            env_note: None,
             updated_at: chrono::Utc::now(),
         };
         let v = vars(Path::new("/nonexistent"), "Ada", "ada@example.com", &ws, &session, "openai/gpt-4o");

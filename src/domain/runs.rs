@@ -13,6 +13,8 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::accounts::Actor;
+use super::agent::{AgentSettings, OfferedTool};
+use super::agent_loop::Start;
 use super::chat::{self, ChatSession};
 use super::context::{self, ContextInput, Mode};
 use super::prompt;
@@ -22,6 +24,7 @@ use super::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher, RunRegistry};
 use crate::providers::types::{ChatRequest, GenParams, Part, ProviderError, ProviderEvent, Usage};
 use crate::storage::Db;
+use crate::storage::repos::agent as agent_repo;
 use crate::storage::repos::messages::{self as repo, NewMessage, NewRun, Outcome};
 
 /// Longest message accepted from the composer, in characters.
@@ -39,12 +42,13 @@ pub struct Pacing {
 /// Starts, stops and resumes runs.
 #[derive(Clone)]
 pub struct RunEngine {
-    db: Db,
-    registry: RunRegistry,
+    pub(super) db: Db,
+    pub(super) registry: RunRegistry,
     providers: Arc<Providers>,
     pacing: Pacing,
-    data_dir: Arc<std::path::PathBuf>,
+    pub(super) data_dir: Arc<std::path::PathBuf>,
     infer_titles: bool,
+    pub(super) agent: Arc<AgentSettings>,
 }
 
 /// What a submit, retry or continue produced.
@@ -59,19 +63,28 @@ pub struct Started {
 }
 
 /// A run ready to be driven.
-struct Job {
-    session_id: Uuid,
-    owner_id: Uuid,
-    run_id: Uuid,
-    message_id: Uuid,
-    model: ResolvedModel,
-    request: ChatRequest,
+pub(super) struct Job {
+    pub(super) actor: Actor,
+    pub(super) session_id: Uuid,
+    pub(super) owner_id: Uuid,
+    pub(super) run_id: Uuid,
+    /// The message being written now (an answer or a tool result).
+    pub(super) message_id: Uuid,
+    pub(super) model: ResolvedModel,
+    /// The request of the next model call.
+    pub(super) request: ChatRequest,
+    /// The rendered system prompt, for the requests after tool calls.
+    pub(super) system: Option<String>,
+    /// Generation settings, likewise.
+    pub(super) params: GenParams,
+    /// The tools offered (none when the model cannot call tools).
+    pub(super) tools: Arc<Vec<OfferedTool>>,
     /// Content already there (a continued answer) that new text is appended to.
-    parts: Vec<Part>,
+    pub(super) parts: Vec<Part>,
     /// Usage already recorded on the message (a continued answer).
-    prior_usage: Option<MessageUsage>,
+    pub(super) prior_usage: Option<MessageUsage>,
     /// The session's first message, when this answer should be followed by a proposed title.
-    first_question: Option<String>,
+    pub(super) first_question: Option<String>,
 }
 
 /// Checks a composer client id: 1-64 characters of `[A-Za-z0-9_-]`.
@@ -115,7 +128,22 @@ pub fn describe_error(e: &ProviderError) -> String {
 impl RunEngine {
     /// An engine over the given storage, registry and providers.
     pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
-        RunEngine { db, registry, providers, pacing, data_dir: Arc::new("data".into()), infer_titles: true }
+        RunEngine {
+            db,
+            registry,
+            providers,
+            pacing,
+            data_dir: Arc::new("data".into()),
+            infer_titles: true,
+            agent: Arc::new(AgentSettings::defaults()),
+        }
+    }
+
+    /// The agent's settings (tools, limits, sandbox).
+    #[must_use]
+    pub fn with_agent(mut self, settings: AgentSettings) -> RunEngine {
+        self.agent = Arc::new(settings);
+        self
     }
 
     /// Whether first exchanges get a proposed title.
@@ -181,12 +209,15 @@ impl RunEngine {
         model: &str,
     ) -> DomainResult<Option<String>> {
         let workspace = chat::get_workspace(&self.db, actor, session.workspace_id).await?;
-        let Some(template) = prompt::template_for(&workspace, session) else { return Ok(None) };
-        self.render_prompt(actor, &workspace, session, template, model).await.map(Some).map_err(|e| {
-            DomainError::Invalid(format!(
-                "The system prompt has an error ({e}): fix it in the session settings."
-            ))
-        })
+        // Without a prompt of the user's, the exposed folders' instruction files still count.
+        let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
+        let rendered =
+            self.render_prompt(actor, &workspace, session, template, model).await.map_err(|e| {
+                DomainError::Invalid(format!(
+                    "The system prompt has an error ({e}): fix it in the session settings."
+                ))
+            })?;
+        Ok(Some(rendered).filter(|p| !p.trim().is_empty()))
     }
 
     /// Renders a template as the system prompt of this session would be (the settings'
@@ -267,6 +298,7 @@ impl RunEngine {
                 "The message is longer than {MAX_MESSAGE_CHARS} characters."
             )));
         }
+        self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, model).await?;
         let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
@@ -301,10 +333,23 @@ impl RunEngine {
                 }
             },
         };
+        // Folders changed since the last message: a note goes first, for the model.
+        let note_id = Uuid::now_v7();
+        let note_parts = session.env_note.iter().map(|n| Part::Text { text: n.clone() }).collect::<Vec<_>>();
+        let note = session.env_note.as_ref().map(|_| NewMessage {
+            id: note_id,
+            parent_id: leaf,
+            role: Role::System,
+            parts: &note_parts,
+            model: None,
+            status: MessageStatus::Complete,
+            client_id: None,
+        });
+        let user_parent = if note.is_some() { Some(note_id) } else { leaf };
         let user_parts = vec![Part::Text { text: text.to_string() }];
         let user = NewMessage {
             id: user_id,
-            parent_id: leaf,
+            parent_id: user_parent,
             role: Role::User,
             parts: &user_parts,
             model: None,
@@ -318,7 +363,9 @@ impl RunEngine {
             leaf_message_id: user_id,
             assistant_message_id: assistant_id,
         };
-        if let Err(e) = repo::insert_turn(&self.db, session.id, &user, &assistant, &run).await {
+        if let Err(e) =
+            repo::insert_noted_turn(&self.db, session.id, note.as_ref(), &user, &assistant, &run).await
+        {
             publisher.abandon();
             // Two identical submits raced: the other one won the unique client id.
             if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
@@ -327,10 +374,26 @@ impl RunEngine {
             return Err(e.into());
         }
         let mut path = leaf.map(|l| tree::path_to(&all, l)).unwrap_or_default();
+        if note.is_some() {
+            path.push(Message {
+                id: note_id,
+                session_id: session.id,
+                parent_id: leaf,
+                chosen_child_id: Some(user_id),
+                role: Role::System,
+                parts: note_parts.clone(),
+                model: None,
+                status: MessageStatus::Complete,
+                error: None,
+                usage: None,
+                client_id: None,
+                created_at: chrono::Utc::now(),
+            });
+        }
         path.push(Message {
             id: user_id,
             session_id: session.id,
-            parent_id: leaf,
+            parent_id: user_parent,
             chosen_child_id: Some(assistant_id),
             role: Role::User,
             parts: user_parts,
@@ -379,6 +442,7 @@ impl RunEngine {
             return Err(DomainError::Invalid("Only an answer can be tried again.".into()));
         }
         let parent = old.parent_id.ok_or(DomainError::NotFound)?;
+        self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
@@ -422,6 +486,7 @@ impl RunEngine {
             // Nothing to continue from: a fresh answer is the same thing.
             return self.retry(actor, session_id, message_id).await;
         }
+        self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
         let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
@@ -452,10 +517,24 @@ impl RunEngine {
         Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
     }
 
-    /// Asks the session's live run to stop; its partial answer is kept.
+    /// Asks the session's live run to stop; its partial answer is kept. A run waiting for a
+    /// decision ends with its call refused.
     pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
         let session = chat::get_session(&self.db, actor, session_id).await?;
+        if let Some(run) = agent_repo::paused_run(&self.db, session.id).await? {
+            return Ok(agent_repo::cancel_paused(&self.db, run.id, actor.user_id).await?);
+        }
         Ok(self.registry.cancel(session.id))
+    }
+
+    /// Refuses to start another reply while a tool call waits for a decision.
+    async fn not_paused(&self, session_id: Uuid) -> DomainResult<()> {
+        match agent_repo::paused_run(&self.db, session_id).await? {
+            Some(_) => Err(DomainError::Conflict(
+                "A tool call is waiting for your decision: answer it (or stop the run) first.".into(),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Renders the request for `path` and hands the run to its task.
@@ -474,16 +553,23 @@ impl RunEngine {
     ) {
         let (run_id, message_id) = ids;
         let reference = model.reference();
-        let request = context::render(&ContextInput {
+        let params = gen_params(session);
+        let mut request = context::render(&ContextInput {
             system,
             path,
             model_reference: &reference,
             model_id: &model.model,
             kind: model.kind,
-            params: gen_params(session),
+            params: params.clone(),
             mode,
         });
+        let tools = Arc::new(self.offered_tools(session, &model));
+        request.tools = tools.iter().map(|t| t.spec.clone()).collect();
         let job = Job {
+            actor: actor.clone(),
+            system: system.map(str::to_string),
+            params,
+            tools,
             session_id: session.id,
             owner_id: actor.user_id,
             run_id,
@@ -494,7 +580,12 @@ impl RunEngine {
             parts: prior.map(|m| m.parts.clone()).unwrap_or_default(),
             prior_usage: prior.and_then(|m| m.usage),
             // Answering the session's first message: the moment to propose a title.
-            first_question: match path {
+            first_question: match path
+                .iter()
+                .filter(|m| m.role != Role::System)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
                 [only] if only.role == Role::User && !session.title_user_set && self.infer_titles => {
                     Some(only.text())
                 }
@@ -509,21 +600,27 @@ impl RunEngine {
         tokio::spawn(async move { engine.drive(job, publisher).await });
     }
 
-    async fn drive(&self, job: Job, mut publisher: RunPublisher) {
-        let started = Instant::now();
+    async fn drive(&self, job: Job, publisher: RunPublisher) {
+        self.run_loop(job, publisher, Start::Model).await;
+    }
+
+    /// One model call into `job.message_id`: what it produced and how it ended.
+    pub(super) async fn call_model(&self, job: &Job, publisher: &mut RunPublisher) -> (Accumulator, End) {
         let mut acc = Accumulator::new(job.parts.clone());
+        if let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await {
+            tracing::warn!(run = %job.run_id, error = %e, "could not count a model call");
+        }
         let connected = tokio::select! {
             biased;
             _ = publisher.cancelled() => None,
             r = job.model.chat.stream(&job.request) => Some(r),
         };
-        let mut end = End::Stopped;
-        match connected {
-            None => {}
-            Some(Err(e)) => end = End::Failed(describe_error(&e)),
-            Some(Ok(stream)) => end = self.pump(&job, &mut publisher, stream, &mut acc).await,
-        }
-        self.conclude(job, publisher, acc, end, started).await;
+        let end = match connected {
+            None => End::Stopped,
+            Some(Err(e)) => End::Failed(describe_error(&e)),
+            Some(Ok(stream)) => self.pump(job, publisher, stream, &mut acc).await,
+        };
+        (acc, end)
     }
 
     /// Reads the stream to its end, publishing and saving as it goes.
@@ -625,20 +722,13 @@ impl RunEngine {
         end.unwrap_or_else(|| End::Failed("The provider ended the answer before finishing it.".into()))
     }
 
-    /// Records the outcome, then ends the stream for every subscriber.
-    async fn conclude(
+    /// This call's usage (estimated when the provider gave none) and the message's total.
+    pub(super) fn usage_of(
         &self,
-        job: Job,
-        publisher: RunPublisher,
-        acc: Accumulator,
-        end: End,
-        started: Instant,
-    ) {
-        let (status, run_status, error) = match &end {
-            End::Finished => (MessageStatus::Complete, "completed", None),
-            End::Stopped => (MessageStatus::Stopped, "cancelled", None),
-            End::Failed(m) => (MessageStatus::Error, "failed", Some(m.clone())),
-        };
+        job: &Job,
+        acc: &Accumulator,
+        end: &End,
+    ) -> (Option<MessageUsage>, Option<MessageUsage>) {
         let produced = acc.produced_chars();
         let call_usage = match acc.usage {
             Some(u) => Some((u, false)),
@@ -670,6 +760,24 @@ impl RunEngine {
             }),
             (p, c) => c.or(p),
         };
+        (call, total)
+    }
+
+    /// Records the outcome, then ends the stream for every subscriber.
+    pub(super) async fn conclude(
+        &self,
+        job: Job,
+        publisher: RunPublisher,
+        acc: Accumulator,
+        end: End,
+        started: Instant,
+    ) {
+        let (status, run_status, error) = match &end {
+            End::Finished => (MessageStatus::Complete, "completed", None),
+            End::Stopped => (MessageStatus::Stopped, "cancelled", None),
+            End::Failed(m) => (MessageStatus::Error, "failed", Some(m.clone())),
+        };
+        let (call, total) = self.usage_of(&job, &acc, &end);
         let outcome =
             Outcome { parts: &acc.parts, status, run_status, error: error.as_deref(), usage: total };
         if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, &outcome).await {
@@ -691,7 +799,7 @@ impl RunEngine {
 
 impl RunEngine {
     /// Writes one provider call's usage row (per call, so a title call counts too).
-    async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
+    pub(super) async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
         self.providers.spend_tokens(job.owner_id, &job.model.provider, usage.input + usage.output);
         let row = repo::UsageRow {
             user_id: job.owner_id,
@@ -800,8 +908,8 @@ pub fn clean_title(raw: &str) -> Option<String> {
     Some(chat::title_from(&line))
 }
 
-/// How a run ended.
-enum End {
+/// How a model call ended.
+pub(super) enum End {
     /// The provider finished the answer.
     Finished,
     /// Stop was pressed.
@@ -829,23 +937,23 @@ impl Outbox {
 }
 
 /// Builds a message's parts from provider events.
-struct Accumulator {
-    parts: Vec<Part>,
+pub(super) struct Accumulator {
+    pub(super) parts: Vec<Part>,
     usage: Option<Usage>,
     produced: usize,
 }
 
 impl Accumulator {
-    fn new(parts: Vec<Part>) -> Accumulator {
+    pub(super) fn new(parts: Vec<Part>) -> Accumulator {
         Accumulator { parts, usage: None, produced: 0 }
     }
 
-    fn produced_chars(&self) -> usize {
+    pub(super) fn produced_chars(&self) -> usize {
         self.produced
     }
 
     /// The answer text so far.
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         self.parts
             .iter()
             .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })

@@ -20,6 +20,9 @@ pub enum RunEvent {
     ToolCall { name: String, arguments: String },
     /// Token usage so far.
     Usage { input: u64, output: u64 },
+    /// The run finished the message it was writing and now writes this one (a tool result or
+    /// the next answer); whoever watched the old message renders it final.
+    Advance { message_id: Uuid },
     /// The run ended normally; the final message is stored under this id.
     Done { message_id: Option<Uuid> },
     /// The run failed; the message is safe to show.

@@ -45,6 +45,14 @@ impl RunSnapshot {
             RunEvent::Thought(t) => self.thoughts.push_str(t),
             RunEvent::Usage { input, output } => self.usage = Some((*input, *output)),
             RunEvent::ToolCall { name, arguments } => self.tool_calls.push((name.clone(), arguments.clone())),
+            RunEvent::Advance { message_id } => {
+                *self = RunSnapshot {
+                    run_id: self.run_id,
+                    message_id: Some(*message_id),
+                    seq: self.seq,
+                    ..Default::default()
+                };
+            }
             RunEvent::Done { .. } | RunEvent::Error(_) => {}
         }
     }
@@ -219,6 +227,11 @@ impl RunPublisher {
         if !event.is_terminal() {
             self.registry.publish(self.session_id, self.run_id, event);
         }
+    }
+
+    /// Moves the run on to writing another message.
+    pub fn advance(&self, message_id: Uuid) {
+        self.registry.publish(self.session_id, self.run_id, RunEvent::Advance { message_id });
     }
 
     /// Publishes the terminal event and removes the run.

@@ -19,6 +19,111 @@ pub struct ToolCallView {
     pub arguments: String,
 }
 
+/// Lines of a tool's output shown before "Show all".
+pub const RESULT_PREVIEW_LINES: usize = 20;
+
+/// One line of a unified diff, classed for colouring.
+#[derive(Debug, Serialize)]
+pub struct DiffLine {
+    /// add, del, hunk, meta or ctx.
+    pub kind: &'static str,
+    /// The line (escaped by the template).
+    pub text: String,
+}
+
+/// A tool's result as its card shows it.
+#[derive(Debug, Serialize)]
+pub struct ToolResultView {
+    /// Tool name.
+    pub name: String,
+    /// The first lines of the output.
+    pub preview: String,
+    /// The whole output, when the preview is shorter.
+    pub full: Option<String>,
+    /// How many lines the whole output has.
+    pub lines: usize,
+    /// Whether the tool failed (or the call was refused).
+    pub is_error: bool,
+    /// The file change, when there was one.
+    pub diff: Vec<DiffLine>,
+    /// How the call was allowed or refused, in words.
+    pub decision: Option<String>,
+}
+
+/// A unified diff split into classed lines.
+pub fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    diff.lines()
+        .map(|l| {
+            let kind = if l.starts_with("+++") || l.starts_with("---") {
+                "meta"
+            } else if l.starts_with("@@") {
+                "hunk"
+            } else if l.starts_with('+') {
+                "add"
+            } else if l.starts_with('-') {
+                "del"
+            } else {
+                "ctx"
+            };
+            DiffLine { kind, text: l.to_string() }
+        })
+        .collect()
+}
+
+/// How a decision reads on a card.
+pub fn decision_words(decision: Option<&str>) -> Option<String> {
+    Some(
+        match decision? {
+            "auto" => "ran without asking (approval mode)",
+            "rule" => "ran without asking (an \"always\" rule)",
+            "yes" => "approved by you",
+            "always" => "approved by you, always",
+            "no" => "refused by you; the run stopped",
+            "no_continue" => "refused by you; the agent went on",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+fn tool_result_view(parts: &[Part]) -> Option<ToolResultView> {
+    parts.iter().find_map(|p| match p {
+        Part::ToolResult { name, content, is_error, .. } => {
+            let lines = content.lines().count();
+            let preview: String = content.lines().take(RESULT_PREVIEW_LINES).collect::<Vec<_>>().join("\n");
+            let preview = if preview.chars().count() > 4000 {
+                let cut: String = preview.chars().take(4000).collect();
+                format!("{cut}…")
+            } else {
+                preview
+            };
+            let full = (preview.len() < content.len()).then(|| content.clone());
+            Some(ToolResultView {
+                name: name.clone(),
+                preview,
+                full,
+                lines,
+                is_error: *is_error,
+                diff: Vec::new(),
+                decision: None,
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Adds what the recorded calls know (diff, decision) to tool result cards.
+pub fn attach_calls(
+    views: &mut [MessageView],
+    calls: &std::collections::HashMap<Uuid, crate::domain::agent_loop::CallState>,
+) {
+    for v in views.iter_mut() {
+        let (Some(result), Some(call)) = (v.tool_result.as_mut(), calls.get(&v.id)) else { continue };
+        result.diff = call.diff.as_deref().map(diff_lines).unwrap_or_default();
+        result.decision = decision_words(call.decision.as_deref());
+    }
+}
+
 /// Usage as shown under a message or in the session header.
 #[derive(Debug, Serialize)]
 pub struct UsageView {
@@ -51,6 +156,8 @@ pub struct MessageView {
     pub thoughts: String,
     /// Tool calls.
     pub tool_calls: Vec<ToolCallView>,
+    /// A tool message's result.
+    pub tool_result: Option<ToolResultView>,
     /// What went wrong.
     pub error: Option<String>,
     /// `provider/model`.
@@ -109,6 +216,7 @@ pub fn message_view(m: &Message) -> MessageView {
         text: if assistant { String::new() } else { text },
         thoughts: m.thoughts(),
         tool_calls,
+        tool_result: if m.role == Role::Tool { tool_result_view(&m.parts) } else { None },
         error: m.error.clone(),
         model: m.model.clone(),
         usage: m.usage.as_ref().map(usage_view),

@@ -43,7 +43,7 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, api, assets, auth, chat, events, health, home, invitations, oidc, settings,
+        account, admin, agent, api, assets, auth, chat, events, health, home, invitations, oidc, settings,
         workspaces,
     };
     vec![
@@ -109,6 +109,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/settings/aliases", User, web::get().to(settings::aliases_show)),
         entry(Method::POST, "/settings/aliases", User, web::post().to(settings::set_alias)),
         entry(Method::POST, "/settings/aliases/{alias}/delete", User, web::post().to(settings::delete_alias)),
+        entry(Method::GET, "/settings/approvals", User, web::get().to(agent::approvals)),
+        entry(Method::POST, "/settings/approvals/{id}/delete", User, web::post().to(agent::revoke)),
         entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),
         entry(Method::GET, "/account/password", User, web::get().to(account::password_form)),
@@ -119,6 +121,13 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/s/{session_id}/events", User, web::get().to(events::session_events)),
         entry(Method::POST, "/s/{session_id}/messages", User, web::post().to(chat::send)),
         entry(Method::POST, "/s/{session_id}/stop", User, web::post().to(chat::stop)),
+        entry(Method::GET, "/s/{session_id}/tool-calls/{call_id}", User, web::get().to(agent::show)),
+        entry(
+            Method::POST,
+            "/s/{session_id}/tool-calls/{call_id}/decision",
+            User,
+            web::post().to(agent::decide),
+        ),
         entry(
             Method::POST,
             "/s/{session_id}/messages/{message_id}/continue",

@@ -76,7 +76,7 @@ pub fn run_event(e: &RunEvent) -> Option<sse::Event> {
         RunEvent::Error(m) => {
             event("error", format!("<div class=\"flash flash-error\">{}</div>", escape_text(m)))
         }
-        RunEvent::Done { .. } => return None,
+        RunEvent::Done { .. } | RunEvent::Advance { .. } => return None,
     })
 }
 
@@ -124,6 +124,11 @@ pub fn session_stream(
                         Ok(env) => match &env.event {
                             RunEvent::Done { message_id: done_id } => {
                                 break Some((StreamItem::Done(done_id.or(message_id)), Phase::End));
+                            }
+                            // The watched message is finished; the page renders it (and what
+                            // follows it) and connects to the next one itself.
+                            RunEvent::Advance { .. } => {
+                                break Some((StreamItem::Done(message_id), Phase::End));
                             }
                             other => {
                                 let next = if matches!(other, RunEvent::Error(_)) {

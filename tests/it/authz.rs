@@ -52,6 +52,10 @@ struct Ids {
     spare_mcp: Uuid,
     /// The owner's API token.
     token: Uuid,
+    /// A tool call proposed in the owner's session (its run is over: deciding it changes nothing).
+    call: Uuid,
+    /// The owner's "always" rule.
+    rule: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -270,6 +274,13 @@ fn cases() -> Vec<Case> {
             "",
             OWNER_ONLY(200),
         ),
+        get("/settings/approvals", |_| "/settings/approvals".into(), OWN_PAGE),
+        post(
+            "/settings/approvals/{id}/delete",
+            |ids| format!("/settings/approvals/{}/delete", ids.rule),
+            "",
+            OWNER_ONLY(200),
+        ),
         get("/account/sessions", |_| "/account/sessions".into(), OWN_PAGE),
         post(
             "/account/sessions/{id}/revoke",
@@ -309,6 +320,17 @@ fn cases() -> Vec<Case> {
             OWNER_ONLY(400),
         ),
         post("/s/{session_id}/stop", |ids| format!("/s/{}/stop", ids.session), "", OWNER_ONLY(204)),
+        get(
+            "/s/{session_id}/tool-calls/{call_id}",
+            |ids| format!("/s/{}/tool-calls/{}", ids.session, ids.call),
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/tool-calls/{call_id}/decision",
+            |ids| format!("/s/{}/tool-calls/{}/decision", ids.session, ids.call),
+            "decision=yes&scope=session",
+            OWNER_ONLY(200),
+        ),
         post(
             "/s/{session_id}/messages/{message_id}/continue",
             |ids| format!("/s/{}/messages/{}/continue", ids.session, ids.answer),
@@ -555,6 +577,37 @@ async fn console_objects(
     ids
 }
 
+/// A proposed tool call on the owner's stopped answer, and an "always" rule of the owner's.
+async fn agent_objects(
+    app: &TestApp,
+    owner: &arbor::domain::accounts::User,
+    session: Uuid,
+    mut ids: Ids,
+) -> Ids {
+    use arbor::storage::repos::agent;
+    let db = &app.state.db;
+    let run = arbor::storage::repos::messages::latest_run_for_message(db, session, ids.answer)
+        .await
+        .unwrap()
+        .unwrap();
+    let call = agent::NewToolCall {
+        run_id: run,
+        session_id: session,
+        owner_id: owner.id,
+        message_id: ids.answer,
+        call_id: "call_authz",
+        position: 0,
+        tool_name: "write_file",
+        arguments: "{}",
+        args_hash: "0",
+        tool_digest: "0",
+        risk: "write",
+    };
+    ids.call = agent::ensure_call(db, &call).await.unwrap().id;
+    ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
+    ids
+}
+
 async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSession>) -> u16 {
     let mut req = app.client.request(case.method.as_str().parse().unwrap(), app.url(path));
     if case.method != Method::GET {
@@ -604,8 +657,11 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         mcp: Uuid::nil(),
         spare_mcp: Uuid::nil(),
         token: Uuid::nil(),
+        call: Uuid::nil(),
+        rule: Uuid::nil(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
+    let ids = agent_objects(&app, &owner, session, ids).await;
     let disabled_session = app.login_full(&disabled).await;
     arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled).await.unwrap();
 
@@ -655,6 +711,8 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         mcp: Uuid::now_v7(),
         spare_mcp: Uuid::now_v7(),
         token: Uuid::now_v7(),
+        call: Uuid::now_v7(),
+        rule: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

@@ -414,3 +414,56 @@ async fn an_admin_shares_a_provider_and_a_member_uses_it_then_usage_shows_it() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_asks_to_write_a_file_the_user_approves_and_sees_the_diff() {
+    use crate::agent::{agent, calls, says};
+    use crate::support::mock_upstream::Provider;
+    let a = agent("suggest", |_| {}).await;
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&a.c.app.url("/")).await.unwrap();
+    browse_as(&browser, &a.c.app, &a.c.user, &format!("/s/{}", a.c.session)).await;
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[(
+            "call_1",
+            "write_file",
+            serde_json::json!({"path": "notes/hello.md", "content": "# Hello\nfrom the agent\n"}),
+        )]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("I saved notes/hello.md."));
+    browser.type_into("#composer-message", "Save a hello note").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+
+    // The dialog shows the exact call; nothing is written before the decision.
+    let dialog = browser.wait_for_text(".confirm", "write_file", Duration::from_secs(15)).await.unwrap();
+    assert!(dialog.contains("notes/hello.md"), "{dialog}");
+    assert!(!a.folder.join("hello.md").exists());
+    browser.screenshot(artifacts_dir().join("agent-confirm.png")).await.unwrap();
+
+    browser
+        .execute("document.querySelector('.confirm button[value=yes]').scrollIntoView({block: 'center'}); return true;", &[])
+        .await
+        .unwrap();
+    browser.click(".confirm button[value=yes]").await.unwrap();
+    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(15)).await.unwrap();
+    browser
+        .wait_for_text(
+            "#thread article:last-of-type.msg-assistant[data-status=complete] .markdown",
+            "I saved notes/hello.md.",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(a.folder.join("hello.md")).unwrap(), "# Hello\nfrom the agent\n");
+    assert!(browser.find_all(".confirm").await.unwrap().is_empty(), "the dialog is gone");
+    browser.screenshot(artifacts_dir().join("agent-diff.png")).await.unwrap();
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
+
+    // After a reload the history is the same: the call, its diff, the answer.
+    browser.goto(&a.c.app.url(&format!("/s/{}", a.c.session))).await.unwrap();
+    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(10)).await.unwrap();
+    browser.close().await.unwrap();
+}

@@ -7,6 +7,7 @@ mod support;
 
 mod accounts;
 mod admin;
+mod agent;
 mod authz;
 mod canary;
 mod cli;

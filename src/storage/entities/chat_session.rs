@@ -19,6 +19,7 @@ pub struct Model {
     pub exposed_roots: Json,
     pub active_root_id: Option<Uuid>,
     pub archived: bool,
+    pub env_note: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -1,5 +1,6 @@
 //! SeaORM entities: the shape of each table, nothing else. Queries live in `repos`.
 pub mod api_token;
+pub mod approval_rule;
 pub mod audit_entry;
 pub mod auth_session;
 pub mod chat_session;
@@ -13,6 +14,8 @@ pub mod provider_key;
 pub mod quota;
 pub mod run;
 pub mod setup_token;
+pub mod todo;
+pub mod tool_call;
 pub mod usage;
 pub mod user;
 pub mod vault_key;

@@ -38,6 +38,7 @@ fn session_to_domain(m: chat_session::Model) -> ChatSession {
         exposed_roots: serde_json::from_value(m.exposed_roots).unwrap_or_default(),
         active_root_id: m.active_root_id,
         archived: m.archived,
+        env_note: m.env_note,
         updated_at: m.updated_at,
     }
 }
@@ -92,6 +93,7 @@ pub async fn insert_session(
         exposed_roots: Set(serde_json::json!([])),
         active_root_id: Set(None),
         archived: Set(false),
+        env_note: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -305,6 +307,10 @@ pub struct SessionSettings<'a> {
     pub params: serde_json::Value,
     /// Folders exposed to the agent, relative to the workspace folder.
     pub exposed_roots: &'a [String],
+    /// Approval mode (none: the workspace's).
+    pub approval_mode: Option<&'a str>,
+    /// A note for the model when the folders changed (none: leave the pending note as it is).
+    pub env_note: Option<&'a str>,
 }
 
 /// Updates the owner's session settings.
@@ -314,6 +320,28 @@ pub async fn update_session(db: &Db, owner_id: Uuid, id: Uuid, s: &SessionSettin
         .col_expr(chat_session::Column::Model, Expr::value(s.model.map(str::to_string)))
         .col_expr(chat_session::Column::Params, Expr::value(s.params.clone()))
         .col_expr(chat_session::Column::ExposedRoots, Expr::value(serde_json::json!(s.exposed_roots)))
+        .col_expr(chat_session::Column::ApprovalMode, Expr::value(s.approval_mode.map(str::to_string)))
+        .filter(chat_session::Column::Id.eq(id))
+        .filter(chat_session::Column::OwnerId.eq(owner_id))
+        .exec(db)
+        .await?;
+    if let Some(note) = s.env_note {
+        set_roots(db, owner_id, id, s.exposed_roots, Some(note)).await?;
+    }
+    Ok(())
+}
+
+/// Sets the owner's session's exposed folders and the note telling the model about it.
+pub async fn set_roots(
+    db: &Db,
+    owner_id: Uuid,
+    id: Uuid,
+    roots: &[String],
+    note: Option<&str>,
+) -> StorageResult<()> {
+    chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::ExposedRoots, Expr::value(serde_json::json!(roots)))
+        .col_expr(chat_session::Column::EnvNote, Expr::value(note.map(str::to_string)))
         .filter(chat_session::Column::Id.eq(id))
         .filter(chat_session::Column::OwnerId.eq(owner_id))
         .exec(db)

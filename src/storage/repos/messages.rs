@@ -16,7 +16,7 @@ use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};
 
-fn to_i64(n: u64) -> i64 {
+pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -54,7 +54,7 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
     })
 }
 
-fn parts_json(parts: &[Part]) -> serde_json::Value {
+pub(crate) fn parts_json(parts: &[Part]) -> serde_json::Value {
     serde_json::to_value(parts).unwrap_or_else(|_| serde_json::json!([]))
 }
 
@@ -244,7 +244,7 @@ pub struct NewMessage<'a> {
     pub client_id: Option<&'a str>,
 }
 
-async fn insert_message<C: ConnectionTrait>(
+pub(crate) async fn insert_message<C: ConnectionTrait>(
     db: &C,
     session_id: Uuid,
     m: &NewMessage<'_>,
@@ -256,7 +256,7 @@ async fn insert_message<C: ConnectionTrait>(
         parent_id: Set(m.parent_id),
         chosen_child_id: Set(None),
         role: Set(m.role.as_str().into()),
-        kind: Set("text".into()),
+        kind: Set(if m.role == Role::Tool { "tool_result" } else { "text" }.into()),
         parts: Set(parts_json(m.parts)),
         model: Set(m.model.map(str::to_string)),
         provider: Set(m.model.and_then(|r| r.split_once('/')).map(|(p, _)| p.to_string())),
@@ -277,7 +277,7 @@ async fn insert_message<C: ConnectionTrait>(
 }
 
 /// Makes `child` the chosen child of `parent`, or the session's active root when `parent` is none.
-async fn choose<C: ConnectionTrait>(
+pub(crate) async fn choose<C: ConnectionTrait>(
     db: &C,
     session_id: Uuid,
     parent: Option<Uuid>,
@@ -359,8 +359,31 @@ pub async fn insert_turn(
     assistant: &NewMessage<'_>,
     run: &NewRun,
 ) -> StorageResult<()> {
+    insert_noted_turn(db, session_id, None, user, assistant, run).await
+}
+
+/// [`insert_turn`], after a note of what changed in the session's environment (the user
+/// message goes under the note), which is then cleared from the session. One transaction.
+pub async fn insert_noted_turn(
+    db: &Db,
+    session_id: Uuid,
+    note: Option<&NewMessage<'_>>,
+    user: &NewMessage<'_>,
+    assistant: &NewMessage<'_>,
+    run: &NewRun,
+) -> StorageResult<()> {
     let txn = db.begin().await?;
-    let now = Utc::now();
+    let mut now = Utc::now();
+    if let Some(note) = note {
+        insert_message(&txn, session_id, note, now).await?;
+        choose(&txn, session_id, note.parent_id, note.id).await?;
+        chat_session::Entity::update_many()
+            .col_expr(chat_session::Column::EnvNote, Expr::value(Option::<String>::None))
+            .filter(chat_session::Column::Id.eq(session_id))
+            .exec(&txn)
+            .await?;
+        now += chrono::Duration::microseconds(1);
+    }
     insert_message(&txn, session_id, user, now).await?;
     // A later timestamp keeps "oldest first" ordering stable within the turn.
     insert_message(&txn, session_id, assistant, now + chrono::Duration::microseconds(1)).await?;

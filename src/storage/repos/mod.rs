@@ -1,4 +1,5 @@
 //! Queries, one module per area. Each maps rows to domain types at the boundary.
+pub mod agent;
 pub mod audit;
 pub mod auth_sessions;
 pub mod chat;

@@ -145,7 +145,8 @@ async fn session_context(
 ) -> Result<Context, WebError> {
     let mut ctx = signed_in(user);
     let conv = header_into(&mut ctx, state, user, session_id, chat_view::THREAD_WINDOW).await?;
-    let (messages, older) = chat_view::thread_window(&conv, None).await?;
+    let (mut messages, older) = chat_view::thread_window(&conv, None).await?;
+    agent_into(&mut ctx, state, user, &conv.session, &mut messages).await?;
     ctx.insert("messages", &messages);
     ctx.insert("older_before", &older);
     ctx.insert("settings", &settings_view(&conv.session));
@@ -158,6 +159,45 @@ async fn session_context(
     Ok(ctx)
 }
 
+/// What the agent adds to a session's page: the waiting call, the todo list, the approval
+/// modes, and each tool card's diff and decision.
+pub(crate) async fn agent_into(
+    ctx: &mut Context,
+    state: &AppState,
+    user: &CurrentUser,
+    session: &chat::ChatSession,
+    views: &mut [chat_view::MessageView],
+) -> Result<(), WebError> {
+    let actor = &user.0.actor;
+    let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let calls = crate::domain::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
+    chat_view::attach_calls(views, &calls);
+    ctx.insert("pending", &crate::domain::agent_loop::pending_call(&state.db, actor, session.id).await?);
+    ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
+    ctx.insert("approval_modes", &chat::APPROVAL_MODES);
+    ctx.insert("workspace_approval_mode", &workspace.approval_mode);
+    Ok(())
+}
+
+/// The messages after `message_id` on the active path, up to the next message of the user: what
+/// a run wrote after it (tool results, the next answer).
+pub(crate) async fn run_tail(
+    state: &AppState,
+    user: &CurrentUser,
+    conv: &crate::domain::chat::Conversation,
+    message_id: Uuid,
+) -> Result<Vec<chat_view::MessageView>, WebError> {
+    let Some(at) = conv.path.iter().position(|m| m.id == message_id) else { return Ok(Vec::new()) };
+    let mut tail = Vec::new();
+    for m in conv.path.iter().skip(at + 1) {
+        if m.role == crate::domain::tree::Role::User {
+            break;
+        }
+        tail.push(chat::message(&state.db, &user.0.actor, conv.session.id, m.id).await?);
+    }
+    chat_view::message_views(tail).await
+}
+
 /// A session's settings as the form shows them.
 #[derive(serde::Serialize)]
 struct SettingsView {
@@ -168,6 +208,7 @@ struct SettingsView {
     thinking_budget: String,
     system_prompt: String,
     exposed_roots: String,
+    approval_mode: String,
 }
 
 fn settings_view(session: &chat::ChatSession) -> SettingsView {
@@ -186,6 +227,7 @@ fn settings_view(session: &chat::ChatSession) -> SettingsView {
         thinking_budget: params.thinking_budget.map(|t| t.to_string()).unwrap_or_default(),
         system_prompt: session.system_prompt.clone().unwrap_or_default(),
         exposed_roots: session.exposed_roots.join("\n"),
+        approval_mode: session.approval_mode.clone().unwrap_or_default(),
     }
 }
 
@@ -330,11 +372,45 @@ pub async fn send(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let actor = &user.0.actor;
+    if let Some((expose, folder)) = root_command(&form.message) {
+        return match chat::change_root(&state.db, actor, session_id, folder, expose).await {
+            Ok((_, notice)) => {
+                let mut ctx = session_context(&state, &user, session_id, false).await?;
+                ctx.insert("composer_notice", &notice);
+                let html = render_to_string(&state, "partials/_session.html", &ctx)?;
+                let mut res = render::html_response(StatusCode::OK, html);
+                let headers = res.headers_mut();
+                headers.insert(
+                    actix_web::http::header::HeaderName::from_static("hx-retarget"),
+                    actix_web::http::header::HeaderValue::from_static("#session"),
+                );
+                headers.insert(
+                    actix_web::http::header::HeaderName::from_static("hx-reswap"),
+                    actix_web::http::header::HeaderValue::from_static("outerHTML"),
+                );
+                Ok(res)
+            }
+            Err(e) => domain_to_composer(&state, e),
+        };
+    }
     let model = form.model.as_deref();
     match state.engine.submit(actor, session_id, &form.message, &form.client_id, model).await {
         Ok(started) => turn_fragment(&state, &user, session_id, &started, true).await,
         Err(e) => domain_to_composer(&state, e),
     }
+}
+
+/// `/expose folder` or `/unexpose folder` typed in the composer: (expose?, folder).
+fn root_command(message: &str) -> Option<(bool, &str)> {
+    let m = message.trim();
+    for (word, expose) in [("/expose", true), ("/unexpose", false)] {
+        if let Some(rest) = m.strip_prefix(word)
+            && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+        {
+            return Some((expose, rest.trim()));
+        }
+    }
+    None
 }
 
 /// `POST /s/{session_id}/stop`: stops the live answer, keeping what was written.
@@ -382,7 +458,12 @@ pub async fn final_message_html(
     // The latest exchange whole: the context gauge reads its usage.
     let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
     let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
-    ctx.insert("m", &chat_view::single_view(&conv, m).await?);
+    let mut views = vec![chat_view::single_view(&conv, m).await?];
+    views.extend(run_tail(state, user, &conv, message_id).await?);
+    agent_into(&mut ctx, state, user, &conv.session, &mut views).await?;
+    let mut views = views.into_iter();
+    ctx.insert("m", &views.next());
+    ctx.insert("tail", &views.collect::<Vec<_>>());
     render_to_string(state, "partials/_message_final.html", &ctx)
 }
 
@@ -516,4 +597,18 @@ pub async fn tree(
     ctx.insert("session_id", &session_id);
     let html = render_to_string(&state, "partials/_tree.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::root_command;
+
+    #[test]
+    fn only_whole_commands_change_folders() {
+        assert_eq!(root_command("/expose notes"), Some((true, "notes")));
+        assert_eq!(root_command("  /unexpose   src/app  "), Some((false, "src/app")));
+        assert_eq!(root_command("/expose"), Some((true, "")));
+        assert_eq!(root_command("/exposure is a word"), None);
+        assert_eq!(root_command("please /expose notes"), None);
+    }
 }

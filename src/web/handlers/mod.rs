@@ -1,6 +1,7 @@
 //! HTTP handlers, one file per area: extract, authorize, call one service, render.
 pub mod account;
 pub mod admin;
+pub mod agent;
 pub mod api;
 pub mod assets;
 pub mod auth;

@@ -16,9 +16,9 @@ use crate::web::{WebError, render};
 
 /// What the page says after an action.
 #[derive(Serialize, Default)]
-struct Flash {
-    ok: Option<String>,
-    error: Option<String>,
+pub(crate) struct Flash {
+    pub(crate) ok: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// The add form as shown again after a refusal: never the key itself.

@@ -1,0 +1,646 @@
+//! The agent's rules: which tools a run offers, which calls run unasked, what an "always"
+//! rule covers, and the session's folders and todo list the tools work on.
+//!
+//! The loop that runs the calls between model calls lives with the run engine (`runs`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{DomainError, DomainResult};
+use crate::config::AgentConfig;
+use crate::netguard::AllowedRanges;
+use crate::providers::types::ToolSpec;
+use crate::storage::Db;
+use crate::storage::repos::agent as repo;
+use crate::tools::{self, FetchLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
+
+/// How much a session's agent may do without asking, from most asking to least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum ApprovalMode {
+    /// Only reading runs unasked.
+    Suggest,
+    /// Reading and writing inside the exposed folders run unasked.
+    AutoEdit,
+    /// Everything runs unasked; shell commands only inside the sandbox.
+    FullAuto,
+}
+
+impl ApprovalMode {
+    /// Every mode, most asking first.
+    pub const ALL: [ApprovalMode; 3] =
+        [ApprovalMode::Suggest, ApprovalMode::AutoEdit, ApprovalMode::FullAuto];
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<ApprovalMode> {
+        Some(match s.trim() {
+            "suggest" => ApprovalMode::Suggest,
+            "auto-edit" => ApprovalMode::AutoEdit,
+            "full-auto" => ApprovalMode::FullAuto,
+            _ => return None,
+        })
+    }
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Suggest => "suggest",
+            ApprovalMode::AutoEdit => "auto-edit",
+            ApprovalMode::FullAuto => "full-auto",
+        }
+    }
+
+    /// What it means, for forms.
+    pub fn label(self) -> &'static str {
+        match self {
+            ApprovalMode::Suggest => "Suggest: ask before anything but reading files",
+            ApprovalMode::AutoEdit => {
+                "Auto-edit: read and write files unasked, ask before commands and the web"
+            }
+            ApprovalMode::FullAuto => "Full auto: everything unasked (commands only in the sandbox)",
+        }
+    }
+}
+
+/// The mode that applies: the session's, else the workspace's, never looser than `loosest`.
+pub fn effective_mode(session: Option<&str>, workspace: &str, loosest: ApprovalMode) -> ApprovalMode {
+    let chosen = session
+        .and_then(ApprovalMode::parse)
+        .or_else(|| ApprovalMode::parse(workspace))
+        .unwrap_or(ApprovalMode::Suggest);
+    chosen.min(loosest)
+}
+
+/// What a person decided about a proposed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Yes,
+    /// Refuse it and end the run.
+    No,
+    /// Refuse it, tell the model, go on.
+    NoContinue,
+    /// Run it and store a rule so that such calls run unasked.
+    Always,
+    /// Ask the model why first.
+    Explain,
+}
+
+impl Decision {
+    /// Parses a form value.
+    pub fn parse(s: &str) -> Option<Decision> {
+        Some(match s {
+            "yes" => Decision::Yes,
+            "no" => Decision::No,
+            "no_continue" => Decision::NoContinue,
+            "always" => Decision::Always,
+            "explain" => Decision::Explain,
+            _ => return None,
+        })
+    }
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Yes => "yes",
+            Decision::No => "no",
+            Decision::NoContinue => "no_continue",
+            Decision::Always => "always",
+            Decision::Explain => "explain",
+        }
+    }
+}
+
+/// Where an "always" rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleScope {
+    /// This session only.
+    Session,
+    /// Every session of the workspace.
+    Workspace,
+}
+
+impl RuleScope {
+    /// Parses a form value (blank: session).
+    pub fn parse(s: &str) -> Option<RuleScope> {
+        match s {
+            "" | "session" => Some(RuleScope::Session),
+            "workspace" => Some(RuleScope::Workspace),
+            _ => None,
+        }
+    }
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleScope::Session => "session",
+            RuleScope::Workspace => "workspace",
+        }
+    }
+}
+
+/// Whether a call of this risk waits for a person under `mode`. Shell commands run unasked only
+/// in full-auto and only inside the sandbox; no text allowlist ever lets one through.
+pub fn needs_confirmation(risk: Risk, mode: ApprovalMode, sandboxed: bool) -> bool {
+    match risk {
+        Risk::Read => false,
+        Risk::Write => mode < ApprovalMode::AutoEdit,
+        Risk::Exec => !(mode == ApprovalMode::FullAuto && sandboxed),
+        Risk::Network => mode < ApprovalMode::FullAuto,
+    }
+}
+
+/// Hex SHA-256 of the parts, each followed by a zero byte.
+fn digest(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What an approval is bound to: the tool and its exact (canonical) arguments.
+pub fn call_hash(tool: &str, canonical_args: &str) -> String {
+    digest(&[tool, canonical_args])
+}
+
+/// A fingerprint of a tool as offered: a changed description or schema makes a new one, and
+/// "always" rules stored under the old one no longer apply.
+pub fn tool_digest(spec: &ToolSpec) -> String {
+    digest(&[&spec.name, &spec.description, &tools::canonical_arguments(&spec.parameters)])
+}
+
+/// What an "always" rule is matched against: the path for file tools, the URL for
+/// `web_fetch`, the canonical arguments otherwise.
+pub fn rule_subject(tool: &str, args: &Value) -> String {
+    let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+    match tool {
+        "read_file" | "write_file" | "edit_file" | "list_directory" => field("path"),
+        "web_fetch" => field("url"),
+        _ => None,
+    }
+    .unwrap_or_else(|| tools::canonical_arguments(args))
+}
+
+/// Escapes a subject so that it matches only itself as a pattern.
+fn literal(subject: &str) -> String {
+    let mut out = String::with_capacity(subject.len());
+    for c in subject.chars() {
+        if matches!(c, '*' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The pattern an "always" decision stores: file tools any path, `web_fetch` anything on the
+/// same origin, everything else (commands above all) only these exact arguments.
+pub fn default_pattern(tool: &str, args: &Value) -> String {
+    match tool {
+        "read_file" | "write_file" | "edit_file" | "list_directory" | "write_todo" => "*".into(),
+        "web_fetch" => {
+            let url = rule_subject(tool, args);
+            match reqwest::Url::parse(&url) {
+                Ok(u) if u.host_str().is_some() => {
+                    format!(
+                        "{}*",
+                        literal(&format!("{}://{}/", u.scheme(), u.host_str().unwrap_or_default()))
+                    )
+                }
+                _ => literal(&url),
+            }
+        }
+        _ => literal(&rule_subject(tool, args)),
+    }
+}
+
+/// Matches a pattern where `*` stands for any run of characters and `\` makes the next
+/// character literal.
+pub fn pattern_matches(pattern: &str, subject: &str) -> bool {
+    // Tokens: Some(c) a literal character, None a star.
+    let mut tokens: Vec<Option<char>> = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => tokens.push(Some(chars.next().unwrap_or('\\'))),
+            '*' => tokens.push(None),
+            c => tokens.push(Some(c)),
+        }
+    }
+    let text: Vec<char> = subject.chars().collect();
+    // Classic wildcard matching with one backtrack point.
+    let (mut t, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(Some(c)) if *c == text[t] => {
+                t += 1;
+                p += 1;
+            }
+            Some(None) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    tokens[p..].iter().all(Option::is_none)
+}
+
+/// A tool offered to the model, with what the approval policy needs.
+#[derive(Debug, Clone)]
+pub struct OfferedTool {
+    /// Name, description and schema as sent.
+    pub spec: ToolSpec,
+    /// How risky its calls are.
+    pub risk: Risk,
+    /// Fingerprint of the spec (see [`tool_digest`]).
+    pub digest: String,
+}
+
+/// Longest todo list `write_todo` keeps.
+pub const MAX_TODOS: usize = 50;
+/// Longest todo item, in characters.
+pub const MAX_TODO_CHARS: usize = 500;
+
+/// The `write_todo` tool: the session's todo list, replaced whole on every call.
+pub fn write_todo_spec() -> ToolSpec {
+    ToolSpec {
+        name: "write_todo".into(),
+        description: "Replace this session's todo list (shown to the user beside the chat). Send the whole \
+list each time, with each item's status."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "description": "The whole list, in order.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string", "description": "What to do."},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
+                        },
+                        "required": ["text", "status"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["todos"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// The tools a run offers: the file and shell tools only when folders are exposed (and the
+/// shell only when it can run), the web and the todo list always.
+pub fn toolbox(has_roots: bool, shell_available: bool) -> Vec<OfferedTool> {
+    let mut out: Vec<OfferedTool> = tools::builtins()
+        .into_iter()
+        .filter(|t| match t.risk {
+            Risk::Network => true,
+            Risk::Exec => has_roots && shell_available,
+            Risk::Read | Risk::Write => has_roots,
+        })
+        .map(|t| OfferedTool { digest: tool_digest(&t.spec), spec: t.spec, risk: t.risk })
+        .collect();
+    let todo = write_todo_spec();
+    out.push(OfferedTool { digest: tool_digest(&todo), spec: todo, risk: Risk::Read });
+    out
+}
+
+/// The agent's settings, resolved once at start-up.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Most model calls per run.
+    pub max_iterations: u32,
+    /// The least-asking mode allowed.
+    pub loosest: ApprovalMode,
+    /// Shell time limit.
+    pub shell_timeout: Duration,
+    /// Shell output kept per stream.
+    pub shell_max_output: usize,
+    /// bubblewrap, or none.
+    pub sandbox: Sandbox,
+    /// Whether the shell may run without the sandbox (always asking).
+    pub allow_unsandboxed_shell: bool,
+    /// web_fetch limits.
+    pub fetch_timeout: Duration,
+    /// web_fetch download cap.
+    pub fetch_max_bytes: usize,
+    /// Private ranges web_fetch may reach.
+    pub fetch_allowed: AllowedRanges,
+    /// read_file cap.
+    pub read_max_bytes: usize,
+    /// write_file cap.
+    pub write_max_bytes: usize,
+    /// Paths no tool process may read (data dir, config file, key file).
+    pub hidden_paths: Vec<PathBuf>,
+}
+
+impl AgentSettings {
+    /// Settings from the configuration and the detected sandbox.
+    pub fn new(config: &AgentConfig, sandbox: Sandbox, hidden_paths: Vec<PathBuf>) -> AgentSettings {
+        AgentSettings {
+            max_iterations: config.max_iterations.max(1),
+            loosest: ApprovalMode::parse(&config.loosest_approval_mode).unwrap_or(ApprovalMode::Suggest),
+            shell_timeout: Duration::from_secs(config.shell_timeout_secs.max(1)),
+            shell_max_output: config.shell_max_output_bytes.max(1024),
+            sandbox,
+            allow_unsandboxed_shell: config.allow_unsandboxed_shell,
+            fetch_timeout: Duration::from_secs(config.fetch_timeout_secs.max(1)),
+            fetch_max_bytes: config.fetch_max_bytes.max(1024),
+            fetch_allowed: AllowedRanges::parse(&config.fetch_allow.join(" ")).unwrap_or_default(),
+            read_max_bytes: config.read_max_bytes.max(1024),
+            write_max_bytes: config.write_max_bytes.max(1024),
+            hidden_paths,
+        }
+    }
+
+    /// Conservative settings (no sandbox, so no shell) for engines built without a configuration.
+    pub fn defaults() -> AgentSettings {
+        AgentSettings {
+            max_iterations: 50,
+            loosest: ApprovalMode::FullAuto,
+            shell_timeout: Duration::from_secs(60),
+            shell_max_output: 64 * 1024,
+            sandbox: Sandbox::Unsandboxed,
+            allow_unsandboxed_shell: false,
+            fetch_timeout: Duration::from_secs(20),
+            fetch_max_bytes: 2 * 1024 * 1024,
+            fetch_allowed: AllowedRanges::none(),
+            read_max_bytes: 256 * 1024,
+            write_max_bytes: 2 * 1024 * 1024,
+            hidden_paths: Vec::new(),
+        }
+    }
+
+    /// Whether shell commands run inside the sandbox.
+    pub fn sandboxed(&self) -> bool {
+        matches!(self.sandbox, Sandbox::Bubblewrap(_))
+    }
+
+    /// Whether the shell tool is offered at all.
+    pub fn shell_available(&self) -> bool {
+        self.sandboxed() || self.allow_unsandboxed_shell
+    }
+
+    /// The tool environment for a session's folders.
+    pub fn env(&self, roots: Vec<Root>) -> ToolEnv {
+        ToolEnv {
+            roots,
+            read_max_bytes: self.read_max_bytes,
+            write_max_bytes: self.write_max_bytes,
+            shell: ShellLimits {
+                timeout: self.shell_timeout,
+                max_output_bytes: self.shell_max_output,
+                sandbox: self.sandbox.clone(),
+                hidden_paths: self.hidden_paths.clone(),
+            },
+            fetch: FetchLimits {
+                timeout: self.fetch_timeout,
+                max_bytes: self.fetch_max_bytes,
+                max_text_chars: 100_000,
+                allowed: self.fetch_allowed.clone(),
+            },
+        }
+    }
+}
+
+/// The session's exposed folders as tool roots, created when missing. A folder that resolves
+/// outside the workspace folder (a symlink made by a command, say) is left out.
+pub fn session_roots(workspace_dir: &Path, exposed: &[String]) -> Vec<Root> {
+    if exposed.is_empty() {
+        return Vec::new();
+    }
+    if let Err(e) = std::fs::create_dir_all(workspace_dir) {
+        tracing::warn!(error = %e, "could not create a workspace folder");
+        return Vec::new();
+    }
+    let Ok(base) = workspace_dir.canonicalize() else { return Vec::new() };
+    let mut roots = Vec::new();
+    for name in exposed {
+        let path = base.join(name);
+        if let Err(e) = std::fs::create_dir_all(&path) {
+            tracing::warn!(error = %e, root = %name, "could not create an exposed folder");
+            continue;
+        }
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&base) => roots.push(Root { name: name.clone(), path: real }),
+            _ => tracing::warn!(root = %name, "an exposed folder resolves outside its workspace; left out"),
+        }
+    }
+    roots
+}
+
+/// One item of a todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TodoItem {
+    /// What to do.
+    pub text: String,
+    /// pending, in_progress or done.
+    pub status: String,
+}
+
+/// A session's todo list (the caller checked the session is the actor's).
+pub async fn todos(db: &Db, session_id: Uuid) -> DomainResult<Vec<TodoItem>> {
+    Ok(repo::todos(db, session_id)
+        .await?
+        .into_iter()
+        .map(|t| TodoItem { text: t.text, status: t.status })
+        .collect())
+}
+
+/// Runs `write_todo`: checks the list, replaces the session's, and answers with it as text.
+pub async fn write_todo(db: &Db, session_id: Uuid, args: &Value) -> ToolOutput {
+    let fail = |m: String| ToolOutput { content: m, is_error: true, diff: None };
+    let Some(items) = args.get("todos").and_then(Value::as_array) else {
+        return fail("write_todo needs \"todos\": an array of {\"text\", \"status\"} objects.".into());
+    };
+    if items.len() > MAX_TODOS {
+        return fail(format!("A todo list holds at most {MAX_TODOS} items; this one has {}.", items.len()));
+    }
+    let mut list: Vec<(String, String)> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let text = item.get("text").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        let status = item.get("status").and_then(Value::as_str).unwrap_or_default();
+        if text.is_empty() {
+            return fail(format!("Item {} has no \"text\".", i + 1));
+        }
+        if text.chars().count() > MAX_TODO_CHARS {
+            return fail(format!("Item {} is longer than {MAX_TODO_CHARS} characters.", i + 1));
+        }
+        if !["pending", "in_progress", "done"].contains(&status) {
+            return fail(format!("Item {} needs a \"status\" of pending, in_progress or done.", i + 1));
+        }
+        let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        list.push((text, status.to_string()));
+    }
+    if let Err(e) = repo::replace_todos(db, session_id, &list).await {
+        tracing::warn!(error = %e, "could not save a todo list");
+        return fail("The todo list could not be saved; try again.".into());
+    }
+    let mut content = format!("Todo list saved ({} items):", list.len());
+    for (text, status) in &list {
+        let mark = match status.as_str() {
+            "done" => "[x]",
+            "in_progress" => "[~]",
+            _ => "[ ]",
+        };
+        content.push_str(&format!("\n{mark} {text}"));
+    }
+    ToolOutput { content, is_error: false, diff: None }
+}
+
+/// An "always" rule as the settings page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleView {
+    /// Id.
+    pub id: Uuid,
+    /// session or workspace.
+    pub scope: String,
+    /// The session or workspace it applies to.
+    pub scope_id: Uuid,
+    /// Tool name.
+    pub tool: String,
+    /// What it matches.
+    pub pattern: String,
+    /// When it was made, for display.
+    pub created: String,
+}
+
+/// The actor's "always" rules.
+pub async fn list_rules(db: &Db, user_id: Uuid) -> DomainResult<Vec<RuleView>> {
+    Ok(repo::list_rules(db, user_id)
+        .await?
+        .into_iter()
+        .map(|r| RuleView {
+            id: r.id,
+            scope: r.scope,
+            scope_id: r.scope_id,
+            tool: r.tool_name,
+            pattern: r.pattern,
+            created: r.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+        })
+        .collect())
+}
+
+/// Revokes one of the actor's rules.
+pub async fn revoke_rule(db: &Db, user_id: Uuid, id: Uuid) -> DomainResult<()> {
+    if repo::delete_rule(db, user_id, id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+}
+
+/// Whether one of the user's rules lets this call run unasked: same tool, same fingerprint
+/// of the tool, pattern matching.
+pub async fn rule_allows(
+    db: &Db,
+    user_id: Uuid,
+    session_id: Uuid,
+    workspace_id: Uuid,
+    tool: &OfferedTool,
+    args: &Value,
+) -> DomainResult<bool> {
+    let rules = repo::rules_for(db, user_id, session_id, workspace_id, &tool.spec.name).await?;
+    let subject = rule_subject(&tool.spec.name, args);
+    Ok(rules.iter().any(|r| r.tool_digest == tool.digest && pattern_matches(&r.pattern, &subject)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_capped_by_the_instance() {
+        use ApprovalMode::*;
+        assert_eq!(effective_mode(Some("full-auto"), "suggest", FullAuto), FullAuto);
+        assert_eq!(effective_mode(None, "auto-edit", FullAuto), AutoEdit);
+        assert_eq!(effective_mode(Some("full-auto"), "suggest", AutoEdit), AutoEdit);
+        assert_eq!(effective_mode(Some("bogus"), "bogus", FullAuto), Suggest);
+        assert_eq!(effective_mode(Some(""), "full-auto", Suggest), Suggest);
+    }
+
+    #[test]
+    fn the_policy_asks_by_risk_and_mode() {
+        use ApprovalMode::*;
+        for mode in ApprovalMode::ALL {
+            assert!(!needs_confirmation(Risk::Read, mode, false));
+        }
+        assert!(needs_confirmation(Risk::Write, Suggest, true));
+        assert!(!needs_confirmation(Risk::Write, AutoEdit, false));
+        assert!(needs_confirmation(Risk::Exec, AutoEdit, true));
+        assert!(!needs_confirmation(Risk::Exec, FullAuto, true));
+        // Without the sandbox a command always asks.
+        assert!(needs_confirmation(Risk::Exec, FullAuto, false));
+        assert!(needs_confirmation(Risk::Network, AutoEdit, true));
+        assert!(!needs_confirmation(Risk::Network, FullAuto, false));
+    }
+
+    #[test]
+    fn patterns_match_globs_and_literals() {
+        assert!(pattern_matches("*", "anything at all"));
+        assert!(pattern_matches("notes/*", "notes/a/b.md"));
+        assert!(!pattern_matches("notes/*", "src/notes/a"));
+        assert!(pattern_matches("a*c*e", "abcde"));
+        assert!(!pattern_matches("a*c*e", "abcdf"));
+        assert!(pattern_matches("", ""));
+        assert!(!pattern_matches("", "x"));
+        // A literal star only matches a star.
+        assert!(pattern_matches(&literal("ls *.rs"), "ls *.rs"));
+        assert!(!pattern_matches(&literal("ls *.rs"), "ls x.rs; rm -rf /"));
+        assert!(pattern_matches(&literal(r"a\b"), r"a\b"));
+    }
+
+    #[test]
+    fn default_patterns_keep_commands_exact() {
+        let cmd = json!({"command": "ls *"});
+        let p = default_pattern("run_shell_command", &cmd);
+        assert!(pattern_matches(&p, &rule_subject("run_shell_command", &cmd)));
+        let other = json!({"command": "ls * ; curl evil"});
+        assert!(!pattern_matches(&p, &rule_subject("run_shell_command", &other)));
+        let fetch = json!({"url": "https://docs.rs/serde/latest"});
+        let p = default_pattern("web_fetch", &fetch);
+        assert_eq!(p, "https://docs.rs/*");
+        assert!(pattern_matches(&p, "https://docs.rs/tokio"));
+        assert!(!pattern_matches(&p, "https://docs.rs.evil.test/x"));
+        assert_eq!(default_pattern("write_file", &json!({"path": "notes/a"})), "*");
+    }
+
+    #[test]
+    fn digests_change_with_the_description() {
+        let mut spec = write_todo_spec();
+        let before = tool_digest(&spec);
+        spec.description.push('!');
+        assert_ne!(before, tool_digest(&spec));
+        assert_eq!(call_hash("a", "{}").len(), 64);
+        assert_ne!(call_hash("a", "{\"x\":1}"), call_hash("a", "{\"x\":2}"));
+    }
+
+    #[test]
+    fn roots_stay_inside_the_workspace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        let roots = session_roots(&ws, &["notes".into(), "src/app".into()]);
+        assert_eq!(roots.len(), 2);
+        assert!(roots.iter().all(|r| r.path.is_dir()));
+        // A folder replaced by a symlink out of the workspace is left out.
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, ws.join("escape")).expect("symlink");
+        let roots = session_roots(&ws, &["escape".into(), "notes".into()]);
+        assert_eq!(roots.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), vec!["notes"]);
+    }
+}

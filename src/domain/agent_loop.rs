@@ -1,0 +1,797 @@
+//! The agent loop: after an answer that calls tools, each call is recorded, run (or paused for
+//! a person's decision) and answered by a tool message, then the model is called again, until
+//! it stops calling tools, the iteration limit is reached, or the run is stopped.
+//!
+//! A pause is durable: the run's row says `awaiting_confirmation` and the call's row
+//! `proposed`; nothing of it lives only in memory, so a decision after a restart resumes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::accounts::Actor;
+use super::agent::{self, Decision, OfferedTool, RuleScope};
+use super::chat::{self, ChatSession};
+use super::context::{self, ContextInput, Mode};
+use super::providers::ResolvedModel;
+use super::runs::{Accumulator, End, Job, RunEngine, describe_error};
+use super::tree::{self, MessageStatus, Role};
+use super::{DomainError, DomainResult};
+use crate::events::{RunEvent, RunPublisher};
+use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
+use crate::storage::entities::tool_call;
+use crate::storage::repos::agent::{self as repo, DecisionRecord, NewToolCall};
+use crate::storage::repos::messages::{self as messages, NewMessage};
+use crate::tools::{self, ToolOutput};
+
+/// Where a run (re)starts.
+pub(super) enum Start {
+    /// Call the model into `job.message_id`.
+    Model,
+    /// Work through the calls of this answer (after a decision).
+    Calls {
+        /// The answer holding the calls.
+        answer: Uuid,
+    },
+}
+
+/// What working through an answer's calls came to.
+enum Flow {
+    /// Every call is answered; the next answer goes under `last`.
+    Next { last: Uuid },
+    /// A call waits for a person.
+    Paused,
+    /// The run is over.
+    Ended { status: &'static str, error: Option<String> },
+}
+
+/// What a decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// The run goes on; it writes this tool result first.
+    Resumed {
+        /// The tool result message being written.
+        result_message_id: Uuid,
+    },
+    /// The model explained the call; the dialog asks again.
+    Explained,
+    /// Someone (another tab) decided first, or the run is gone.
+    AlreadyDecided,
+}
+
+/// A call as the model made it.
+struct ModelCall {
+    id: String,
+    name: String,
+    arguments: Value,
+}
+
+fn calls_in(parts: &[Part]) -> Vec<ModelCall> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolCall { id, name, arguments, .. } => {
+                Some(ModelCall { id: id.clone(), name: name.clone(), arguments: arguments.clone() })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the model is told when a call was refused.
+fn refusal(decision: Option<&str>) -> String {
+    match decision {
+        Some("no") => "The user refused this call and stopped the run.".into(),
+        _ => "The user declined this call. Do not retry it; continue without it or ask the user.".into(),
+    }
+}
+
+/// Longest the model may take to explain a call.
+const EXPLAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the model is asked when the user wants a call explained.
+const EXPLAIN_INSTRUCTION: &str = "Before this tool call runs, the user asks you to explain it. In a few \
+sentences: why you want to make this call, what it will do (and change), and what you expect from it. Do \
+not call any tool.";
+
+impl RunEngine {
+    /// The tools a session's runs offer this model.
+    pub(super) fn offered_tools(&self, session: &ChatSession, model: &ResolvedModel) -> Vec<OfferedTool> {
+        if !model.info.tools {
+            return Vec::new();
+        }
+        let dir = crate::prompting::workspace_dir(&self.data_dir, session.workspace_id);
+        let roots = agent::session_roots(&dir, &session.exposed_roots);
+        agent::toolbox(!roots.is_empty(), self.agent.shell_available())
+    }
+
+    /// Drives a run from `start` until it ends or pauses.
+    pub(super) async fn run_loop(&self, mut job: Job, mut publisher: RunPublisher, mut start: Start) {
+        loop {
+            let answer = match start {
+                Start::Model => {
+                    let started = Instant::now();
+                    let (acc, end) = self.call_model(&job, &mut publisher).await;
+                    let new_calls = calls_in(&acc.parts[job.parts.len().min(acc.parts.len())..]);
+                    if !matches!(end, End::Finished) || new_calls.is_empty() || job.tools.is_empty() {
+                        self.conclude(job, publisher, acc, end, started).await;
+                        return;
+                    }
+                    self.close_answer(&job, &acc, &end, started).await;
+                    job.message_id
+                }
+                Start::Calls { answer } => answer,
+            };
+            let flow = match self.work_calls(&mut job, &mut publisher, answer).await {
+                Ok(flow) => flow,
+                Err(e) => {
+                    tracing::error!(run = %job.run_id, error = %e, "a tool step failed");
+                    Flow::Ended {
+                        status: "failed",
+                        error: Some("The run failed while handling a tool call.".into()),
+                    }
+                }
+            };
+            match flow {
+                Flow::Next { last } => match self.next_answer(&mut job, &publisher, last).await {
+                    Ok(()) => start = Start::Model,
+                    Err(message) => {
+                        self.end(job, publisher, "failed", Some(message)).await;
+                        return;
+                    }
+                },
+                Flow::Paused => {
+                    tracing::info!(run = %job.run_id, "run waits for a decision");
+                    publisher.finish(RunEvent::Done { message_id: Some(job.message_id) });
+                    return;
+                }
+                Flow::Ended { status, error } => {
+                    self.end(job, publisher, status, error).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends the run and its stream.
+    async fn end(&self, job: Job, publisher: RunPublisher, status: &str, error: Option<String>) {
+        if let Err(e) = repo::end_run(&self.db, job.run_id, status, error.as_deref()).await {
+            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a run");
+        }
+        tracing::info!(run = %job.run_id, session = %job.session_id, status, "run ended");
+        match error {
+            Some(message) => publisher.finish(RunEvent::Error(message)),
+            None => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+        }
+    }
+
+    /// Stores an answer that called tools as complete, with its usage; the run goes on.
+    async fn close_answer(&self, job: &Job, acc: &Accumulator, end: &End, started: Instant) {
+        let (call, total) = self.usage_of(job, acc, end);
+        if let Err(e) =
+            repo::close_message(&self.db, job.message_id, &acc.parts, MessageStatus::Complete, None, total)
+                .await
+        {
+            tracing::error!(run = %job.run_id, error = %e, "could not store an answer");
+        }
+        if let Some(usage) = call {
+            self.record_usage(job, usage, started).await;
+        }
+    }
+
+    /// Opens the next answer under `last` and renders its request from the stored path.
+    async fn next_answer(&self, job: &mut Job, publisher: &RunPublisher, last: Uuid) -> Result<(), String> {
+        let storage = |e: crate::storage::StorageError| {
+            tracing::error!(error = %e, "agent step failed");
+            "The run failed while storing its progress.".to_string()
+        };
+        let run = repo::find_run(&self.db, job.session_id, job.run_id).await.map_err(storage)?;
+        let done = run.map_or(0, |r| r.iterations);
+        if u32::try_from(done).unwrap_or(u32::MAX) >= self.agent.max_iterations {
+            return Err(format!(
+                "The agent stopped after {done} steps, its limit. Send a message to let it go on."
+            ));
+        }
+        if let Err(e) = super::quotas::check(&self.db, job.owner_id).await {
+            return Err(e.to_string());
+        }
+        let reference = job.model.reference();
+        let id = Uuid::now_v7();
+        let placeholder = NewMessage {
+            id,
+            parent_id: Some(last),
+            role: Role::Assistant,
+            parts: &[],
+            model: Some(&reference),
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        repo::open_message(&self.db, job.session_id, job.run_id, &placeholder, None)
+            .await
+            .map_err(storage)?;
+        publisher.advance(id);
+        let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
+        let path = tree::path_to(&all, last);
+        let mut request = context::render(&ContextInput {
+            system: job.system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &job.model.model,
+            kind: job.model.kind,
+            params: job.params.clone(),
+            mode: Mode::Answer,
+        });
+        request.tools = job.tools.iter().map(|t| t.spec.clone()).collect();
+        job.request = request;
+        job.message_id = id;
+        job.parts = Vec::new();
+        job.prior_usage = None;
+        Ok(())
+    }
+
+    /// Records, decides and runs the calls of `answer` in order.
+    async fn work_calls(
+        &self,
+        job: &mut Job,
+        publisher: &mut RunPublisher,
+        answer: Uuid,
+    ) -> DomainResult<Flow> {
+        let session = chat::get_session(&self.db, &job.actor, job.session_id).await?;
+        let workspace = chat::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
+        let mode = agent::effective_mode(
+            session.approval_mode.as_deref(),
+            &workspace.approval_mode,
+            self.agent.loosest,
+        );
+        let answer_message =
+            messages::find_message(&self.db, session.id, answer).await?.ok_or(DomainError::NotFound)?;
+        let mut last = answer;
+        for (position, call) in calls_in(&answer_message.parts).into_iter().enumerate() {
+            let offered = job.tools.iter().find(|t| t.spec.name == call.name).cloned();
+            let canonical = tools::canonical_arguments(&call.arguments);
+            let row = repo::ensure_call(
+                &self.db,
+                &NewToolCall {
+                    run_id: job.run_id,
+                    session_id: session.id,
+                    owner_id: job.owner_id,
+                    message_id: answer,
+                    call_id: &call.id,
+                    position: i32::try_from(position).unwrap_or(i32::MAX),
+                    tool_name: &call.name,
+                    arguments: &canonical,
+                    args_hash: &agent::call_hash(&call.name, &canonical),
+                    tool_digest: offered.as_ref().map_or("", |t| t.digest.as_str()),
+                    risk: offered.as_ref().map_or("exec", |t| t.risk.as_str()),
+                },
+            )
+            .await?;
+            if let Some(result) = row.result_message_id {
+                let answered = messages::find_message(&self.db, session.id, result)
+                    .await?
+                    .is_some_and(|m| m.status != MessageStatus::Streaming);
+                if answered {
+                    last = result;
+                    if row.decision.as_deref() == Some("no") {
+                        return Ok(Flow::Ended { status: "cancelled", error: None });
+                    }
+                    continue;
+                }
+            }
+            let approved = match row.status.as_str() {
+                "proposed" => match &offered {
+                    // Nothing runs for a tool that does not exist; the model is told so.
+                    None => false,
+                    Some(tool) => {
+                        if !agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed()) {
+                            repo::set_call_status(&self.db, row.id, "approved", Some("auto")).await?;
+                            true
+                        } else if agent::rule_allows(
+                            &self.db,
+                            job.owner_id,
+                            session.id,
+                            session.workspace_id,
+                            tool,
+                            &call.arguments,
+                        )
+                        .await?
+                        {
+                            repo::set_call_status(&self.db, row.id, "approved", Some("rule")).await?;
+                            true
+                        } else {
+                            repo::await_confirmation(&self.db, job.run_id).await?;
+                            return Ok(Flow::Paused);
+                        }
+                    }
+                },
+                "approved" => true,
+                _ => false,
+            };
+            let result_id = match row.result_message_id {
+                Some(id) => id,
+                None => {
+                    let id = Uuid::now_v7();
+                    let placeholder = NewMessage {
+                        id,
+                        parent_id: Some(last),
+                        role: Role::Tool,
+                        parts: &[],
+                        model: None,
+                        status: MessageStatus::Streaming,
+                        client_id: None,
+                    };
+                    repo::open_message(&self.db, session.id, job.run_id, &placeholder, Some(row.id)).await?;
+                    id
+                }
+            };
+            if result_id != job.message_id {
+                publisher.advance(result_id);
+                job.message_id = result_id;
+            }
+            let (output, status) = if offered.is_none() {
+                let names: Vec<&str> = job.tools.iter().map(|t| t.spec.name.as_str()).collect();
+                let text =
+                    format!("There is no tool named {:?}. Available tools: {}.", call.name, names.join(", "));
+                (ToolOutput { content: text, is_error: true, diff: None }, "failed")
+            } else if approved {
+                let run = tokio::select! {
+                    biased;
+                    _ = publisher.cancelled() => None,
+                    out = self.execute(job, &session, &call) => Some(out),
+                };
+                match run {
+                    Some(out) => {
+                        let status = if out.is_error { "failed" } else { "executed" };
+                        (out, status)
+                    }
+                    None => {
+                        let stopped = ToolOutput {
+                            content: "Stopped by the user before the tool finished.".into(),
+                            is_error: true,
+                            diff: None,
+                        };
+                        self.store_result(&call, result_id, &stopped, MessageStatus::Stopped).await?;
+                        repo::set_call_outcome(&self.db, row.id, "failed", None).await?;
+                        return Ok(Flow::Ended { status: "cancelled", error: None });
+                    }
+                }
+            } else {
+                let text = refusal(row.decision.as_deref());
+                (ToolOutput { content: text, is_error: true, diff: None }, "denied")
+            };
+            self.store_result(&call, result_id, &output, MessageStatus::Complete).await?;
+            if status != "denied" {
+                repo::set_call_outcome(&self.db, row.id, status, output.diff.as_deref()).await?;
+            }
+            last = result_id;
+            if row.decision.as_deref() == Some("no") {
+                return Ok(Flow::Ended { status: "cancelled", error: None });
+            }
+        }
+        Ok(Flow::Next { last })
+    }
+
+    async fn store_result(
+        &self,
+        call: &ModelCall,
+        message_id: Uuid,
+        output: &ToolOutput,
+        status: MessageStatus,
+    ) -> DomainResult<()> {
+        let parts = [Part::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: output.content.clone(),
+            is_error: output.is_error,
+        }];
+        repo::close_message(&self.db, message_id, &parts, status, None, None).await?;
+        Ok(())
+    }
+
+    /// Runs one approved call.
+    async fn execute(&self, job: &Job, session: &ChatSession, call: &ModelCall) -> ToolOutput {
+        if call.name == "write_todo" {
+            return agent::write_todo(&self.db, job.session_id, &call.arguments).await;
+        }
+        let dir = crate::prompting::workspace_dir(&self.data_dir, session.workspace_id);
+        let exposed = session.exposed_roots.clone();
+        let roots = tokio::task::spawn_blocking(move || agent::session_roots(&dir, &exposed))
+            .await
+            .unwrap_or_default();
+        let env = self.agent.env(roots);
+        tools::run_builtin(&call.name, &call.arguments, &env).await
+    }
+
+    /// Records a person's decision on a waiting call and resumes its run (or, for `explain`,
+    /// asks the model to explain the call and keeps waiting). Deciding twice, from two tabs
+    /// say, is safe: the first decision wins, the second learns it came late.
+    pub async fn decide(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        call_id: Uuid,
+        decision: Decision,
+        scope: RuleScope,
+    ) -> DomainResult<Decided> {
+        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let row = repo::find_call(&self.db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
+        if row.status != "proposed" {
+            return Ok(Decided::AlreadyDecided);
+        }
+        let Some(run) = repo::find_run(&self.db, session.id, row.run_id).await? else {
+            return Ok(Decided::AlreadyDecided);
+        };
+        if run.status != "awaiting_confirmation" {
+            return Ok(Decided::AlreadyDecided);
+        }
+        let answer = messages::find_message(&self.db, session.id, row.message_id)
+            .await?
+            .ok_or(DomainError::NotFound)?;
+        let reference = answer.model.clone().unwrap_or_default();
+        // Refusing ends the run without calling the model; anything else needs it again.
+        let model = match decision {
+            Decision::No => None,
+            _ => Some(self.admit_model(actor, &reference).await?),
+        };
+        if decision == Decision::Explain {
+            let model = model.ok_or(DomainError::NotFound)?;
+            self.explain(actor, &session, &row, &answer.id, model).await?;
+            return Ok(Decided::Explained);
+        }
+        let all = messages::session_messages(&self.db, session.id).await?;
+        // The result goes under the last answered call of this answer, or the answer itself.
+        let calls = repo::calls_of_message(&self.db, answer.id).await?;
+        let parent = calls
+            .iter()
+            .filter(|c| c.position < row.position)
+            .filter_map(|c| c.result_message_id)
+            .rfind(|id| all.iter().any(|m| m.id == *id))
+            .unwrap_or(answer.id);
+        let result_id = Uuid::now_v7();
+        let publisher = match self.registry.begin(session.id, run.id, Some(result_id)) {
+            Ok(p) => p,
+            Err(_) => {
+                // Another tab's decision holds the run: it is recorded in a moment.
+                for _ in 0..40 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let now = repo::find_call(&self.db, session.id, row.id).await?;
+                    if now.is_none_or(|c| c.status != "proposed") {
+                        return Ok(Decided::AlreadyDecided);
+                    }
+                }
+                return Err(DomainError::Conflict(
+                    "A reply is still being written: wait for it to finish.".into(),
+                ));
+            }
+        };
+        let result = NewMessage {
+            id: result_id,
+            parent_id: Some(parent),
+            role: Role::Tool,
+            parts: &[],
+            model: None,
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        let (status, stored) = match decision {
+            Decision::Yes | Decision::Always => ("approved", decision.as_str()),
+            _ => ("denied", decision.as_str()),
+        };
+        let record = DecisionRecord {
+            call_id: row.id,
+            run_id: run.id,
+            status,
+            decision: stored,
+            decided_by: actor.user_id,
+            result: &result,
+        };
+        match repo::record_decision(&self.db, session.id, &record).await {
+            Ok(true) => {}
+            Ok(false) => {
+                publisher.abandon();
+                return Ok(Decided::AlreadyDecided);
+            }
+            Err(e) => {
+                publisher.abandon();
+                return Err(e.into());
+            }
+        }
+        tracing::info!(run = %run.id, call = %row.id, tool = %row.tool_name, decision = stored, "tool call decided");
+        if decision == Decision::Always {
+            let (scope_name, scope_id) = match scope {
+                RuleScope::Session => (RuleScope::Session.as_str(), session.id),
+                RuleScope::Workspace => (RuleScope::Workspace.as_str(), session.workspace_id),
+            };
+            let args: Value = serde_json::from_str(&row.arguments).unwrap_or(Value::Null);
+            let pattern = agent::default_pattern(&row.tool_name, &args);
+            repo::insert_rule(
+                &self.db,
+                actor.user_id,
+                scope_name,
+                scope_id,
+                &row.tool_name,
+                &pattern,
+                &row.tool_digest,
+            )
+            .await?;
+        }
+        let job = self.resumed_job(actor, &session, &run.id, result_id, model).await;
+        match job {
+            Some(job) => {
+                let engine = self.clone();
+                let answer_id = answer.id;
+                tokio::spawn(async move {
+                    engine.run_loop(job, publisher, Start::Calls { answer: answer_id }).await
+                });
+            }
+            None => {
+                // Refused: write the refusal and end the run, without a model.
+                self.finish_refused(&session, &row, result_id, &run.id, publisher).await;
+            }
+        }
+        Ok(Decided::Resumed { result_message_id: result_id })
+    }
+
+    /// Quota check and model resolution for a resumed run.
+    async fn admit_model(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+        super::quotas::check(&self.db, actor.user_id).await?;
+        self.providers().resolve(actor, reference).await
+    }
+
+    /// The job a decision resumes: the same model, prompt and tools the run had.
+    async fn resumed_job(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        run_id: &Uuid,
+        message_id: Uuid,
+        model: Option<ResolvedModel>,
+    ) -> Option<Job> {
+        let model = model?;
+        let system = self.system_prompt(actor, session, &model.reference()).await.ok().flatten();
+        let tools = Arc::new(self.offered_tools(session, &model));
+        let params: GenParams = serde_json::from_value(session.params.clone()).unwrap_or_default();
+        Some(Job {
+            actor: actor.clone(),
+            session_id: session.id,
+            owner_id: actor.user_id,
+            run_id: *run_id,
+            message_id,
+            request: ChatRequest {
+                model: model.model.clone(),
+                system: None,
+                messages: Vec::new(),
+                tools: Vec::new(),
+                params: params.clone(),
+            },
+            model,
+            system,
+            params,
+            tools,
+            parts: Vec::new(),
+            prior_usage: None,
+            first_question: None,
+        })
+    }
+
+    /// A refused call: its result says so and the run ends.
+    async fn finish_refused(
+        &self,
+        session: &ChatSession,
+        row: &tool_call::Model,
+        result_id: Uuid,
+        run_id: &Uuid,
+        publisher: RunPublisher,
+    ) {
+        let parts = [Part::ToolResult {
+            call_id: row.call_id.clone(),
+            name: row.tool_name.clone(),
+            content: refusal(Some("no")),
+            is_error: true,
+        }];
+        if let Err(e) =
+            repo::close_message(&self.db, result_id, &parts, MessageStatus::Complete, None, None).await
+        {
+            tracing::error!(error = %e, "could not store a refusal");
+        }
+        if let Err(e) = repo::end_run(&self.db, *run_id, "cancelled", None).await {
+            tracing::error!(error = %e, "could not end a refused run");
+        }
+        tracing::info!(run = %run_id, session = %session.id, "run ended by a refusal");
+        publisher.finish(RunEvent::Done { message_id: Some(result_id) });
+    }
+
+    /// Asks the model why it wants to make a waiting call; the answer is stored on the call.
+    async fn explain(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        row: &tool_call::Model,
+        answer_id: &Uuid,
+        model: ResolvedModel,
+    ) -> DomainResult<()> {
+        let all = messages::session_messages(&self.db, session.id).await?;
+        let path = tree::path_to(&all, *answer_id);
+        let reference = model.reference();
+        let system = self.system_prompt(actor, session, &reference).await?;
+        let mut request = context::render(&ContextInput {
+            system: system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &model.model,
+            kind: model.kind,
+            params: GenParams::default(),
+            mode: Mode::Answer,
+        });
+        // The waiting call reads as not run yet (see `context`); the question follows it.
+        request.messages.push(ChatMessage {
+            role: ChatRole::User,
+            parts: vec![Part::Text {
+                text: format!(
+                    "{EXPLAIN_INSTRUCTION}\n\nThe call: {} with arguments {}",
+                    row.tool_name, row.arguments
+                ),
+            }],
+        });
+        let started = Instant::now();
+        let call = async {
+            let mut stream = model.chat.stream(&request).await.map_err(|e| describe_error(&e))?;
+            let (mut text, mut usage) = (String::new(), None);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    ProviderEvent::TextDelta(t) => text.push_str(&t),
+                    ProviderEvent::Usage(u) => usage = Some(u),
+                    ProviderEvent::Error(e) => return Err(describe_error(&e)),
+                    _ => {}
+                }
+            }
+            Ok((text, usage))
+        };
+        let (text, usage) = match tokio::time::timeout(EXPLAIN_TIMEOUT, call).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(message)) => return Err(DomainError::Conflict(message)),
+            Err(_) => {
+                return Err(DomainError::Conflict("The model took too long to explain the call.".into()));
+            }
+        };
+        if let Some(u) = usage {
+            self.providers().spend_tokens(actor.user_id, &model.provider, u.input_tokens + u.output_tokens);
+            let row_usage = crate::storage::repos::messages::UsageRow {
+                user_id: actor.user_id,
+                session_id: Some(session.id),
+                message_id: Some(*answer_id),
+                provider: &model.provider,
+                model: &model.model,
+                usage: super::tree::MessageUsage {
+                    input: u.input_tokens,
+                    output: u.output_tokens,
+                    cached: u.cached_input_tokens,
+                    cost_micros: model.info.cost_micros(
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cached_input_tokens,
+                    ),
+                    estimated: false,
+                },
+                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                via: "ui",
+            };
+            if let Err(e) = messages::insert_usage(&self.db, &row_usage).await {
+                tracing::warn!(error = %e, "could not record usage");
+            }
+        }
+        let text = text.trim();
+        let text = if text.is_empty() { "The model gave no explanation." } else { text };
+        repo::set_explanation(&self.db, row.id, text).await?;
+        Ok(())
+    }
+}
+
+/// A waiting call as the confirmation dialog shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PendingCall {
+    /// Row id (the dialog's).
+    pub id: Uuid,
+    /// Tool name.
+    pub tool: String,
+    /// read, write, exec or network.
+    pub risk: String,
+    /// The exact arguments, pretty-printed.
+    pub arguments: String,
+    /// The model's explanation, when asked for.
+    pub explanation: Option<String>,
+    /// The answer holding the call.
+    pub message_id: Uuid,
+}
+
+/// A call's state as the dialog (or its resolved card) shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallState {
+    /// The call.
+    pub call: PendingCall,
+    /// proposed, approved, denied, executed or failed.
+    pub status: String,
+    /// What was decided (yes, no, no_continue, always, auto, rule).
+    pub decision: Option<String>,
+    /// When, for display.
+    pub decided: Option<String>,
+    /// The result message, once there is one.
+    pub result_message_id: Option<Uuid>,
+    /// The unified diff of the file it changed.
+    pub diff: Option<String>,
+}
+
+fn pending_view(row: &tool_call::Model) -> PendingCall {
+    let arguments = serde_json::from_str::<Value>(&row.arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| row.arguments.clone());
+    PendingCall {
+        id: row.id,
+        tool: row.tool_name.clone(),
+        risk: row.risk.clone(),
+        arguments,
+        explanation: row.explanation.clone(),
+        message_id: row.message_id,
+    }
+}
+
+/// The call of one of the actor's sessions waiting for a decision, if any.
+pub async fn pending_call(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+) -> DomainResult<Option<PendingCall>> {
+    let session = chat::get_session(db, actor, session_id).await?;
+    Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
+}
+
+/// One call of one of the actor's sessions.
+pub async fn call_state(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+    call_id: Uuid,
+) -> DomainResult<CallState> {
+    let session = chat::get_session(db, actor, session_id).await?;
+    let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
+    Ok(CallState {
+        call: pending_view(&row),
+        status: row.status.clone(),
+        decision: row.decision.clone(),
+        decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
+        result_message_id: row.result_message_id,
+        diff: row.diff.clone(),
+    })
+}
+
+/// Every recorded call of one of the actor's sessions, keyed by its result message (for cards).
+pub async fn calls_by_result(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
+    let session = chat::get_session(db, actor, session_id).await?;
+    Ok(repo::calls_of_session(db, session.id)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            let id = row.result_message_id?;
+            Some((
+                id,
+                CallState {
+                    call: pending_view(&row),
+                    status: row.status.clone(),
+                    decision: row.decision.clone(),
+                    decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
+                    result_message_id: Some(id),
+                    diff: row.diff.clone(),
+                },
+            ))
+        })
+        .collect())
+}

@@ -1,0 +1,33 @@
+//! `tool_calls`: every tool call a run proposed, with the decision taken on it.
+use sea_orm::entity::prelude::*;
+
+/// One row of `tool_calls`.
+#[sea_orm::model]
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "tool_calls")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    pub owner_id: Uuid,
+    pub message_id: Uuid,
+    pub call_id: String,
+    pub position: i32,
+    pub tool_name: String,
+    pub arguments: String,
+    pub args_hash: String,
+    pub tool_digest: String,
+    pub risk: String,
+    pub status: String,
+    pub decision: Option<String>,
+    pub decided_by: Option<Uuid>,
+    pub decided_at: Option<DateTimeUtc>,
+    pub explanation: Option<String>,
+    pub diff: Option<String>,
+    pub result_message_id: Option<Uuid>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+impl ActiveModelBehavior for ActiveModel {}

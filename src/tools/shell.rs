@@ -1,0 +1,791 @@
+//! run_shell_command: `/bin/sh -c` in an exposed folder, with a clean environment, a timeout and
+//! capped output, inside bubblewrap when it works on this host.
+//!
+//! In the sandbox there is no network, the system folders are read-only, only the exposed folders
+//! are writable, and the server's data dir, config and key files are masked. Without it the command
+//! still gets an empty environment (so `ARBOR_MASTER_KEY` and every other server variable are
+//! absent) and its own process group, which is killed on timeout, on cancellation and when the
+//! command ends (no background process outlives its call).
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::task::JoinHandle;
+
+use super::paths::{self, Resolved};
+use super::{Args, RUN_SHELL_COMMAND, Root, ToolEnv, ToolOutput};
+
+/// The only variables a command sees, besides HOME.
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+const LANG: &str = "C.UTF-8";
+const TERM: &str = "dumb";
+
+/// System folders made visible (read-only) in the sandbox; symbolic links among them are recreated.
+const SYSTEM_PATHS: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"];
+
+/// How long to wait for the pipes to drain, or a killed process to be reaped.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Whether shell commands run inside bubblewrap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Commands run inside bubblewrap, with this `bwrap` binary.
+    Bubblewrap(PathBuf),
+    /// Commands run directly, with a clean environment but the server's file and network access.
+    Unsandboxed,
+}
+
+static UNSANDBOXED_WARNING: Once = Once::new();
+
+impl Sandbox {
+    /// Finds `bwrap` on PATH and checks it can create a sandbox here; otherwise warns once and returns Unsandboxed.
+    pub async fn detect() -> Sandbox {
+        let result = match find_on_path("bwrap") {
+            None => Err("bubblewrap (bwrap) is not installed".to_string()),
+            Some(bwrap) => probe(&bwrap).await.map(|()| Sandbox::Bubblewrap(bwrap)),
+        };
+        result.unwrap_or_else(|why| {
+            UNSANDBOXED_WARNING.call_once(|| {
+                tracing::warn!(
+                    reason = %why,
+                    "shell commands run UNSANDBOXED: they can read and write everything this server \
+                     can and reach the network; install bubblewrap and allow user namespaces to sandbox them"
+                );
+            });
+            Sandbox::Unsandboxed
+        })
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Runs `true` in a sandbox built exactly as for a real command (without folders).
+async fn probe(bwrap: &Path) -> Result<(), String> {
+    let mut command = Command::new(bwrap);
+    command
+        .args(bwrap_args(&[], &[], Path::new("/tmp"), Path::new("/tmp")))
+        .args(["--", "/bin/sh", "-c", "true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(10), command.output())
+        .await
+        .map_err(|_| format!("{} did not finish a trivial sandbox in 10 s", bwrap.display()))?
+        .map_err(|e| format!("{} could not be run: {e}", bwrap.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        Err(format!(
+            "{} cannot create a sandbox here ({}): {}",
+            bwrap.display(),
+            output.status,
+            stderr.trim()
+        ))
+    }
+}
+
+/// What is mounted where, for the folders and the masks; applied parents first.
+enum Mount {
+    Bind(PathBuf),
+    MaskDir(PathBuf),
+    MaskFile(PathBuf),
+}
+
+impl Mount {
+    fn path(&self) -> &Path {
+        match self {
+            Mount::Bind(p) | Mount::MaskDir(p) | Mount::MaskFile(p) => p,
+        }
+    }
+}
+
+/// The bubblewrap arguments (before `--`) for a command in `cwd` with the given folders and masks.
+fn bwrap_args(roots: &[Root], hidden: &[PathBuf], cwd: &Path, home: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut add = |items: &[&OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
+    let s = OsStr::new;
+    add(&[s("--unshare-all"), s("--die-with-parent"), s("--new-session"), s("--clearenv")]);
+    for (key, value) in [("PATH", s(PATH)), ("HOME", home.as_os_str()), ("LANG", s(LANG)), ("TERM", s(TERM))]
+    {
+        add(&[s("--setenv"), s(key), value]);
+    }
+    let mut visible_system = Vec::new();
+    for system in SYSTEM_PATHS {
+        match std::fs::symlink_metadata(system) {
+            // Merged /usr: /bin -> usr/bin and the like are recreated as links.
+            Ok(m) if m.is_symlink() => {
+                if let Ok(target) = std::fs::read_link(system) {
+                    add(&[s("--symlink"), target.as_os_str(), s(system)]);
+                }
+            }
+            Ok(_) => {
+                add(&[s("--ro-bind-try"), s(system), s(system)]);
+                visible_system.push(PathBuf::from(system));
+            }
+            Err(_) => {}
+        }
+    }
+    add(&[s("--proc"), s("/proc"), s("--dev"), s("/dev"), s("--tmpfs"), s("/tmp")]);
+
+    let mut mounts: Vec<Mount> = roots.iter().map(|r| Mount::Bind(r.path.clone())).collect();
+    mounts.extend(masks(roots, hidden, &visible_system));
+    // Parents first, so a folder inside a masked one (or a mask inside a folder) ends up on top;
+    // the sort is stable, so a mask of a folder itself comes after the folder.
+    mounts.sort_by_key(|m| m.path().components().count());
+    for mount in &mounts {
+        match mount {
+            Mount::Bind(p) => add(&[s("--bind"), p.as_os_str(), p.as_os_str()]),
+            Mount::MaskDir(p) => add(&[s("--tmpfs"), p.as_os_str()]),
+            Mount::MaskFile(p) => add(&[s("--ro-bind"), s("/dev/null"), p.as_os_str()]),
+        }
+    }
+    // Read-only only now: bubblewrap must still create mount points in a mask for folders inside it.
+    for mount in &mounts {
+        if let Mount::MaskDir(p) = mount {
+            add(&[s("--remount-ro"), p.as_os_str()]);
+        }
+    }
+    add(&[s("--chdir"), cwd.as_os_str()]);
+    args
+}
+
+/// Masks for the hidden paths the sandbox would otherwise show: those inside a folder or a system
+/// tree, by the path given or the real one it resolves to, where the sandbox shows it.
+fn masks(roots: &[Root], hidden: &[PathBuf], visible_system: &[PathBuf]) -> Vec<Mount> {
+    let mut trees: Vec<(PathBuf, PathBuf)> = visible_system.iter().map(|p| (p.clone(), p.clone())).collect();
+    for root in roots {
+        trees.push((root.path.clone(), root.path.clone()));
+        if let Ok(real) = std::fs::canonicalize(&root.path) {
+            trees.push((real, root.path.clone()));
+        }
+    }
+    let mut out: Vec<Mount> = Vec::new();
+    for path in hidden {
+        let Ok(meta) = std::fs::metadata(path) else { continue };
+        let mut candidates = vec![path.clone()];
+        candidates.extend(std::fs::canonicalize(path));
+        for candidate in &candidates {
+            for (host, shown_at) in &trees {
+                let Ok(rest) = candidate.strip_prefix(host) else { continue };
+                let at = shown_at.join(rest);
+                if out.iter().any(|m| m.path() == at) {
+                    continue;
+                }
+                out.push(if meta.is_dir() { Mount::MaskDir(at) } else { Mount::MaskFile(at) });
+            }
+        }
+    }
+    out
+}
+
+/// The minimal environment of a command.
+fn minimal_env(home: &Path) -> [(&'static str, OsString); 4] {
+    [
+        ("PATH", PATH.into()),
+        ("HOME", home.as_os_str().to_os_string()),
+        ("LANG", LANG.into()),
+        ("TERM", TERM.into()),
+    ]
+}
+
+/// The working folder on the host and the exposed folder it is in.
+fn resolve_cwd<'a>(env: &'a ToolEnv, cwd: Option<&str>) -> Result<(PathBuf, &'a Root), String> {
+    let first = env.roots.first().ok_or_else(|| {
+        "No folder is exposed to this session, so commands have nowhere to run. Ask the user to expose one."
+            .to_string()
+    })?;
+    let loc = match paths::resolve(&env.roots, cwd.unwrap_or(&first.name))? {
+        Resolved::Roots => match paths::resolve(&env.roots, &first.name)? {
+            Resolved::In(loc) => loc,
+            Resolved::Roots => return Err("The first exposed folder has no usable name.".to_string()),
+        },
+        Resolved::In(loc) => loc,
+    };
+    let root_dir = loc.open_root()?;
+    let dir = if loc.is_root() {
+        root_dir
+    } else {
+        root_dir.open_dir(&loc.rel).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotADirectory => format!("cwd {} is a file, not a folder.", loc.display),
+            _ => loc.io_error(&e),
+        })?
+    };
+    // The kernel's own name for the folder just opened beneath the root, so no link swapped in
+    // afterwards can move the command elsewhere; it is then addressed by the folder's configured
+    // path, which is where the sandbox shows it.
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()));
+    let real_root = std::fs::canonicalize(&loc.root.path);
+    let host = match (opened, real_root) {
+        (Ok(opened), Ok(real_root)) => {
+            let rest = opened.strip_prefix(&real_root).map_err(|_| {
+                format!("cwd {} leads outside its exposed folder, so it cannot be used.", loc.display)
+            })?;
+            if rest.as_os_str().is_empty() { loc.root.path.clone() } else { loc.root.path.join(rest) }
+        }
+        // No /proc: the folder was opened beneath the root a moment ago, so its path is inside.
+        _ if loc.is_root() => loc.root.path.clone(),
+        _ => loc.root.path.join(&loc.rel),
+    };
+    Ok((host, loc.root))
+}
+
+/// Kills the command's whole process group when dropped (timeout, cancellation, or the end of the call).
+struct KillGroup(Option<Pid>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            // ESRCH (nothing left) is the normal case.
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+        }
+    }
+}
+
+/// Aborts the pipe readers when dropped.
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+/// The first `cap` bytes of a stream and how many bytes it had in all.
+#[derive(Default)]
+struct Capture {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+/// Reads a pipe to its end, keeping the first `cap` bytes; keeps draining past the cap so the
+/// command never blocks on a full pipe.
+async fn drain(mut pipe: impl AsyncRead + Unpin, cap: usize, into: Arc<Mutex<Capture>>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut capture = into.lock().unwrap_or_else(|e| e.into_inner());
+                let room = cap.saturating_sub(capture.kept.len());
+                capture.kept.extend_from_slice(&buf[..n.min(room)]);
+                capture.total += n as u64;
+            }
+        }
+    }
+}
+
+fn take(capture: &Arc<Mutex<Capture>>) -> Capture {
+    std::mem::take(&mut *capture.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Runs the call; every failure is an error output.
+pub(super) async fn run_shell_command(arguments: &Value, env: &ToolEnv) -> ToolOutput {
+    run(arguments, env).await.into()
+}
+
+async fn run(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
+    let args = Args::new(RUN_SHELL_COMMAND, arguments, &["command", "cwd", "timeout_secs"])?;
+    let command = args.string("command")?;
+    let cwd = args.opt_string("cwd")?;
+    let requested = args.opt_positive("timeout_secs")?;
+    if command.trim().is_empty() {
+        return Err("The command is empty.".to_string());
+    }
+    if command.contains('\0') {
+        return Err("The command contains a NUL character, which a shell command cannot carry.".to_string());
+    }
+    let (cwd, root) = resolve_cwd(env, cwd)?;
+    let limit = env.shell.timeout.max(Duration::from_secs(1));
+    let timeout = requested.map_or(limit, |secs| Duration::from_secs(secs).min(limit));
+
+    let mut cmd = match &env.shell.sandbox {
+        Sandbox::Bubblewrap(bwrap) => {
+            let mut cmd = Command::new(bwrap);
+            cmd.args(bwrap_args(&env.roots, &env.shell.hidden_paths, &cwd, &root.path))
+                .args(["--", "/bin/sh", "-c", command])
+                .env_clear()
+                .current_dir("/");
+            cmd
+        }
+        Sandbox::Unsandboxed => {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", command]).env_clear().envs(minimal_env(&root.path)).current_dir(&cwd);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("The command could not be started: {e}."))?;
+    let group = KillGroup(child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw));
+
+    let cap = env.shell.max_output_bytes;
+    let (out, err) = (Arc::new(Mutex::new(Capture::default())), Arc::new(Mutex::new(Capture::default())));
+    let mut readers = AbortOnDrop(Vec::new());
+    if let Some(stdout) = child.stdout.take() {
+        readers.0.push(tokio::spawn(drain(stdout, cap, out.clone())));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.0.push(tokio::spawn(drain(stderr, cap, err.clone())));
+    }
+
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    // Stops whatever the command left running in the background, and on timeout the command itself.
+    drop(group);
+    let status = match waited {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(e)) => return Err(format!("Waiting for the command failed: {e}.")),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(GRACE, child.wait()).await;
+            None
+        }
+    };
+    for reader in &mut readers.0 {
+        let _ = tokio::time::timeout(GRACE, reader).await;
+    }
+    let (stdout, stderr) = (take(&out), take(&err));
+    let body = render(status, &stdout, &stderr);
+    match status {
+        Some(_) => Ok(ToolOutput::ok(body)),
+        None => Ok(ToolOutput::error(format!(
+            "The command timed out after {} s and was stopped.\n{body}",
+            timeout.as_secs()
+        ))),
+    }
+}
+
+/// `exit code N`, then the stdout and stderr sections, each with a note if it was cut.
+fn render(status: Option<ExitStatus>, stdout: &Capture, stderr: &Capture) -> String {
+    let mut text = match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit code {code}\n"),
+            (None, Some(signal)) => format!("killed by signal {signal}\n"),
+            (None, None) => "exit status unknown\n".to_string(),
+        },
+        None => String::new(),
+    };
+    if stdout.total == 0 && stderr.total == 0 {
+        text.push_str("(no output)\n");
+    }
+    for (name, capture) in [("stdout", stdout), ("stderr", stderr)] {
+        if capture.total == 0 {
+            continue;
+        }
+        text.push_str(&format!("--- {name} ---\n"));
+        text.push_str(&String::from_utf8_lossy(&capture.kept));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if capture.total > capture.kept.len() as u64 {
+            text.push_str(&format!(
+                "[{name} cut: showing the first {} of {} bytes; redirect to a file and read parts of it, \
+                 or filter with grep/head/tail]\n",
+                capture.kept.len(),
+                capture.total
+            ));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+
+    struct World {
+        _tmp: tempfile::TempDir,
+        base: PathBuf,
+        env: ToolEnv,
+    }
+
+    fn world(sandbox: Sandbox) -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
+        for d in ["ws", "ws/sub", "other", "outside"] {
+            std::fs::create_dir(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("outside/secret.txt"), "TOP-SECRET").unwrap();
+        let mut env = ToolEnv {
+            roots: vec![
+                Root { name: "ws".into(), path: base.join("ws") },
+                Root { name: "other".into(), path: base.join("other") },
+            ],
+            ..ToolEnv::default()
+        };
+        env.shell.sandbox = sandbox;
+        World { _tmp: tmp, base, env }
+    }
+
+    async fn sh(w: &World, args: Value) -> ToolOutput {
+        run_shell_command(&args, &w.env).await
+    }
+
+    async fn bubblewrap() -> Sandbox {
+        match Sandbox::detect().await {
+            Sandbox::Unsandboxed => panic!(
+                "Sandbox::detect() found no working bubblewrap: install it (apt-get install bubblewrap) and \
+                 make sure `bwrap --unshare-all --ro-bind /usr /usr /usr/bin/true` works; the sandbox tests \
+                 must not pass without it"
+            ),
+            sandbox => sandbox,
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_first_folder_and_reports_exit_codes() {
+        let w = world(Sandbox::Unsandboxed);
+        let out = sh(&w, json!({"command": "pwd; echo oops >&2; exit 3"})).await;
+        assert!(!out.is_error, "a non-zero exit is for the model to read: {}", out.content);
+        let ws = w.base.join("ws");
+        assert_eq!(
+            out.content,
+            format!("exit code 3\n--- stdout ---\n{}\n--- stderr ---\noops\n", ws.display())
+        );
+        let out = sh(&w, json!({"command": "pwd", "cwd": "other"})).await;
+        assert_eq!(out.content, format!("exit code 0\n--- stdout ---\n{}\n", w.base.join("other").display()));
+        let out = sh(&w, json!({"command": "pwd", "cwd": "ws/sub"})).await;
+        assert!(out.content.contains(&format!("{}\n", ws.join("sub").display())), "{}", out.content);
+        let out = sh(&w, json!({"command": "true", "cwd": "."})).await;
+        assert_eq!(out.content, "exit code 0\n(no output)\n");
+        let out = sh(&w, json!({"command": "kill -9 $$"})).await;
+        assert_eq!(out.content, "killed by signal 9\n(no output)\n");
+    }
+
+    #[tokio::test]
+    async fn cwd_is_confined() {
+        let w = world(Sandbox::Unsandboxed);
+        std::os::unix::fs::symlink(w.base.join("outside"), w.base.join("ws/out")).unwrap();
+        std::os::unix::fs::symlink("sub", w.base.join("ws/in")).unwrap();
+        std::fs::write(w.base.join("ws/file"), "").unwrap();
+        for (cwd, expect) in [
+            ("../outside", "contains \"..\""),
+            ("ws/../outside", "contains \"..\""),
+            ("/tmp", "not inside an exposed folder"),
+            ("outside", "not inside an exposed folder"),
+            ("ws/out", "leads outside its exposed folder"),
+            ("ws/missing", "does not exist"),
+            ("ws/file", "is a file, not a folder"),
+        ] {
+            let out = sh(&w, json!({"command": "cat secret.txt", "cwd": cwd})).await;
+            assert!(out.is_error, "{cwd}: {}", out.content);
+            assert!(out.content.contains(expect), "{cwd}: {}", out.content);
+            assert!(!out.content.contains("TOP-SECRET"));
+        }
+        // A link inside the folder is followed to where it really is.
+        let out = sh(&w, json!({"command": "pwd", "cwd": "ws/in"})).await;
+        assert!(out.content.contains(&format!("{}\n", w.base.join("ws/sub").display())), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_and_no_folders() {
+        let w = world(Sandbox::Unsandboxed);
+        for (args, expect) in [
+            (json!({}), "needs the argument \"command\""),
+            (json!({"command": 5}), "must be a string, not a number"),
+            (json!({"command": "  "}), "The command is empty."),
+            (json!({"command": "true", "timeout_secs": 0}), "at least 1"),
+            (json!({"command": "true", "timeout_secs": "5"}), "not a string"),
+            (json!({"command": "true", "cwd": 1}), "must be a string"),
+            (json!({"command": "a\u{0}b"}), "NUL"),
+        ] {
+            let out = sh(&w, args.clone()).await;
+            assert!(out.is_error && out.content.contains(expect), "{args}: {}", out.content);
+        }
+        let out = run_shell_command(&json!({"command": "true"}), &ToolEnv::default()).await;
+        assert!(out.is_error && out.content.contains("No folder is exposed"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_minimal() {
+        let w = world(Sandbox::Unsandboxed);
+        let out =
+            sh(&w, json!({"command": "env | sort; tr '\\0' '\\n' < /proc/self/environ | grep -c ARBOR"}))
+                .await;
+        let ws = w.base.join("ws");
+        assert_eq!(
+            out.content,
+            format!(
+                "exit code 1\n--- stdout ---\nHOME={}\nLANG=C.UTF-8\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD={}\nTERM=dumb\n0\n",
+                ws.display(),
+                ws.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn output_is_capped_but_drained() {
+        let mut w = world(Sandbox::Unsandboxed);
+        w.env.shell.max_output_bytes = 1000;
+        // 1 MB on stdout (far more than a pipe buffer) and a little on stderr.
+        let out = sh(&w, json!({"command": "head -c 1000000 /dev/zero | tr '\\0' a; echo done >&2"})).await;
+        assert!(!out.is_error, "{}", out.content);
+        assert!(
+            out.content.starts_with(&format!("exit code 0\n--- stdout ---\n{}\n", "a".repeat(1000))),
+            "{}",
+            &out.content[..100]
+        );
+        assert!(
+            out.content.contains("[stdout cut: showing the first 1000 of 1000000 bytes;"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.ends_with("--- stderr ---\ndone\n"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let w = world(Sandbox::Unsandboxed);
+        let started = Instant::now();
+        let out = sh(
+            &w,
+            json!({"command": "sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout_secs": 1}),
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(out.is_error, "{}", out.content);
+        assert!(
+            out.content.starts_with("The command timed out after 1 s and was stopped.\n"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("--- stdout ---\nstarted\n"), "partial output is kept: {}", out.content);
+        let pid = std::fs::read_to_string(w.base.join("ws/bg.pid")).unwrap();
+        assert_gone(pid.trim()).await;
+    }
+
+    #[tokio::test]
+    async fn the_model_can_only_lower_the_timeout() {
+        let mut w = world(Sandbox::Unsandboxed);
+        w.env.shell.timeout = Duration::from_secs(1);
+        let started = Instant::now();
+        let out = sh(&w, json!({"command": "sleep 30", "timeout_secs": 3600})).await;
+        assert!(out.content.starts_with("The command timed out after 1 s"), "{}", out.content);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn background_processes_do_not_outlive_the_call() {
+        let w = world(Sandbox::Unsandboxed);
+        let started = Instant::now();
+        let out = sh(&w, json!({"command": "sleep 30 & echo $! > bg.pid; echo ok"})).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert_eq!(out.content, "exit code 0\n--- stdout ---\nok\n");
+        let pid = std::fs::read_to_string(w.base.join("ws/bg.pid")).unwrap();
+        assert_gone(pid.trim()).await;
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_command() {
+        let w = world(Sandbox::Unsandboxed);
+        let call = sh(&w, json!({"command": "echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; wait"}));
+        let _ = tokio::time::timeout(Duration::from_millis(700), call).await;
+        for file in ["sh.pid", "bg.pid"] {
+            let pid = std::fs::read_to_string(w.base.join("ws").join(file)).unwrap();
+            assert_gone(pid.trim()).await;
+        }
+    }
+
+    /// The process no longer runs (a zombie waiting for a reaper counts as gone).
+    async fn assert_gone(pid: &str) {
+        for _ in 0..50 {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => return,
+                Ok(stat)
+                    if stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')) =>
+                {
+                    return;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        panic!("process {pid} is still running");
+    }
+
+    #[test]
+    fn arguments_mask_hidden_paths_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path();
+        std::fs::create_dir_all(base.join("data/ws/notes")).unwrap();
+        std::fs::create_dir_all(base.join("data/ws/notes/.arbor")).unwrap();
+        std::fs::write(base.join("data/ws/notes/.arbor/master.key"), "k").unwrap();
+        let roots = vec![Root { name: "notes".into(), path: base.join("data/ws/notes") }];
+        let hidden = vec![
+            base.join("data"),
+            base.join("data/ws/notes/.arbor/master.key"),
+            base.join("data/ws/notes/.arbor"),
+            base.join("missing"),
+            PathBuf::from("/etc/hostname"),
+        ];
+        let args = bwrap_args(&roots, &hidden, &roots[0].path, &roots[0].path);
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let joined = args.join(" ");
+        for flag in [
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--proc /proc",
+            "--dev /dev",
+        ] {
+            assert!(joined.contains(flag), "{flag}: {joined}");
+        }
+        let notes = roots[0].path.display().to_string();
+        let bind = joined.find(&format!("--bind {notes} {notes}")).unwrap();
+        let mask_dir = joined.find(&format!("--tmpfs {notes}/.arbor ")).unwrap();
+        let mask_key = joined.find(&format!("--ro-bind /dev/null {notes}/.arbor/master.key")).unwrap();
+        let read_only = joined.find(&format!("--remount-ro {notes}/.arbor ")).unwrap();
+        assert!(bind < mask_dir && mask_dir < mask_key && mask_key < read_only, "{joined}");
+        assert!(joined.find("--tmpfs /tmp").unwrap() < bind);
+        // The data dir is not visible in the sandbox (only the folder inside it is), so it needs no mask.
+        assert!(!joined.contains(&format!("--tmpfs {}/data ", base.display())), "{joined}");
+        assert!(joined.contains("--ro-bind /dev/null /etc/hostname"), "{joined}");
+        assert!(!joined.contains("missing"));
+        assert!(joined.ends_with(&format!("--chdir {notes}")), "{joined}");
+    }
+
+    // ---- with bubblewrap: these fail (not skip) when it does not work here ----
+
+    #[tokio::test]
+    async fn sandbox_detection_finds_bubblewrap() {
+        let sandbox = bubblewrap().await;
+        assert!(matches!(&sandbox, Sandbox::Bubblewrap(p) if p.ends_with("bwrap")), "{sandbox:?}");
+    }
+
+    #[tokio::test]
+    async fn sandbox_has_no_network() {
+        let w = world(bubblewrap().await);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let command = format!(
+            "cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '; \
+             bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo CONNECTED; \
+             python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)' 2>/dev/null && echo ONLINE; \
+             echo end"
+        );
+        let out = sh(&w, json!({"command": command})).await;
+        assert_eq!(out.content, "exit code 0\n--- stdout ---\nlo\nend\n");
+        assert_eq!(listener.accept().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    }
+
+    #[tokio::test]
+    async fn sandbox_hides_server_files_and_allows_writes_only_in_folders() {
+        let mut w = world(bubblewrap().await);
+        let ws = w.base.join("ws");
+        // A data dir next to the folders, and key/config files inside a folder (visible unless masked).
+        std::fs::create_dir(w.base.join("data")).unwrap();
+        std::fs::write(w.base.join("data/arbor.db"), "DB-SECRET").unwrap();
+        std::fs::create_dir(ws.join(".arbor")).unwrap();
+        std::fs::write(ws.join(".arbor/config.toml"), "CONFIG-SECRET").unwrap();
+        std::fs::write(ws.join("master.key"), "KEY-SECRET").unwrap();
+        w.env.shell.hidden_paths = vec![w.base.join("data"), ws.join(".arbor"), ws.join("master.key")];
+        let base = w.base.display();
+        let command = format!(
+            "cat master.key .arbor/config.toml {base}/data/arbor.db {base}/outside/secret.txt 2>/dev/null; \
+             ls -A .arbor; \
+             echo x > {base}/data/new 2>/dev/null && echo WROTE-DATA; \
+             echo x > master.key 2>/dev/null && echo WROTE-KEY; \
+             touch /usr/x 2>/dev/null && echo WROTE-USR; \
+             touch /etc/x 2>/dev/null && echo WROTE-ETC; \
+             echo x > {base}/outside/new 2>/dev/null && echo WROTE-OUTSIDE; \
+             echo made > made.txt && echo made > ../other/made.txt && echo WROTE-FOLDERS; \
+             env | sort"
+        );
+        let out = sh(&w, json!({"command": command})).await;
+        assert!(!out.is_error, "{}", out.content);
+        for secret in ["SECRET", "WROTE-DATA", "WROTE-KEY", "WROTE-USR", "WROTE-ETC", "WROTE-OUTSIDE"] {
+            assert!(!out.content.contains(secret), "{secret}: {}", out.content);
+        }
+        assert!(out.content.contains("WROTE-FOLDERS"), "{}", out.content);
+        // Only the minimal environment (bwrap adds nothing but the shell's PWD).
+        let env_lines: Vec<&str> = out
+            .content
+            .lines()
+            .skip_while(|l| !l.starts_with("HOME="))
+            .take_while(|l| !l.starts_with("---"))
+            .collect();
+        assert_eq!(
+            env_lines,
+            [
+                format!("HOME={}", ws.display()).as_str(),
+                "LANG=C.UTF-8",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+                format!("PWD={}", ws.display()).as_str(),
+                "TERM=dumb"
+            ]
+        );
+        assert_eq!(std::fs::read_to_string(ws.join("made.txt")).unwrap(), "made\n");
+        assert_eq!(std::fs::read_to_string(w.base.join("other/made.txt")).unwrap(), "made\n");
+        assert_eq!(std::fs::read_to_string(ws.join("master.key")).unwrap(), "KEY-SECRET");
+        assert!(!w.base.join("data/new").exists());
+        assert!(!w.base.join("outside/new").exists());
+        assert!(!Path::new("/usr/x").exists() && !Path::new("/etc/x").exists());
+    }
+
+    /// A host folder holding the (hidden) data dir, which in turn holds a workspace folder.
+    #[tokio::test]
+    async fn sandbox_masks_a_data_dir_between_folders() {
+        let mut w = world(bubblewrap().await);
+        let host = w.base.join("host");
+        let data = host.join("data");
+        std::fs::create_dir_all(data.join("ws/notes")).unwrap();
+        std::fs::write(data.join("arbor.db"), "DB-SECRET").unwrap();
+        std::fs::write(host.join("visible.txt"), "visible").unwrap();
+        w.env.roots = vec![
+            Root { name: "notes".into(), path: data.join("ws/notes") },
+            Root { name: host.to_string_lossy().into_owned(), path: host.clone() },
+        ];
+        w.env.shell.hidden_paths = vec![data.clone()];
+        let (h, d) = (host.display(), data.display());
+        let command = format!(
+            "cat {h}/visible.txt; echo; ls -A {d}; cat {d}/arbor.db 2>/dev/null; \
+             touch {d}/new 2>/dev/null && echo WROTE-DATA; echo note > n.txt && cat n.txt"
+        );
+        let out = sh(&w, json!({"command": command})).await;
+        assert_eq!(out.content, "exit code 0\n--- stdout ---\nvisible\nws\nnote\n");
+        assert!(!data.join("new").exists());
+        assert_eq!(std::fs::read_to_string(data.join("ws/notes/n.txt")).unwrap(), "note\n");
+    }
+
+    #[tokio::test]
+    async fn sandbox_timeout_stops_the_command() {
+        let w = world(bubblewrap().await);
+        let started = Instant::now();
+        let out = sh(&w, json!({"command": "sleep 30 & sleep 30", "timeout_secs": 1})).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(
+            out.is_error && out.content.starts_with("The command timed out after 1 s"),
+            "{}",
+            out.content
+        );
+        let out = sh(&w, json!({"command": "echo hi; exit 7", "cwd": "ws/sub"})).await;
+        assert_eq!(out.content, "exit code 7\n--- stdout ---\nhi\n");
+    }
+}

@@ -1,0 +1,177 @@
+//! The agent's confirmation dialog (decide, poll) and the "always" rules in settings.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use tera::Context;
+use uuid::Uuid;
+
+use crate::domain::agent::{self, Decision, RuleScope};
+use crate::domain::agent_loop::{self, Decided};
+use crate::domain::{DomainError, chat};
+use crate::state::AppState;
+use crate::web::chat_view;
+use crate::web::extractors::CurrentUser;
+use crate::web::handlers::chat::{parse_id, render_to_string, run_tail, signed_in};
+use crate::web::handlers::settings::Flash;
+use crate::web::{WebError, render};
+
+/// The dialog's form.
+#[derive(Deserialize)]
+pub struct DecisionForm {
+    #[serde(default)]
+    decision: String,
+    #[serde(default)]
+    scope: String,
+}
+
+/// An error shown inside the dialog, which stays as it is.
+fn dialog_error(
+    state: &AppState,
+    call_id: Uuid,
+    status: StatusCode,
+    message: &str,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("message", message);
+    let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
+    let mut res = render::html_response(status, html);
+    if let Ok(target) = HeaderValue::from_str(&format!("#confirm-error-{call_id}")) {
+        res.headers_mut().insert(HeaderName::from_static("hx-retarget"), target);
+        res.headers_mut().insert(HeaderName::from_static("hx-reswap"), HeaderValue::from_static("innerHTML"));
+    }
+    Ok(res)
+}
+
+/// The dialog as it stands: still waiting (the dialog), or decided (a line saying how, and
+/// what the run wrote since).
+async fn dialog_html(
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+    call_id: Uuid,
+) -> Result<String, WebError> {
+    let actor = &user.0.actor;
+    let call = agent_loop::call_state(&state.db, actor, session_id, call_id).await?;
+    let session = chat::get_session(&state.db, actor, session_id).await?;
+    let mut ctx = signed_in(user);
+    ctx.insert("session", &session);
+    if call.status == "proposed" {
+        ctx.insert("pending", &call.call);
+        return render_to_string(state, "partials/_confirm.html", &ctx);
+    }
+    let conv = chat::conversation_window(&state.db, actor, session.id, None, 0).await?;
+    // What the run wrote from this call's result on.
+    let mut tail = Vec::new();
+    if let Some(result) = call.result_message_id.filter(|id| conv.path.iter().any(|m| m.id == *id)) {
+        let first = chat::message(&state.db, actor, session.id, result).await?;
+        tail.push(chat_view::single_view(&conv, first).await?);
+        tail.extend(run_tail(state, user, &conv, result).await?);
+    }
+    let calls = agent_loop::calls_by_result(&state.db, actor, session.id).await?;
+    chat_view::attach_calls(&mut tail, &calls);
+    ctx.insert("tail", &tail);
+    ctx.insert("call", &call);
+    ctx.insert("client_id", "");
+    render_to_string(state, "partials/_confirm_resolved.html", &ctx)
+}
+
+/// `POST /s/{session_id}/tool-calls/{call_id}/decision`: yes, no, no_continue, always or
+/// explain. A call decided already (in another tab) answers with how it was decided.
+pub async fn decide(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+    form: web::Form<DecisionForm>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    // The call must be this user's before anything about the form is said.
+    agent_loop::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    let Some(decision) = Decision::parse(&form.decision) else {
+        return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose one of the buttons.");
+    };
+    let Some(scope) = RuleScope::parse(&form.scope) else {
+        return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose where \"always\" applies.");
+    };
+    match state.engine.decide(&user.0.actor, session_id, call_id, decision, scope).await {
+        Ok(Decided::Resumed { .. } | Decided::Explained | Decided::AlreadyDecided) => {}
+        Err(DomainError::Conflict(m) | DomainError::Invalid(m)) => {
+            return dialog_error(&state, call_id, StatusCode::CONFLICT, &m);
+        }
+        Err(DomainError::Limited(m, _)) => {
+            return dialog_error(&state, call_id, StatusCode::TOO_MANY_REQUESTS, &m);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let html = dialog_html(&state, &user, session_id, call_id).await?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// The dialog's query: `poll=1` answers 204 while nothing changed.
+#[derive(Deserialize)]
+pub struct CallQuery {
+    #[serde(default)]
+    poll: Option<String>,
+}
+
+/// `GET /s/{session_id}/tool-calls/{call_id}`: the dialog, or how it was decided. Open tabs
+/// poll it, so a decision made in one shows in all.
+pub async fn show(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+    query: web::Query<CallQuery>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    let call = agent_loop::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    if query.poll.is_some() && call.status == "proposed" {
+        return Ok(HttpResponse::NoContent().finish());
+    }
+    let html = dialog_html(&state, &user, session_id, call_id).await?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+async fn approvals_page(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    flash: Flash,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx.insert("rules", &agent::list_rules(&state.db, user.0.actor.user_id).await?);
+    ctx.insert("flash", &flash);
+    ctx.insert("tab", "approvals");
+    render::section(
+        state,
+        req,
+        "pages/settings_approvals.html",
+        "partials/_settings_approvals.html",
+        ctx,
+        StatusCode::OK,
+        "#settings-approvals",
+    )
+}
+
+/// `GET /settings/approvals`: the "always" rules.
+pub async fn approvals(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+) -> Result<HttpResponse, WebError> {
+    approvals_page(&state, &req, &user, Flash::default()).await
+}
+
+/// `POST /settings/approvals/{id}/delete`: revokes a rule.
+pub async fn revoke(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    agent::revoke_rule(&state.db, user.0.actor.user_id, id.into_inner()).await?;
+    let flash = Flash { ok: Some("Rule revoked: such calls ask again.".into()), error: None };
+    approvals_page(&state, &req, &user, flash).await
+}

@@ -1,0 +1,547 @@
+//! The agent over HTTP: the mock upstream scripts the model's tool calls; the tools really run
+//! (files in the workspace folder), approvals pause the run durably, and every decision does
+//! what its button says.
+
+use std::time::{Duration, Instant};
+
+use arbor::config::Config;
+use arbor::domain::accounts::Actor;
+use arbor::domain::tree::{MessageStatus, Role};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::runs::{Chat, chat_with};
+use crate::support::mock_upstream::{Provider, Reply};
+
+const MODEL: &str = "openai/gpt-4o-mini";
+
+/// One OpenAI streaming chunk.
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let body = json!({
+        "id": "chatcmpl-agent", "object": "chat.completion.chunk", "created": 1_754_999_021,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    });
+    format!("data: {body}\n\n")
+}
+
+/// The model calls these tools (id, name, arguments), streamed as OpenAI documents it: the
+/// first chunk of each call names it, the arguments follow in pieces.
+pub(crate) fn calls(list: &[(&str, &str, Value)]) -> Reply {
+    let mut events = vec![chunk(json!({"role": "assistant", "content": null}), None)];
+    for (i, (id, name, args)) in list.iter().enumerate() {
+        events.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ));
+        let text = args.to_string();
+        let (a, b) = text.split_at(text.len() / 2);
+        for piece in [a, b] {
+            events.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}), None));
+        }
+    }
+    events.push(chunk(json!({}), Some("tool_calls")));
+    events.push("data: [DONE]\n\n".into());
+    Reply::Sse { events, chunk_delay_ms: 0 }
+}
+
+/// The model answers with text and stops.
+pub(crate) fn says(text: &str) -> Reply {
+    Reply::Sse {
+        events: vec![
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": text}), None),
+            chunk(json!({}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ],
+        chunk_delay_ms: 0,
+    }
+}
+
+pub(crate) struct Agent {
+    pub(crate) c: Chat,
+    pub(crate) folder: std::path::PathBuf,
+}
+
+/// A session exposing `notes` under the given approval mode.
+pub(crate) async fn agent(mode: &str, adjust: impl FnOnce(&mut Config)) -> Agent {
+    let c = chat_with(adjust).await;
+    let actor = Actor::for_user(&c.user);
+    let form = arbor::domain::chat::SessionForm {
+        model: MODEL.into(),
+        exposed_roots: "notes".into(),
+        approval_mode: mode.into(),
+        ..Default::default()
+    };
+    let session =
+        arbor::domain::chat::update_session(&c.app.state.db, &actor, c.session, &form).await.unwrap();
+    let folder =
+        arbor::prompting::workspace_dir(&c.app.state.config.data_dir, session.workspace_id).join("notes");
+    Agent { c, folder }
+}
+
+impl Agent {
+    fn db(&self) -> &arbor::storage::Db {
+        &self.c.app.state.db
+    }
+
+    /// Waits until the session's run pauses for a decision; returns the waiting call's id.
+    pub(crate) async fn paused(&self) -> Uuid {
+        let start = Instant::now();
+        loop {
+            let pending =
+                arbor::storage::repos::agent::pending_call(self.db(), self.c.session).await.unwrap();
+            if let Some(call) = pending
+                && !self.c.app.state.runs.is_active(self.c.session)
+            {
+                return call.id;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "the run never paused");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the session has no live run and no paused one; returns the last run's status.
+    pub(crate) async fn ended(&self) -> String {
+        let start = Instant::now();
+        loop {
+            let runs = self.runs().await;
+            let last = runs.last().map(|r| r.status.clone()).unwrap_or_default();
+            if !self.c.app.state.runs.is_active(self.c.session) && last != "running" {
+                return last;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "the run never ended: {last}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn runs(&self) -> Vec<arbor::storage::entities::run::Model> {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+        arbor::storage::entities::run::Entity::find()
+            .filter(arbor::storage::entities::run::Column::SessionId.eq(self.c.session))
+            .order_by_asc(arbor::storage::entities::run::Column::CreatedAt)
+            .all(self.db())
+            .await
+            .unwrap()
+    }
+
+    async fn calls(&self) -> Vec<arbor::storage::entities::tool_call::Model> {
+        arbor::storage::repos::agent::calls_of_session(self.db(), self.c.session).await.unwrap()
+    }
+
+    async fn decide(&self, call: Uuid, decision: &str, scope: &str) -> reqwest::Response {
+        self.c
+            .app
+            .post_form(
+                &format!("/s/{}/tool-calls/{call}/decision", self.c.session),
+                &format!("decision={decision}&scope={scope}"),
+                Some(&self.c.s),
+            )
+            .await
+    }
+
+    /// The active path's messages, root first.
+    async fn path(&self) -> Vec<arbor::domain::tree::Message> {
+        let actor = Actor::for_user(&self.c.user);
+        arbor::domain::chat::conversation(self.db(), &actor, self.c.session).await.unwrap().path
+    }
+
+    /// The tool results the model was sent in upstream request `n` (0-based).
+    fn tool_results_sent(&self, n: usize) -> Vec<Value> {
+        let reqs = self.c.mock.requests_for(Provider::OpenAi);
+        let body = reqs[n].json().unwrap();
+        body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").cloned().collect()
+    }
+}
+
+fn write_call(path: &str, content: &str) -> Reply {
+    calls(&[("call_w1", "write_file", json!({"path": path, "content": content}))])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_auto_edit_a_write_runs_unasked_and_the_model_answers_after_it() {
+    let a = agent("auto-edit", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/plan.md", "step one\n"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Written."));
+    a.c.send_ok("Write the plan", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+
+    assert_eq!(std::fs::read_to_string(a.folder.join("plan.md")).unwrap(), "step one\n");
+    let path = a.path().await;
+    let roles: Vec<Role> = path.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(path[3].text(), "Written.");
+    assert!(path.iter().all(|m| m.status == MessageStatus::Complete), "{path:?}");
+
+    // The tools were offered, and the second call carried the result.
+    let first = a.c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    let offered: Vec<&str> =
+        first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    for name in ["read_file", "write_file", "edit_file", "list_directory", "web_fetch", "write_todo"] {
+        assert!(offered.contains(&name), "{name} not offered: {offered:?}");
+    }
+    let results = a.tool_results_sent(1);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["tool_call_id"], "call_w1");
+    assert!(results[0]["content"].as_str().unwrap().contains("plan.md"), "{results:?}");
+
+    let calls = a.calls().await;
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].status.as_str(), calls[0].decision.as_deref()), ("executed", Some("auto")));
+    assert!(calls[0].diff.as_deref().unwrap().contains("+step one"), "{:?}", calls[0].diff);
+    // The page shows the call, the diff and the answer.
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("class=\"diff-add\">+step one"), "{page}");
+    assert!(page.contains("ran without asking"), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_suggest_mode_a_write_waits_and_yes_runs_exactly_that_call() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/a.txt", "hello\n"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Done."));
+    a.c.send_ok("Write a file", MODEL).await;
+    let call = a.paused().await;
+    assert!(!a.folder.join("a.txt").exists(), "nothing runs before the decision");
+    assert_eq!(a.runs().await.last().unwrap().status, "awaiting_confirmation");
+
+    // The dialog is on the page, with the exact arguments.
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("id=\"confirm-{call}\"")), "{page}");
+    assert!(
+        page.contains("&quot;notes&#x2F;a.txt&quot;") || page.contains("&quot;notes/a.txt&quot;"),
+        "{page}"
+    );
+    // A new message waits too.
+    let res =
+        a.c.app
+            .post_form(
+                &format!("/s/{}/messages", a.c.session),
+                &crate::runs::form("more", "cid-2", MODEL),
+                Some(&a.c.s),
+            )
+            .await;
+    assert_eq!(res.status(), 409);
+
+    let res = a.decide(call, "yes", "").await;
+    let status = res.status();
+    let html = res.text().await.unwrap();
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("approved"), "{html}");
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("a.txt")).unwrap(), "hello\n");
+    let calls = a.calls().await;
+    assert_eq!(calls[0].decision.as_deref(), Some("yes"));
+    assert_eq!(calls[0].decided_by, Some(a.c.user.id));
+    assert!(calls[0].decided_at.is_some());
+    assert_eq!(a.path().await.last().unwrap().text(), "Done.");
+    // The approval was used once: deciding again changes nothing.
+    let again = a.decide(call, "yes", "").await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ends_the_run_and_no_continue_tells_the_model_and_goes_on() {
+    let a = agent("suggest", |_| {}).await;
+    // no: the run ends, nothing is written, the model is not called again.
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/x.txt", "x"));
+    a.c.send_ok("Write x", MODEL).await;
+    let call = a.paused().await;
+    assert_eq!(a.decide(call, "no", "").await.status(), 200);
+    assert_eq!(a.ended().await, "cancelled");
+    assert!(!a.folder.join("x.txt").exists());
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 1);
+    let last = a.path().await.pop().unwrap();
+    assert_eq!(last.role, Role::Tool);
+    assert_eq!(a.calls().await[0].status, "denied");
+
+    // no_continue: the refusal goes back to the model, which answers.
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/y.txt", "y"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Understood, I will not write it."));
+    a.c.send_ok("Write y", MODEL).await;
+    let call = a.paused().await;
+    assert_eq!(a.decide(call, "no_continue", "").await.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    assert!(!a.folder.join("y.txt").exists());
+    let results = a.tool_results_sent(2);
+    // The first run's refusal and this one's both read as refusals.
+    assert!(
+        results.iter().all(|r| r["content"].as_str().unwrap().contains("refused")
+            || r["content"].as_str().unwrap().contains("declined")),
+        "{results:?}"
+    );
+    assert_eq!(a.path().await.last().unwrap().text(), "Understood, I will not write it.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_stores_a_rule_that_lets_the_next_call_run_until_it_is_revoked() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/1.txt", "1"));
+    a.c.mock.enqueue(Provider::OpenAi, says("One."));
+    a.c.send_ok("first", MODEL).await;
+    let call = a.paused().await;
+    assert_eq!(a.decide(call, "always", "session").await.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+
+    // The next write runs unasked, by the rule.
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/2.txt", "2"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Two."));
+    a.c.send_ok("second", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    assert!(a.folder.join("2.txt").exists());
+    assert_eq!(a.calls().await[1].decision.as_deref(), Some("rule"));
+
+    // Listed in settings, and revoking it makes the next write ask again.
+    let page = a.c.app.get("/settings/approvals", Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("<code>write_file</code>"), "{page}");
+    let rules = arbor::domain::agent::list_rules(a.db(), a.c.user.id).await.unwrap();
+    assert_eq!(rules.len(), 1);
+    let res =
+        a.c.app.post_form(&format!("/settings/approvals/{}/delete", rules[0].id), "", Some(&a.c.s)).await;
+    assert_eq!(res.status(), 200);
+    assert!(arbor::domain::agent::list_rules(a.db(), a.c.user.id).await.unwrap().is_empty());
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/3.txt", "3"));
+    a.c.send_ok("third", MODEL).await;
+    a.paused().await;
+    assert!(!a.folder.join("3.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_asks_the_model_and_the_dialog_asks_again() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/e.txt", "e"));
+    a.c.send_ok("Write e", MODEL).await;
+    let call = a.paused().await;
+    a.c.mock.enqueue(Provider::OpenAi, says("I write e.txt to save your note."));
+    let res = a.decide(call, "explain", "").await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("I write e.txt to save your note."), "{html}");
+    assert!(html.contains(&format!("id=\"confirm-{call}\"")), "the dialog asks again: {html}");
+    // The explanation request asked for an explanation and offered the call's result as not run.
+    let req = a.c.mock.requests_for(Provider::OpenAi)[1].json().unwrap();
+    assert!(req.to_string().contains("explain"), "{req}");
+    assert!(!a.folder.join("e.txt").exists());
+    assert_eq!(a.calls().await[0].status, "proposed");
+    a.c.mock.enqueue(Provider::OpenAi, says("Saved."));
+    assert_eq!(a.decide(call, "yes", "").await.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    assert!(a.folder.join("e.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tabs_deciding_at_once_run_the_call_once() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/t.txt", "t"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Once."));
+    a.c.send_ok("Write t", MODEL).await;
+    let call = a.paused().await;
+    let (one, two) = tokio::join!(a.decide(call, "yes", ""), a.decide(call, "no", ""));
+    assert_eq!((one.status().as_u16(), two.status().as_u16()), (200, 200));
+    let status = a.ended().await;
+    let calls = a.calls().await;
+    // Exactly one decision was recorded, and the run did what it said.
+    match calls[0].decision.as_deref() {
+        Some("yes") => {
+            assert_eq!(status, "completed");
+            assert!(a.folder.join("t.txt").exists());
+        }
+        Some("no") => {
+            assert_eq!(status, "cancelled");
+            assert!(!a.folder.join("t.txt").exists());
+        }
+        other => panic!("unexpected decision {other:?}"),
+    }
+    // Both tabs now show it resolved: the poll no longer answers 204.
+    let poll =
+        a.c.app.get(&format!("/s/{}/tool-calls/{call}?poll=1", a.c.session), Some(&a.c.s.cookie)).await;
+    assert_eq!(poll.status(), 200);
+    assert!(poll.text().await.unwrap().contains("confirm-resolved"));
+    let tool_messages = a.path().await.iter().filter(|m| m.role == Role::Tool).count();
+    assert_eq!(tool_messages, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_dialog_survives_a_restart_and_approving_it_continues_the_run() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/r.txt", "r"));
+    a.c.send_ok("Write r", MODEL).await;
+    let call = a.paused().await;
+
+    // A second server on the same database and data folder: a restart, with nothing in memory.
+    let state = arbor::build_state((*a.c.app.state.config).clone()).await.unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = arbor::serve(state, listener).unwrap();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let client = reqwest::Client::new();
+    let page = client
+        .get(format!("http://{addr}/s/{}", a.c.session))
+        .header("Cookie", &a.c.s.cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("id=\"confirm-{call}\"")), "{page}");
+    a.c.mock.enqueue(Provider::OpenAi, says("After the restart."));
+    let res = client
+        .post(format!("http://{addr}/s/{}/tool-calls/{call}/decision", a.c.session))
+        .header("Cookie", &a.c.s.cookie)
+        .header("X-CSRF-Token", &a.c.s.csrf)
+        .header("Origin", format!("http://{addr}"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("decision=yes&scope=session")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let start = Instant::now();
+    while a.path().await.last().unwrap().text() != "After the restart." {
+        assert!(start.elapsed() < Duration::from_secs(20), "the run did not continue");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(a.folder.join("r.txt").exists());
+    handle.stop(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_iteration_limit_stops_a_model_that_never_stops_calling_tools() {
+    let a = agent("auto-edit", |c| c.agent.max_iterations = 2).await;
+    for i in 0..3 {
+        a.c.mock.enqueue(
+            Provider::OpenAi,
+            calls(&[(&format!("call_{i}"), "list_directory", json!({"path": "notes"}))]),
+        );
+    }
+    a.c.send_ok("Loop", MODEL).await;
+    assert_eq!(a.ended().await, "failed");
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 2);
+    let run = a.runs().await.pop().unwrap();
+    assert!(run.error.unwrap().contains("limit"));
+    assert_eq!(run.iterations, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_unknown_tools_and_escapes_come_back_to_the_model_as_errors() {
+    let a = agent("auto-edit", |_| {}).await;
+    std::fs::create_dir_all(&a.folder).unwrap();
+    let outside = a.folder.parent().unwrap().join("secret.txt");
+    std::fs::write(&outside, "do not read").unwrap();
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[
+            ("c1", "write_file", json!({"path": "notes/a.txt"})),
+            ("c2", "launch_rockets", json!({})),
+            ("c3", "read_file", json!({"path": "notes/../secret.txt"})),
+            ("c4", "read_file", json!({"path": 5})),
+        ]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Sorry."));
+    a.c.send_ok("Try things", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let results = a.tool_results_sent(1);
+    assert_eq!(results.len(), 4, "{results:?}");
+    for r in &results {
+        let text = r["content"].as_str().unwrap();
+        assert!(!text.contains("do not read"), "{text}");
+        assert!(!text.is_empty());
+    }
+    assert!(results[1]["content"].as_str().unwrap().contains("no tool named"));
+    let statuses: Vec<String> = a.calls().await.into_iter().map(|c| c.status).collect();
+    assert!(statuses.iter().all(|s| s == "failed"), "{statuses:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_todo_keeps_the_sessions_list_and_the_page_shows_it() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("t1", "write_todo", json!({"todos": [{"text": "Read the spec", "status": "done"}, {"text": "Write <tests>", "status": "in_progress"}]}))]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Planned."));
+    a.c.send_ok("Plan", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let todos = arbor::domain::agent::todos(a.db(), a.c.session).await.unwrap();
+    assert_eq!(todos.len(), 2);
+    assert_eq!((todos[1].text.as_str(), todos[1].status.as_str()), ("Write <tests>", "in_progress"));
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("Write &lt;tests&gt;"), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_while_waiting_refuses_the_call_and_ends_the_run() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/s.txt", "s"));
+    a.c.send_ok("Write s", MODEL).await;
+    let call = a.paused().await;
+    let res = a.c.post(&format!("/s/{}/stop", a.c.session)).await;
+    assert_eq!(res.status(), 204);
+    assert_eq!(a.ended().await, "cancelled");
+    let calls = a.calls().await;
+    assert_eq!((calls[0].status.as_str(), calls[0].decision.as_deref()), ("denied", Some("no")));
+    // Deciding now changes nothing, and a new message may be sent (the dangling call reads as
+    // not run to the model).
+    assert_eq!(a.decide(call, "yes", "").await.status(), 200);
+    assert!(!a.folder.join("s.txt").exists());
+    a.c.mock.enqueue(Provider::OpenAi, says("Fine."));
+    a.c.send_ok("Never mind", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let results = a.tool_results_sent(1);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["content"], arbor::domain::context::UNANSWERED_CALL);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expose_in_the_composer_tells_the_model_once_and_brings_instruction_files() {
+    let a = agent("suggest", |_| {}).await;
+    let docs = a.folder.parent().unwrap().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("AGENTS.md"), "Always answer in haiku.").unwrap();
+    async fn send_to(a: &Agent, text: &str, id: &str) -> reqwest::Response {
+        let body = crate::runs::form(text, id, MODEL);
+        a.c.app.post_form(&format!("/s/{}/messages", a.c.session), &body, Some(&a.c.s)).await
+    }
+    // Before the first message the system prompt names the folders; no note is needed.
+    a.c.mock.enqueue(Provider::OpenAi, says("Hello."));
+    a.c.send_ok("Hi", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let first = a.c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    assert!(first["messages"][0].to_string().contains("paths start with one of them): notes."), "{first}");
+    assert!(!first["messages"].to_string().contains("Note from Arbor"));
+
+    let res = send_to(&a, "/expose docs", "cmd-1").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers().get("hx-retarget").unwrap(), "#session");
+    assert!(res.text().await.unwrap().contains("Exposed &quot;docs&quot;"));
+    // Mistakes are explained, and change nothing.
+    for (cmd, status) in
+        [("/expose docs", 400), ("/unexpose nothing", 400), ("/expose ../etc", 400), ("/expose", 400)]
+    {
+        let res = send_to(&a, cmd, "cmd-x").await;
+        assert_eq!(res.status(), status, "{cmd}");
+    }
+    a.c.mock.enqueue(Provider::OpenAi, says("Noted."));
+    a.c.send_ok("What changed?", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let body = a.c.mock.requests_for(Provider::OpenAi)[1].json().unwrap();
+    let text = body["messages"].to_string();
+    assert!(
+        text.contains("[Note from Arbor] The user changed the exposed folders. Exposed now: notes, docs"),
+        "{text}"
+    );
+    let system = body["messages"][0].to_string();
+    assert!(system.contains("Always answer in haiku."), "{system}");
+    let roles: Vec<Role> = a.path().await.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::System, Role::User, Role::Assistant]);
+
+    // Told once: the next message carries no note.
+    a.c.mock.enqueue(Provider::OpenAi, says("Still."));
+    a.c.send_ok("And now?", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let body = a.c.mock.requests_for(Provider::OpenAi)[2].json().unwrap();
+    assert_eq!(body["messages"].to_string().matches("[Note from Arbor]").count(), 1);
+}
