@@ -306,6 +306,27 @@ list each time, with each item's status."
     }
 }
 
+/// The `subagent` tool: a nested run with its own instructions and some of the tools.
+pub fn subagent_spec() -> ToolSpec {
+    ToolSpec {
+        name: "subagent".into(),
+        description: "Hand a self-contained task to a sub-agent: it works on its own (with its own \
+instructions and the tools you list, by default all of yours) and its final answer comes back as \
+this call's result. Use it for focused research or edits whose details you do not need to see."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "What the sub-agent should do and answer."},
+                "system_prompt": {"type": "string", "description": "Its instructions (optional)."},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "Names of the tools it may use (optional; default all of yours)."}
+            },
+            "required": ["task"],
+            "additionalProperties": false
+        }),
+    }
+}
+
 /// The tools a run offers: the file and shell tools only when folders are exposed (and the
 /// shell only when it can run), the web and the todo list always.
 pub fn toolbox(has_roots: bool, shell_available: bool) -> Vec<OfferedTool> {
@@ -320,6 +341,9 @@ pub fn toolbox(has_roots: bool, shell_available: bool) -> Vec<OfferedTool> {
         .collect();
     let todo = write_todo_spec();
     out.push(OfferedTool { digest: tool_digest(&todo), spec: todo, risk: Risk::Read });
+    let sub = subagent_spec();
+    // Its calls are judged by the tools it would get (see `subagent`).
+    out.push(OfferedTool { digest: tool_digest(&sub), spec: sub, risk: Risk::Exec });
     out
 }
 

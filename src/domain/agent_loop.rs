@@ -287,7 +287,17 @@ impl RunEngine {
                     // Nothing runs for a tool that does not exist; the model is told so.
                     None => false,
                     Some(tool) => {
-                        if !agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed()) {
+                        let ask = if tool.spec.name == "subagent" {
+                            super::subagent::subagent_needs_confirmation(
+                                &job.tools,
+                                &call.arguments,
+                                mode,
+                                self.agent.sandboxed(),
+                            )
+                        } else {
+                            agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed())
+                        };
+                        if !ask {
                             repo::set_call_status(&self.db, row.id, "approved", Some("auto")).await?;
                             true
                         } else if agent::rule_allows(
@@ -394,6 +404,9 @@ impl RunEngine {
 
     /// Runs one approved call.
     async fn execute(&self, job: &Job, session: &ChatSession, call: &ModelCall) -> ToolOutput {
+        if call.name == "subagent" {
+            return self.run_subagent(job, session, job.message_id, &call.arguments).await;
+        }
         if call.name == "write_todo" {
             return agent::write_todo(&self.db, job.session_id, &call.arguments).await;
         }

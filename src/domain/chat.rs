@@ -571,6 +571,47 @@ pub async fn message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid)
     messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)
 }
 
+/// The messages of a side branch from `message_id` down its chosen children (a sub-agent's
+/// work, say), at most `limit`.
+pub async fn branch_from(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    message_id: Uuid,
+    limit: usize,
+) -> DomainResult<Vec<Message>> {
+    let session = get_session(db, actor, session_id).await?;
+    let all = messages::session_messages(db, session.id).await?;
+    let mut out = Vec::new();
+    let mut next = all.iter().find(|m| m.id == message_id);
+    if next.is_none() {
+        return Err(DomainError::NotFound);
+    }
+    while let Some(m) = next {
+        if out.len() >= limit {
+            break;
+        }
+        out.push(m.clone());
+        next = m.chosen_child_id.and_then(|c| all.iter().find(|x| x.id == c));
+    }
+    Ok(out)
+}
+
+/// The first message of each branch below `parent` other than its chosen one.
+pub async fn side_branches(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    parent: &Message,
+) -> DomainResult<Vec<Uuid>> {
+    let session = get_session(db, actor, session_id).await?;
+    Ok(messages::children_of(db, session.id, parent.id)
+        .await?
+        .into_iter()
+        .filter(|id| Some(*id) != parent.chosen_child_id)
+        .collect())
+}
+
 /// The session a composer submit with this client id created, if the actor made one.
 pub async fn session_by_client_id(db: &Db, actor: &Actor, client_id: &str) -> DomainResult<Option<Uuid>> {
     Ok(repo::session_with_client_id(db, actor.user_id, client_id).await?)

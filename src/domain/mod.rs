@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod providers;
 pub mod quotas;
 pub mod runs;
+pub mod subagent;
 pub mod tree;
 pub mod usage;
 pub mod user_keys;

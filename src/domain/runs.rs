@@ -939,7 +939,7 @@ impl Outbox {
 /// Builds a message's parts from provider events.
 pub(super) struct Accumulator {
     pub(super) parts: Vec<Part>,
-    usage: Option<Usage>,
+    pub(super) usage: Option<Usage>,
     produced: usize,
 }
 
@@ -960,7 +960,7 @@ impl Accumulator {
             .collect()
     }
 
-    fn apply(&mut self, ev: ProviderEvent) {
+    pub(super) fn apply(&mut self, ev: ProviderEvent) {
         match ev {
             ProviderEvent::TextDelta(t) => {
                 self.produced += t.len();

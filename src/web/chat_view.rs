@@ -48,6 +48,8 @@ pub struct ToolResultView {
     pub diff: Vec<DiffLine>,
     /// How the call was allowed or refused, in words.
     pub decision: Option<String>,
+    /// The first message of a sub-agent's side branch.
+    pub side_branch: Option<Uuid>,
 }
 
 /// A unified diff split into classed lines.
@@ -106,6 +108,7 @@ fn tool_result_view(parts: &[Part]) -> Option<ToolResultView> {
                 is_error: *is_error,
                 diff: Vec::new(),
                 decision: None,
+                side_branch: None,
             })
         }
         _ => None,

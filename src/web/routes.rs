@@ -135,6 +135,7 @@ pub fn table() -> Vec<RouteEntry> {
             web::post().to(chat::resume),
         ),
         entry(Method::POST, "/s/{session_id}/messages/{message_id}/retry", User, web::post().to(chat::retry)),
+        entry(Method::GET, "/s/{session_id}/messages/{message_id}/branch", User, web::get().to(chat::branch)),
         entry(Method::POST, "/s/{session_id}/messages/{message_id}/edit", User, web::post().to(chat::edit)),
         entry(
             Method::POST,

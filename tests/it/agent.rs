@@ -545,3 +545,104 @@ async fn expose_in_the_composer_tells_the_model_once_and_brings_instruction_file
     let body = a.c.mock.requests_for(Provider::OpenAi)[2].json().unwrap();
     assert_eq!(body["messages"].to_string().matches("[Note from Arbor]").count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_during_a_tool_call_cancels_it_and_keeps_what_was_written() {
+    // A page that never answers: the fetch hangs until it is stopped.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hang = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let a = agent("full-auto", |c| c.agent.fetch_allow = vec!["127.0.0.0/8".into()]).await;
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("f1", "web_fetch", json!({"url": format!("http://127.0.0.1:{port}/slow")}))]),
+    );
+    a.c.send_ok("Fetch it", MODEL).await;
+    // Wait until the tool is running.
+    let start = Instant::now();
+    loop {
+        let path = a.path().await;
+        if path.last().is_some_and(|m| m.role == Role::Tool && m.status == MessageStatus::Streaming) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the tool never started: {path:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    assert_eq!(a.c.post(&format!("/s/{}/stop", a.c.session)).await.status(), 204);
+    assert_eq!(a.ended().await, "cancelled");
+    assert!(started.elapsed() < Duration::from_secs(5), "stopping took {:?}", started.elapsed());
+    let last = a.path().await.pop().unwrap();
+    assert_eq!((last.role, last.status), (Role::Tool, MessageStatus::Stopped));
+    assert_eq!(a.calls().await[0].status, "failed");
+    // The model was not called again.
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 1);
+    hang.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_works_on_a_side_branch_and_its_answer_returns_to_the_parent() {
+    let a = agent("auto-edit", |_| {}).await;
+    let sub_args = json!({"task": "Write notes/sub.txt saying hi", "system_prompt": "You are terse.", "tools": ["write_file"]});
+    a.c.mock.enqueue(Provider::OpenAi, calls(&[("s1", "subagent", sub_args)]));
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("w1", "write_file", json!({"path": "notes/sub.txt", "content": "hi"}))]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Sub-agent: wrote it."));
+    a.c.mock.enqueue(Provider::OpenAi, says("All done."));
+    a.c.send_ok("Delegate", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("sub.txt")).unwrap(), "hi");
+
+    let reqs = a.c.mock.requests_for(Provider::OpenAi);
+    assert_eq!(reqs.len(), 4);
+    // The sub-agent saw its own instructions, only its task, and only the tools it was given.
+    let sub = reqs[1].json().unwrap();
+    assert_eq!(sub["messages"][0]["role"], "system");
+    assert_eq!(sub["messages"][0]["content"], "You are terse.");
+    assert_eq!(sub["messages"][1]["content"].to_string().contains("Write notes/sub.txt"), true, "{sub}");
+    assert_eq!(sub["messages"].as_array().unwrap().len(), 2);
+    let names: Vec<&str> =
+        sub["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["write_file"]);
+    // Its answer came back as the call's result.
+    let results = a.tool_results_sent(3);
+    assert_eq!(results[0]["content"], "Sub-agent: wrote it.");
+
+    // The parent's path goes on; the sub-agent's work is a side branch under the result.
+    let path = a.path().await;
+    let roles: Vec<Role> = path.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    let all = a.c.messages().await;
+    let side: Vec<_> = all.iter().filter(|m| m.parent_id == Some(path[2].id) && m.id != path[3].id).collect();
+    assert_eq!(side.len(), 1);
+    assert_eq!(side[0].text(), "Write notes/sub.txt saying hi");
+    assert_eq!(all.len(), 4 + 4, "task, call, result, answer on the side branch");
+    assert!(all.iter().all(|m| m.status == MessageStatus::Complete));
+
+    // The result's card opens the side branch.
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    let link = format!("/s/{}/messages/{}/branch", a.c.session, side[0].id);
+    assert!(page.contains(&link), "{page}");
+    let branch = a.c.app.get(&link, Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(
+        branch.contains("Write notes/sub.txt saying hi") && branch.contains("Sub-agent: wrote it."),
+        "{branch}"
+    );
+
+    // In suggest mode, delegating with a writing tool asks first.
+    let s = agent("suggest", |_| {}).await;
+    s.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("s2", "subagent", json!({"task": "x", "tools": ["write_file"]}))]),
+    );
+    s.c.send_ok("Delegate", MODEL).await;
+    s.paused().await;
+    assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 1);
+}

@@ -321,6 +321,11 @@ fn cases() -> Vec<Case> {
         ),
         post("/s/{session_id}/stop", |ids| format!("/s/{}/stop", ids.session), "", OWNER_ONLY(204)),
         get(
+            "/s/{session_id}/messages/{message_id}/branch",
+            |ids| format!("/s/{}/messages/{}/branch", ids.session, ids.question),
+            OWNER_ONLY(200),
+        ),
+        get(
             "/s/{session_id}/tool-calls/{call_id}",
             |ids| format!("/s/{}/tool-calls/{}", ids.session, ids.call),
             OWNER_ONLY(200),

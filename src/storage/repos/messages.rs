@@ -303,6 +303,33 @@ pub(crate) async fn choose<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Ids of a message's children, oldest first.
+pub async fn children_of(db: &Db, session_id: Uuid, parent: Uuid) -> StorageResult<Vec<Uuid>> {
+    Ok(message::Entity::find()
+        .filter(message::Column::SessionId.eq(session_id))
+        .filter(message::Column::ParentId.eq(parent))
+        .order_by_asc(message::Column::CreatedAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.id)
+        .collect())
+}
+
+/// Inserts a finished message under its parent without choosing it (a side branch).
+pub async fn insert_detached(db: &Db, session_id: Uuid, m: &NewMessage<'_>) -> StorageResult<()> {
+    insert_message(db, session_id, m, Utc::now()).await
+}
+
+/// Inserts a finished message and makes it its parent's chosen child. One transaction.
+pub async fn insert_chosen(db: &Db, session_id: Uuid, m: &NewMessage<'_>) -> StorageResult<()> {
+    let txn = db.begin().await?;
+    insert_message(&txn, session_id, m, Utc::now()).await?;
+    choose(&txn, session_id, m.parent_id, m.id).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
 /// A run to record.
 pub struct NewRun {
     /// Id chosen by the caller (the registry already knows it).

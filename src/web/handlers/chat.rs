@@ -172,6 +172,13 @@ pub(crate) async fn agent_into(
     let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
     let calls = crate::domain::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
     chat_view::attach_calls(views, &calls);
+    // A sub-agent's work hangs below its result, beside the parent's next answer.
+    for v in views.iter_mut() {
+        let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
+        let message = chat::message(&state.db, actor, session.id, v.id).await?;
+        result.side_branch =
+            chat::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
+    }
     ctx.insert("pending", &crate::domain::agent_loop::pending_call(&state.db, actor, session.id).await?);
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
     ctx.insert("approval_modes", &chat::APPROVAL_MODES);
@@ -596,6 +603,29 @@ pub async fn tree(
     ctx.insert("overview", &overview);
     ctx.insert("session_id", &session_id);
     let html = render_to_string(&state, "partials/_tree.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// Most messages a side branch shows inline.
+const SIDE_BRANCH_LIMIT: usize = 200;
+
+/// `GET /s/{session_id}/messages/{message_id}/branch`: a side branch (a sub-agent's work) from
+/// this message down, for its card.
+pub async fn branch(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    let actor = &user.0.actor;
+    let messages = chat::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
+    let session = chat::get_session(&state.db, actor, session_id).await?;
+    let views = chat_view::message_views(messages).await?;
+    let mut ctx = signed_in(&user);
+    ctx.insert("session", &session);
+    ctx.insert("messages", &views);
+    ctx.insert("client_id", "");
+    let html = render_to_string(&state, "partials/_side_branch.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
 }
 
