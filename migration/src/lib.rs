@@ -9,6 +9,7 @@ mod m20261123_000005_admin;
 mod m20261123_000006_mcp_servers;
 mod m20261123_000007_gateway;
 mod m20261123_000008_agent;
+mod m20261123_000009_host_roots;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000006_mcp_servers::Migration),
             Box::new(m20261123_000007_gateway::Migration),
             Box::new(m20261123_000008_agent::Migration),
+            Box::new(m20261123_000009_host_roots::Migration),
         ]
     }
 }

@@ -445,18 +445,32 @@ impl AgentSettings {
     }
 }
 
-/// The session's exposed folders as tool roots, created when missing. A folder that resolves
-/// outside the workspace folder (a symlink made by a command, say) is left out.
-pub fn session_roots(workspace_dir: &Path, exposed: &[String]) -> Vec<Root> {
+/// The session's exposed folders as tool roots. Workspace folders are created when missing;
+/// one that resolves outside the workspace folder (a symlink made by a command, say) is left
+/// out. An absolute folder counts only while it lies inside a host folder an admin allowed
+/// for the workspace (`allowed`, resolved paths), checked again on every use.
+pub fn session_roots(workspace_dir: &Path, exposed: &[String], allowed: &[String]) -> Vec<Root> {
     if exposed.is_empty() {
         return Vec::new();
+    }
+    let mut roots = Vec::new();
+    for name in exposed.iter().filter(|n| n.starts_with('/')) {
+        match std::fs::canonicalize(name) {
+            Ok(real) if real.is_dir() && allowed.iter().any(|a| real.starts_with(a)) => {
+                roots.push(Root { name: name.clone(), path: real })
+            }
+            _ => tracing::warn!(root = %name, "a host folder is not (or no longer) allowed; left out"),
+        }
+    }
+    let exposed: Vec<&String> = exposed.iter().filter(|n| !n.starts_with('/')).collect();
+    if exposed.is_empty() {
+        return roots;
     }
     if let Err(e) = std::fs::create_dir_all(workspace_dir) {
         tracing::warn!(error = %e, "could not create a workspace folder");
         return Vec::new();
     }
-    let Ok(base) = workspace_dir.canonicalize() else { return Vec::new() };
-    let mut roots = Vec::new();
+    let Ok(base) = workspace_dir.canonicalize() else { return roots };
     for name in exposed {
         let path = base.join(name);
         if let Err(e) = std::fs::create_dir_all(&path) {
@@ -657,14 +671,158 @@ mod tests {
     fn roots_stay_inside_the_workspace() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ws = dir.path().join("ws");
-        let roots = session_roots(&ws, &["notes".into(), "src/app".into()]);
+        let roots = session_roots(&ws, &["notes".into(), "src/app".into()], &[]);
         assert_eq!(roots.len(), 2);
         assert!(roots.iter().all(|r| r.path.is_dir()));
         // A folder replaced by a symlink out of the workspace is left out.
         let outside = dir.path().join("outside");
         std::fs::create_dir_all(&outside).expect("mkdir");
         std::os::unix::fs::symlink(&outside, ws.join("escape")).expect("symlink");
-        let roots = session_roots(&ws, &["escape".into(), "notes".into()]);
+        let roots = session_roots(&ws, &["escape".into(), "notes".into()], &[]);
         assert_eq!(roots.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), vec!["notes"]);
+        // A host folder counts only inside an allowed one.
+        let host = outside.canonicalize().expect("real").to_string_lossy().to_string();
+        assert!(session_roots(&ws, std::slice::from_ref(&host), &[]).is_empty());
+        let roots = session_roots(&ws, std::slice::from_ref(&host), std::slice::from_ref(&host));
+        assert_eq!(roots.len(), 1);
+        assert_eq!(roots[0].name, host);
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        assert!(check_host_root(&host, &data).is_ok());
+        assert!(check_host_root(data.to_str().expect("utf8"), &data).is_err());
+        assert!(check_host_root(dir.path().to_str().expect("utf8"), &data).is_err(), "holds the data dir");
+        assert!(check_host_root("relative/path", &data).is_err());
+        assert!(check_host_root("/", &data).is_err());
+        assert!(check_host_root("/no/such/folder/here", &data).is_err());
     }
+}
+
+/// A host folder an admin allowed, as the console lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostRootView {
+    /// Row id.
+    pub id: Uuid,
+    /// The absolute folder.
+    pub path: String,
+    /// The workspace's name.
+    pub workspace: String,
+    /// Its owner's email.
+    pub owner: String,
+}
+
+/// A workspace as the console's picker shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceChoice {
+    /// Id.
+    pub id: Uuid,
+    /// "name (owner)".
+    pub label: String,
+}
+
+async fn owner_email(db: &Db, id: Uuid) -> DomainResult<String> {
+    Ok(crate::storage::repos::users::find(db, id).await?.map(|u| u.email).unwrap_or_default())
+}
+
+/// Every allowed host folder, and the workspaces one may be allowed for (admins only).
+pub async fn host_roots_console(
+    db: &Db,
+    actor: &super::accounts::Actor,
+) -> DomainResult<(Vec<HostRootView>, Vec<WorkspaceChoice>)> {
+    super::admin_only(actor)?;
+    let mut rows = Vec::new();
+    for r in repo::all_host_roots(db).await? {
+        let ws = repo::any_workspace(db, r.workspace_id).await?;
+        let (workspace, owner) = match ws {
+            Some(w) => (w.name, owner_email(db, w.owner_id).await?),
+            None => (String::new(), String::new()),
+        };
+        rows.push(HostRootView { id: r.id, path: r.path, workspace, owner });
+    }
+    let mut choices = Vec::new();
+    for w in repo::all_workspaces(db).await? {
+        choices.push(WorkspaceChoice {
+            id: w.id,
+            label: format!("{} ({})", w.name, owner_email(db, w.owner_id).await?),
+        });
+    }
+    Ok((rows, choices))
+}
+
+/// Checks a host folder an admin wants to allow: absolute, an existing directory, not the
+/// root, and neither inside Arbor's data folder nor holding it. Returns its resolved form.
+pub fn check_host_root(path: &str, data_dir: &Path) -> DomainResult<PathBuf> {
+    let bad = |m: &str| Err(DomainError::Invalid(m.to_string()));
+    let path = path.trim();
+    if !path.starts_with('/') || path.chars().any(char::is_control) || path.len() > 4096 {
+        return bad("Give an absolute folder path, e.g. /srv/projects.");
+    }
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return bad("That folder does not exist on the server.");
+    };
+    if !real.is_dir() {
+        return bad("That is not a folder.");
+    }
+    if real.parent().is_none() {
+        return bad("The whole file system cannot be exposed.");
+    }
+    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    if real.starts_with(&data) || data.starts_with(&real) {
+        return bad(
+            "Arbor's data folder (database, keys, blobs) cannot be exposed, nor a folder holding it.",
+        );
+    }
+    Ok(real)
+}
+
+/// Allows a host folder for a workspace (admins only; audited).
+pub async fn allow_host_root(
+    db: &Db,
+    actor: &super::accounts::Actor,
+    origin: &super::audit::Origin,
+    data_dir: &Path,
+    workspace_id: Uuid,
+    path: &str,
+) -> DomainResult<()> {
+    super::admin_only(actor)?;
+    let ws = repo::any_workspace(db, workspace_id)
+        .await?
+        .ok_or_else(|| DomainError::Invalid("Choose a workspace.".into()))?;
+    let real = check_host_root(path, data_dir)?;
+    let real = real.to_string_lossy().to_string();
+    if repo::host_roots_of(db, ws.id).await?.contains(&real) {
+        return Err(DomainError::Invalid(format!("{real} is already allowed there.")));
+    }
+    repo::insert_host_root(db, ws.id, &real, actor.user_id).await?;
+    super::audit::record(
+        db,
+        origin,
+        "host_root.allow",
+        &format!("workspace:{}", ws.id),
+        json!({"path": real}),
+    )
+    .await
+}
+
+/// Withdraws an allowed host folder (admins only; audited). Sessions stop seeing it at once.
+pub async fn remove_host_root(
+    db: &Db,
+    actor: &super::accounts::Actor,
+    origin: &super::audit::Origin,
+    id: Uuid,
+) -> DomainResult<()> {
+    super::admin_only(actor)?;
+    let row = repo::delete_host_root(db, id).await?.ok_or(DomainError::NotFound)?;
+    super::audit::record(
+        db,
+        origin,
+        "host_root.remove",
+        &format!("workspace:{}", row.workspace_id),
+        json!({"path": row.path}),
+    )
+    .await
+}
+
+/// The host folders allowed for a workspace.
+pub async fn host_roots_of(db: &Db, workspace_id: Uuid) -> DomainResult<Vec<String>> {
+    Ok(repo::host_roots_of(db, workspace_id).await?)
 }

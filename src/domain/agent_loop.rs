@@ -104,9 +104,8 @@ impl RunEngine {
         if !model.info.tools {
             return Vec::new();
         }
-        let dir = crate::prompting::workspace_dir(&self.data_dir, session.workspace_id);
-        let roots = agent::session_roots(&dir, &session.exposed_roots);
-        agent::toolbox(!roots.is_empty(), self.agent.shell_available())
+        // Folders are resolved (and checked) when a tool runs.
+        agent::toolbox(!session.exposed_roots.is_empty(), self.agent.shell_available())
     }
 
     /// Drives a run from `start` until it ends or pauses.
@@ -410,13 +409,24 @@ impl RunEngine {
         if call.name == "write_todo" {
             return agent::write_todo(&self.db, job.session_id, &call.arguments).await;
         }
+        let env = self.agent.env(self.roots_of(session).await);
+        tools::run_builtin(&call.name, &call.arguments, &env).await
+    }
+
+    /// The session's folders as tool roots, resolved and checked now.
+    pub(super) async fn roots_of(&self, session: &ChatSession) -> Vec<tools::Root> {
+        let allowed = match agent::host_roots_of(&self.db, session.workspace_id).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the allowed host folders");
+                Vec::new()
+            }
+        };
         let dir = crate::prompting::workspace_dir(&self.data_dir, session.workspace_id);
         let exposed = session.exposed_roots.clone();
-        let roots = tokio::task::spawn_blocking(move || agent::session_roots(&dir, &exposed))
+        tokio::task::spawn_blocking(move || agent::session_roots(&dir, &exposed, &allowed))
             .await
-            .unwrap_or_default();
-        let env = self.agent.env(roots);
-        tools::run_builtin(&call.name, &call.arguments, &env).await
+            .unwrap_or_default()
     }
 
     /// Records a person's decision on a waiting call and resumes its run (or, for `explain`,

@@ -455,6 +455,21 @@ pub fn parse_params(form: &SessionForm) -> DomainResult<GenParams> {
 pub fn parse_roots(raw: &str) -> DomainResult<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for line in raw.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        // An absolute host folder: allowed only where an admin allowed it (checked by the caller).
+        if line.starts_with('/') {
+            let clean = line.trim_end_matches('/');
+            let ok = clean.len() > 1
+                && clean.len() <= 4096
+                && clean.split('/').skip(1).all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+                && !clean.chars().any(char::is_control);
+            if !ok {
+                return Err(DomainError::Invalid(format!("\"{line}\" is not a usable host folder path.")));
+            }
+            if !out.iter().any(|o| o == clean) {
+                out.push(clean.to_string());
+            }
+            continue;
+        }
         let clean = line.trim_matches('/');
         let ok = !clean.is_empty()
             && clean.len() <= 200
@@ -489,6 +504,7 @@ pub async fn update_session(
     check_prompt(system_prompt)?;
     let params = parse_params(form)?;
     let roots = parse_roots(&form.exposed_roots)?;
+    check_host_roots(db, session.workspace_id, &roots).await?;
     let approval_mode = blank_to_none(&form.approval_mode);
     if approval_mode.is_some_and(|m| !APPROVAL_MODES.contains(&m)) {
         return Err(DomainError::Invalid("Choose an approval mode from the list.".into()));
@@ -531,6 +547,9 @@ pub async fn change_root(
 ) -> DomainResult<(ChatSession, String)> {
     let session = get_session(db, actor, session_id).await?;
     let wanted = parse_roots(path)?;
+    if expose {
+        check_host_roots(db, session.workspace_id, &wanted).await?;
+    }
     let [root] = wanted.as_slice() else {
         return Err(DomainError::Invalid("Name one folder, e.g. /expose notes".into()));
     };
@@ -554,6 +573,24 @@ pub async fn change_root(
     let note = session.active_root_id.map(|_| roots_note(&roots));
     repo::set_roots(db, actor.user_id, session.id, &roots, note.as_deref()).await?;
     Ok((get_session(db, actor, session_id).await?, message))
+}
+
+/// Refuses absolute folders that lie outside every host folder allowed for the workspace.
+async fn check_host_roots(db: &Db, workspace_id: Uuid, roots: &[String]) -> DomainResult<()> {
+    let host: Vec<&String> = roots.iter().filter(|r| r.starts_with('/')).collect();
+    if host.is_empty() {
+        return Ok(());
+    }
+    let allowed = super::agent::host_roots_of(db, workspace_id).await?;
+    for root in host {
+        let real = std::fs::canonicalize(root).ok();
+        if !real.is_some_and(|r| allowed.iter().any(|a| r.starts_with(a))) {
+            return Err(DomainError::Invalid(format!(
+                "\"{root}\" is outside the workspace, and no admin allowed it for this workspace."
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Most folders one session exposes.

@@ -216,12 +216,7 @@ impl RunEngine {
                 } else if name == "write_todo" {
                     agent::write_todo(&self.db, session.id, &arguments).await
                 } else {
-                    let dir = crate::prompting::workspace_dir(&self.data_dir, session.workspace_id);
-                    let exposed = session.exposed_roots.clone();
-                    let roots = tokio::task::spawn_blocking(move || agent::session_roots(&dir, &exposed))
-                        .await
-                        .unwrap_or_default();
-                    tools::run_builtin(&name, &arguments, &self.agent.env(roots)).await
+                    tools::run_builtin(&name, &arguments, &self.agent.env(self.roots_of(session).await)).await
                 };
                 let parts =
                     [Part::ToolResult { call_id, name, content: output.content, is_error: output.is_error }];

@@ -606,7 +606,7 @@ async fn a_subagent_works_on_a_side_branch_and_its_answer_returns_to_the_parent(
     let sub = reqs[1].json().unwrap();
     assert_eq!(sub["messages"][0]["role"], "system");
     assert_eq!(sub["messages"][0]["content"], "You are terse.");
-    assert_eq!(sub["messages"][1]["content"].to_string().contains("Write notes/sub.txt"), true, "{sub}");
+    assert!(sub["messages"][1]["content"].to_string().contains("Write notes/sub.txt"), "{sub}");
     assert_eq!(sub["messages"].as_array().unwrap().len(), 2);
     let names: Vec<&str> =
         sub["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
@@ -645,4 +645,76 @@ async fn a_subagent_works_on_a_side_branch_and_its_answer_returns_to_the_parent(
     s.c.send_ok("Delegate", MODEL).await;
     s.paused().await;
     assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
+    let a = agent("auto-edit", |_| {}).await;
+    let host = tempfile::tempdir().unwrap();
+    let host_path = host.path().canonicalize().unwrap().to_string_lossy().to_string();
+    std::fs::write(host.path().join("readme.txt"), "from the host").unwrap();
+    let actor = Actor::for_user(&a.c.user);
+    let session = arbor::domain::chat::get_session(a.db(), &actor, a.c.session).await.unwrap();
+    let expose = |roots: &str| arbor::domain::chat::SessionForm {
+        model: MODEL.into(),
+        exposed_roots: roots.into(),
+        approval_mode: "auto-edit".into(),
+        ..Default::default()
+    };
+    // Not allowed yet: refused.
+    let err = arbor::domain::chat::update_session(a.db(), &actor, a.c.session, &expose(&host_path)).await;
+    assert!(matches!(err, Err(arbor::domain::DomainError::Invalid(_))), "{err:?}");
+
+    // The admin allows it in the console (the data folder itself is refused).
+    let admin = a.c.app.create_user("root@example.com", arbor::domain::accounts::Role::Admin).await;
+    let s = a.c.app.login_full(&admin).await;
+    let data = a.c.app.state.config.data_dir.canonicalize().unwrap();
+    let res =
+        a.c.app
+            .post_form(
+                "/admin/host-folders",
+                &format!("workspace_id={}&path={}", session.workspace_id, data.display()),
+                Some(&s),
+            )
+            .await;
+    assert_eq!(res.status(), 400);
+    let res =
+        a.c.app
+            .post_form(
+                "/admin/host-folders",
+                &format!("workspace_id={}&path={host_path}", session.workspace_id),
+                Some(&s),
+            )
+            .await;
+    assert_eq!(res.status(), 200);
+    let page = a.c.app.get("/admin/host-folders", Some(&s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&host_path), "{page}");
+
+    // Now the session may expose it and the agent reads from it.
+    arbor::domain::chat::update_session(a.db(), &actor, a.c.session, &expose(&format!("notes\n{host_path}")))
+        .await
+        .unwrap();
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("r1", "read_file", json!({"path": format!("{host_path}/readme.txt")}))]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Read it."));
+    a.c.send_ok("Read the host file", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    assert!(a.tool_results_sent(1)[0]["content"].as_str().unwrap().contains("from the host"));
+
+    // Withdrawn: the next read fails although the session still lists the folder.
+    let rows = arbor::storage::repos::agent::all_host_roots(a.db()).await.unwrap();
+    let res = a.c.app.post_form(&format!("/admin/host-folders/{}/delete", rows[0].id), "", Some(&s)).await;
+    assert_eq!(res.status(), 200);
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("r2", "read_file", json!({"path": format!("{host_path}/readme.txt")}))]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Could not."));
+    a.c.send_ok("Again", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let results = a.tool_results_sent(3);
+    let last = results.last().unwrap()["content"].as_str().unwrap();
+    assert!(!last.contains("from the host"), "{last}");
 }

@@ -56,6 +56,8 @@ struct Ids {
     call: Uuid,
     /// The owner's "always" rule.
     rule: Uuid,
+    /// A host folder allowed for the owner's workspace.
+    host_root: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -220,6 +222,20 @@ fn cases() -> Vec<Case> {
             ADMIN_ONLY,
         ),
         post("/admin/mcp/{id}/delete", |ids| format!("/admin/mcp/{}/delete", ids.spare_mcp), "", ADMIN_ONLY),
+        get("/admin/host-folders", |_| "/admin/host-folders".into(), ADMIN_ONLY),
+        // A relative path is refused, so nothing is allowed by this row.
+        post(
+            "/admin/host-folders",
+            |ids| format!("/admin/host-folders?w={}", ids.workspace),
+            "workspace_id=not-a-workspace&path=relative",
+            Expect { anonymous: 401, other_member: 403, owner: 403, admin: 400 },
+        ),
+        post(
+            "/admin/host-folders/{id}/delete",
+            |ids| format!("/admin/host-folders/{}/delete", ids.host_root),
+            "",
+            ADMIN_ONLY,
+        ),
         get("/settings", |_| "/settings".into(), OWN_PAGE),
         post(
             "/settings/keys",
@@ -610,6 +626,7 @@ async fn agent_objects(
     };
     ids.call = agent::ensure_call(db, &call).await.unwrap().id;
     ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
+    ids.host_root = agent::insert_host_root(db, ids.workspace, "/srv/authz", owner.id).await.unwrap().id;
     ids
 }
 
@@ -664,6 +681,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         token: Uuid::nil(),
         call: Uuid::nil(),
         rule: Uuid::nil(),
+        host_root: Uuid::nil(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
     let ids = agent_objects(&app, &owner, session, ids).await;
@@ -718,6 +736,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         token: Uuid::now_v7(),
         call: Uuid::now_v7(),
         rule: Uuid::now_v7(),
+        host_root: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

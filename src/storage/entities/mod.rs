@@ -4,6 +4,7 @@ pub mod approval_rule;
 pub mod audit_entry;
 pub mod auth_session;
 pub mod chat_session;
+pub mod host_root;
 pub mod invitation;
 pub mod login_flow;
 pub mod mcp_server;

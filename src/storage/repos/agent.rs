@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::messages::{NewMessage, choose, insert_message, parts_json, to_i64};
 use crate::domain::tree::{MessageStatus, MessageUsage};
 use crate::providers::types::Part;
-use crate::storage::entities::{approval_rule, message, run, todo, tool_call};
+use crate::storage::entities::{approval_rule, host_root, message, run, todo, tool_call, workspace};
 use crate::storage::{Db, StorageResult};
 
 /// A tool call to record.
@@ -445,4 +445,56 @@ pub async fn todos(db: &Db, session_id: Uuid) -> StorageResult<Vec<todo::Model>>
         .order_by_asc(todo::Column::Position)
         .all(db)
         .await?)
+}
+
+/// The host folders allowed for a workspace.
+pub async fn host_roots_of(db: &Db, workspace_id: Uuid) -> StorageResult<Vec<String>> {
+    Ok(host_root::Entity::find()
+        .filter(host_root::Column::WorkspaceId.eq(workspace_id))
+        .order_by_asc(host_root::Column::Path)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| r.path)
+        .collect())
+}
+
+/// Every allowed host folder (for the console).
+pub async fn all_host_roots(db: &Db) -> StorageResult<Vec<host_root::Model>> {
+    Ok(host_root::Entity::find().order_by_asc(host_root::Column::Path).all(db).await?)
+}
+
+/// A workspace by id, whoever owns it (for the console).
+pub async fn any_workspace(db: &Db, id: Uuid) -> StorageResult<Option<workspace::Model>> {
+    Ok(workspace::Entity::find_by_id(id).one(db).await?)
+}
+
+/// Every workspace with its owner's id, by name (for the console's picker).
+pub async fn all_workspaces(db: &Db) -> StorageResult<Vec<workspace::Model>> {
+    Ok(workspace::Entity::find().order_by_asc(workspace::Column::Name).all(db).await?)
+}
+
+/// Allows a host folder for a workspace.
+pub async fn insert_host_root(
+    db: &Db,
+    workspace_id: Uuid,
+    path: &str,
+    by: Uuid,
+) -> StorageResult<host_root::Model> {
+    Ok(host_root::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(workspace_id),
+        path: Set(path.to_string()),
+        created_by: Set(Some(by)),
+        created_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// Removes an allowed host folder; the removed row, if there was one.
+pub async fn delete_host_root(db: &Db, id: Uuid) -> StorageResult<Option<host_root::Model>> {
+    let Some(row) = host_root::Entity::find_by_id(id).one(db).await? else { return Ok(None) };
+    host_root::Entity::delete_by_id(id).exec(db).await?;
+    Ok(Some(row))
 }
