@@ -60,7 +60,7 @@ FROM debian:bookworm-slim
 # child processes); < 1 MB. Versions are not pinned: bookworm only gets security updates.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates tini \
+ && apt-get install -y --no-install-recommends ca-certificates tini bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 
 # Fixed, non-root uid/gid 10001 so volume ownership is predictable across rebuilds and hosts

@@ -75,6 +75,10 @@ pub struct AgentConfig {
     pub read_max_bytes: usize,
     /// Most bytes `write_file` writes.
     pub write_max_bytes: usize,
+    /// Longest an MCP tool call may take, seconds.
+    pub mcp_call_timeout_secs: u64,
+    /// Longest an MCP server may take to start and answer, seconds.
+    pub mcp_start_timeout_secs: u64,
 }
 
 /// LLM providers and streaming.

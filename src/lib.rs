@@ -101,7 +101,16 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing)
         .with_data_dir(config.data_dir.clone())
         .with_title_inference(config.llm.infer_titles)
-        .with_agent(agent_settings(&config, &env).await);
+        .with_agent(agent_settings(&config, &env).await)
+        .with_mcp(Arc::new(domain::mcp_runtime::McpRuntime::new(
+            db.clone(),
+            vault.clone(),
+            tools::mcp::McpManager::new(
+                Duration::from_secs(config.agent.mcp_call_timeout_secs),
+                Duration::from_secs(config.agent.mcp_start_timeout_secs),
+            ),
+            netguard::AllowedRanges::parse(&config.llm.member_base_url_allow.join(" ")).unwrap_or_default(),
+        )));
     // Replies that were streaming when the process died: keep their text, offer "Continue".
     let interrupted = engine.recover().await.map_err(|e| StartupError::Recovery(e.to_string()))?;
     if interrupted > 0 {

@@ -268,6 +268,7 @@ async fn serve(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let engine = state.engine.clone();
     let server = match arbor::serve(state, listener) {
         Ok(s) => s,
         Err(e) => {
@@ -276,7 +277,10 @@ async fn serve(config: Config) -> ExitCode {
         }
     };
     tracing::info!(%bind, %public_url, data_dir = %data_dir.display(), database = backend, "Arbor is listening");
-    match server.await {
+    let stopped = server.await;
+    // MCP servers started by the agent go with us.
+    engine.shutdown_mcp().await;
+    match stopped {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS

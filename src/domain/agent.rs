@@ -269,6 +269,8 @@ pub struct OfferedTool {
     pub risk: Risk,
     /// Fingerprint of the spec (see [`tool_digest`]).
     pub digest: String,
+    /// For an MCP tool: its server's id and the server's own name for it.
+    pub mcp: Option<(Uuid, String)>,
 }
 
 /// Longest todo list `write_todo` keeps.
@@ -337,13 +339,13 @@ pub fn toolbox(has_roots: bool, shell_available: bool) -> Vec<OfferedTool> {
             Risk::Exec => has_roots && shell_available,
             Risk::Read | Risk::Write => has_roots,
         })
-        .map(|t| OfferedTool { digest: tool_digest(&t.spec), spec: t.spec, risk: t.risk })
+        .map(|t| OfferedTool { digest: tool_digest(&t.spec), spec: t.spec, risk: t.risk, mcp: None })
         .collect();
     let todo = write_todo_spec();
-    out.push(OfferedTool { digest: tool_digest(&todo), spec: todo, risk: Risk::Read });
+    out.push(OfferedTool { digest: tool_digest(&todo), spec: todo, risk: Risk::Read, mcp: None });
     let sub = subagent_spec();
     // Its calls are judged by the tools it would get (see `subagent`).
-    out.push(OfferedTool { digest: tool_digest(&sub), spec: sub, risk: Risk::Exec });
+    out.push(OfferedTool { digest: tool_digest(&sub), spec: sub, risk: Risk::Exec, mcp: None });
     out
 }
 

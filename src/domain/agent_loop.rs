@@ -108,6 +108,25 @@ impl RunEngine {
         agent::toolbox(!session.exposed_roots.is_empty(), self.agent.shell_available())
     }
 
+    /// Adds the tools of the MCP servers the user may use (starting them on first use), when
+    /// the model takes tools at all.
+    pub(super) async fn add_mcp_tools(&self, job: &mut Job) {
+        let (Some(mcp), false) = (&self.mcp, job.tools.is_empty()) else { return };
+        let extra = mcp.tools_for(job.owner_id).await;
+        if extra.is_empty() {
+            return;
+        }
+        let mut tools: Vec<OfferedTool> = job.tools.as_ref().clone();
+        for t in extra {
+            // A server's tool never shadows another tool: the first of a name wins.
+            if !tools.iter().any(|x| x.spec.name == t.spec.name) {
+                tools.push(t);
+            }
+        }
+        job.request.tools = tools.iter().map(|t| t.spec.clone()).collect();
+        job.tools = Arc::new(tools);
+    }
+
     /// Drives a run from `start` until it ends or pauses.
     pub(super) async fn run_loop(&self, mut job: Job, mut publisher: RunPublisher, mut start: Start) {
         loop {
@@ -350,7 +369,7 @@ impl RunEngine {
                 let run = tokio::select! {
                     biased;
                     _ = publisher.cancelled() => None,
-                    out = self.execute(job, &session, &call) => Some(out),
+                    out = self.execute(job, &session, &call, offered.as_ref()) => Some(out),
                 };
                 match run {
                     Some(out) => {
@@ -402,15 +421,39 @@ impl RunEngine {
     }
 
     /// Runs one approved call.
-    async fn execute(&self, job: &Job, session: &ChatSession, call: &ModelCall) -> ToolOutput {
+    async fn execute(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+        call: &ModelCall,
+        tool: Option<&OfferedTool>,
+    ) -> ToolOutput {
         if call.name == "subagent" {
             return self.run_subagent(job, session, job.message_id, &call.arguments).await;
         }
-        if call.name == "write_todo" {
-            return agent::write_todo(&self.db, job.session_id, &call.arguments).await;
+        self.run_tool(job, session, &call.name, tool, &call.arguments).await
+    }
+
+    /// Runs one tool call (not `subagent`): an MCP server's, `write_todo`, or a built-in.
+    pub(super) async fn run_tool(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+        name: &str,
+        tool: Option<&OfferedTool>,
+        arguments: &Value,
+    ) -> ToolOutput {
+        if let Some((server, remote)) = tool.and_then(|t| t.mcp.as_ref()) {
+            return match &self.mcp {
+                Some(mcp) => mcp.call(job.owner_id, *server, remote, arguments).await,
+                None => ToolOutput::error("MCP servers are not available."),
+            };
+        }
+        if name == "write_todo" {
+            return agent::write_todo(&self.db, job.session_id, arguments).await;
         }
         let env = self.agent.env(self.roots_of(session).await);
-        tools::run_builtin(&call.name, &call.arguments, &env).await
+        tools::run_builtin(name, arguments, &env).await
     }
 
     /// The session's folders as tool roots, resolved and checked now.
@@ -578,7 +621,7 @@ impl RunEngine {
         let system = self.system_prompt(actor, session, &model.reference()).await.ok().flatten();
         let tools = Arc::new(self.offered_tools(session, &model));
         let params: GenParams = serde_json::from_value(session.params.clone()).unwrap_or_default();
-        Some(Job {
+        let mut job = Job {
             actor: actor.clone(),
             session_id: session.id,
             owner_id: actor.user_id,
@@ -598,7 +641,9 @@ impl RunEngine {
             parts: Vec::new(),
             prior_usage: None,
             first_question: None,
-        })
+        };
+        self.add_mcp_tools(&mut job).await;
+        Some(job)
     }
 
     /// A refused call: its result says so and the run ends.
@@ -689,17 +734,7 @@ impl RunEngine {
                 message_id: Some(*answer_id),
                 provider: &model.provider,
                 model: &model.model,
-                usage: super::tree::MessageUsage {
-                    input: u.input_tokens,
-                    output: u.output_tokens,
-                    cached: u.cached_input_tokens,
-                    cost_micros: model.info.cost_micros(
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cached_input_tokens,
-                    ),
-                    estimated: false,
-                },
+                usage: super::tree::MessageUsage::priced(&u, &model.info, false),
                 latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 via: "ui",
             };

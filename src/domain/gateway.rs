@@ -126,13 +126,7 @@ pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, 
         ),
     };
     providers.spend_tokens(actor.user_id, &opened_model.provider, u.input_tokens + u.output_tokens);
-    let usage = MessageUsage {
-        input: u.input_tokens,
-        output: u.output_tokens,
-        cached: u.cached_input_tokens,
-        cost_micros: opened_model.info.cost_micros(u.input_tokens, u.output_tokens, u.cached_input_tokens),
-        estimated,
-    };
+    let usage = MessageUsage::priced(&u, &opened_model.info, estimated);
     let row = repo::UsageRow {
         user_id: actor.user_id,
         session_id: None,

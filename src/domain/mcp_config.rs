@@ -160,9 +160,9 @@ fn parse_secrets(text: &str, transport: Transport) -> DomainResult<BTreeMap<Stri
 /// Checks the form; returns the parsed transport, arguments and secrets.
 fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<String, String>)> {
     let name = form.name.trim();
-    if !valid_name(name) || name.contains("__") {
+    if !valid_name(name) || !crate::tools::mcp::valid_server_name(name) {
         return Err(DomainError::Invalid(
-            "The name may use lower-case letters, digits, - and single _ (at most 40), like \"files\"."
+            "The name may use lower-case letters, digits, - and single _ (at most 32, not at the end), like \"files\"."
                 .into(),
         ));
     }
@@ -196,10 +196,12 @@ async fn name_taken(db: &Db, name: &str, except: Option<Uuid>) -> DomainResult<b
     Ok(found.is_some_and(|f| Some(f.id) != except))
 }
 
-/// Stores the secrets of server `id`: replaces them, clears them, or keeps them.
+/// Stores the secrets of server `id` in `owner`'s vault: replaces them, clears them, or keeps them.
+#[allow(clippy::too_many_arguments)]
 async fn store_secrets(
     db: &Db,
     vault: &Vault,
+    owner: Uuid,
     id: Uuid,
     current: Option<Uuid>,
     secrets: &BTreeMap<String, String>,
@@ -207,7 +209,7 @@ async fn store_secrets(
 ) -> DomainResult<(Option<Uuid>, Vec<String>, bool)> {
     if clear {
         if let Some(old) = current {
-            match Vault::delete_secret(db, ORG_OWNER, old).await {
+            match Vault::delete_secret(db, owner, old).await {
                 Ok(()) | Err(StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -224,7 +226,7 @@ async fn store_secrets(
         provider: &format!("mcp:{id}"),
         base_url: None,
     };
-    let meta = vault.put_secret(db, ORG_OWNER, current, what, &Secret::new(json)).await?;
+    let meta = vault.put_secret(db, owner, current, what, &Secret::new(json)).await?;
     Ok((Some(meta.id), secrets.keys().cloned().collect(), true))
 }
 
@@ -252,7 +254,7 @@ pub async fn create(
         return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
     }
     let id = Uuid::now_v7();
-    let (secret_id, names, _) = store_secrets(db, vault, id, None, &secrets, false).await?;
+    let (secret_id, names, _) = store_secrets(db, vault, ORG_OWNER, id, None, &secrets, false).await?;
     let now = Utc::now();
     let row = mcp_server::ActiveModel {
         id: Set(id),
@@ -302,7 +304,8 @@ pub async fn update(
         return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
     }
     let (secret_id, names, changed) =
-        store_secrets(db, vault, id, existing.secret_id, &secrets, form.clear_secrets.is_some()).await?;
+        store_secrets(db, vault, ORG_OWNER, id, existing.secret_id, &secrets, form.clear_secrets.is_some())
+            .await?;
     let mut row: mcp_server::ActiveModel = existing.clone().into();
     row.name = Set(name.to_string());
     row.transport = Set(transport.as_str().to_string());
@@ -347,6 +350,110 @@ pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> Domain
     }
     mcp_server::Entity::delete_by_id(id).exec(db).await?;
     audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({})).await
+}
+
+/// A member's own server as their settings list it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OwnServer {
+    /// Row id.
+    pub id: Uuid,
+    /// Name; tools appear as `name__tool`.
+    pub name: String,
+    /// The URL.
+    pub url: String,
+    /// Names of the stored headers.
+    pub header_names: Vec<String>,
+}
+
+/// The actor's own (HTTP) servers.
+pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
+    Ok(mcp_server::Entity::find()
+        .filter(mcp_server::Column::OwnerId.eq(actor.user_id))
+        .order_by_asc(mcp_server::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| OwnServer {
+            id: m.id,
+            name: m.name,
+            url: m.url,
+            header_names: serde_json::from_str(&m.secret_names).unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// Most servers of their own one member keeps.
+pub const MAX_OWN_SERVERS: usize = 20;
+
+/// Adds a server of the actor's own: streamable HTTP only, its URL checked like every URL a
+/// member gives (no private addresses unless `allowed`), here and again on every connect.
+pub async fn create_own(
+    db: &Db,
+    vault: &Vault,
+    actor: &Actor,
+    origin: &Origin,
+    allowed: &crate::netguard::AllowedRanges,
+    form: &ServerForm,
+) -> DomainResult<OwnServer> {
+    let form = ServerForm { transport: "http".into(), enabled: Some("on".into()), ..form.clone() };
+    let (_, _, secrets) = check(&form)?;
+    let url = form.url.trim();
+    crate::netguard::check_url(url, allowed).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
+    let name = form.name.trim();
+    let own = list_own(db, actor).await?;
+    if own.len() >= MAX_OWN_SERVERS {
+        return Err(DomainError::Invalid(format!("You can keep at most {MAX_OWN_SERVERS} MCP servers.")));
+    }
+    // Tool names must stay unique: no name of the instance's servers or of your others.
+    if own.iter().any(|s| s.name == name) || name_taken(db, name, None).await? {
+        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+    }
+    let id = Uuid::now_v7();
+    let (secret_id, names, _) = store_secrets(db, vault, actor.user_id, id, None, &secrets, false).await?;
+    let now = Utc::now();
+    mcp_server::ActiveModel {
+        id: Set(id),
+        owner_id: Set(Some(actor.user_id)),
+        name: Set(name.to_string()),
+        transport: Set(Transport::Http.as_str().to_string()),
+        command: Set(String::new()),
+        args: Set("[]".into()),
+        url: Set(url.to_string()),
+        enabled: Set(true),
+        secret_id: Set(secret_id),
+        secret_names: Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into())),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    audit::record(
+        db,
+        origin,
+        "mcp.own.create",
+        &format!("mcp:{name}"),
+        serde_json::json!({ "url": url, "headers": names }),
+    )
+    .await?;
+    Ok(OwnServer { id, name: name.to_string(), url: url.to_string(), header_names: names })
+}
+
+/// Deletes one of the actor's own servers and its stored headers.
+pub async fn delete_own(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+    let existing = mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.eq(actor.user_id))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    if let Some(secret) = existing.secret_id {
+        match Vault::delete_secret(db, actor.user_id, secret).await {
+            Ok(()) | Err(StoreError::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    mcp_server::Entity::delete_by_id(id).exec(db).await?;
+    audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
+        .await
 }
 
 /// The stored environment or headers of a server, decrypted for starting or calling it.

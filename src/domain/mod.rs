@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod invitations;
 pub mod keyring;
 pub mod mcp_config;
+pub mod mcp_runtime;
 pub mod oidc_accounts;
 pub mod prompt;
 pub mod providers;

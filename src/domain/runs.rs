@@ -49,6 +49,7 @@ pub struct RunEngine {
     pub(super) data_dir: Arc<std::path::PathBuf>,
     infer_titles: bool,
     pub(super) agent: Arc<AgentSettings>,
+    pub(super) mcp: Option<super::mcp_runtime::SharedMcp>,
 }
 
 /// What a submit, retry or continue produced.
@@ -136,7 +137,27 @@ impl RunEngine {
             data_dir: Arc::new("data".into()),
             infer_titles: true,
             agent: Arc::new(AgentSettings::defaults()),
+            mcp: None,
         }
+    }
+
+    /// The MCP servers the agent may use.
+    #[must_use]
+    pub fn with_mcp(mut self, mcp: super::mcp_runtime::SharedMcp) -> RunEngine {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    /// Stops every MCP server (at shutdown).
+    pub async fn shutdown_mcp(&self) {
+        if let Some(mcp) = &self.mcp {
+            mcp.shutdown().await;
+        }
+    }
+
+    /// The MCP runtime, if any.
+    pub fn mcp(&self) -> Option<&super::mcp_runtime::SharedMcp> {
+        self.mcp.as_ref()
     }
 
     /// The agent's settings (tools, limits, sandbox).
@@ -600,7 +621,8 @@ impl RunEngine {
         tokio::spawn(async move { engine.drive(job, publisher).await });
     }
 
-    async fn drive(&self, job: Job, publisher: RunPublisher) {
+    async fn drive(&self, mut job: Job, publisher: RunPublisher) {
+        self.add_mcp_tools(&mut job).await;
         self.run_loop(job, publisher, Start::Model).await;
     }
 
@@ -743,13 +765,7 @@ impl RunEngine {
             )),
             None => None,
         };
-        let call = call_usage.map(|(u, estimated)| MessageUsage {
-            input: u.input_tokens,
-            output: u.output_tokens,
-            cached: u.cached_input_tokens,
-            cost_micros: job.model.info.cost_micros(u.input_tokens, u.output_tokens, u.cached_input_tokens),
-            estimated,
-        });
+        let call = call_usage.map(|(u, estimated)| MessageUsage::priced(&u, &job.model.info, estimated));
         let total = match (job.prior_usage, call) {
             (Some(p), Some(c)) => Some(MessageUsage {
                 input: p.input + c.input,
@@ -864,17 +880,7 @@ impl RunEngine {
             return;
         };
         if let Some(u) = usage {
-            let usage = MessageUsage {
-                input: u.input_tokens,
-                output: u.output_tokens,
-                cached: u.cached_input_tokens,
-                cost_micros: job.model.info.cost_micros(
-                    u.input_tokens,
-                    u.output_tokens,
-                    u.cached_input_tokens,
-                ),
-                estimated: false,
-            };
+            let usage = MessageUsage::priced(&u, &job.model.info, false);
             self.record_usage(job, usage, started).await;
         }
         let Some(title) = clean_title(&text) else { return };

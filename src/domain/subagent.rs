@@ -16,7 +16,7 @@ use super::runs::{Accumulator, Job, RunEngine, describe_error};
 use super::tree::{self, MessageStatus, MessageUsage, Role};
 use crate::providers::types::{Part, ProviderEvent};
 use crate::storage::repos::messages::{self, NewMessage};
-use crate::tools::{self, ToolOutput};
+use crate::tools::ToolOutput;
 
 /// Most model calls one sub-agent makes.
 pub const SUBAGENT_MAX_STEPS: usize = 20;
@@ -165,17 +165,7 @@ impl RunEngine {
                 }
                 acc.apply(ev);
             }
-            let usage = acc.usage.map(|u| MessageUsage {
-                input: u.input_tokens,
-                output: u.output_tokens,
-                cached: u.cached_input_tokens,
-                cost_micros: job.model.info.cost_micros(
-                    u.input_tokens,
-                    u.output_tokens,
-                    u.cached_input_tokens,
-                ),
-                estimated: false,
-            });
+            let usage = acc.usage.map(|u| MessageUsage::priced(&u, &job.model.info, false));
             if let Some(u) = usage {
                 self.record_usage(job, u, started).await;
             }
@@ -211,12 +201,9 @@ impl RunEngine {
                 return Ok(ToolOutput::ok(text));
             }
             for (call_id, name, arguments) in calls {
-                let output = if !tools.iter().any(|t| t.spec.name == name) {
-                    ToolOutput::error(format!("There is no tool named {name:?} here."))
-                } else if name == "write_todo" {
-                    agent::write_todo(&self.db, session.id, &arguments).await
-                } else {
-                    tools::run_builtin(&name, &arguments, &self.agent.env(self.roots_of(session).await)).await
+                let output = match tools.iter().find(|t| t.spec.name == name) {
+                    None => ToolOutput::error(format!("There is no tool named {name:?} here.")),
+                    Some(tool) => self.run_tool(job, session, &name, Some(tool), &arguments).await,
                 };
                 let parts =
                     [Part::ToolResult { call_id, name, content: output.content, is_error: output.is_error }];

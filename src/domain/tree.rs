@@ -107,6 +107,23 @@ pub struct MessageUsage {
     pub estimated: bool,
 }
 
+impl MessageUsage {
+    /// A provider's counts for one call, priced with the model's catalog entry.
+    pub fn priced(
+        u: &crate::providers::types::Usage,
+        info: &crate::providers::catalog::ModelInfo,
+        estimated: bool,
+    ) -> MessageUsage {
+        MessageUsage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cached: u.cached_input_tokens,
+            cost_micros: info.cost_micros(u.input_tokens, u.output_tokens, u.cached_input_tokens),
+            estimated,
+        }
+    }
+}
+
 /// One node of the tree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {

@@ -8,6 +8,7 @@
 
 mod fs;
 pub mod html;
+pub mod mcp;
 mod paths;
 mod shell;
 mod web;

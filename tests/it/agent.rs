@@ -718,3 +718,151 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     let last = results.last().unwrap()["content"].as_str().unwrap();
     assert!(!last.contains("from the host"), "{last}");
 }
+
+/// An instance-wide MCP server running `@modelcontextprotocol/server-everything` over stdio.
+async fn add_everything_server(a: &Agent) {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/services/node_modules/.bin/mcp-server-everything");
+    assert!(bin.exists(), "run npm ci --prefix tests/services");
+    let admin = a.c.app.create_user("mcp-admin@example.com", arbor::domain::accounts::Role::Admin).await;
+    let form = arbor::domain::mcp_config::ServerForm {
+        name: "everything".into(),
+        transport: "stdio".into(),
+        command: bin.to_string_lossy().into(),
+        args: "stdio".into(),
+        enabled: Some("on".into()),
+        ..Default::default()
+    };
+    arbor::domain::mcp_config::create(
+        a.db(),
+        &a.c.app.state.vault,
+        &Actor::for_user(&admin),
+        &arbor::domain::audit::Origin::cli(),
+        &form,
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_servers_tools_are_offered_and_called_under_the_same_approvals() {
+    let a = agent("suggest", |_| {}).await;
+    add_everything_server(&a).await;
+    let offered = a.c.app.state.engine.mcp().unwrap().tools_for(a.c.user.id).await;
+    let names: Vec<&str> = offered.iter().map(|t| t.spec.name.as_str()).collect();
+    assert!(names.contains(&"everything__echo"), "{names:?}");
+    // Read-only tools of an admin's server run unasked; the others ask like the web does.
+    let echo = offered.iter().find(|t| t.spec.name == "everything__echo").unwrap();
+    assert_eq!(echo.risk, arbor::tools::Risk::Read);
+    let asking =
+        offered.iter().find(|t| t.risk != arbor::tools::Risk::Read).expect("a tool that changes something");
+
+    a.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("m1", "everything__echo", json!({"message": "hi from the model"}))]),
+    );
+    a.c.mock.enqueue(Provider::OpenAi, says("Echoed."));
+    a.c.send_ok("Echo something", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let first = a.c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    assert!(first["tools"].to_string().contains("everything__echo"));
+    assert_eq!(a.tool_results_sent(1)[0]["content"], "Echo: hi from the model");
+    assert_eq!(a.calls().await[0].decision.as_deref(), Some("auto"));
+    assert_eq!(a.c.app.state.engine.mcp().unwrap().running(), vec!["everything".to_string()]);
+
+    // A tool that is not read-only waits for a decision.
+    a.c.mock.enqueue(Provider::OpenAi, calls(&[("m2", &asking.spec.name, json!({}))]));
+    a.c.send_ok("Use the other tool", MODEL).await;
+    a.paused().await;
+    a.c.app.state.engine.shutdown_mcp().await;
+    assert!(a.c.app.state.engine.mcp().unwrap().running().is_empty());
+}
+
+/// server-everything over streamable HTTP on a loopback port.
+async fn http_everything() -> (tokio::process::Child, u16) {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/services/node_modules/.bin/mcp-server-everything");
+    assert!(bin.exists(), "run npm ci --prefix tests/services");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = tokio::process::Command::new(bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return (child, port);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("server-everything did not listen on port {port}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
+    let (_server, port) = http_everything().await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let enc = |s: &str| s.replace(':', "%3A").replace('/', "%2F");
+
+    // Without an allowed range a loopback URL is refused when saved.
+    let a = agent("full-auto", |_| {}).await;
+    let res = a.c.app.post_form("/settings/mcp", &format!("name=mine&url={}", enc(&url)), Some(&a.c.s)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("loopback"));
+    assert!(
+        arbor::domain::mcp_config::list_own(a.db(), &Actor::for_user(&a.c.user)).await.unwrap().is_empty()
+    );
+
+    // A row changed behind the form's back (SECURITY 6) is refused at connect: no tools offered.
+    {
+        use sea_orm::{ActiveModelTrait, Set};
+        let now = chrono::Utc::now();
+        arbor::storage::entities::mcp_server::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            owner_id: Set(Some(a.c.user.id)),
+            name: Set("sneaky".into()),
+            transport: Set("http".into()),
+            command: Set(String::new()),
+            args: Set("[]".into()),
+            url: Set(url.clone()),
+            enabled: Set(true),
+            secret_id: Set(None),
+            secret_names: Set("[]".into()),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(a.db())
+        .await
+        .unwrap();
+    }
+    let offered = a.c.app.state.engine.mcp().unwrap().tools_for(a.c.user.id).await;
+    assert!(offered.iter().all(|t| !t.spec.name.starts_with("sneaky__")), "{offered:?}");
+
+    // With the range allowed by the admin, the member's server works, with its header stored.
+    let b = agent("full-auto", |c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
+    let res =
+        b.c.app
+            .post_form(
+                "/settings/mcp",
+                &format!("name=mine&url={}&secrets={}", enc(&url), "X-Api-Key%3A%20secret-header-value"),
+                Some(&b.c.s),
+            )
+            .await;
+    assert_eq!(res.status(), 200);
+    let page = res.text().await.unwrap();
+    assert!(page.contains("X-Api-Key") && !page.contains("secret-header-value"), "{page}");
+    b.c.mock.enqueue(Provider::OpenAi, calls(&[("e1", "mine__echo", json!({"message": "mine"}))]));
+    b.c.mock.enqueue(Provider::OpenAi, says("Done."));
+    b.c.send_ok("Use my server", MODEL).await;
+    assert_eq!(b.ended().await, "completed");
+    assert_eq!(b.tool_results_sent(1)[0]["content"], "Echo: mine");
+    // Another member does not get it.
+    let other = b.c.app.create_user("bob@example.com", arbor::domain::accounts::Role::Member).await;
+    let theirs = b.c.app.state.engine.mcp().unwrap().tools_for(other.id).await;
+    assert!(theirs.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    b.c.app.state.engine.shutdown_mcp().await;
+}

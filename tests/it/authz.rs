@@ -58,6 +58,8 @@ struct Ids {
     rule: Uuid,
     /// A host folder allowed for the owner's workspace.
     host_root: Uuid,
+    /// The owner's own MCP server.
+    own_mcp: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -291,6 +293,20 @@ fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         get("/settings/approvals", |_| "/settings/approvals".into(), OWN_PAGE),
+        get("/settings/mcp", |_| "/settings/mcp".into(), OWN_PAGE),
+        // A loopback URL is refused for everyone: nothing is added by this row.
+        post(
+            "/settings/mcp",
+            |_| "/settings/mcp".into(),
+            "name=mine&url=http%3A%2F%2F127.0.0.1%3A9%2Fmcp",
+            Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
+        ),
+        post(
+            "/settings/mcp/{id}/delete",
+            |ids| format!("/settings/mcp/{}/delete", ids.own_mcp),
+            "",
+            OWNER_ONLY(200),
+        ),
         post(
             "/settings/approvals/{id}/delete",
             |ids| format!("/settings/approvals/{}/delete", ids.rule),
@@ -627,6 +643,23 @@ async fn agent_objects(
     ids.call = agent::ensure_call(db, &call).await.unwrap().id;
     ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
     ids.host_root = agent::insert_host_root(db, ids.workspace, "/srv/authz", owner.id).await.unwrap().id;
+    // A public address (it is never connected to here).
+    let form = arbor::domain::mcp_config::ServerForm {
+        name: "mine".into(),
+        url: "http://93.184.215.14/mcp".into(),
+        ..Default::default()
+    };
+    ids.own_mcp = arbor::domain::mcp_config::create_own(
+        db,
+        &app.state.vault,
+        &arbor::domain::accounts::Actor::for_user(owner),
+        &arbor::domain::audit::Origin::cli(),
+        &arbor::netguard::AllowedRanges::none(),
+        &form,
+    )
+    .await
+    .unwrap()
+    .id;
     ids
 }
 
@@ -682,6 +715,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         call: Uuid::nil(),
         rule: Uuid::nil(),
         host_root: Uuid::nil(),
+        own_mcp: Uuid::nil(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
     let ids = agent_objects(&app, &owner, session, ids).await;
@@ -737,6 +771,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         call: Uuid::now_v7(),
         rule: Uuid::now_v7(),
         host_root: Uuid::now_v7(),
+        own_mcp: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

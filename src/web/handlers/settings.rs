@@ -386,3 +386,82 @@ pub async fn delete_alias(
     )
     .await
 }
+
+// ----- MCP servers of one's own ---------------------------------------------------------------
+
+async fn mcp_page(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx.insert("servers", &crate::domain::mcp_config::list_own(&state.db, &user.0.actor).await?);
+    ctx.insert("flash", &flash);
+    ctx.insert("tab", "mcp");
+    render::section(
+        state,
+        req,
+        "pages/settings_mcp.html",
+        "partials/_settings_mcp.html",
+        ctx,
+        status,
+        "#settings-mcp",
+    )
+}
+
+/// `GET /settings/mcp`: the member's own MCP servers.
+pub async fn mcp_show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+) -> Result<HttpResponse, WebError> {
+    mcp_page(&state, &req, &user, Flash::default(), StatusCode::OK).await
+}
+
+/// `POST /settings/mcp`: adds one (streamable HTTP).
+pub async fn mcp_add(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<crate::domain::mcp_config::ServerForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    let allowed = crate::netguard::AllowedRanges::parse(&state.config.llm.member_base_url_allow.join(" "))
+        .unwrap_or_default();
+    let result =
+        crate::domain::mcp_config::create_own(&state.db, &state.vault, &user.0.actor, &who, &allowed, &form)
+            .await;
+    match result {
+        Ok(s) => {
+            let flash = Flash {
+                ok: Some(format!("Added {}: its tools appear as {}__….", s.name, s.name)),
+                error: None,
+            };
+            mcp_page(&state, &req, &user, flash, StatusCode::OK).await
+        }
+        Err(DomainError::Invalid(m)) => {
+            mcp_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST).await
+        }
+        Err(DomainError::Conflict(m)) => {
+            mcp_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::CONFLICT).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /settings/mcp/{id}/delete`.
+pub async fn mcp_remove(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    crate::domain::mcp_config::delete_own(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    let flash = Flash { ok: Some("MCP server removed.".into()), error: None };
+    mcp_page(&state, &req, &user, flash, StatusCode::OK).await
+}
