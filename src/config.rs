@@ -49,6 +49,34 @@ pub struct Config {
     pub llm: LlmConfig,
     /// The agent: tools, approvals and their limits.
     pub agent: AgentConfig,
+    /// Attached files.
+    pub files: FilesConfig,
+    /// Chat search.
+    pub search: SearchConfig,
+}
+
+/// Chat search.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// How often new messages are committed to the index, milliseconds.
+    pub commit_interval_ms: u64,
+}
+
+/// Attached files.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FilesConfig {
+    /// Largest file accepted, MiB.
+    pub max_file_mb: u64,
+    /// What one person's files may take in all, MiB.
+    pub user_quota_mb: u64,
+    /// Whether images are shrunk on upload.
+    pub resize_images: bool,
+    /// The longest side of a shrunk image, pixels.
+    pub max_image_side: u32,
+    /// Hours an upload that was never sent is kept.
+    pub upload_ttl_hours: u64,
 }
 
 /// The agent: tools, approvals and their limits.
@@ -488,6 +516,15 @@ impl Config {
                 "agent.fetch_allow".into(),
                 format!("{bad_range:?} is not an address range like 10.0.0.0/8"),
             ));
+        }
+        if self.files.max_file_mb == 0 || self.files.max_image_side < 64 {
+            return bad(
+                "files.max_file_mb",
+                "files must be allowed at least 1 MiB and images 64 pixels a side",
+            );
+        }
+        if !(10..=600_000).contains(&self.search.commit_interval_ms) {
+            return bad("search.commit_interval_ms", "must be between 10 and 600000");
         }
         if self.events.channel_capacity < 16 {
             return bad("events.channel_capacity", "must be at least 16");

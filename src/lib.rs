@@ -4,10 +4,12 @@
 //! integration tests use exactly the same code.
 
 pub mod auth;
+pub mod blobs;
 pub mod config;
 pub mod domain;
 pub mod events;
 pub mod gateway;
+pub mod index;
 pub mod mail;
 pub mod netguard;
 pub mod prompting;
@@ -98,7 +100,19 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         coalesce: Duration::from_millis(config.llm.coalesce_ms),
         flush: Duration::from_millis(config.llm.flush_ms),
     };
+    let blobs = blobs::BlobStore::new(config.data_dir.join("blobs"))
+        .map_err(|e| StartupError::Io(std::io::Error::other(format!("blob store: {e}"))))?;
+    let config_files = config.files.clone();
+    let search = domain::search::SearchService::start(
+        db.clone(),
+        &config.data_dir.join("index"),
+        Duration::from_millis(config.search.commit_interval_ms),
+    )
+    .await
+    .map_err(|e| StartupError::Io(std::io::Error::other(format!("search index: {e}"))))?;
     let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing)
+        .with_blobs(blobs.clone())
+        .with_search(search.clone())
         .with_data_dir(config.data_dir.clone())
         .with_title_inference(config.llm.infer_titles)
         .with_agent(agent_settings(&config, &env).await)
@@ -128,7 +142,26 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         login_limiter: auth::ratelimit::RateLimiter::default(),
         usage,
         vault,
+        blobs,
+        files: file_settings(&config_files),
+        search,
     })
+}
+
+/// Upload limits and image handling from the configuration.
+pub fn file_settings(c: &config::FilesConfig) -> domain::files::FileSettings {
+    domain::files::FileSettings {
+        max_file_bytes: c.max_file_mb.saturating_mul(1024 * 1024),
+        user_quota_bytes: c.user_quota_mb.saturating_mul(1024 * 1024),
+        images: blobs::ImageLimits {
+            resize: c.resize_images,
+            max_side: c.max_image_side,
+            thumb_side: 320,
+            max_pixels: 50_000_000,
+        },
+        upload_ttl: Duration::from_secs(c.upload_ttl_hours.saturating_mul(3600)),
+        gc_grace: Duration::from_secs(3600),
+    }
 }
 
 /// Starts serving on an already-bound listener; the returned server handles SIGTERM and Ctrl-C.

@@ -57,6 +57,20 @@ enum Command {
         #[arg(long, value_name = "DIR", global = true)]
         data_dir: Option<PathBuf>,
     },
+    /// Rebuild the search index from the database (run it with the server stopped).
+    Reindex {
+        /// Directory for the database and index (default ./data).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Attached files.
+    Blobs {
+        #[command(subcommand)]
+        action: BlobsAction,
+        /// Directory for the database and files (default ./data).
+        #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
     /// Exit 0 when a running server answers /healthz (for container health checks).
     Healthcheck {
         /// URL to probe (default: http://<server.bind>/healthz).
@@ -77,6 +91,16 @@ enum MigrateAction {
     },
     /// List migrations and whether each is applied.
     Status,
+}
+
+#[derive(Subcommand)]
+enum BlobsAction {
+    /// Remove stored files nothing refers to any more (and uploads never sent).
+    Gc {
+        /// Keep unreferenced files younger than this many seconds (an upload may be on its way).
+        #[arg(long, default_value_t = 3600)]
+        grace_secs: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -206,6 +230,20 @@ async fn run(cli: Cli) -> ExitCode {
                     vault_rotate(config, &new_key_file, batch_size).await
                 }
             }
+        }
+        Command::Reindex { data_dir } => {
+            let config = match load_config(cli.config, None, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            reindex(config).await
+        }
+        Command::Blobs { action: BlobsAction::Gc { grace_secs }, data_dir } => {
+            let config = match load_config(cli.config, None, data_dir) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            blobs_gc(config, grace_secs).await
         }
         Command::CheckConfig => match load_config(cli.config, None, None) {
             Ok(c) => {
@@ -344,6 +382,71 @@ async fn open_migrated(config: &Config) -> Result<arbor::storage::Db, ExitCode> 
 
 /// `arbor vault status`: after bringing the schema up to date it only reads; exit 1 when the
 /// configured key is not the database's.
+/// `arbor reindex`: rebuilds the search index with a progress bar.
+async fn reindex(config: Config) -> ExitCode {
+    let db = match open_migrated(&config).await {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
+    let dir = config.data_dir.join("index");
+    let result = arbor::domain::search::reindex(&db, &dir, |done, total| {
+        eprint!("\r{}", progress_bar(done, total, "messages"));
+    })
+    .await;
+    eprintln!();
+    match result {
+        Ok(docs) => {
+            println!("search index rebuilt: {docs} messages indexed");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("reindex failed: {e} (is the server still running? stop it first)");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `arbor blobs gc`: removes files nothing refers to.
+async fn blobs_gc(config: Config, grace_secs: u64) -> ExitCode {
+    let db = match open_migrated(&config).await {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
+    let store = match arbor::blobs::BlobStore::new(config.data_dir.join("blobs")) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot open the file store: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut settings = arbor::file_settings(&config.files);
+    settings.gc_grace = std::time::Duration::from_secs(grace_secs);
+    match arbor::domain::files::collect(&db, &store, &settings).await {
+        Ok(done) => {
+            println!(
+                "removed {} unreferenced files, {} stray files and {} uploads never sent",
+                done.blobs, done.orphan_files, done.stale_uploads
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("collection failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A text progress bar: `[#####.....] 512/1024 what`.
+fn progress_bar(done: u64, total: u64, what: &str) -> String {
+    let width = 30u64;
+    let filled = if total == 0 { width } else { (done.min(total) * width) / total };
+    format!(
+        "[{}{}] {done}/{total} {what}",
+        "#".repeat(usize::try_from(filled).unwrap_or(0)),
+        ".".repeat(usize::try_from(width - filled).unwrap_or(0))
+    )
+}
+
 async fn vault_status(config: Config) -> ExitCode {
     let db = match open_migrated(&config).await {
         Ok(db) => db,

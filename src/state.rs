@@ -8,6 +8,22 @@ use crate::config::Config;
 use crate::events::RunRegistry;
 use crate::storage::Db;
 
+impl AppState {
+    /// After a deletion: drops what the search index holds for a session, and collects the
+    /// files nothing refers to any more, in the background.
+    pub fn after_deletion(&self, session: Option<uuid::Uuid>) {
+        if let Some(id) = session {
+            self.search.forget_session(id);
+        }
+        let (db, store, settings) = (self.db.clone(), self.blobs.clone(), self.files.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::domain::files::collect(&db, &store, &settings).await {
+                tracing::warn!(error = %e, "collecting unreferenced files failed");
+            }
+        });
+    }
+}
+
 /// Everything handlers need, cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -31,4 +47,10 @@ pub struct AppState {
     pub vault: crate::vault::Vault,
     /// Writes the API's usage rows in batches.
     pub usage: crate::storage::usage_writer::UsageWriter,
+    /// Attached files, by content hash.
+    pub blobs: crate::blobs::BlobStore,
+    /// Upload limits and image handling.
+    pub files: crate::domain::files::FileSettings,
+    /// Chat search.
+    pub search: std::sync::Arc<crate::domain::search::SearchService>,
 }

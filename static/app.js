@@ -333,4 +333,175 @@
       app.classList.remove("drawer-open");
     }
   });
+
+  // ----- Attachments: upload each file as its own request (with progress), keep the ids in the
+  // composer's hidden field; the server checks every id against the sender when the message goes.
+  function csrfToken() {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  }
+
+  function attachmentIds(form) {
+    var field = form.querySelector("#composer-attachments");
+    return field && field.value ? field.value.split(",") : [];
+  }
+
+  function setAttachmentIds(form, ids) {
+    var field = form.querySelector("#composer-attachments");
+    if (field) {
+      field.value = ids.join(",");
+    }
+  }
+
+  function uploadFile(form, file) {
+    var box = form.querySelector("#composer-files");
+    if (!box) {
+      return;
+    }
+    var chip = document.createElement("span");
+    chip.className = "upload-chip is-uploading";
+    var name = document.createElement("span");
+    name.className = "upload-name";
+    name.textContent = file.name || "pasted file";
+    var bar = document.createElement("progress");
+    bar.max = 100;
+    bar.value = 0;
+    chip.appendChild(name);
+    chip.appendChild(bar);
+    box.appendChild(chip);
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", "/uploads?name=" + encodeURIComponent(file.name || "pasted file"));
+    xhr.setRequestHeader("X-CSRF-Token", csrfToken());
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) {
+        bar.value = Math.round((e.loaded / e.total) * 100);
+      }
+    });
+    xhr.addEventListener("load", function () {
+      if (xhr.status === 200) {
+        var holder = document.createElement("div");
+        holder.innerHTML = xhr.responseText;
+        var done = holder.firstElementChild;
+        if (done) {
+          chip.replaceWith(done);
+          var ids = attachmentIds(form);
+          ids.push(done.getAttribute("data-upload"));
+          setAttachmentIds(form, ids);
+        }
+      } else {
+        chip.className = "upload-chip is-failed";
+        bar.remove();
+        var why = document.createElement("span");
+        why.className = "small";
+        var holder = document.createElement("div");
+        holder.innerHTML = xhr.responseText;
+        why.textContent = " " + (holder.textContent.trim() || "The upload failed.");
+        chip.appendChild(why);
+      }
+    });
+    xhr.addEventListener("error", function () {
+      chip.className = "upload-chip is-failed";
+      bar.remove();
+      chip.appendChild(document.createTextNode(" The upload failed."));
+    });
+    xhr.send(file);
+  }
+
+  function uploadAll(form, files) {
+    for (var i = 0; i < files.length; i++) {
+      uploadFile(form, files[i]);
+    }
+  }
+
+  document.addEventListener("change", function (event) {
+    var input = event.target;
+    if (input && input.id === "composer-file" && input.files) {
+      uploadAll(input.closest("form"), input.files);
+      input.value = "";
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var remove = event.target.closest ? event.target.closest(".upload-remove") : null;
+    if (!remove) {
+      return;
+    }
+    var chip = remove.closest(".upload-chip");
+    var form = remove.closest("form");
+    var id = chip ? chip.getAttribute("data-upload") : null;
+    if (!chip || !form || !id) {
+      return;
+    }
+    setAttachmentIds(form, attachmentIds(form).filter(function (x) { return x !== id; }));
+    chip.remove();
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", "/uploads/" + encodeURIComponent(id) + "/delete");
+    xhr.setRequestHeader("X-CSRF-Token", csrfToken());
+    xhr.send();
+  });
+
+  document.addEventListener("dragover", function (event) {
+    if (event.target.closest && event.target.closest("#composer") && event.dataTransfer) {
+      event.preventDefault();
+    }
+  });
+
+  document.addEventListener("drop", function (event) {
+    var form = event.target.closest ? event.target.closest("#composer") : null;
+    if (form && event.dataTransfer && event.dataTransfer.files.length) {
+      event.preventDefault();
+      uploadAll(form, event.dataTransfer.files);
+    }
+  });
+
+  document.addEventListener("paste", function (event) {
+    var form = event.target.closest ? event.target.closest("#composer") : null;
+    var data = event.clipboardData;
+    if (form && data && data.files && data.files.length) {
+      event.preventDefault();
+      uploadAll(form, data.files);
+    }
+  });
+
+  // An attached image opens full size in a dialog; Escape or a click closes it.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a[data-lightbox]") : null;
+    if (!link) {
+      return;
+    }
+    event.preventDefault();
+    var dialog = document.getElementById("lightbox");
+    if (!dialog) {
+      dialog = document.createElement("dialog");
+      dialog.id = "lightbox";
+      dialog.className = "lightbox";
+      dialog.addEventListener("click", function () {
+        dialog.close();
+      });
+      document.body.appendChild(dialog);
+    }
+    dialog.textContent = "";
+    var img = document.createElement("img");
+    img.src = link.getAttribute("href");
+    img.alt = link.getAttribute("title") || "";
+    dialog.appendChild(img);
+    dialog.showModal();
+  });
+
+  // A search hit opens its session scrolled to the message (its branch already made active).
+  function focusHit(root) {
+    var thread = root.querySelector ? root.querySelector("[data-focus]") : null;
+    var target = thread ? document.getElementById(thread.getAttribute("data-focus")) : null;
+    if (target) {
+      target.classList.add("is-focused");
+      target.scrollIntoView({ block: "center" });
+    }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () {
+      focusHit(document);
+    });
+  } else {
+    focusHit(document);
+  }
 })();

@@ -10,6 +10,7 @@ mod m20261123_000006_mcp_servers;
 mod m20261123_000007_gateway;
 mod m20261123_000008_agent;
 mod m20261123_000009_host_roots;
+mod m20261123_000010_blobs_search;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000007_gateway::Migration),
             Box::new(m20261123_000008_agent::Migration),
             Box::new(m20261123_000009_host_roots::Migration),
+            Box::new(m20261123_000010_blobs_search::Migration),
         ]
     }
 }

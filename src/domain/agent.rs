@@ -308,6 +308,50 @@ list each time, with each item's status."
     }
 }
 
+/// The `search_chat` tool: the user's own past messages.
+pub fn search_chat_spec() -> ToolSpec {
+    ToolSpec {
+        name: "search_chat".into(),
+        description: "Search the user's own past conversations (all sessions). Words are all required; \
+\"quoted phrases\" match exactly; -word excludes; filters: role:user|assistant|tool, after:YYYY-MM-DD, \
+before:YYYY-MM-DD, has:attachment. Returns matching snippets with their session and date."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many hits (default 10)."}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// The `recall` tool: a file the user can see, by its hash.
+pub fn recall_spec() -> ToolSpec {
+    ToolSpec {
+        name: "recall".into(),
+        description: "Read a file attached in the user's conversations, by its 64-character hash (as in \
+/blobs/<hash> links). Text files come back as text; other files are described."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"hash": {"type": "string", "description": "The file's SHA-512/256 hash, 64 hex characters."}},
+            "required": ["hash"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Both, as offered tools (reading only).
+pub fn memory_tools() -> Vec<OfferedTool> {
+    [search_chat_spec(), recall_spec()]
+        .into_iter()
+        .map(|spec| OfferedTool { digest: tool_digest(&spec), spec, risk: Risk::Read, mcp: None })
+        .collect()
+}
+
 /// The `subagent` tool: a nested run with its own instructions and some of the tools.
 pub fn subagent_spec() -> ToolSpec {
     ToolSpec {

@@ -105,7 +105,11 @@ impl RunEngine {
             return Vec::new();
         }
         // Folders are resolved (and checked) when a tool runs.
-        agent::toolbox(!session.exposed_roots.is_empty(), self.agent.shell_available())
+        let mut tools = agent::toolbox(!session.exposed_roots.is_empty(), self.agent.shell_available());
+        if self.search.is_some() && self.blobs.is_some() {
+            tools.extend(agent::memory_tools());
+        }
+        tools
     }
 
     /// Adds the tools of the MCP servers the user may use (starting them on first use), when
@@ -242,6 +246,7 @@ impl RunEngine {
             kind: job.model.kind,
             params: job.params.clone(),
             mode: Mode::Answer,
+            attachments: None,
         });
         request.tools = job.tools.iter().map(|t| t.spec.clone()).collect();
         job.request = request;
@@ -452,8 +457,52 @@ impl RunEngine {
         if name == "write_todo" {
             return agent::write_todo(&self.db, job.session_id, arguments).await;
         }
+        if name == "search_chat" {
+            return self.search_chat(job, arguments).await;
+        }
+        if name == "recall" {
+            let hash =
+                arguments.get("hash").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
+            return match &self.blobs {
+                Some(store) => match super::files::recall(&self.db, store, job.owner_id, &hash).await {
+                    Ok(text) => ToolOutput::ok(text),
+                    Err(m) => ToolOutput::error(m),
+                },
+                None => ToolOutput::error("Files are not available."),
+            };
+        }
         let env = self.agent.env(self.roots_of(session).await);
         tools::run_builtin(name, arguments, &env).await
+    }
+
+    /// `search_chat`: the user's own messages, as text for the model.
+    async fn search_chat(&self, job: &Job, arguments: &Value) -> ToolOutput {
+        let Some(search) = &self.search else { return ToolOutput::error("Search is not available.") };
+        let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+            return ToolOutput::error("search_chat needs \"query\": what to look for.");
+        };
+        let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(10).clamp(1, 20) as usize;
+        match search.search(&job.actor, query, None, 1, limit).await {
+            Ok(page) if page.hits.is_empty() => ToolOutput::ok("No messages match."),
+            Ok(page) => {
+                let mut out = format!("{} matching messages; the best {}:", page.total, page.hits.len());
+                for h in page.hits {
+                    out.push_str(&format!(
+                        "\n- [{}] \"{}\" ({}): {}",
+                        h.date,
+                        h.session_title,
+                        h.role,
+                        super::search::snippet_text(&h.snippet_html)
+                    ));
+                }
+                ToolOutput::ok(out)
+            }
+            Err(DomainError::Invalid(m)) => ToolOutput::error(m),
+            Err(e) => {
+                tracing::warn!(error = %e, "search_chat failed");
+                ToolOutput::error("The search failed.")
+            }
+        }
     }
 
     /// The session's folders as tool roots, resolved and checked now.
@@ -694,6 +743,7 @@ impl RunEngine {
             kind: model.kind,
             params: GenParams::default(),
             mode: Mode::Answer,
+            attachments: None,
         });
         // The waiting call reads as not run yet (see `context`); the question follows it.
         request.messages.push(ChatMessage {

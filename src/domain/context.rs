@@ -36,6 +36,8 @@ pub struct ContextInput<'a> {
     pub params: GenParams,
     /// Answer or continue.
     pub mode: Mode,
+    /// Parts standing for the files attached to messages, by message id (see `files`).
+    pub attachments: Option<&'a std::collections::HashMap<uuid::Uuid, Vec<Part>>>,
 }
 
 /// Thoughts and signatures are provider secrets bound to the model that wrote them; another
@@ -88,6 +90,10 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         let continuing = input.mode == Mode::Continue && i == last;
         let same_model = m.model.as_deref() == Some(input.model_reference);
         let mut parts = parts_for(m, same_model, continuing);
+        if let Some(files) = input.attachments.and_then(|a| a.get(&m.id)) {
+            // The files first, then what the person wrote about them.
+            parts.splice(0..0, files.iter().cloned());
+        }
         if continuing && prefill {
             // The API rejects a final assistant message that ends in whitespace.
             if let Some(Part::Text { text }) = parts.last_mut() {
@@ -229,6 +235,7 @@ mod tests {
             kind,
             params: GenParams::default(),
             mode,
+            attachments: None,
         }
     }
 

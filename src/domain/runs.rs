@@ -50,6 +50,8 @@ pub struct RunEngine {
     infer_titles: bool,
     pub(super) agent: Arc<AgentSettings>,
     pub(super) mcp: Option<super::mcp_runtime::SharedMcp>,
+    pub(super) blobs: Option<crate::blobs::BlobStore>,
+    pub(super) search: Option<std::sync::Arc<super::search::SearchService>>,
 }
 
 /// What a submit, retry or continue produced.
@@ -138,6 +140,39 @@ impl RunEngine {
             infer_titles: true,
             agent: Arc::new(AgentSettings::defaults()),
             mcp: None,
+            blobs: None,
+            search: None,
+        }
+    }
+
+    /// Chat search, for the agent's `search_chat`.
+    #[must_use]
+    pub fn with_search(mut self, search: std::sync::Arc<super::search::SearchService>) -> RunEngine {
+        self.search = Some(search);
+        self
+    }
+
+    /// Where attached files are stored (to send them to models, and for `recall`).
+    #[must_use]
+    pub fn with_blobs(mut self, blobs: crate::blobs::BlobStore) -> RunEngine {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// The parts standing for the files attached to the user messages of `path`.
+    pub(super) async fn attachment_parts(
+        &self,
+        path: &[Message],
+        vision: bool,
+    ) -> std::collections::HashMap<Uuid, Vec<Part>> {
+        let Some(store) = &self.blobs else { return Default::default() };
+        let ids: Vec<Uuid> = path.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
+        match super::files::provider_parts(&self.db, store, &ids, vision).await {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(error = %e, "attachments could not be read for a request");
+                Default::default()
+            }
         }
     }
 
@@ -276,7 +311,21 @@ impl RunEngine {
         client_id: &str,
         model: Option<&str>,
     ) -> DomainResult<Started> {
-        self.submit_at(actor, session_id, None, text, client_id, model).await
+        self.submit_at(actor, session_id, None, text, client_id, model, &[]).await
+    }
+
+    /// [`Self::submit`] with files the actor uploaded, which become the message's attachments
+    /// in the same transaction (an upload that is not the actor's is refused, nothing written).
+    pub async fn submit_with_files(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        text: &str,
+        client_id: &str,
+        model: Option<&str>,
+        uploads: &[Uuid],
+    ) -> DomainResult<Started> {
+        self.submit_at(actor, session_id, None, text, client_id, model, uploads).await
     }
 
     /// Edits a user message: the new text becomes a sibling of it (the old branch stays) and is
@@ -290,10 +339,11 @@ impl RunEngine {
         client_id: &str,
         model: Option<&str>,
     ) -> DomainResult<Started> {
-        self.submit_at(actor, session_id, Some(message_id), text, client_id, model).await
+        self.submit_at(actor, session_id, Some(message_id), text, client_id, model, &[]).await
     }
 
     /// A submit at the end of the active path, or (`replacing`) beside a user message.
+    #[allow(clippy::too_many_arguments)]
     async fn submit_at(
         &self,
         actor: &Actor,
@@ -302,6 +352,7 @@ impl RunEngine {
         text: &str,
         client_id: &str,
         model: Option<&str>,
+        uploads: &[Uuid],
     ) -> DomainResult<Started> {
         let session = chat::get_session(&self.db, actor, session_id).await?;
         if !valid_client_id(client_id) {
@@ -311,9 +362,10 @@ impl RunEngine {
             return Ok(existing);
         }
         let text = text.trim();
-        if text.is_empty() {
+        if text.is_empty() && uploads.is_empty() {
             return Err(DomainError::Invalid("Write a message first.".into()));
         }
+        super::files::check_uploads(&self.db, actor, uploads).await?;
         if text.chars().count() > MAX_MESSAGE_CHARS {
             return Err(DomainError::Invalid(format!(
                 "The message is longer than {MAX_MESSAGE_CHARS} characters."
@@ -385,7 +437,8 @@ impl RunEngine {
             assistant_message_id: assistant_id,
         };
         if let Err(e) =
-            repo::insert_noted_turn(&self.db, session.id, note.as_ref(), &user, &assistant, &run).await
+            repo::insert_noted_turn(&self.db, session.id, note.as_ref(), &user, &assistant, &run, uploads)
+                .await
         {
             publisher.abandon();
             // Two identical submits raced: the other one won the unique client id.
@@ -425,6 +478,7 @@ impl RunEngine {
             client_id: Some(client_id.to_string()),
             created_at: chrono::Utc::now(),
         });
+        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
         self.launch(
             actor,
             &session,
@@ -435,6 +489,7 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
+            attachments,
         );
         Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
     }
@@ -481,6 +536,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, parent);
+        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
         self.launch(
             actor,
             &session,
@@ -491,6 +547,7 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
+            attachments,
         );
         Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
     }
@@ -524,6 +581,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, old.id);
+        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
         self.launch(
             actor,
             &session,
@@ -534,6 +592,7 @@ impl RunEngine {
             (run_id, old.id),
             Some(old),
             publisher,
+            attachments,
         );
         Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
     }
@@ -571,6 +630,7 @@ impl RunEngine {
         ids: (Uuid, Uuid),
         prior: Option<&Message>,
         publisher: RunPublisher,
+        attachments: std::collections::HashMap<Uuid, Vec<Part>>,
     ) {
         let (run_id, message_id) = ids;
         let reference = model.reference();
@@ -583,6 +643,7 @@ impl RunEngine {
             kind: model.kind,
             params: params.clone(),
             mode,
+            attachments: Some(&attachments),
         });
         let tools = Arc::new(self.offered_tools(session, &model));
         request.tools = tools.iter().map(|t| t.spec.clone()).collect();

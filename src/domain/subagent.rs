@@ -143,6 +143,7 @@ impl RunEngine {
                 kind: job.model.kind,
                 params: job.params.clone(),
                 mode: Mode::Answer,
+                attachments: None,
             });
             request.tools = tools.iter().map(|t| t.spec.clone()).collect();
             let started = Instant::now();

@@ -161,6 +161,8 @@ pub struct MessageView {
     pub tool_calls: Vec<ToolCallView>,
     /// A tool message's result.
     pub tool_result: Option<ToolResultView>,
+    /// Attached files.
+    pub files: Vec<crate::domain::files::FileView>,
     /// What went wrong.
     pub error: Option<String>,
     /// `provider/model`.
@@ -220,6 +222,7 @@ pub fn message_view(m: &Message) -> MessageView {
         thoughts: m.thoughts(),
         tool_calls,
         tool_result: if m.role == Role::Tool { tool_result_view(&m.parts) } else { None },
+        files: Vec::new(),
         error: m.error.clone(),
         model: m.model.clone(),
         usage: m.usage.as_ref().map(usage_view),

@@ -43,8 +43,8 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, agent, api, assets, auth, chat, events, health, home, invitations, oidc, settings,
-        workspaces,
+        account, admin, agent, api, assets, auth, chat, events, files, health, home, invitations, oidc,
+        search, settings, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -118,6 +118,10 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/aliases", User, web::post().to(settings::set_alias)),
         entry(Method::POST, "/settings/aliases/{alias}/delete", User, web::post().to(settings::delete_alias)),
         entry(Method::GET, "/settings/approvals", User, web::get().to(agent::approvals)),
+        entry(Method::GET, "/search", User, web::get().to(search::search)),
+        entry(Method::POST, "/uploads", User, web::post().to(files::upload)),
+        entry(Method::POST, "/uploads/{id}/delete", User, web::post().to(files::discard)),
+        entry(Method::GET, "/blobs/{hash}", User, web::get().to(files::serve)),
         entry(Method::GET, "/settings/mcp", User, web::get().to(settings::mcp_show)),
         entry(Method::POST, "/settings/mcp", User, web::post().to(settings::mcp_add)),
         entry(Method::POST, "/settings/mcp/{id}/delete", User, web::post().to(settings::mcp_remove)),

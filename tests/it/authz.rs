@@ -60,6 +60,9 @@ struct Ids {
     host_root: Uuid,
     /// The owner's own MCP server.
     own_mcp: Uuid,
+    /// An upload of the owner's, and the hash of another file the owner keeps.
+    upload: Uuid,
+    blob: String,
 }
 
 const fn all(code: u16) -> Expect {
@@ -293,6 +296,12 @@ fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         get("/settings/approvals", |_| "/settings/approvals".into(), OWN_PAGE),
+        get("/search", |_| "/search?q=needle".into(), OWN_PAGE),
+        // Every signed-in caller stores a file of their own.
+        post("/uploads", |_| "/uploads?name=a.txt".into(), "hello", OWN_PAGE),
+        post("/uploads/{id}/delete", |ids| format!("/uploads/{}/delete", ids.upload), "", OWNER_ONLY(200)),
+        // Knowing the hash grants nothing (the other callers uploaded other bytes).
+        get("/blobs/{hash}", |ids| format!("/blobs/{}", ids.blob), OWNER_ONLY(200)),
         get("/settings/mcp", |_| "/settings/mcp".into(), OWN_PAGE),
         // A loopback URL is refused for everyone: nothing is added by this row.
         post(
@@ -643,6 +652,24 @@ async fn agent_objects(
     ids.call = agent::ensure_call(db, &call).await.unwrap().id;
     ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
     ids.host_root = agent::insert_host_root(db, ids.workspace, "/srv/authz", owner.id).await.unwrap().id;
+    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    let files = &app.state.files;
+    ids.upload =
+        arbor::domain::files::upload(db, &app.state.blobs, files, &actor, "a.txt", b"to delete".to_vec())
+            .await
+            .unwrap()
+            .id;
+    ids.blob = arbor::domain::files::upload(
+        db,
+        &app.state.blobs,
+        files,
+        &actor,
+        "kept.txt",
+        b"owner's only".to_vec(),
+    )
+    .await
+    .unwrap()
+    .hash;
     // A public address (it is never connected to here).
     let form = arbor::domain::mcp_config::ServerForm {
         name: "mine".into(),
@@ -716,6 +743,8 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         rule: Uuid::nil(),
         host_root: Uuid::nil(),
         own_mcp: Uuid::nil(),
+        upload: Uuid::nil(),
+        blob: String::new(),
     };
     let ids = console_objects(&app, &admin, &owner, ids).await;
     let ids = agent_objects(&app, &owner, session, ids).await;
@@ -772,6 +801,8 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         rule: Uuid::now_v7(),
         host_root: Uuid::now_v7(),
         own_mcp: Uuid::now_v7(),
+        upload: Uuid::now_v7(),
+        blob: "0".repeat(64),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

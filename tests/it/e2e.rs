@@ -467,3 +467,67 @@ async fn the_model_asks_to_write_a_file_the_user_approves_and_sees_the_diff() {
     browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(10)).await.unwrap();
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
+    use crate::agent::says;
+    use crate::support::mock_upstream::Provider;
+    let c = crate::runs::chat_with(|_| {}).await;
+    let model = "openai/gpt-4o-mini";
+    c.mock.enqueue(Provider::OpenAi, says("I will remember marmalade."));
+    let first = c.send_ok("The password is marmalade", model).await;
+    c.settled(first).await;
+    let question = c
+        .messages()
+        .await
+        .into_iter()
+        .find(|m| m.text().contains("marmalade") && m.role == arbor::domain::tree::Role::User)
+        .unwrap()
+        .id;
+    // Edit it: the active path now follows the new branch.
+    c.mock.enqueue(Provider::OpenAi, says("Something else then."));
+    let res = c
+        .app
+        .post_form(
+            &format!("/s/{}/messages/{question}/edit", c.session),
+            &crate::runs::form("Never mind the password", "edit-1", model),
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.app.state.search.settle().await;
+
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    browse_as(&browser, &c.app, &c.user, &format!("/s/{}", c.session)).await;
+    browser.wait_for("#sidebar-q", Duration::from_secs(10)).await.unwrap();
+    assert!(
+        !browser.page_source().await.unwrap().contains("The password is marmalade"),
+        "another branch is active"
+    );
+    browser.type_into("#sidebar-q", "marmalade").await.unwrap();
+    let hit = browser
+        .wait_for_text("#search-live .search-hit", "marmalade", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(hit.contains("First session") || hit.contains("password"), "{hit}");
+    browser.screenshot(artifacts_dir().join("search-live.png")).await.unwrap();
+    browser.click("#search-live .search-hit a").await.unwrap();
+    browser.wait_for_text(".msg.is-focused", "marmalade", Duration::from_secs(10)).await.unwrap();
+    browser.wait_for_text("#thread", "The password is marmalade", Duration::from_secs(10)).await.unwrap();
+    browser.wait_for_text("#thread", "I will remember marmalade.", Duration::from_secs(10)).await.unwrap();
+    // That branch is the active one now, for every later page.
+    let path = arbor::domain::chat::conversation(
+        &c.app.state.db,
+        &arbor::domain::accounts::Actor::for_user(&c.user),
+        c.session,
+    )
+    .await
+    .unwrap()
+    .path;
+    assert!(path.iter().any(|m| m.id == question));
+    browser.screenshot(artifacts_dir().join("search-branch.png")).await.unwrap();
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
+    browser.close().await.unwrap();
+}

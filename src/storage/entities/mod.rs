@@ -1,10 +1,13 @@
 //! SeaORM entities: the shape of each table, nothing else. Queries live in `repos`.
 pub mod api_token;
 pub mod approval_rule;
+pub mod attachment;
 pub mod audit_entry;
 pub mod auth_session;
+pub mod blob;
 pub mod chat_session;
 pub mod host_root;
+pub mod index_state;
 pub mod invitation;
 pub mod login_flow;
 pub mod mcp_server;
@@ -17,6 +20,7 @@ pub mod run;
 pub mod setup_token;
 pub mod todo;
 pub mod tool_call;
+pub mod upload;
 pub mod usage;
 pub mod user;
 pub mod vault_key;

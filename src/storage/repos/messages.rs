@@ -386,11 +386,12 @@ pub async fn insert_turn(
     assistant: &NewMessage<'_>,
     run: &NewRun,
 ) -> StorageResult<()> {
-    insert_noted_turn(db, session_id, None, user, assistant, run).await
+    insert_noted_turn(db, session_id, None, user, assistant, run, &[]).await
 }
 
 /// [`insert_turn`], after a note of what changed in the session's environment (the user
 /// message goes under the note), which is then cleared from the session. One transaction.
+#[allow(clippy::too_many_arguments)]
 pub async fn insert_noted_turn(
     db: &Db,
     session_id: Uuid,
@@ -398,6 +399,7 @@ pub async fn insert_noted_turn(
     user: &NewMessage<'_>,
     assistant: &NewMessage<'_>,
     run: &NewRun,
+    uploads: &[Uuid],
 ) -> StorageResult<()> {
     let txn = db.begin().await?;
     let mut now = Utc::now();
@@ -412,6 +414,12 @@ pub async fn insert_noted_turn(
         now += chrono::Duration::microseconds(1);
     }
     insert_message(&txn, session_id, user, now).await?;
+    // The files come with the message, or not at all.
+    let moved = super::files::attach_uploads(&txn, run.owner_id, session_id, user.id, uploads).await?;
+    if moved != uploads.len() {
+        txn.rollback().await?;
+        return Err(StorageError::Corrupt("an upload of this message is gone".into()));
+    }
     // A later timestamp keeps "oldest first" ordering stable within the turn.
     insert_message(&txn, session_id, assistant, now + chrono::Duration::microseconds(1)).await?;
     choose(&txn, session_id, user.parent_id, user.id).await?;

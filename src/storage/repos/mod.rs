@@ -3,6 +3,7 @@ pub mod agent;
 pub mod audit;
 pub mod auth_sessions;
 pub mod chat;
+pub mod files;
 pub mod invitations;
 pub mod login_flows;
 pub mod messages;

@@ -121,7 +121,19 @@ async fn header_into(
     session_id: Uuid,
     window: usize,
 ) -> Result<Conversation, WebError> {
-    let conv = chat::conversation_window(&state.db, &user.0.actor, session_id, None, window).await?;
+    header_into_at(ctx, state, user, session_id, None, window).await
+}
+
+/// [`header_into`] with the content window ending before `before`.
+async fn header_into_at(
+    ctx: &mut Context,
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+    before: Option<Uuid>,
+    window: usize,
+) -> Result<Conversation, WebError> {
+    let conv = chat::conversation_window(&state.db, &user.0.actor, session_id, before, window).await?;
     let selected = match conv.session.model.clone() {
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
@@ -143,9 +155,34 @@ async fn session_context(
     session_id: Uuid,
     with_sidebar: bool,
 ) -> Result<Context, WebError> {
+    session_context_at(state, user, session_id, with_sidebar, None).await
+}
+
+/// [`session_context`] with the window placed so that `focus` (on the active path) is in it.
+async fn session_context_at(
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+    with_sidebar: bool,
+    focus: Option<Uuid>,
+) -> Result<Context, WebError> {
     let mut ctx = signed_in(user);
-    let conv = header_into(&mut ctx, state, user, session_id, chat_view::THREAD_WINDOW).await?;
-    let (mut messages, older) = chat_view::thread_window(&conv, None).await?;
+    // The window ends half a window after the focused message, when that is not the end.
+    let before = match focus {
+        Some(f) => {
+            let skeleton = chat::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
+            skeleton
+                .path
+                .iter()
+                .position(|m| m.id == f)
+                .and_then(|i| skeleton.path.get(i + chat_view::THREAD_WINDOW / 2))
+                .map(|m| m.id)
+        }
+        None => None,
+    };
+    let conv = header_into_at(&mut ctx, state, user, session_id, before, chat_view::THREAD_WINDOW).await?;
+    let (mut messages, older) = chat_view::thread_window(&conv, before).await?;
+    ctx.insert("focus", &focus);
     agent_into(&mut ctx, state, user, &conv.session, &mut messages).await?;
     ctx.insert("messages", &messages);
     ctx.insert("older_before", &older);
@@ -172,6 +209,7 @@ pub(crate) async fn agent_into(
     let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
     let calls = crate::domain::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
     chat_view::attach_calls(views, &calls);
+    files_into(state, views).await?;
     // A sub-agent's work hangs below its result, beside the parent's next answer.
     for v in views.iter_mut() {
         let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
@@ -183,6 +221,21 @@ pub(crate) async fn agent_into(
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
     ctx.insert("approval_modes", &chat::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);
+    Ok(())
+}
+
+/// Adds each message's attached files to its view.
+pub(crate) async fn files_into(
+    state: &AppState,
+    views: &mut [chat_view::MessageView],
+) -> Result<(), WebError> {
+    let ids: Vec<Uuid> = views.iter().filter(|v| v.role == "user").map(|v| v.id).collect();
+    let mut files = crate::domain::files::views_of(&state.db, &ids).await?;
+    for v in views.iter_mut() {
+        if let Some(f) = files.remove(&v.id) {
+            v.files = f;
+        }
+    }
     Ok(())
 }
 
@@ -257,8 +310,25 @@ pub async fn show(
     user: CurrentUser,
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let ctx = session_context(&state, &user, parse_id(&path)?, true).await?;
+    let session_id = parse_id(&path)?;
+    // A search hit: its branch becomes the active path, and the page shows it.
+    let focus = match web::Query::<ShowQuery>::from_query(req.query_string()).ok().and_then(|q| q.at.clone())
+    {
+        Some(raw) => {
+            let id = parse_id(&raw)?;
+            chat::select_message(&state.db, &user.0.actor, session_id, id).await?;
+            Some(id)
+        }
+        None => None,
+    };
+    let ctx = session_context_at(&state, &user, session_id, true, focus).await?;
     render::page(&state, &req, "pages/session.html", "partials/_session.html", ctx)
+}
+
+/// Query of the session page: `at` names a message to show (a search hit).
+#[derive(Deserialize)]
+pub struct ShowQuery {
+    at: Option<String>,
 }
 
 /// Query of the "earlier messages" loader.
@@ -297,9 +367,13 @@ pub async fn older(
 /// The composer's fields.
 #[derive(Deserialize)]
 pub struct ComposerForm {
+    #[serde(default)]
     message: String,
     #[serde(default)]
     client_id: String,
+    /// Uploaded files to attach: their ids, comma-separated.
+    #[serde(default)]
+    attachments: String,
     #[serde(default)]
     model: Option<String>,
     /// Where a new session starts (home composer only).
@@ -357,7 +431,8 @@ async fn turn_fragment(
         shown.push(chat::message(&state.db, actor, session_id, id).await?);
     }
     shown.push(chat::message(&state.db, actor, session_id, started.assistant_message_id).await?);
-    let shown = chat_view::message_views(shown).await?;
+    let mut shown = chat_view::message_views(shown).await?;
+    files_into(state, &mut shown).await?;
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, session_id, 0).await?;
     if with_composer {
@@ -401,7 +476,15 @@ pub async fn send(
         };
     }
     let model = form.model.as_deref();
-    match state.engine.submit(actor, session_id, &form.message, &form.client_id, model).await {
+    let uploads = match crate::domain::files::parse_upload_ids(&form.attachments) {
+        Ok(u) => u,
+        Err(e) => return domain_to_composer(&state, e),
+    };
+    match state
+        .engine
+        .submit_with_files(actor, session_id, &form.message, &form.client_id, model, &uploads)
+        .await
+    {
         Ok(started) => turn_fragment(&state, &user, session_id, &started, true).await,
         Err(e) => domain_to_composer(&state, e),
     }
@@ -530,7 +613,11 @@ pub async fn delete_message(
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let active = state.runs.is_active(session_id);
     match chat::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
-        Ok(_) => session_fragment(&state, &user, session_id).await,
+        Ok(_) => {
+            // The index drops the removed messages when a search next meets them.
+            state.after_deletion(None);
+            session_fragment(&state, &user, session_id).await
+        }
         Err(e) => domain_to_composer(&state, e),
     }
 }

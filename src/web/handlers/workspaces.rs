@@ -213,7 +213,12 @@ pub async fn delete(
             "An answer is still being written in this workspace: stop it first.".into(),
         ));
     }
+    let sessions = chat::workspace_session_ids(&state.db, actor, workspace_id).await.unwrap_or_default();
     chat::delete_workspace(&state.db, actor, workspace_id).await?;
+    for s in sessions {
+        state.search.forget_session(s);
+    }
+    state.after_deletion(None);
     Ok(see_other(&req, "/"))
 }
 
@@ -288,5 +293,6 @@ pub async fn delete_session(
         return Err(WebError::Conflict("An answer is still being written: stop it first.".into()));
     }
     chat::delete_session(&state.db, &user.0.actor, session.id).await?;
+    state.after_deletion(Some(session.id));
     after_session_change(&state, &req, &user, session_id, true).await
 }

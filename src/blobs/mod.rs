@@ -1,0 +1,633 @@
+//! The blob store: uploaded and produced files, content-addressed by SHA-512/256 (DESIGN §9).
+//!
+//! A blob lives at `dir/ab/cd/<hash>`, is written once (temp file, fsync, link into place) and never
+//! changes afterwards. The store knows nothing about owners: who may read a hash is decided by the
+//! references in the database (SECURITY 18), so a hash on its own grants nothing.
+
+mod imaging;
+mod names;
+mod sniff;
+
+pub use imaging::{ImageLimits, Prepared, prepare_image};
+pub use names::{clean_file_name, content_disposition};
+pub use sniff::Kind;
+
+use std::fs::File;
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha512_256};
+use tokio::io::AsyncWriteExt;
+
+/// Temp files older than this were left by a crash: no upload takes an hour between chunks.
+const STALE_TEMP: Duration = Duration::from_secs(60 * 60);
+
+/// Why a blob could not be stored, found or processed. The messages are safe to show to users;
+/// the I/O cause (which may name paths) is only reachable through `source()`, for the logs.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    /// The hash is not 64 lowercase hex characters.
+    #[error("not a valid file id")]
+    BadHash,
+    /// No blob with this hash is stored.
+    #[error("file not found")]
+    NotFound,
+    /// The upload went over the size limit.
+    #[error("the file is too large")]
+    TooLarge,
+    /// The upload stream failed before its end.
+    #[error("the upload was interrupted")]
+    Interrupted,
+    /// The image declares more pixels than allowed (decompression-bomb guard).
+    #[error("the image has too many pixels")]
+    ImageTooLarge,
+    /// The bytes are not a readable PNG, JPEG, GIF or WebP image.
+    #[error("the image could not be read")]
+    BadImage,
+    /// The file system failed.
+    #[error("the file could not be stored")]
+    Io(#[from] std::io::Error),
+}
+
+/// A hash as stored and served: 64 lowercase hex characters of SHA-512/256.
+pub fn valid_hash(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The store's name for these bytes.
+fn hash_of(bytes: &[u8]) -> String {
+    hex(&Sha512_256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+/// What `put` stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlob {
+    /// The SHA-512/256 of the bytes, lowercase hex.
+    pub hash: String,
+    /// The size in bytes.
+    pub size: u64,
+    /// What the bytes are, by their magic bytes.
+    pub kind: Kind,
+    /// False when the blob was already stored. Never show this to users: it would tell them that
+    /// someone else uploaded the same bytes (SECURITY 23).
+    pub created: bool,
+}
+
+/// Blobs under `dir/ab/cd/<hash>` (first two and next two hex chars), written atomically (temp file
+/// in `dir/tmp` + fsync + link or rename), read-only once written.
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    dirs: Arc<Dirs>,
+}
+
+#[derive(Debug)]
+struct Dirs {
+    root: PathBuf,
+    tmp: PathBuf,
+}
+
+impl BlobStore {
+    /// Opens the store, creating `dir` and `dir/tmp`, and removes temp files older than an hour.
+    pub fn new(dir: PathBuf) -> Result<BlobStore, BlobError> {
+        let tmp = dir.join("tmp");
+        create_private_dir(&tmp)?;
+        remove_stale_temps(&tmp, STALE_TEMP);
+        Ok(BlobStore { dirs: Arc::new(Dirs { root: dir, tmp }) })
+    }
+
+    /// Stores the bytes (a copy is taken; see [`BlobStore::put_owned`] to avoid it).
+    pub async fn put(&self, bytes: &[u8]) -> Result<StoredBlob, BlobError> {
+        self.put_owned(bytes.to_vec()).await
+    }
+
+    /// Stores the bytes. A blob that is already there is not replaced (same hash, same bytes), but
+    /// the temp file is still written and synced so that a duplicate takes as long as a new file
+    /// (SECURITY 23: timing must not reveal a prior copy).
+    pub async fn put_owned(&self, bytes: Vec<u8>) -> Result<StoredBlob, BlobError> {
+        let store = self.clone();
+        blocking(move || {
+            let hash = hash_of(&bytes);
+            let (temp, mut file) = TempPath::create(&store.dirs.tmp)?;
+            file.write_all(&bytes)?;
+            let size = bytes.len() as u64;
+            let created = store.commit(&temp, file, &hash, size)?;
+            Ok(StoredBlob { hash, size, kind: Kind::sniff(&bytes), created })
+        })
+        .await
+    }
+
+    /// Stores a streamed upload, hashing as it writes to a temp file. More than `max_bytes` →
+    /// [`BlobError::TooLarge`]; a stream error → [`BlobError::Interrupted`]. The temp file is removed
+    /// on every failure, and also when the future is dropped (client gone).
+    pub async fn put_stream<S, E>(&self, stream: S, max_bytes: u64) -> Result<StoredBlob, BlobError>
+    where
+        S: Stream<Item = Result<Bytes, E>>,
+    {
+        let tmp = self.dirs.tmp.clone();
+        let (temp, file) = blocking(move || Ok(TempPath::create(&tmp)?)).await?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut hasher = Sha512_256::new();
+        // One byte more than sniffing reads, so `Kind::sniff` knows the head was cut.
+        let mut head = Vec::new();
+        let mut size: u64 = 0;
+        let mut stream = std::pin::pin!(stream);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| BlobError::Interrupted)?;
+            size = size.saturating_add(chunk.len() as u64);
+            if size > max_bytes {
+                return Err(BlobError::TooLarge);
+            }
+            hasher.update(&chunk);
+            let wanted = (sniff::SNIFF_LEN + 1).saturating_sub(head.len()).min(chunk.len());
+            head.extend_from_slice(&chunk[..wanted]);
+            file.write_all(&chunk).await?;
+        }
+        file.flush().await?;
+        let file = file.into_std().await;
+        let hash = hex(&hasher.finalize());
+        let store = self.clone();
+        blocking(move || {
+            let created = store.commit(&temp, file, &hash, size)?;
+            Ok(StoredBlob { hash, size, kind: Kind::sniff(&head), created })
+        })
+        .await
+    }
+
+    /// Where the blob with this hash lives; [`BlobError::BadHash`] unless [`valid_hash`], so no
+    /// request path can reach anything else (SECURITY 16).
+    pub fn path_of(&self, hash: &str) -> Result<PathBuf, BlobError> {
+        if !valid_hash(hash) {
+            return Err(BlobError::BadHash);
+        }
+        Ok(self.dirs.root.join(&hash[..2]).join(&hash[2..4]).join(hash))
+    }
+
+    /// The blob's bytes; [`BlobError::NotFound`] when it is not stored.
+    pub async fn read(&self, hash: &str) -> Result<Vec<u8>, BlobError> {
+        let path = self.path_of(hash)?;
+        tokio::fs::read(&path).await.map_err(not_found_or_io)
+    }
+
+    /// Whether a blob with this hash is stored (false for an invalid hash).
+    pub async fn exists(&self, hash: &str) -> bool {
+        let Ok(path) = self.path_of(hash) else { return false };
+        tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_file())
+    }
+
+    /// Removes the blob; removing one that is not there is not an error. The two directory levels
+    /// stay: removing them could race with a `put` linking a file into them.
+    pub async fn delete(&self, hash: &str) -> Result<(), BlobError> {
+        let path = self.path_of(hash)?;
+        match tokio::fs::remove_file(&path).await {
+            Err(e) if e.kind() != ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every stored hash (for garbage collection), sorted, walking the two-level directories;
+    /// ignores anything that is not a valid hash file in its own directory.
+    pub async fn list(&self) -> Result<Vec<String>, BlobError> {
+        let store = self.clone();
+        blocking(move || store.list_blocking()).await
+    }
+
+    fn list_blocking(&self) -> Result<Vec<String>, BlobError> {
+        let mut hashes = Vec::new();
+        for (first, first_dir) in hex_pair_dirs(&self.dirs.root)? {
+            for (second, second_dir) in hex_pair_dirs(&first_dir)? {
+                let prefix = format!("{first}{second}");
+                for entry in std::fs::read_dir(&second_dir)? {
+                    let entry = entry?;
+                    let Ok(name) = entry.file_name().into_string() else { continue };
+                    if valid_hash(&name) && name.starts_with(&prefix) && entry.file_type()?.is_file() {
+                        hashes.push(name);
+                    }
+                }
+            }
+        }
+        hashes.sort_unstable();
+        Ok(hashes)
+    }
+
+    /// Moves a fully written temp file into place. Returns whether the blob is new.
+    fn commit(&self, temp: &TempPath, file: File, hash: &str, size: u64) -> Result<bool, BlobError> {
+        let mut permissions = file.metadata()?.permissions();
+        permissions.set_readonly(true);
+        file.set_permissions(permissions)?;
+        file.sync_all()?;
+        drop(file);
+        let path = self.path_of(hash)?;
+        let parent = path.parent().ok_or(BlobError::BadHash)?;
+        create_private_dir(parent)?;
+        // A hard link never replaces an existing file, so of two concurrent puts exactly one
+        // creates the blob and a reader never sees a partial file.
+        let created = match std::fs::hard_link(&temp.0, &path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => match std::fs::metadata(&path) {
+                Ok(meta) if meta.len() == size => false,
+                // A damaged copy (wrong size), or deleted in between: put ours in place atomically.
+                other => {
+                    std::fs::rename(&temp.0, &path)?;
+                    other.is_err()
+                }
+            },
+            // File systems without hard links: rename is atomic too, only not exclusive.
+            Err(_) => {
+                let existed = path.exists();
+                std::fs::rename(&temp.0, &path)?;
+                !existed
+            }
+        };
+        sync_dir(parent);
+        Ok(created)
+    }
+}
+
+/// Runs file work on the blocking pool, off the async worker threads.
+async fn blocking<T, F>(f: F) -> Result<T, BlobError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, BlobError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| BlobError::Io(std::io::Error::other(e)))?
+}
+
+fn not_found_or_io(e: std::io::Error) -> BlobError {
+    if e.kind() == ErrorKind::NotFound { BlobError::NotFound } else { BlobError::Io(e) }
+}
+
+/// Creates a directory (and its parents) readable by this user only: blobs are other users' files.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Makes a new directory entry durable. Some file systems refuse to sync directories; the file
+/// itself is already synced, so that is not worth failing the upload for.
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+/// Removes temp files last modified more than `age` ago; returns how many. Errors are skipped: a
+/// leftover costs disk space only, and the next start tries again.
+fn remove_stale_temps(tmp: &Path, age: Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        let old = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|e| e > age);
+        if meta.is_file() && old && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, "removed stale blob temp files");
+    }
+    removed
+}
+
+/// The subdirectories of `dir` named by two lowercase hex characters.
+fn hex_pair_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, BlobError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let pair = name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if pair && entry.file_type()?.is_dir() {
+            out.push((name, entry.path()));
+        }
+    }
+    Ok(out)
+}
+
+/// A temp file in `dir/tmp`, removed when dropped: on success it has been linked or renamed into
+/// place, on failure or cancellation it is garbage.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn create(tmp: &Path) -> std::io::Result<(TempPath, File)> {
+        let mut random = [0u8; 16];
+        rand::fill(&mut random);
+        let path = tmp.join(format!("{}.tmp", hex(&random)));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+        Ok((TempPath(path), file))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        // After a rename the file is gone already; NotFound is the normal case then.
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use std::time::SystemTime;
+
+    fn store() -> (tempfile::TempDir, BlobStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path().join("blobs")).unwrap();
+        (dir, store)
+    }
+
+    fn temp_count(store: &BlobStore) -> usize {
+        std::fs::read_dir(&store.dirs.tmp).unwrap().count()
+    }
+
+    #[tokio::test]
+    async fn put_then_read_round_trips() {
+        let (_dir, store) = store();
+        let stored = store.put(b"hello blob").await.unwrap();
+        assert!(valid_hash(&stored.hash));
+        assert_eq!(stored.size, 10);
+        assert_eq!(stored.kind, Kind::Text);
+        assert!(stored.created);
+        assert_eq!(store.read(&stored.hash).await.unwrap(), b"hello blob");
+        assert!(store.exists(&stored.hash).await);
+        let path = store.path_of(&stored.hash).unwrap();
+        let rel = path.strip_prefix(&store.dirs.root).unwrap();
+        let expected: PathBuf = [&stored.hash[..2], &stored.hash[2..4], &stored.hash[..]].iter().collect();
+        assert_eq!(rel, expected);
+        assert!(std::fs::metadata(&path).unwrap().permissions().readonly(), "blobs are read-only");
+        assert_eq!(temp_count(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn known_sha512_256_vector() {
+        let (_dir, store) = store();
+        let stored = store.put(b"abc").await.unwrap();
+        // FIPS 180-4 example for SHA-512/256.
+        assert_eq!(stored.hash, "53048e2681941ef99b2e29b76b4c7dabe4c2d0c634fc6d46e0e2f13107e7af23");
+    }
+
+    #[tokio::test]
+    async fn same_bytes_twice_is_one_file() {
+        let (_dir, store) = store();
+        let first = store.put(b"same bytes").await.unwrap();
+        let second = store.put(b"same bytes").await.unwrap();
+        assert!(first.created);
+        assert!(!second.created);
+        assert_eq!(first.hash, second.hash);
+        assert_eq!(store.list().await.unwrap(), vec![first.hash.clone()]);
+        assert_eq!(temp_count(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn empty_blob_is_fine() {
+        let (_dir, store) = store();
+        let stored = store.put(b"").await.unwrap();
+        assert_eq!(stored.size, 0);
+        assert_eq!(store.read(&stored.hash).await.unwrap(), b"");
+    }
+
+    #[tokio::test]
+    async fn a_damaged_copy_is_replaced() {
+        let (_dir, store) = store();
+        let stored = store.put(b"the real content").await.unwrap();
+        let path = store.path_of(&stored.hash).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"trunc").unwrap();
+        let again = store.put(b"the real content").await.unwrap();
+        assert!(!again.created);
+        assert_eq!(store.read(&stored.hash).await.unwrap(), b"the real content");
+    }
+
+    #[test]
+    fn bad_hashes_are_refused() {
+        let (_dir, store) = store();
+        let good = "a".repeat(64);
+        assert!(valid_hash(&good));
+        assert!(store.path_of(&good).is_ok());
+        let bad = [
+            String::new(),
+            "a".repeat(63),
+            "a".repeat(65),
+            "A".repeat(64),
+            format!("{}G", "a".repeat(63)),
+            format!("..{}", "a".repeat(62)),
+            format!("../{}", "a".repeat(61)),
+            format!("%2f{}", "a".repeat(61)),
+            format!("/./{}", "a".repeat(61)),
+            format!("{}\0", "a".repeat(63)),
+            format!("{}/", "a".repeat(63)),
+            format!("{}\\", "a".repeat(63)),
+            format!(" {}", "a".repeat(63)),
+            // 64 bytes but not 64 ASCII characters.
+            format!("é{}", "a".repeat(62)),
+            "..".into(),
+            "/etc/passwd".into(),
+        ];
+        for hash in &bad {
+            assert!(!valid_hash(hash), "{hash:?}");
+            assert!(matches!(store.path_of(hash), Err(BlobError::BadHash)), "{hash:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_hashes_are_refused_by_every_method() {
+        let (_dir, store) = store();
+        for hash in ["", "..", "../../etc/passwd", "%2f", "/./", &"0".repeat(65)] {
+            assert!(matches!(store.read(hash).await, Err(BlobError::BadHash)));
+            assert!(matches!(store.delete(hash).await, Err(BlobError::BadHash)));
+            assert!(!store.exists(hash).await);
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_blob_is_not_found() {
+        let (_dir, store) = store();
+        let hash = "0".repeat(64);
+        assert!(matches!(store.read(&hash).await, Err(BlobError::NotFound)));
+        assert!(!store.exists(&hash).await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_puts_of_the_same_bytes() {
+        let (_dir, store) = store();
+        let bytes: Vec<u8> = (0..1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let hash = hash_of(&bytes);
+        let path = store.path_of(&hash).unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // A reader racing the writers must only ever see the whole file or nothing.
+        let watcher = {
+            let (path, bytes, done) = (path.clone(), bytes.clone(), done.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut seen = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(found) = std::fs::read(&path) {
+                        assert!(found == bytes, "a partial file was visible");
+                        seen += 1;
+                    }
+                }
+                seen
+            })
+        };
+        let tasks: Vec<_> = (0..10)
+            .map(|_| {
+                let (store, bytes) = (store.clone(), bytes.clone());
+                tokio::spawn(async move { store.put_owned(bytes).await.unwrap() })
+            })
+            .collect();
+        let mut created = 0;
+        for task in tasks {
+            let stored = task.await.unwrap();
+            assert_eq!(stored.hash, hash);
+            created += usize::from(stored.created);
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        watcher.await.unwrap();
+        assert_eq!(created, 1, "exactly one put creates the blob");
+        assert_eq!(store.list().await.unwrap(), vec![hash.clone()]);
+        assert_eq!(store.read(&hash).await.unwrap(), bytes);
+        assert_eq!(temp_count(&store), 0, "no temp files left");
+    }
+
+    #[tokio::test]
+    async fn delete_is_idempotent() {
+        let (_dir, store) = store();
+        let stored = store.put(b"to be deleted").await.unwrap();
+        store.delete(&stored.hash).await.unwrap();
+        assert!(!store.exists(&stored.hash).await);
+        store.delete(&stored.hash).await.unwrap();
+        assert!(matches!(store.read(&stored.hash).await, Err(BlobError::NotFound)));
+        // And it can come back.
+        assert!(store.put(b"to be deleted").await.unwrap().created);
+    }
+
+    #[tokio::test]
+    async fn list_finds_exactly_the_stored_hashes() {
+        let (_dir, store) = store();
+        assert!(store.list().await.unwrap().is_empty());
+        let mut expected = Vec::new();
+        for content in [&b"one"[..], b"two", b"three"] {
+            expected.push(store.put(content).await.unwrap().hash);
+        }
+        expected.sort();
+        let root = store.dirs.root.clone();
+        let h = &expected[0];
+        let level2 = root.join(&h[..2]).join(&h[2..4]);
+        std::fs::write(level2.join("notahash"), b"x").unwrap();
+        std::fs::write(level2.join(h.to_uppercase()), b"x").unwrap();
+        std::fs::write(level2.join(format!("{h}.tmp")), b"x").unwrap();
+        std::fs::create_dir(level2.join("f".repeat(64))).unwrap();
+        // A valid hash in the wrong directory is not a stored blob.
+        std::fs::create_dir_all(root.join("00").join("00")).unwrap();
+        std::fs::write(root.join("00").join("00").join("f".repeat(64)), b"x").unwrap();
+        std::fs::create_dir_all(root.join("zz").join("zz")).unwrap();
+        std::fs::create_dir_all(root.join("AB")).unwrap();
+        std::fs::write(root.join("ab"), b"a file where a directory would be").unwrap();
+        std::fs::write(root.join("tmp").join("0".repeat(64)), b"x").unwrap();
+        std::fs::write(root.join("README"), b"x").unwrap();
+        assert_eq!(store.list().await.unwrap(), expected);
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("blobs");
+        let store = BlobStore::new(root.clone()).unwrap();
+        let old = store.dirs.tmp.join("old.tmp");
+        let fresh = store.dirs.tmp.join("fresh.tmp");
+        std::fs::write(&old, b"x").unwrap();
+        std::fs::write(&fresh, b"x").unwrap();
+        let two_hours_ago = SystemTime::now() - Duration::from_secs(2 * 60 * 60);
+        File::options().write(true).open(&old).unwrap().set_modified(two_hours_ago).unwrap();
+        BlobStore::new(root).unwrap();
+        assert!(!old.exists());
+        assert!(fresh.exists(), "an upload in progress keeps its temp file");
+    }
+
+    fn chunks(parts: &[&[u8]]) -> impl Stream<Item = Result<Bytes, std::io::Error>> + use<> {
+        let items: Vec<_> = parts.iter().map(|p| Ok(Bytes::copy_from_slice(p))).collect();
+        futures_util::stream::iter(items)
+    }
+
+    #[tokio::test]
+    async fn put_stream_matches_put() {
+        let (_dir, store) = store();
+        let stored = store.put_stream(chunks(&[b"a", b"b", b"c"]), 3).await.unwrap();
+        assert_eq!(stored.hash, "53048e2681941ef99b2e29b76b4c7dabe4c2d0c634fc6d46e0e2f13107e7af23");
+        assert_eq!(stored.size, 3);
+        assert_eq!(stored.kind, Kind::Text);
+        assert!(stored.created);
+        assert!(!store.put(b"abc").await.unwrap().created);
+        assert_eq!(temp_count(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn put_stream_sniffs_the_head() {
+        let (_dir, store) = store();
+        let mut big = b"%PDF-1.7\n".to_vec();
+        big.resize(200_000, b'x');
+        let stored = store.put_stream(chunks(&[&big[..10], &big[10..70_000], &big[70_000..]]), 1 << 20).await;
+        assert_eq!(stored.unwrap().kind, Kind::Pdf);
+        // A multi-byte character cut by the 64 KiB sniffing window is still text.
+        let mut text = "a".repeat(sniff::SNIFF_LEN - 1).into_bytes();
+        text.extend_from_slice("ééé".as_bytes());
+        let stored = store.put_stream(chunks(&[&text]), 1 << 20).await.unwrap();
+        assert_eq!(stored.kind, Kind::Text);
+    }
+
+    #[tokio::test]
+    async fn put_stream_over_the_limit_is_too_large() {
+        let (_dir, store) = store();
+        let result = store.put_stream(chunks(&[b"12345", b"67890", b"x"]), 10).await;
+        assert!(matches!(result, Err(BlobError::TooLarge)));
+        assert!(store.list().await.unwrap().is_empty());
+        assert_eq!(temp_count(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn put_stream_error_is_interrupted() {
+        let (_dir, store) = store();
+        let items = vec![Ok(Bytes::from_static(b"partial")), Err(std::io::Error::other("reset"))];
+        let result = store.put_stream(futures_util::stream::iter(items), 100).await;
+        assert!(matches!(result, Err(BlobError::Interrupted)));
+        assert!(store.list().await.unwrap().is_empty());
+        assert_eq!(temp_count(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn cancelled_put_stream_leaves_no_temp_file() {
+        let (_dir, store) = store();
+        let stalled = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(Bytes::from_static(b"part"))])
+            .chain(futures_util::stream::pending());
+        let result = tokio::time::timeout(Duration::from_millis(200), store.put_stream(stalled, 100)).await;
+        assert!(result.is_err(), "the stream never ends");
+        assert_eq!(temp_count(&store), 0);
+        assert!(store.list().await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn error_messages_name_no_paths() {
+        let e = BlobError::from(std::io::Error::other("/secret/data/dir: permission denied"));
+        assert_eq!(e.to_string(), "the file could not be stored");
+        assert!(std::error::Error::source(&e).is_some(), "the cause stays available for logs");
+    }
+}

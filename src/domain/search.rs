@@ -1,0 +1,360 @@
+//! Chat search: a feeder task reads messages that changed since its cursor (in the order they
+//! changed), turns them into index documents and hands them to the one indexer task, which
+//! commits about every second and reports how far it got; that point is stored as the
+//! watermark, so start-up re-reads whatever a crash left out. Searches are the acting user's
+//! alone (a term the server builds), and every hit is checked against the database before it
+//! is shown, so a deleted message or session never appears, even before the index forgets it.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{
+    ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::accounts::Actor;
+use super::{DomainError, DomainResult};
+use crate::index::{IndexDoc, IndexOp, Indexer, SearchIndex, SearchQuery};
+use crate::providers::types::Part;
+use crate::storage::Db;
+use crate::storage::entities::{attachment, chat_session, index_state, message};
+
+/// The watermark's row name.
+const WATERMARK: &str = "messages";
+/// Messages read per feeder step.
+const BATCH: u64 = 2000;
+/// Start-up re-reads this much before the watermark (clocks of several writers differ a little).
+const MARGIN_SECS: i64 = 5;
+/// Text indexed per message, bytes.
+const MAX_TEXT: usize = 100 * 1024;
+
+/// The search service: the index, its indexer and the feeder.
+pub struct SearchService {
+    db: Db,
+    index: SearchIndex,
+    indexer: Indexer,
+    /// Wakes the feeder (tests, and right after a run ends) without waiting for its tick.
+    nudge: Arc<tokio::sync::Notify>,
+}
+
+/// One hit as the UI shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HitView {
+    /// The message.
+    pub message_id: Uuid,
+    /// Its session.
+    pub session_id: Uuid,
+    /// The session's current title.
+    pub session_title: String,
+    /// user, assistant or tool.
+    pub role: String,
+    /// When, for display.
+    pub date: String,
+    /// Escaped text with `<mark>` around matches (the index's own escaping; safe as is).
+    pub snippet_html: String,
+}
+
+/// A page of results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsPage {
+    /// Hits on this page.
+    pub hits: Vec<HitView>,
+    /// Matches in all (before stale ones were dropped).
+    pub total: usize,
+    /// 1-based page.
+    pub page: usize,
+    /// Whether a next page exists.
+    pub more: bool,
+}
+
+/// What a message contributes to the index: its text (tool results too), none for notes.
+fn searchable_text(m: &message::Model) -> Option<String> {
+    if m.role == "system" || m.status == "streaming" {
+        return None;
+    }
+    let parts: Vec<Part> = serde_json::from_value(m.parts.clone()).ok()?;
+    let mut text = String::new();
+    for p in parts {
+        match p {
+            Part::Text { text: t } => text.push_str(&t),
+            Part::ToolResult { content, .. } => text.push_str(&content),
+            Part::ToolCall { name, arguments, .. } => text.push_str(&format!("{name} {arguments}")),
+            _ => {}
+        }
+        text.push('\n');
+        if text.len() > MAX_TEXT {
+            break;
+        }
+    }
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+fn micros(t: DateTime<Utc>) -> u64 {
+    u64::try_from(t.timestamp_micros()).unwrap_or(0)
+}
+
+async fn store_watermark(db: &Db, at: DateTime<Utc>) {
+    let row = index_state::ActiveModel { name: Set(WATERMARK.into()), watermark: Set(at) };
+    let result = index_state::Entity::insert(row)
+        .on_conflict(
+            OnConflict::column(index_state::Column::Name)
+                .update_column(index_state::Column::Watermark)
+                .to_owned(),
+        )
+        .exec(db)
+        .await;
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not store the search watermark");
+    }
+}
+
+async fn load_watermark(db: &Db) -> DomainResult<Option<DateTime<Utc>>> {
+    Ok(index_state::Entity::find_by_id(WATERMARK.to_string()).one(db).await?.map(|r| r.watermark))
+}
+
+/// Messages changed after `(at, id)`, in change order, with the documents they make.
+/// A step of the feeder: the documents made, and the `(updated_at, id)` of the last row read.
+type Step = (Vec<(u64, IndexDoc)>, Option<(DateTime<Utc>, Uuid)>, u64);
+
+/// Messages changed after `(at, id)`, in change order, with the documents they make (and how
+/// many rows were read).
+async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid) -> DomainResult<Step> {
+    let rows = message::Entity::find()
+        .filter(
+            Condition::any()
+                .add(message::Column::UpdatedAt.gt(at))
+                .add(Condition::all().add(message::Column::UpdatedAt.eq(at)).add(message::Column::Id.gt(id))),
+        )
+        .order_by_asc(message::Column::UpdatedAt)
+        .order_by_asc(message::Column::Id)
+        .limit(BATCH)
+        .all(db)
+        .await?;
+    let last = rows.last().map(|m| (m.updated_at, m.id));
+    let read = rows.len() as u64;
+    let session_ids: HashSet<Uuid> = rows.iter().map(|m| m.session_id).collect();
+    let sessions: HashMap<Uuid, chat_session::Model> = chat_session::Entity::find()
+        .filter(chat_session::Column::Id.is_in(session_ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s))
+        .collect();
+    let ids: Vec<Uuid> = rows.iter().map(|m| m.id).collect();
+    let with_files: HashSet<Uuid> = attachment::Entity::find()
+        .select_only()
+        .column(attachment::Column::MessageId)
+        .filter(attachment::Column::MessageId.is_in(ids))
+        .into_tuple::<Uuid>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let mut docs = Vec::new();
+    for m in rows {
+        let (Some(text), Some(s)) = (searchable_text(&m), sessions.get(&m.session_id)) else { continue };
+        docs.push((
+            micros(m.updated_at),
+            IndexDoc {
+                message_id: m.id,
+                user_id: s.owner_id,
+                workspace_id: s.workspace_id,
+                session_id: s.id,
+                role: m.role.clone(),
+                created_at: m.created_at,
+                has_attachment: with_files.contains(&m.id),
+                text,
+                session_title: s.title.clone(),
+            },
+        ));
+    }
+    Ok((docs, last, read))
+}
+
+impl SearchService {
+    /// Opens (or creates) the index in `dir`, starts the indexer and the feeder, which begins
+    /// just before the stored watermark (or at the start, for a new or rebuilt index).
+    pub async fn start(db: Db, dir: &Path, interval: Duration) -> Result<Arc<SearchService>, String> {
+        let (index, recreated) = SearchIndex::open(dir).map_err(|e| e.to_string())?;
+        if recreated {
+            tracing::warn!("the search index was (re)created: every message is indexed again");
+        }
+        Self::start_with(db, index, recreated, interval).await
+    }
+
+    /// [`Self::start`] over an already opened index.
+    pub async fn start_with(
+        db: Db,
+        index: SearchIndex,
+        from_scratch: bool,
+        interval: Duration,
+    ) -> Result<Arc<SearchService>, String> {
+        let watermark_db = db.clone();
+        let indexer = Indexer::spawn(index.clone(), interval, move |seq| {
+            let db = watermark_db.clone();
+            let at =
+                DateTime::<Utc>::from_timestamp_micros(i64::try_from(seq).unwrap_or(0)).unwrap_or_default();
+            tokio::spawn(async move { store_watermark(&db, at).await });
+        });
+        let start = match (from_scratch, load_watermark(&db).await.map_err(|e| e.to_string())?) {
+            (false, Some(w)) => w - chrono::Duration::seconds(MARGIN_SECS),
+            _ => DateTime::<Utc>::UNIX_EPOCH,
+        };
+        let nudge = Arc::new(tokio::sync::Notify::new());
+        let service = Arc::new(SearchService { db, index, indexer, nudge: nudge.clone() });
+        let feeder = Arc::downgrade(&service);
+        tokio::spawn(async move {
+            let mut cursor = (start, Uuid::nil());
+            loop {
+                let Some(service) = feeder.upgrade() else { break };
+                match changed_after(&service.db, cursor.0, cursor.1).await {
+                    Ok((docs, last, read)) => {
+                        let full = read >= BATCH;
+                        for (seq, doc) in docs {
+                            service.indexer.send(seq, IndexOp::Upsert(doc));
+                        }
+                        if let Some(last) = last {
+                            cursor = last;
+                        }
+                        // A full batch: more is waiting, read on at once.
+                        if full {
+                            continue;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the search feeder could not read messages"),
+                }
+                drop(service);
+                let _ = tokio::time::timeout(interval, nudge.notified()).await;
+            }
+        });
+        Ok(service)
+    }
+
+    /// Reads new messages now rather than at the next tick.
+    pub fn nudge(&self) {
+        self.nudge.notify_one();
+    }
+
+    /// Waits until what the feeder read is committed (tests; shutdown). Nudges first and gives
+    /// the feeder a moment to read.
+    pub async fn settle(&self) {
+        self.nudge();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.indexer.flush().await;
+    }
+
+    /// One page of the actor's messages matching `text` (optionally in one workspace).
+    pub async fn search(
+        &self,
+        actor: &Actor,
+        text: &str,
+        workspace: Option<Uuid>,
+        page: usize,
+        per_page: usize,
+    ) -> DomainResult<ResultsPage> {
+        let query = SearchQuery::parse(text, workspace).map_err(DomainError::Invalid)?;
+        let page = page.max(1);
+        let index = self.index.clone();
+        let user = actor.user_id;
+        let offset = (page - 1) * per_page;
+        let results = tokio::task::spawn_blocking(move || index.search(user, &query, offset, per_page + 1))
+            .await
+            .map_err(|e| DomainError::Invalid(format!("The search failed: {e}")))?
+            .map_err(|e| {
+                tracing::error!(error = %e, "search failed");
+                DomainError::Invalid("The search could not be run; try again.".into())
+            })?;
+        let more = results.hits.len() > per_page;
+        // Check every hit against the database: the actor's, and still there.
+        let ids: Vec<Uuid> = results.hits.iter().map(|h| h.message_id).collect();
+        let alive: HashMap<Uuid, Uuid> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::SessionId)
+            .filter(message::Column::Id.is_in(ids))
+            .into_tuple::<(Uuid, Uuid)>()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        let session_ids: HashSet<Uuid> = alive.values().copied().collect();
+        let sessions: HashMap<Uuid, chat_session::Model> = chat_session::Entity::find()
+            .filter(chat_session::Column::Id.is_in(session_ids))
+            .filter(chat_session::Column::OwnerId.eq(actor.user_id))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let mut hits = Vec::new();
+        for h in results.hits.into_iter().take(per_page) {
+            match alive.get(&h.message_id).and_then(|sid| sessions.get(sid)) {
+                Some(s) => hits.push(HitView {
+                    message_id: h.message_id,
+                    session_id: s.id,
+                    session_title: s.title.clone(),
+                    role: h.role,
+                    date: h.created_at.format("%Y-%m-%d").to_string(),
+                    snippet_html: h.snippet_html,
+                }),
+                // Deleted since it was indexed: forget it now.
+                None => self.indexer.send(0, IndexOp::DeleteMessage(h.message_id)),
+            }
+        }
+        Ok(ResultsPage { hits, total: results.total, page, more })
+    }
+
+    /// Drops a deleted session's messages from the index.
+    pub fn forget_session(&self, session_id: Uuid) {
+        self.indexer.send(0, IndexOp::DeleteSession(session_id));
+    }
+
+    /// Drops a deleted user's messages from the index.
+    pub fn forget_user(&self, user_id: Uuid) {
+        self.indexer.send(0, IndexOp::DeleteUser(user_id));
+    }
+}
+
+/// A snippet as plain text: the marks dropped, the escaping undone.
+pub fn snippet_text(html: &str) -> String {
+    html.replace("<mark>", "")
+        .replace("</mark>", "")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Rebuilds the index in `dir` from the database, reporting (done, total) as it goes.
+pub async fn reindex(db: &Db, dir: &Path, progress: impl Fn(u64, u64)) -> Result<u64, String> {
+    let (index, _) = SearchIndex::open(dir).map_err(|e| e.to_string())?;
+    index.clear().map_err(|e| e.to_string())?;
+    let total = message::Entity::find().count(db).await.map_err(|e| e.to_string())?;
+    let mut cursor = (DateTime::<Utc>::UNIX_EPOCH, Uuid::nil());
+    let (mut done, mut last_seen) = (0u64, None);
+    loop {
+        let (docs, last, read) = changed_after(db, cursor.0, cursor.1).await.map_err(|e| e.to_string())?;
+        let Some(last) = last else { break };
+        let index2 = index.clone();
+        let ops: Vec<IndexOp> = docs.into_iter().map(|(_, d)| IndexOp::Upsert(d)).collect();
+        tokio::task::spawn_blocking(move || index2.apply(ops))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        done = (done + read).min(total);
+        progress(done, total);
+        cursor = last;
+        last_seen = Some(last.0);
+    }
+    store_watermark(db, last_seen.unwrap_or_else(Utc::now)).await;
+    Ok(index.num_docs())
+}

@@ -1,0 +1,466 @@
+//! The index itself: opening (and rebuilding when outdated), writing in committed batches, and
+//! searching one user's messages.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
+use tantivy::collector::{Count, TopDocs};
+use tantivy::directory::error::OpenReadError;
+use tantivy::directory::{Directory, INDEX_WRITER_LOCK, MmapDirectory};
+use tantivy::indexer::IndexWriterOptions;
+use tantivy::schema::{Schema, Value};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::TextAnalyzer;
+use tantivy::{
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, TantivyError, Term,
+};
+use uuid::Uuid;
+
+use super::query::{self, SearchQuery};
+use super::schema::{self, ANALYZER, CREATED_AT, Fields, SCHEMA_VERSION, id_term};
+use super::{IndexError, IndexOp};
+
+/// The writer's indexing memory, shared by its threads; a segment is flushed when it is full.
+const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
+
+/// Indexing threads (the typical host has 2 cores, and the server runs beside the indexer).
+const MAX_WRITER_THREADS: usize = 2;
+
+/// A page holds at most this many hits.
+pub const MAX_LIMIT: usize = 100;
+
+/// Hits past this offset are not returned (`total` is still exact): deep pages cost memory and
+/// time proportional to the offset.
+pub const MAX_OFFSET: usize = 10_000;
+
+/// Snippet length, in bytes of message text.
+const SNIPPET_BYTES: usize = 200;
+
+/// Marks which [`SCHEMA_VERSION`] wrote the index in its directory.
+const VERSION_FILE: &str = "arbor-search-version";
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResults {
+    /// How many messages match in all.
+    pub total: usize,
+    /// The requested page, best first.
+    pub hits: Vec<SearchHit>,
+}
+
+/// One matching message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The message.
+    pub message_id: Uuid,
+    /// Its session.
+    pub session_id: Uuid,
+    /// Its workspace.
+    pub workspace_id: Uuid,
+    /// `user`, `assistant` or `tool`.
+    pub role: String,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// The session's title when the message was indexed.
+    pub session_title: String,
+    /// A piece of the text, HTML-escaped, with `<mark>…</mark>` around the matched words and
+    /// nothing else unescaped; safe to insert into a page as is.
+    pub snippet_html: String,
+    /// The BM25 score (0 for searches by filters alone).
+    pub score: f32,
+}
+
+/// The index in a directory (or in memory, for tests), with its single writer.
+///
+/// Cheap to clone; all clones share the writer, which a mutex serializes.
+#[derive(Clone)]
+pub struct SearchIndex {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    analyzer: TextAnalyzer,
+    /// `None` after a failure the writer could not roll back from: the next write makes a new one.
+    writer: Mutex<Option<IndexWriter>>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex").field("num_docs", &self.num_docs()).finish()
+    }
+}
+
+/// Errors that mean "this is not an index we can use": it is rebuilt rather than reported.
+fn unusable(e: &TantivyError) -> bool {
+    matches!(
+        e,
+        TantivyError::SchemaError(_)
+            | TantivyError::IncompatibleIndex(_)
+            | TantivyError::DataCorruption(_)
+            | TantivyError::DeserializeError(_)
+            | TantivyError::OpenReadError(
+                OpenReadError::IncompatibleIndex(_) | OpenReadError::FileDoesNotExist(_)
+            )
+    )
+}
+
+/// Files that belong to a Tantivy index or to us. Wiping removes only these, so a directory
+/// configured by mistake (say, the data directory itself) loses nothing else.
+fn is_index_file(name: &str) -> bool {
+    if matches!(name, "meta.json" | ".managed.json" | VERSION_FILE) {
+        return true;
+    }
+    // Segment files: `<32 hex digits>.<ext>` (and `<id>.<opstamp>.del`).
+    name.split_once('.')
+        .is_some_and(|(stem, _)| stem.len() == 32 && stem.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn wipe(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let is_ours = entry.file_name().to_str().is_some_and(is_index_file);
+        if is_ours && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+fn version_matches(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(VERSION_FILE)).is_ok_and(|v| v.trim() == SCHEMA_VERSION)
+}
+
+fn write_version(dir: &Path) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{VERSION_FILE}.tmp"));
+    std::fs::write(&tmp, SCHEMA_VERSION)?;
+    std::fs::rename(tmp, dir.join(VERSION_FILE))
+}
+
+fn new_writer(index: &Index) -> Result<IndexWriter, IndexError> {
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let threads = env("TUNE_THREADS", std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WRITER_THREADS));
+    let heap = env("TUNE_HEAP_MB", WRITER_HEAP_BYTES >> 20) << 20;
+    let options = IndexWriterOptions::builder()
+        .num_worker_threads(threads)
+        .memory_budget_per_thread(heap / threads)
+        .num_merge_threads(1)
+        .build();
+    let w: IndexWriter = index.writer_with_options(options)?;
+    let mut mp = tantivy::merge_policy::LogMergePolicy::default();
+    mp.set_min_num_segments(env("TUNE_MIN_SEGS", 8));
+    mp.set_min_layer_size(env("TUNE_LAYER", 10_000) as u32);
+    if env("TUNE_NOMERGE", 0) == 1 { w.set_merge_policy(Box::new(tantivy::merge_policy::NoMergePolicy)); } else { w.set_merge_policy(Box::new(mp)); }
+    Ok(w)
+}
+
+impl SearchIndex {
+    /// Opens the index in `dir`, creating the directory and the index if missing.
+    ///
+    /// The flag is `true` when the index was created now — `dir` held none, or one written
+    /// under another schema version (which is wiped) — so the caller must reindex from the
+    /// database. Fails if another process has the index open for writing.
+    pub fn open(dir: &Path) -> Result<(SearchIndex, bool), IndexError> {
+        std::fs::create_dir_all(dir)?;
+        let (schema, fields) = schema::build_schema();
+        let directory = MmapDirectory::open(dir)?;
+        if version_matches(dir)
+            && Index::exists(&directory).map_err(TantivyError::from)?
+            && let Some(index) = Self::open_existing(&directory, &schema, fields)?
+        {
+            return Ok((index, false));
+        }
+        // Hold the writer lock while wiping, so that an index in use by another process makes
+        // this fail instead of destroying its files.
+        let lock =
+            directory.acquire_lock(&INDEX_WRITER_LOCK).map_err(|e| TantivyError::LockFailure(e, None))?;
+        match std::fs::remove_file(dir.join(VERSION_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        wipe(dir)?;
+        let index = Index::builder().schema(schema).create_in_dir(dir)?;
+        drop(lock);
+        let index = Self::from_index(index, fields)?;
+        // Written last: a crash before this point rebuilds again at the next start.
+        write_version(dir)?;
+        Ok((index, true))
+    }
+
+    /// `None` when the index on disk is of another schema or unreadable.
+    fn open_existing(
+        directory: &MmapDirectory,
+        schema: &Schema,
+        fields: Fields,
+    ) -> Result<Option<SearchIndex>, IndexError> {
+        let index = match Index::open(directory.clone()) {
+            Ok(index) if index.schema() == *schema => index,
+            Ok(_) => return Ok(None),
+            Err(e) if unusable(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match Self::from_index(index, fields) {
+            Ok(index) => Ok(Some(index)),
+            Err(IndexError::Tantivy(e)) if unusable(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new, empty index in memory (for tests).
+    pub fn open_in_ram() -> Result<SearchIndex, IndexError> {
+        let (schema, fields) = schema::build_schema();
+        let index = Index::builder().schema(schema).create_in_ram()?;
+        Self::from_index(index, fields)
+    }
+
+    fn from_index(index: Index, fields: Fields) -> Result<SearchIndex, IndexError> {
+        // Tokenizers are not persisted with the index: register ours on every open.
+        index.tokenizers().register(ANALYZER, schema::analyzer());
+        // Manual: `apply` reloads after each commit, so searches see it as soon as it returns.
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        let writer = new_writer(&index)?;
+        Ok(SearchIndex {
+            inner: Arc::new(Inner {
+                index,
+                reader,
+                fields,
+                analyzer: schema::analyzer(),
+                writer: Mutex::new(Some(writer)),
+            }),
+        })
+    }
+
+    /// Runs `f` with the writer. If `f` fails, what it added since the last commit is rolled
+    /// back so a retry starts clean; a writer that cannot roll back is dropped and replaced on
+    /// the next call.
+    fn with_writer<T>(
+        &self,
+        f: impl FnOnce(&mut IndexWriter) -> Result<T, IndexError>,
+    ) -> Result<T, IndexError> {
+        let mut slot = match self.inner.writer.lock() {
+            Ok(slot) => slot,
+            Err(poisoned) => {
+                // A panic while writing took the writer out of the slot (it was dropped).
+                self.inner.writer.clear_poison();
+                poisoned.into_inner()
+            }
+        };
+        let mut writer = match slot.take() {
+            Some(w) => w,
+            None => new_writer(&self.inner.index)?,
+        };
+        match f(&mut writer) {
+            Ok(v) => {
+                *slot = Some(writer);
+                Ok(v)
+            }
+            Err(e) => {
+                if writer.rollback().is_ok() {
+                    *slot = Some(writer);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies `ops` in order and commits them as one batch; returns once the commit is visible
+    /// to searches. On error nothing of the batch is committed.
+    pub fn apply(&self, ops: Vec<IndexOp>) -> Result<(), IndexError> {
+        self.apply_ops(&ops)
+    }
+
+    /// [`SearchIndex::apply`] without taking the ops, so a failed batch can be retried.
+    pub(super) fn apply_ops(&self, ops: &[IndexOp]) -> Result<(), IndexError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let f = &self.inner.fields;
+        self.with_writer(|w| {
+            for op in ops {
+                match op {
+                    IndexOp::Upsert(doc) => {
+                        // Deletes only what was added before it, so the new version survives.
+                        w.delete_term(Term::from_field_text(f.message_id, &id_term(doc.message_id)));
+                        w.add_document(schema::to_document(f, doc))?;
+                    }
+                    IndexOp::DeleteMessage(id) => {
+                        w.delete_term(Term::from_field_text(f.message_id, &id_term(*id)));
+                    }
+                    IndexOp::DeleteSession(id) => {
+                        w.delete_term(Term::from_field_text(f.session_id, &id_term(*id)));
+                    }
+                    IndexOp::DeleteUser(id) => {
+                        w.delete_term(Term::from_field_text(f.user_id, &id_term(*id)));
+                    }
+                }
+            }
+            w.commit()?;
+            Ok(())
+        })?;
+        self.inner.reader.reload()?;
+        Ok(())
+    }
+
+    /// Removes every document and commits (a reindex starts from here).
+    pub fn clear(&self) -> Result<(), IndexError> {
+        self.with_writer(|w| {
+            w.delete_all_documents()?;
+            w.commit()?;
+            Ok(())
+        })?;
+        self.inner.reader.reload()?;
+        Ok(())
+    }
+
+    /// Number of (live) documents visible to searches.
+    pub fn num_docs(&self) -> u64 {
+        self.inner.reader.searcher().num_docs()
+    }
+
+    /// One page of `user_id`'s messages matching `query`: best BM25 score first, newer first
+    /// among equal scores. `limit` is capped at [`MAX_LIMIT`]; past [`MAX_OFFSET`] no hits are
+    /// returned. `total` counts every match.
+    pub fn search(
+        &self,
+        user_id: Uuid,
+        query: &SearchQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResults, IndexError> {
+        let f = &self.inner.fields;
+        let mut analyzer = self.inner.analyzer.clone();
+        let Some(built) = query::build(query, user_id, f, &mut analyzer) else {
+            return Ok(SearchResults { total: 0, hits: Vec::new() });
+        };
+        let searcher = self.inner.reader.searcher();
+        let limit = limit.min(MAX_LIMIT);
+        if limit == 0 || offset > MAX_OFFSET {
+            let total = searcher.search(&built.query, &Count)?;
+            return Ok(SearchResults { total, hits: Vec::new() });
+        }
+        let top = TopDocs::with_limit(limit)
+            .and_offset(offset)
+            .order_by((SortBySimilarityScore, SortByStaticFastValue::<i64>::for_field(CREATED_AT)));
+        let (total, top) = searcher.search(&built.query, &(Count, top))?;
+        let snippets = match &built.highlight {
+            Some(h) => {
+                let mut g = SnippetGenerator::create(&searcher, h, f.text)?;
+                g.set_max_num_chars(SNIPPET_BYTES);
+                Some(g)
+            }
+            None => None,
+        };
+        let hits = top
+            .into_iter()
+            .map(|((score, _), addr)| self.hit(&searcher, addr, score, snippets.as_ref()))
+            .collect::<Result<_, _>>()?;
+        Ok(SearchResults { total, hits })
+    }
+
+    fn hit(
+        &self,
+        searcher: &Searcher,
+        addr: DocAddress,
+        score: f32,
+        snippets: Option<&SnippetGenerator>,
+    ) -> Result<SearchHit, IndexError> {
+        let f = &self.inner.fields;
+        let doc: TantivyDocument = searcher.doc(addr)?;
+        let text =
+            |field, what| doc.get_first(field).and_then(|v| v.as_str()).ok_or(IndexError::Malformed(what));
+        let id = |field, what| {
+            text(field, what).and_then(|s| Uuid::parse_str(s).map_err(|_| IndexError::Malformed(what)))
+        };
+        let created_at = doc
+            .get_first(f.created_at)
+            .and_then(|v| v.as_i64())
+            .and_then(DateTime::from_timestamp_micros)
+            .ok_or(IndexError::Malformed("created_at"))?;
+        Ok(SearchHit {
+            message_id: id(f.message_id, "message_id")?,
+            session_id: id(f.session_id, "session_id")?,
+            workspace_id: id(f.workspace_id, "workspace_id")?,
+            role: text(f.role, "role")?.to_string(),
+            created_at,
+            session_title: text(f.title, "title")?.to_string(),
+            snippet_html: snippet_html(snippets, text(f.text_stored, "text")?),
+            score,
+        })
+    }
+}
+
+/// The best-matching piece of `text`, or its beginning when no matched word is in the stored
+/// text (a match in the title only, or past the stored cap).
+fn snippet_html(generator: Option<&SnippetGenerator>, text: &str) -> String {
+    if let Some(g) = generator {
+        let s = g.snippet(text);
+        if !s.highlighted().is_empty() {
+            return render(text, s.fragment_range(), s.highlighted());
+        }
+    }
+    render(text, 0..schema::truncate(text, SNIPPET_BYTES).len(), &[])
+}
+
+/// Escapes `text[range]` for HTML, wrapping the `marks` (relative to the range) in `<mark>`,
+/// with an ellipsis where the piece was cut from a longer text.
+fn render(text: &str, range: Range<usize>, marks: &[Range<usize>]) -> String {
+    let Some(piece) = text.get(range.clone()) else {
+        return String::new();
+    };
+    let mut html = String::with_capacity(piece.len() + 32);
+    if range.start > 0 {
+        html.push('…');
+    }
+    let mut at = 0;
+    for m in marks {
+        // Ranges come from the tokenizer and are ordered; anything odd is left unmarked.
+        let (Some(before), Some(inner)) = (piece.get(at..m.start), piece.get(m.clone())) else {
+            continue;
+        };
+        escape_into(&mut html, before);
+        html.push_str("<mark>");
+        escape_into(&mut html, inner);
+        html.push_str("</mark>");
+        at = m.end;
+    }
+    escape_into(&mut html, piece.get(at..).unwrap_or_default());
+    if range.end < text.len() {
+        html.push('…');
+    }
+    html
+}
+
+fn escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+impl SearchIndex {
+    /// Adds documents through the writer without committing, as if the process died before
+    /// the commit.
+    pub(super) fn add_uncommitted(&self, docs: &[super::IndexDoc]) {
+        let f = self.inner.fields;
+        let slot = self.inner.writer.lock().unwrap();
+        let w = slot.as_ref().unwrap();
+        for d in docs {
+            w.add_document(schema::to_document(&f, d)).unwrap();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+//! Uploads (raw bodies, one file each) and serving blobs to the people allowed to see them.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, web};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tera::Context;
+use uuid::Uuid;
+
+use crate::domain::{DomainError, files};
+use crate::state::AppState;
+use crate::web::extractors::CurrentUser;
+use crate::web::handlers::chat::render_to_string;
+use crate::web::{WebError, render};
+
+/// The upload's query: the file's name (metadata only).
+#[derive(Deserialize)]
+pub struct UploadQuery {
+    #[serde(default)]
+    name: String,
+}
+
+fn refusal(state: &AppState, status: StatusCode, message: &str) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("message", message);
+    let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
+    Ok(render::html_response(status, html))
+}
+
+/// `POST /uploads?name=…`: the body is the file. Answers with its chip for the composer.
+pub async fn upload(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    query: web::Query<UploadQuery>,
+    mut body: web::Payload,
+) -> Result<HttpResponse, WebError> {
+    let limit = usize::try_from(state.files.max_file_bytes).unwrap_or(usize::MAX);
+    let mut bytes: Vec<u8> = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|_| WebError::BadRequest("The upload was interrupted.".into()))?;
+        if bytes.len() + chunk.len() > limit {
+            let message =
+                format!("The file is larger than {} MiB, the limit per file.", limit / (1024 * 1024));
+            return refusal(&state, StatusCode::PAYLOAD_TOO_LARGE, &message);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    match files::upload(&state.db, &state.blobs, &state.files, &user.0.actor, &query.name, bytes).await {
+        Ok(file) => {
+            let mut ctx = Context::new();
+            ctx.insert("f", &file);
+            let html = render_to_string(&state, "partials/_upload_chip.html", &ctx)?;
+            Ok(render::html_response(StatusCode::OK, html))
+        }
+        Err(DomainError::Invalid(m)) => refusal(&state, StatusCode::BAD_REQUEST, &m),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /uploads/{id}/delete`: removes a file from the composer before sending.
+pub async fn discard(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    files::discard_upload(&state.db, &user.0.actor, id.into_inner()).await?;
+    Ok(render::html_response(StatusCode::OK, String::new()))
+}
+
+/// `GET /blobs/{hash}`: a file the user holds a reference to. Only verified raster images are
+/// shown inline; everything else downloads, sandboxed and never sniffed.
+pub async fn serve(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    hash: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let served = match files::serve(&state.db, &state.blobs, &user.0.actor, &hash).await {
+        Ok(s) => s,
+        Err(DomainError::Invalid(m)) => return Err(WebError::BadRequest(m)),
+        Err(e) => return Err(e.into()),
+    };
+    let inline = served.kind.is_raster_image();
+    let mut res = HttpResponse::Ok();
+    res.insert_header((
+        header::CONTENT_TYPE,
+        if inline { served.kind.mime() } else { "application/octet-stream" },
+    ));
+    if let Ok(v) = HeaderValue::from_str(&crate::blobs::content_disposition(&served.name, inline)) {
+        res.insert_header((header::CONTENT_DISPOSITION, v));
+    }
+    res.insert_header(("X-Content-Type-Options", "nosniff"));
+    res.insert_header(("Content-Security-Policy", "sandbox; default-src 'none'"));
+    // Content-addressed: the bytes behind a hash never change.
+    res.insert_header((header::CACHE_CONTROL, "private, max-age=31536000, immutable"));
+    Ok(res.body(served.bytes))
+}

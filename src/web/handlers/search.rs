@@ -1,0 +1,96 @@
+//! Chat search: live results in the sidebar and a full results page.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use tera::Context;
+use uuid::Uuid;
+
+use crate::domain::DomainError;
+use crate::state::AppState;
+use crate::web::extractors::CurrentUser;
+use crate::web::handlers::chat::{home_context, render_to_string};
+use crate::web::{WebError, render};
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Hits per page of the results page.
+const PER_PAGE: usize = 20;
+/// Hits in the sidebar's live list.
+const LIVE: usize = 8;
+
+/// The search form.
+#[derive(Deserialize)]
+pub struct SearchForm {
+    #[serde(default)]
+    q: String,
+    /// A workspace to search in (blank: all).
+    #[serde(default)]
+    w: String,
+    #[serde(default)]
+    page: Option<usize>,
+    /// `1` for the sidebar's live list.
+    #[serde(default)]
+    live: Option<String>,
+}
+
+/// `GET /search?q=…[&w=…][&page=N][&live=1]`: the user's own messages matching the query.
+pub async fn search(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Query<SearchForm>,
+) -> Result<HttpResponse, WebError> {
+    let live = form.live.is_some();
+    let workspace = match form.w.trim() {
+        "" => None,
+        raw => Some(
+            Uuid::parse_str(raw)
+                .map_err(|_| WebError::BadRequest("Choose a workspace from the list.".into()))?,
+        ),
+    };
+    let q = form.q.trim();
+    let (results, error) = if q.is_empty() {
+        (None, None)
+    } else {
+        let per_page = if live { LIVE } else { PER_PAGE };
+        match state.search.search(&user.0.actor, q, workspace, form.page.unwrap_or(1), per_page).await {
+            Ok(r) => (Some(r), None),
+            Err(DomainError::Invalid(m)) => (None, Some(m)),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if live {
+        let mut ctx = Context::new();
+        ctx.insert("results", &results);
+        ctx.insert("error", &error);
+        ctx.insert("q", q);
+        ctx.insert("all_url", &format!("/search?q={}", encode(q)));
+        let html = render_to_string(&state, "partials/_search_live.html", &ctx)?;
+        return Ok(render::html_response(StatusCode::OK, html));
+    }
+    let mut ctx = home_context(&state, &user, None).await?;
+    let link = |page: usize| {
+        let w = workspace.map(|w| w.to_string()).unwrap_or_default();
+        format!("/search?q={}&w={w}&page={page}", encode(q))
+    };
+    if let Some(r) = &results {
+        ctx.insert("prev_url", &(r.page > 1).then(|| link(r.page - 1)));
+        ctx.insert("next_url", &r.more.then(|| link(r.page + 1)));
+    }
+    ctx.insert("results", &results);
+    ctx.insert("error", &error);
+    ctx.insert("q", q);
+    ctx.insert("w", &workspace);
+    let workspaces = crate::domain::chat::list_workspaces(&state.db, &user.0.actor).await?;
+    ctx.insert("workspaces", &workspaces);
+    render::page(&state, &req, "pages/search.html", "partials/_search.html", ctx)
+}
