@@ -531,3 +531,58 @@ async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_is_attached_uploaded_with_progress_sent_and_opens_in_a_lightbox() {
+    use crate::agent::says;
+    use crate::support::mock_upstream::Provider;
+    let c = crate::runs::chat_with(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let picture = dir.path().join("sunset.png");
+    image::RgbImage::from_fn(640, 480, |x, y| image::Rgb([(x % 256) as u8, (y % 256) as u8, 128]))
+        .save(&picture)
+        .unwrap();
+
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    browse_as(&browser, &c.app, &c.user, &format!("/s/{}", c.session)).await;
+    browser.wait_for("#composer-file", Duration::from_secs(10)).await.unwrap();
+    // The file input sits behind the "Attach" label; WebDriver types the path into it.
+    browser
+        .execute("document.getElementById('composer-file').hidden = false; return true;", &[])
+        .await
+        .unwrap();
+    browser.send_keys("#composer-file", &picture.to_string_lossy()).await.unwrap();
+    browser.wait_for("#composer-files .upload-chip[data-upload] img", Duration::from_secs(15)).await.unwrap();
+    let ids = browser.value("#composer-attachments").await.unwrap();
+    assert_eq!(ids.split(',').count(), 1, "{ids}");
+
+    c.mock.enqueue(Provider::OpenAi, says("A colourful gradient."));
+    browser
+        .execute("document.getElementById('composer-model').value = 'openai/gpt-4o-mini'; return true;", &[])
+        .await
+        .unwrap();
+    browser.type_into("#composer-message", "What is in this picture?").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "A colourful gradient.",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    let thumb =
+        browser.wait_for(".msg-user .msg-files .msg-image img", Duration::from_secs(10)).await.unwrap();
+    let _ = thumb;
+    // The model got the picture.
+    let body = c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    assert!(body["messages"].to_string().contains("data:image/png;base64,"));
+    browser.screenshot(artifacts_dir().join("attachment.png")).await.unwrap();
+
+    browser.click(".msg-user .msg-image").await.unwrap();
+    browser.wait_for("dialog#lightbox[open] img", Duration::from_secs(5)).await.unwrap();
+    browser.screenshot(artifacts_dir().join("lightbox.png")).await.unwrap();
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
+    browser.close().await.unwrap();
+}
