@@ -29,6 +29,10 @@
       if (box) {
         box.textContent = "";
       }
+      var hint = document.getElementById("empty-thread");
+      if (hint) {
+        hint.remove();
+      }
       storeDraft(draftKey(form), "");
     }
   });
