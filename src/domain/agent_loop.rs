@@ -238,6 +238,7 @@ impl RunEngine {
         publisher.advance(id);
         let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
         let path = tree::path_to(&all, last);
+        let attachments = self.attachment_parts(&path, &job.model).await;
         let mut request = context::render(&ContextInput {
             system: job.system.as_deref(),
             path: &path,
@@ -246,7 +247,7 @@ impl RunEngine {
             kind: job.model.kind,
             params: job.params.clone(),
             mode: Mode::Answer,
-            attachments: None,
+            attachments: Some(&attachments),
         });
         request.tools = job.tools.iter().map(|t| t.spec.clone()).collect();
         job.request = request;

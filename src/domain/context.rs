@@ -190,6 +190,8 @@ pub fn request_chars(req: &ChatRequest) -> usize {
         Part::Text { text } | Part::Thought { text, .. } => text.len(),
         Part::ToolCall { arguments, .. } => arguments.to_string().len(),
         Part::ToolResult { content, .. } => content.len(),
+        // A page of a PDF is a few hundred tokens; the base64 size is a generous stand-in.
+        Part::Document { data_base64, .. } => data_base64.len() / 4,
         Part::Image { .. } => 1000,
     });
     req.system.as_deref().map_or(0, str::len) + parts.sum::<usize>()

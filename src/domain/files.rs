@@ -226,12 +226,14 @@ fn view_of(a: attachment::Model) -> FileView {
 const MAX_TEXT_PART: usize = 100 * 1024;
 
 /// The parts a model gets for messages' attachments: images as image parts when the model
-/// sees images, text files as text, anything else as a short note that a file was attached.
+/// sees images, PDFs as document parts when its API reads them, text files as text, anything
+/// else as a short note that a file was attached.
 pub async fn provider_parts(
     db: &Db,
     store: &BlobStore,
     message_ids: &[Uuid],
     vision: bool,
+    documents: bool,
 ) -> DomainResult<HashMap<Uuid, Vec<Part>>> {
     let mut out: HashMap<Uuid, Vec<Part>> = HashMap::new();
     for a in repo::attachments_of(db, message_ids).await? {
@@ -248,6 +250,15 @@ pub async fn provider_parts(
                     tracing::warn!(error = %e, "an attached image could not be read");
                     note
                 }
+            }
+        } else if a.mime == "application/pdf" && documents {
+            match store.read(&a.hash).await {
+                Ok(bytes) => Part::Document {
+                    mime: "application/pdf".into(),
+                    data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                    name: a.file_name.clone(),
+                },
+                Err(_) => note,
             }
         } else if a.mime.starts_with("text/plain") {
             match store.read(&a.hash).await {

@@ -163,11 +163,13 @@ impl RunEngine {
     pub(super) async fn attachment_parts(
         &self,
         path: &[Message],
-        vision: bool,
+        model: &ResolvedModel,
     ) -> std::collections::HashMap<Uuid, Vec<Part>> {
         let Some(store) = &self.blobs else { return Default::default() };
         let ids: Vec<Uuid> = path.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
-        match super::files::provider_parts(&self.db, store, &ids, vision).await {
+        // PDFs go as documents to the three APIs that read them, for models that see images.
+        let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
+        match super::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await {
             Ok(parts) => parts,
             Err(e) => {
                 tracing::warn!(error = %e, "attachments could not be read for a request");
@@ -478,7 +480,7 @@ impl RunEngine {
             client_id: Some(client_id.to_string()),
             created_at: chrono::Utc::now(),
         });
-        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
+        let attachments = self.attachment_parts(&path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -536,7 +538,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, parent);
-        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
+        let attachments = self.attachment_parts(&path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -581,7 +583,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, old.id);
-        let attachments = self.attachment_parts(&path, resolved.info.vision).await;
+        let attachments = self.attachment_parts(&path, &resolved).await;
         self.launch(
             actor,
             &session,

@@ -228,7 +228,7 @@ fn build_contents(messages: &[ChatMessage]) -> Vec<Value> {
 fn build_part(part: &Part, role: ChatRole) -> Option<Value> {
     match part {
         Part::Text { text } => (!text.is_empty()).then(|| object([("text", Value::from(text.as_str()))])),
-        Part::Image { mime, data_base64 } => Some(object([(
+        Part::Image { mime, data_base64 } | Part::Document { mime, data_base64, .. } => Some(object([(
             "inlineData",
             object([("mimeType", Value::from(mime.as_str())), ("data", Value::from(data_base64.as_str()))]),
         )])),

@@ -127,7 +127,7 @@ fn build_messages(req: &ChatRequest) -> Vec<Value> {
 
 /// The `content` of a user message (text and images), `None` when there is neither.
 fn user_content(parts: &[Part]) -> Option<Value> {
-    let has_image = parts.iter().any(|p| matches!(p, Part::Image { .. }));
+    let has_image = parts.iter().any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }));
     if !has_image {
         let texts: Vec<&str> = parts
             .iter()
@@ -145,6 +145,10 @@ fn user_content(parts: &[Part]) -> Option<Value> {
             Part::Image { mime, data_base64 } => Some(json!({
                 "type": "image_url",
                 "image_url": { "url": format!("data:{mime};base64,{data_base64}") }
+            })),
+            Part::Document { mime, data_base64, name } => Some(json!({
+                "type": "file",
+                "file": { "filename": name, "file_data": format!("data:{mime};base64,{data_base64}") }
             })),
             _ => None,
         })

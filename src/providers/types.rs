@@ -33,6 +33,15 @@ pub enum Part {
         /// Base64 (standard alphabet, padded) of the bytes.
         data_base64: String,
     },
+    /// A document (a PDF), inline, for models that read documents.
+    Document {
+        /// MIME type, e.g. `application/pdf`.
+        mime: String,
+        /// Base64 (standard alphabet, padded) of the bytes.
+        data_base64: String,
+        /// The file's name, as the user gave it.
+        name: String,
+    },
     /// Reasoning the model showed. `signature` is the provider's opaque token (Anthropic
     /// `signature`, Gemini `thoughtSignature`), kept verbatim and sent back unchanged.
     Thought {

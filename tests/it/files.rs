@@ -216,3 +216,31 @@ async fn someone_elses_upload_cannot_be_attached_and_nothing_is_written() {
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("storage limit"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_goes_as_a_document_part_and_other_files_as_a_note() {
+    use crate::support::mock_upstream::Reply;
+    let c = chat_with(|_| {}).await;
+    let pdf = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n".to_vec();
+    let (pdf_id, _) = chip_ids(&upload(&c, &c.s, "report.pdf", pdf).await.text().await.unwrap());
+    let (bin_id, _) = chip_ids(
+        &upload(&c, &c.s, "data.bin", vec![0u8, 159, 146, 150, 1, 2, 3]).await.text().await.unwrap(),
+    );
+    c.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/text.sse"));
+    let ids: Vec<String> = [pdf_id, bin_id].iter().map(Uuid::to_string).collect();
+    let body = format!(
+        "{}&attachments={}",
+        crate::runs::form("Summarise", "pdf-1", "anthropic/claude-sonnet-4-5"),
+        ids.join("%2C")
+    );
+    let res = c.app.post_form(&format!("/s/{}/messages", c.session), &body, Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    c.settled(crate::runs::streaming_id(&res.text().await.unwrap())).await;
+    let sent = c.mock.requests_for(Provider::Anthropic)[0].json().unwrap();
+    let content = &sent["messages"][0]["content"];
+    let document =
+        content.as_array().unwrap().iter().find(|b| b["type"] == "document").expect("a document block");
+    assert_eq!(document["source"]["media_type"], "application/pdf");
+    assert_eq!(document["title"], "report.pdf");
+    assert!(content.to_string().contains("[Attached file: data.bin (application/octet-stream"), "{content}");
+}
