@@ -61,6 +61,19 @@ pub struct Config {
 pub struct SearchConfig {
     /// How often new messages are committed to the index, milliseconds.
     pub commit_interval_ms: u64,
+    /// Where the index lives (blank: `index` in the data directory).
+    pub index_dir: String,
+}
+
+impl SearchConfig {
+    /// The index directory for a data directory.
+    pub fn dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        if self.index_dir.trim().is_empty() {
+            data_dir.join("index")
+        } else {
+            PathBuf::from(self.index_dir.trim())
+        }
+    }
 }
 
 /// Attached files.

@@ -105,7 +105,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let config_files = config.files.clone();
     let search = domain::search::SearchService::start(
         db.clone(),
-        &config.data_dir.join("index"),
+        &config.search.dir(&config.data_dir),
         Duration::from_millis(config.search.commit_interval_ms),
     )
     .await

@@ -388,7 +388,7 @@ async fn reindex(config: Config) -> ExitCode {
         Ok(db) => db,
         Err(code) => return code,
     };
-    let dir = config.data_dir.join("index");
+    let dir = config.search.dir(&config.data_dir);
     let result = arbor::domain::search::reindex(&db, &dir, |done, total| {
         eprint!("\r{}", progress_bar(done, total, "messages"));
     })

@@ -190,8 +190,8 @@ fn filter(q: Box<dyn Query>) -> (Occur, Box<dyn Query>) {
     (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
 }
 
-fn raw_term(field: Field, value: &str) -> Box<dyn Query> {
-    Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
+fn exact(term: Term) -> Box<dyn Query> {
+    Box::new(TermQuery::new(term, IndexRecordOption::Basic))
 }
 
 fn day_start_micros(d: NaiveDate) -> i64 {
@@ -207,16 +207,15 @@ pub(super) fn build(
     analyzer: &mut TextAnalyzer,
 ) -> Option<Built> {
     // The owner clause comes first and is built here, from the server's user id only.
-    let mut clauses = vec![filter(raw_term(f.user_id, &id_term(user_id)))];
+    let mut clauses = vec![filter(exact(id_term(f.user_id, user_id)))];
     if let Some(ws) = q.workspace {
-        clauses.push(filter(raw_term(f.workspace_id, &id_term(ws))));
+        clauses.push(filter(exact(id_term(f.workspace_id, ws))));
     }
     if let Some(role) = &q.role {
-        clauses.push(filter(raw_term(f.role, role)));
+        clauses.push(filter(exact(Term::from_field_text(f.role, role))));
     }
     if q.has_attachment {
-        let term = Term::from_field_bool(f.has_attachment, true);
-        clauses.push(filter(Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        clauses.push(filter(exact(Term::from_field_bool(f.has_attachment, true))));
     }
     let lower = q.after.map(day_start_micros);
     let upper = q.before.map(day_start_micros);

@@ -1,10 +1,10 @@
 //! The index's fields, its text analyzer, and the mapping from [`IndexDoc`] to a Tantivy document.
 
-use tantivy::TantivyDocument;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
+use tantivy::{TantivyDocument, Term};
 
 use super::IndexDoc;
 
@@ -63,10 +63,11 @@ pub(super) fn build_schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
-        message_id: b.add_text_field("message_id", STRING | STORED),
-        user_id: b.add_text_field("user_id", STRING),
-        workspace_id: b.add_text_field("workspace_id", STRING | STORED),
-        session_id: b.add_text_field("session_id", STRING | STORED),
+        // Ids as 16 raw bytes: less than half the term dictionary work of their text form.
+        message_id: b.add_bytes_field("message_id", INDEXED | STORED),
+        user_id: b.add_bytes_field("user_id", INDEXED),
+        workspace_id: b.add_bytes_field("workspace_id", INDEXED | STORED),
+        session_id: b.add_bytes_field("session_id", INDEXED | STORED),
         role: b.add_text_field("role", STRING | STORED),
         created_at: b.add_i64_field(CREATED_AT, FAST | STORED),
         has_attachment: b.add_bool_field("has_attachment", INDEXED),
@@ -99,18 +100,18 @@ pub(super) fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// The term form of an id (hyphenated, lowercase), the same at write and at query time.
-pub(super) fn id_term(id: uuid::Uuid) -> String {
-    id.as_hyphenated().to_string()
+/// The term for an id in one of the id fields, the same at write and at query time.
+pub(super) fn id_term(field: Field, id: uuid::Uuid) -> Term {
+    Term::from_field_bytes(field, id.as_bytes())
 }
 
 /// The Tantivy document for one message.
 pub(super) fn to_document(f: &Fields, d: &IndexDoc) -> TantivyDocument {
     let mut doc = TantivyDocument::new();
-    doc.add_text(f.message_id, id_term(d.message_id));
-    doc.add_text(f.user_id, id_term(d.user_id));
-    doc.add_text(f.workspace_id, id_term(d.workspace_id));
-    doc.add_text(f.session_id, id_term(d.session_id));
+    doc.add_bytes(f.message_id, d.message_id.as_bytes());
+    doc.add_bytes(f.user_id, d.user_id.as_bytes());
+    doc.add_bytes(f.workspace_id, d.workspace_id.as_bytes());
+    doc.add_bytes(f.session_id, d.session_id.as_bytes());
     doc.add_text(f.role, &d.role);
     doc.add_i64(f.created_at, d.created_at.timestamp_micros());
     doc.add_bool(f.has_attachment, d.has_attachment);

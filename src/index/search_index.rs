@@ -292,17 +292,17 @@ impl SearchIndex {
                 match op {
                     IndexOp::Upsert(doc) => {
                         // Deletes only what was added before it, so the new version survives.
-                        w.delete_term(Term::from_field_text(f.message_id, &id_term(doc.message_id)));
+                        w.delete_term(id_term(f.message_id, doc.message_id));
                         w.add_document(schema::to_document(f, doc))?;
                     }
                     IndexOp::DeleteMessage(id) => {
-                        w.delete_term(Term::from_field_text(f.message_id, &id_term(*id)));
+                        w.delete_term(id_term(f.message_id, *id));
                     }
                     IndexOp::DeleteSession(id) => {
-                        w.delete_term(Term::from_field_text(f.session_id, &id_term(*id)));
+                        w.delete_term(id_term(f.session_id, *id));
                     }
                     IndexOp::DeleteUser(id) => {
-                        w.delete_term(Term::from_field_text(f.user_id, &id_term(*id)));
+                        w.delete_term(id_term(f.user_id, *id));
                     }
                 }
             }
@@ -381,7 +381,10 @@ impl SearchIndex {
         let text =
             |field, what| doc.get_first(field).and_then(|v| v.as_str()).ok_or(IndexError::Malformed(what));
         let id = |field, what| {
-            text(field, what).and_then(|s| Uuid::parse_str(s).map_err(|_| IndexError::Malformed(what)))
+            doc.get_first(field)
+                .and_then(|v| v.as_bytes())
+                .and_then(|b| Uuid::from_slice(b).ok())
+                .ok_or(IndexError::Malformed(what))
         };
         let created_at = doc
             .get_first(f.created_at)

@@ -370,7 +370,11 @@ async fn a_waiting_dialog_survives_a_restart_and_approving_it_continues_the_run(
     let call = a.paused().await;
 
     // A second server on the same database and data folder: a restart, with nothing in memory.
-    let state = arbor::build_state((*a.c.app.state.config).clone()).await.unwrap();
+    // The search index is locked by the first server: the second keeps its own.
+    let index = tempfile::tempdir().unwrap();
+    let mut config = (*a.c.app.state.config).clone();
+    config.search.index_dir = index.path().to_string_lossy().to_string();
+    let state = arbor::build_state(config).await.unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = arbor::serve(state, listener).unwrap();
