@@ -2,24 +2,27 @@
 //! (targets: at least 50,000 messages/s indexed; p99 under 20 ms at 1M messages).
 //!
 //! ```sh
-//! cargo bench --bench search -- [SIZE ...] [--batch 10000] [--queries 1000]
+//! cargo bench --bench search -- [SIZE ...] [--batch 50000] [--queries 1000]
 //! ```
 //!
 //! For each SIZE (default: 10000 100000 1000000) a fresh index in a temp dir receives SIZE
 //! generated messages from 100 users through `SearchIndex::apply`, in batches of `--batch`
-//! upserts (one commit per batch, as the indexer and reindexing do). Text is sentences of 20–200
-//! words drawn from a fixed 5,000-word vocabulary with a Zipf distribution, from a seeded RNG, so
-//! every run indexes the same data. Then `--queries` searches (page of 20, snippets included),
-//! each for one random user, cycle through five kinds: a common word, two words, a phrase, a
-//! rare word, a common word with `role:assistant`. Throughput counts only time spent in
-//! `apply` (generating text is not Arbor's work); latency is per `parse` + `search` call,
-//! sequential, after 50 warm-up queries. One markdown row per size is printed.
+//! upserts (default `REINDEX_BATCH`; one commit per batch, as reindexing does). Text is
+//! sentences of 20–200 words drawn from a fixed 5,000-word vocabulary with a Zipf distribution,
+//! from a seeded RNG, so every run indexes the same data. Then `--queries` searches (a page of
+//! 20, snippets included), each for one random user, cycle through five kinds: a common word,
+//! two words, a phrase, a rare word, a common word with `role:assistant`.
+//!
+//! Throughput counts only the time spent in `apply` (generating text is not Arbor's work; merges
+//! still running after the last commit are not counted). Latency is per `parse` + `search`
+//! call, sequential, after 50 warm-up queries. One markdown row per size is printed, and the
+//! per-kind latencies go to stderr. Run it on an otherwise idle machine.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use arbor::index::{IndexDoc, IndexOp, SearchIndex, SearchQuery};
+use arbor::index::{IndexDoc, IndexOp, REINDEX_BATCH, SearchIndex, SearchQuery};
 use chrono::{DateTime, TimeZone, Utc};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -39,7 +42,7 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut out = Args { sizes: Vec::new(), batch: 10_000, queries: 1_000 };
+    let mut out = Args { sizes: Vec::new(), batch: REINDEX_BATCH, queries: 1_000 };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {

@@ -8,6 +8,12 @@
     if (meta) {
       event.detail.headers["X-CSRF-Token"] = meta.content;
     }
+    // The session's watcher says which confirmation dialog this page shows, so that a run
+    // paused from another tab (or before this page loaded) is noticed.
+    if (event.detail.elt && event.detail.elt.id === "pending-watch") {
+      var shown = document.querySelector(".confirm[data-call]");
+      event.detail.headers["X-Arbor-Showing"] = shown ? shown.getAttribute("data-call") : "";
+    }
   });
 
   // A refused form (4xx) that the server points at a place on the page (HX-Retarget) is shown

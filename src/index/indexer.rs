@@ -23,19 +23,9 @@ pub struct Indexer {
     tx: mpsc::UnboundedSender<Msg>,
 }
 
-impl std::fmt::Debug for Msg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the op itself: it carries message text.
-        match self {
-            Msg::Op(seq, _) => write!(f, "Op({seq})"),
-            Msg::Flush(_) => f.write_str("Flush"),
-        }
-    }
-}
-
 impl Indexer {
     /// Starts the task (on the current Tokio runtime). It commits what it has about every
-    /// `interval`, and at once when [`MAX_BATCH`] changes are waiting or on [`Indexer::flush`].
+    /// `interval`, and at once when 10,000 changes are waiting or on [`Indexer::flush`].
     ///
     /// After each successful commit it calls `on_commit` with the highest sequence number
     /// committed so far, so the caller can persist a watermark: everything sent up to then is in
@@ -167,6 +157,8 @@ impl Task {
 
 async fn run(mut task: Task, interval: Duration, mut rx: mpsc::UnboundedReceiver<Msg>) {
     // Not `interval()`: its first tick is immediate, which would commit a burst early.
+    // Tokio panics on a zero period.
+    let interval = interval.max(Duration::from_millis(1));
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {

@@ -17,10 +17,15 @@ mod search_index;
 
 pub use indexer::Indexer;
 pub use query::SearchQuery;
-pub use search_index::{SearchHit, SearchIndex, SearchResults};
+pub use search_index::{MAX_LIMIT, MAX_OFFSET, SearchHit, SearchIndex, SearchResults};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+/// Upserts per [`SearchIndex::apply`] call when rebuilding the index: each call is a commit, and
+/// bigger batches make fewer, larger segments (about 60,000 messages/s on 2 cores, against
+/// 50,000 with batches of 10,000; see `benches/search.rs`).
+pub const REINDEX_BATCH: usize = 50_000;
 
 /// One searchable message.
 #[derive(Debug, Clone, PartialEq)]

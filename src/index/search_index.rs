@@ -15,7 +15,7 @@ use tantivy::schema::{Schema, Value};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, TantivyError, Term,
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, TantivyError,
 };
 use uuid::Uuid;
 
@@ -143,27 +143,14 @@ fn write_version(dir: &Path) -> std::io::Result<()> {
 }
 
 fn new_writer(index: &Index) -> Result<IndexWriter, IndexError> {
-    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    let threads = env(
-        "TUNE_THREADS",
-        std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WRITER_THREADS),
-    );
-    let heap = env("TUNE_HEAP_MB", WRITER_HEAP_BYTES >> 20) << 20;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WRITER_THREADS);
     let options = IndexWriterOptions::builder()
         .num_worker_threads(threads)
-        .memory_budget_per_thread(heap / threads)
+        .memory_budget_per_thread(WRITER_HEAP_BYTES / threads)
+        // Merges run in the background; one thread is plenty and leaves a core to the server.
         .num_merge_threads(1)
         .build();
-    let w: IndexWriter = index.writer_with_options(options)?;
-    let mut mp = tantivy::merge_policy::LogMergePolicy::default();
-    mp.set_min_num_segments(env("TUNE_MIN_SEGS", 8));
-    mp.set_min_layer_size(env("TUNE_LAYER", 10_000) as u32);
-    if env("TUNE_NOMERGE", 0) == 1 {
-        w.set_merge_policy(Box::new(tantivy::merge_policy::NoMergePolicy));
-    } else {
-        w.set_merge_policy(Box::new(mp));
-    }
-    Ok(w)
+    Ok(index.writer_with_options(options)?)
 }
 
 impl SearchIndex {

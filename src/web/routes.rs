@@ -137,6 +137,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/s/{session_id}/messages", User, web::post().to(chat::send)),
         entry(Method::POST, "/s/{session_id}/stop", User, web::post().to(chat::stop)),
         entry(Method::GET, "/s/{session_id}/tool-calls/{call_id}", User, web::get().to(agent::show)),
+        entry(Method::GET, "/s/{session_id}/pending-watch", User, web::get().to(agent::pending_watch)),
         entry(
             Method::POST,
             "/s/{session_id}/tool-calls/{call_id}/decision",

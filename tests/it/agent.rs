@@ -212,6 +212,23 @@ async fn in_suggest_mode_a_write_waits_and_yes_runs_exactly_that_call() {
         page.contains("&quot;notes&#x2F;a.txt&quot;") || page.contains("&quot;notes/a.txt&quot;"),
         "{page}"
     );
+    // A page that does not show the dialog (opened before the run paused) is told to reload;
+    // one that shows it is left alone.
+    let watch = |showing: String| {
+        let req =
+            a.c.app
+                .client
+                .get(a.c.app.url(&format!("/s/{}/pending-watch", a.c.session)))
+                .header("Cookie", &a.c.s.cookie)
+                .header("X-Arbor-Showing", showing);
+        async move { req.send().await.unwrap() }
+    };
+    let res = watch(String::new()).await;
+    assert_eq!(
+        (res.status().as_u16(), res.headers().get("hx-refresh").map(|v| v.to_str().unwrap().to_string())),
+        (200, Some("true".into()))
+    );
+    assert_eq!(watch(call.to_string()).await.status(), 204);
     // A new message waits too.
     let res =
         a.c.app

@@ -366,6 +366,12 @@ fn cases() -> Vec<Case> {
             |ids| format!("/s/{}/messages/{}/branch", ids.session, ids.question),
             OWNER_ONLY(200),
         ),
+        // Nothing waits in the owner's session (its run is over): nothing to reload.
+        get(
+            "/s/{session_id}/pending-watch",
+            |ids| format!("/s/{}/pending-watch", ids.session),
+            OWNER_ONLY(204),
+        ),
         get(
             "/s/{session_id}/tool-calls/{call_id}",
             |ids| format!("/s/{}/tool-calls/{}", ids.session, ids.call),

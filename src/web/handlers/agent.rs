@@ -132,6 +132,25 @@ pub async fn show(
     Ok(render::html_response(StatusCode::OK, html))
 }
 
+/// `GET /s/{session_id}/pending-watch`: polled by every open session page. When a call waits
+/// for a decision that the page does not show (`X-Arbor-Showing`), the page reloads to show it.
+pub async fn pending_watch(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    let pending = agent_loop::pending_call(&state.db, &user.0.actor, session_id).await?;
+    let showing = req.headers().get("x-arbor-showing").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    match pending {
+        Some(call) if call.id.to_string() != showing => {
+            Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish())
+        }
+        _ => Ok(HttpResponse::NoContent().finish()),
+    }
+}
+
 async fn approvals_page(
     state: &AppState,
     req: &HttpRequest,
