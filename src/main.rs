@@ -439,7 +439,7 @@ async fn blobs_gc(config: Config, grace_secs: u64) -> ExitCode {
 /// A text progress bar: `[#####.....] 512/1024 what`.
 fn progress_bar(done: u64, total: u64, what: &str) -> String {
     let width = 30u64;
-    let filled = if total == 0 { width } else { (done.min(total) * width) / total };
+    let filled = (done.min(total) * width).checked_div(total).unwrap_or(width);
     format!(
         "[{}{}] {done}/{total} {what}",
         "#".repeat(usize::try_from(filled).unwrap_or(0)),

@@ -156,9 +156,9 @@ impl Task {
 }
 
 async fn run(mut task: Task, interval: Duration, mut rx: mpsc::UnboundedReceiver<Msg>) {
-    // Not `interval()`: its first tick is immediate, which would commit a burst early.
     // Tokio panics on a zero period.
     let interval = interval.max(Duration::from_millis(1));
+    // Not `interval()`: its first tick is immediate, which would commit a burst early.
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {

@@ -263,7 +263,8 @@ impl SearchIndex {
     }
 
     /// Applies `ops` in order and commits them as one batch; returns once the commit is visible
-    /// to searches. On error nothing of the batch is committed.
+    /// to searches. On error nothing of the batch is committed. Blocking (it writes and syncs
+    /// files): call it from `spawn_blocking` in async code.
     pub fn apply(&self, ops: Vec<IndexOp>) -> Result<(), IndexError> {
         self.apply_ops(&ops)
     }
@@ -318,7 +319,8 @@ impl SearchIndex {
 
     /// One page of `user_id`'s messages matching `query`: best BM25 score first, newer first
     /// among equal scores. `limit` is capped at [`MAX_LIMIT`]; past [`MAX_OFFSET`] no hits are
-    /// returned. `total` counts every match.
+    /// returned. `total` counts every match. Blocking, but short (about a millisecond at a
+    /// million messages); `spawn_blocking` keeps it off the async workers.
     pub fn search(
         &self,
         user_id: Uuid,
@@ -365,8 +367,8 @@ impl SearchIndex {
     ) -> Result<SearchHit, IndexError> {
         let f = &self.inner.fields;
         let doc: TantivyDocument = searcher.doc(addr)?;
-        let text =
-            |field, what| doc.get_first(field).and_then(|v| v.as_str()).ok_or(IndexError::Malformed(what));
+        // Text may legitimately be empty (a tool call, an untitled session): never an error.
+        let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default();
         let id = |field, what| {
             doc.get_first(field)
                 .and_then(|v| v.as_bytes())
@@ -382,10 +384,10 @@ impl SearchIndex {
             message_id: id(f.message_id, "message_id")?,
             session_id: id(f.session_id, "session_id")?,
             workspace_id: id(f.workspace_id, "workspace_id")?,
-            role: text(f.role, "role")?.to_string(),
+            role: text(f.role).to_string(),
             created_at,
-            session_title: text(f.title, "title")?.to_string(),
-            snippet_html: snippet_html(snippets, text(f.text_stored, "text")?),
+            session_title: text(f.title).to_string(),
+            snippet_html: snippet_html(snippets, text(f.text_stored)),
             score,
         })
     }

@@ -322,6 +322,19 @@ fn the_title_is_searched_too_but_no_phrase_spans_title_and_text() {
 }
 
 #[test]
+fn empty_text_and_title_are_fine() {
+    let index = SearchIndex::open_in_ram().unwrap();
+    let u = Uuid::new_v4();
+    let mut d = doc(u, "");
+    d.session_title = String::new();
+    d.role = "tool".into();
+    upsert(&index, std::slice::from_ref(&d));
+    let r = search(&index, u, "role:tool");
+    assert_eq!(ids(&r), [d.message_id]);
+    assert_eq!((r.hits[0].snippet_html.as_str(), r.hits[0].session_title.as_str()), ("", ""));
+}
+
+#[test]
 fn very_long_text_is_searchable_past_the_stored_cap() {
     let index = SearchIndex::open_in_ram().unwrap();
     let u = Uuid::new_v4();
