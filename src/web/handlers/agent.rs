@@ -1,7 +1,6 @@
 //! The agent's confirmation dialog (decide, poll) and the "always" rules in settings.
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use tera::Context;
@@ -13,7 +12,7 @@ use crate::domain::{DomainError, chat};
 use crate::state::AppState;
 use crate::web::chat_view;
 use crate::web::extractors::CurrentUser;
-use crate::web::handlers::chat::{parse_id, render_to_string, run_tail, signed_in};
+use crate::web::handlers::chat::{form_error, parse_id, render_to_string, run_tail, signed_in};
 use crate::web::handlers::settings::Flash;
 use crate::web::{WebError, render};
 
@@ -33,15 +32,7 @@ fn dialog_error(
     status: StatusCode,
     message: &str,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("message", message);
-    let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
-    let mut res = render::html_response(status, html);
-    if let Ok(target) = HeaderValue::from_str(&format!("#confirm-error-{call_id}")) {
-        res.headers_mut().insert(HeaderName::from_static("hx-retarget"), target);
-        res.headers_mut().insert(HeaderName::from_static("hx-reswap"), HeaderValue::from_static("innerHTML"));
-    }
-    Ok(res)
+    form_error(state, status, message, &format!("#confirm-error-{call_id}"))
 }
 
 /// The dialog as it stands: still waiting (the dialog), or decided (a line saying how, and

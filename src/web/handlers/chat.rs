@@ -40,16 +40,15 @@ pub fn form_error(
     state: &AppState,
     status: StatusCode,
     message: &str,
-    target: &'static str,
+    target: &str,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = Context::new();
     ctx.insert("message", message);
     let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
     let mut res = render::html_response(status, html);
-    res.headers_mut().insert(
-        actix_web::http::header::HeaderName::from_static("hx-retarget"),
-        actix_web::http::header::HeaderValue::from_static(target),
-    );
+    if let Ok(target) = actix_web::http::header::HeaderValue::from_str(target) {
+        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static("hx-retarget"), target);
+    }
     res.headers_mut().insert(
         actix_web::http::header::HeaderName::from_static("hx-reswap"),
         actix_web::http::header::HeaderValue::from_static("innerHTML"),
