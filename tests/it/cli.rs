@@ -321,3 +321,64 @@ async fn json_logs_carry_the_request_id_and_never_the_query_string() {
         "a `served` line with the request id {request_id}: {text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
+    use arbor::domain::accounts::{Actor, Role, UserStatus};
+    use arbor::domain::tree::{MessageStatus, Role as R};
+    use arbor::providers::types::Part;
+    use arbor::storage::repos::messages::{NewMessage, NewRun, insert_turn};
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = arbor(dir.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    run(&["migrate", "up"]);
+    // Three messages written straight into the database, as if the index had never seen them.
+    let mut config = arbor::config::load(&arbor::config::CliOverrides::default(), &[]).unwrap().config;
+    config.data_dir = dir.path().join("data");
+    let db = arbor::storage::connect(&config).await.unwrap();
+    let user =
+        arbor::storage::repos::users::insert(&db, "ada@example.com", "Ada", Role::Member, UserStatus::Active)
+            .await
+            .unwrap();
+    let actor = Actor::for_user(&user);
+    let ws = arbor::domain::chat::create_workspace(&db, &actor, "W").await.unwrap();
+    let session = arbor::domain::chat::create_session(&db, &actor, ws.id, "S").await.unwrap();
+    let (q, a) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let question = [Part::Text { text: "where do otters sleep".into() }];
+    let answer = [Part::Text { text: "otters sleep holding hands".into() }];
+    let user_msg = NewMessage {
+        id: q,
+        parent_id: None,
+        role: R::User,
+        parts: &question,
+        model: None,
+        status: MessageStatus::Complete,
+        client_id: None,
+    };
+    let reply = NewMessage {
+        id: a,
+        parent_id: Some(q),
+        role: R::Assistant,
+        parts: &answer,
+        model: Some("x/y"),
+        status: MessageStatus::Complete,
+        client_id: None,
+    };
+    let new_run =
+        NewRun { id: uuid::Uuid::now_v7(), owner_id: user.id, leaf_message_id: q, assistant_message_id: a };
+    insert_turn(&db, session.id, &user_msg, &reply, &new_run).await.unwrap();
+    db.close().await.unwrap();
+
+    let (out, err) = run(&["reindex"]);
+    assert!(out.contains("search index rebuilt: 2 messages indexed"), "{out}");
+    assert!(err.contains("2/2 messages"), "a progress bar: {err}");
+    let (index, _) = arbor::index::SearchIndex::open(&dir.path().join("data/index")).unwrap();
+    let query = arbor::index::SearchQuery::parse("otters", None).unwrap();
+    assert_eq!(index.search(user.id, &query, 0, 10).unwrap().total, 2);
+    drop(index);
+    let (out, _) = run(&["blobs", "gc"]);
+    assert!(out.contains("removed 0 unreferenced files"), "{out}");
+}
