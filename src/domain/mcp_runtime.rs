@@ -33,7 +33,13 @@ pub struct McpRuntime {
     member_allowed: AllowedRanges,
     /// Decrypted configurations by server id, with the fingerprint they were made for.
     configs: Mutex<HashMap<Uuid, McpServerConfig>>,
+    /// Servers whose tools could not be listed, and until when runs go on without them (so a
+    /// server that is down does not hold up every reply for its start timeout).
+    resting: Mutex<HashMap<Uuid, std::time::Instant>>,
 }
+
+/// How long runs go on without a server whose tools could not be listed.
+const REST_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A fingerprint of everything that decides how a server is started or reached.
 fn fingerprint(row: &mcp_server::Model) -> String {
@@ -57,7 +63,14 @@ fn fingerprint(row: &mcp_server::Model) -> String {
 impl McpRuntime {
     /// A runtime over the stored servers.
     pub fn new(db: Db, vault: Vault, manager: McpManager, member_allowed: AllowedRanges) -> McpRuntime {
-        McpRuntime { db, vault, manager, member_allowed, configs: Mutex::new(HashMap::new()) }
+        McpRuntime {
+            db,
+            vault,
+            manager,
+            member_allowed,
+            configs: Mutex::new(HashMap::new()),
+            resting: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The enabled servers a user's agent may use: the instance's, and the user's own.
@@ -123,6 +136,16 @@ impl McpRuntime {
         };
         let mut out = Vec::new();
         for row in servers {
+            let now = std::time::Instant::now();
+            let resting = self
+                .resting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&row.id)
+                .is_some_and(|until| *until > now);
+            if resting {
+                continue;
+            }
             let config = match self.config(&row, user_id).await {
                 Ok(c) => c,
                 Err(e) => {
@@ -150,7 +173,15 @@ impl McpRuntime {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(server = %row.name, error = %e, "an MCP server's tools are unavailable")
+                    tracing::warn!(
+                        server = %row.name,
+                        error = %e,
+                        "an MCP server's tools are unavailable; runs go on without it for a minute"
+                    );
+                    self.resting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(row.id, std::time::Instant::now() + REST_AFTER_FAILURE);
                 }
             }
         }

@@ -887,3 +887,44 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
     assert!(theirs.iter().all(|t| !t.spec.name.starts_with("mine__")));
     b.c.app.state.engine.shutdown_mcp().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_left_out_and_not_retried_on_every_run() {
+    let a = agent("suggest", |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let admin = a.c.app.create_user("mcp-admin@example.com", arbor::domain::accounts::Role::Admin).await;
+    let form = arbor::domain::mcp_config::ServerForm {
+        name: "broken".into(),
+        transport: "stdio".into(),
+        command: "/bin/sh".into(),
+        args: format!("-c\necho started >> '{}'; exit 1", starts.display()),
+        enabled: Some("on".into()),
+        ..Default::default()
+    };
+    arbor::domain::mcp_config::create(
+        a.db(),
+        &a.c.app.state.vault,
+        &Actor::for_user(&admin),
+        &arbor::domain::audit::Origin::cli(),
+        &form,
+    )
+    .await
+    .unwrap();
+    let mcp = a.c.app.state.engine.mcp().unwrap();
+    assert!(mcp.tools_for(a.c.user.id).await.is_empty());
+    // The run still works, with the built-in tools, and the broken server is not tried again.
+    a.c.mock.enqueue(Provider::OpenAi, says("Fine without it."));
+    a.c.send_ok("Hello", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let offered = a.c.mock.requests_for(Provider::OpenAi)[0].json().unwrap()["tools"].to_string();
+    assert!(offered.contains("read_file") && !offered.contains("broken__"), "{offered}");
+    let tries = std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
+    assert!(tries >= 1, "the server was tried");
+    assert!(mcp.tools_for(a.c.user.id).await.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(&starts).unwrap_or_default().lines().count(),
+        tries,
+        "not retried within a minute"
+    );
+}
