@@ -17,7 +17,7 @@ impl AppState {
         }
         let (db, store, settings) = (self.db.clone(), self.blobs.clone(), self.files.clone());
         tokio::spawn(async move {
-            if let Err(e) = crate::domain::files::collect(&db, &store, &settings).await {
+            if let Err(e) = crate::domain::files::collect_unreferenced(&db, &store, &settings).await {
                 tracing::warn!(error = %e, "collecting unreferenced files failed");
             }
         });

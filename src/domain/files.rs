@@ -290,6 +290,25 @@ pub struct Collected {
 /// Drops stale uploads, then removes blobs nothing refers to (and files no row knows), all
 /// older than the grace period.
 pub async fn collect(db: &Db, store: &BlobStore, settings: &FileSettings) -> DomainResult<Collected> {
+    collect_with(db, store, settings, true).await
+}
+
+/// What a deletion needs: the unreferenced blobs' rows and files, without walking the whole
+/// store for stray files (that is for `arbor blobs gc`).
+pub async fn collect_unreferenced(
+    db: &Db,
+    store: &BlobStore,
+    settings: &FileSettings,
+) -> DomainResult<Collected> {
+    collect_with(db, store, settings, false).await
+}
+
+async fn collect_with(
+    db: &Db,
+    store: &BlobStore,
+    settings: &FileSettings,
+    scan_files: bool,
+) -> DomainResult<Collected> {
     let now = chrono::Utc::now();
     let ttl = chrono::Duration::from_std(settings.upload_ttl).unwrap_or_else(|_| chrono::Duration::days(1));
     let grace = chrono::Duration::from_std(settings.gc_grace).unwrap_or_else(|_| chrono::Duration::hours(1));
@@ -300,6 +319,9 @@ pub async fn collect(db: &Db, store: &BlobStore, settings: &FileSettings) -> Dom
             store.delete(&hash).await.map_err(blob_error)?;
             done.blobs += 1;
         }
+    }
+    if !scan_files {
+        return Ok(done);
     }
     for hash in store.list().await.map_err(blob_error)? {
         if repo::blob_known(db, &hash).await? {
