@@ -44,12 +44,27 @@ pub async fn chain(
     actor: &Actor,
     requested: &str,
 ) -> DomainResult<Vec<String>> {
+    let own = providers.own_keys(actor).await?;
+    chain_with(db, providers, actor, requested, &own).await
+}
+
+/// [`chain`] with the user's own keys already read (a request reads them once).
+pub async fn chain_with(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    requested: &str,
+    own: &[crate::vault::store::SecretMeta],
+) -> DomainResult<Vec<String>> {
     let requested = requested.trim();
     let expanded = aliases::lookup(db, actor, requested).await?.unwrap_or_else(|| requested.to_string());
     let mut out: Vec<String> = Vec::new();
     for item in expanded.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let found =
-            if item.contains('/') { vec![item.to_string()] } else { providers.unprefixed(actor, item).await };
+        let found = if item.contains('/') {
+            vec![item.to_string()]
+        } else {
+            providers.unprefixed_with(actor, item, own).await
+        };
         for reference in found {
             if !out.contains(&reference) {
                 out.push(reference);
@@ -72,11 +87,23 @@ pub async fn open(
     chain: &[String],
     request: &ChatRequest,
 ) -> Result<Opened, OpenError> {
-    quotas::check(db, actor.user_id).await.map_err(OpenError::Domain)?;
     let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
+    open_with(db, providers, actor, chain, request, &own).await
+}
+
+/// [`open`] with the user's own keys already read.
+pub async fn open_with(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    chain: &[String],
+    request: &ChatRequest,
+    own: &[crate::vault::store::SecretMeta],
+) -> Result<Opened, OpenError> {
+    quotas::check(db, actor.user_id).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
-        let model = match providers.resolve_with(actor, reference, &own) {
+        let model = match providers.resolve_with(actor, reference, own) {
             Ok(m) => m,
             Err(e) => {
                 last = Some(OpenError::Domain(e));

@@ -734,6 +734,12 @@ impl Providers {
                 Vec::new()
             }
         };
+        self.offered_with(actor, &own).await
+    }
+
+    /// [`Self::offered`] with the user's own keys already read.
+    pub async fn offered_with(&self, actor: &Actor, own: &[SecretMeta]) -> Vec<(ProviderEntry, Vec<String>)> {
+        let own = own.to_vec();
         let instance = self.entries();
         let mut out = Vec::new();
         for entry in &instance {
@@ -780,9 +786,15 @@ impl Providers {
     /// Every `provider/model` the actor may call that a reference without a provider names
     /// (`model`, `alias` or `model$alias`, as in [`match_model`]), in provider order.
     pub async fn unprefixed(&self, actor: &Actor, requested: &str) -> Vec<String> {
+        let own = self.own_keys(actor).await.unwrap_or_default();
+        self.unprefixed_with(actor, requested, &own).await
+    }
+
+    /// [`Self::unprefixed`] with the user's own keys already read.
+    pub async fn unprefixed_with(&self, actor: &Actor, requested: &str, own: &[SecretMeta]) -> Vec<String> {
         let (req_id, req_alias) = split_alias(requested);
         let mut out = Vec::new();
-        for (entry, ids) in self.offered(actor).await {
+        for (entry, ids) in self.offered_with(actor, own).await {
             if let Some(id) = ids.iter().find_map(|m| match_model(req_id, req_alias, m)) {
                 out.push(format!("{}/{id}", entry.name));
             }

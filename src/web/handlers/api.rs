@@ -114,13 +114,17 @@ async fn begin(
     request: &crate::providers::types::ChatRequest,
 ) -> Result<Opened, ApiError> {
     let providers = state.engine.providers();
-    let chain = gateway::chain(&state.db, providers, &caller.actor, model)
+    // The user's own keys are read once for the whole request.
+    let own = providers.own_keys(&caller.actor).await.map_err(|e| from_domain(e, model))?;
+    let chain = gateway::chain_with(&state.db, providers, &caller.actor, model, &own)
         .await
         .map_err(|e| from_domain(e, model))?;
-    gateway::open(&state.db, providers, &caller.actor, &chain, request).await.map_err(|e| match e {
-        OpenError::Domain(e) => from_domain(e, model),
-        OpenError::Provider(e) => from_provider(&e),
-    })
+    gateway::open_with(&state.db, providers, &caller.actor, &chain, request, &own).await.map_err(
+        |e| match e {
+            OpenError::Domain(e) => from_domain(e, model),
+            OpenError::Provider(e) => from_provider(&e),
+        },
+    )
 }
 
 /// A `text/event-stream` response fed by a channel the streaming task writes to.
