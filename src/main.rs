@@ -390,7 +390,7 @@ async fn reindex(config: Config) -> ExitCode {
     };
     let dir = config.search.dir(&config.data_dir);
     let result = arbor::domain::search::reindex(&db, &dir, |done, total| {
-        eprint!("\r{}", progress_bar(done, total, "messages"));
+        eprint!("\r{}", arbor::vault::rotate::progress_bar(done, total, "messages"));
     })
     .await;
     eprintln!();
@@ -434,17 +434,6 @@ async fn blobs_gc(config: Config, grace_secs: u64) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A text progress bar: `[#####.....] 512/1024 what`.
-fn progress_bar(done: u64, total: u64, what: &str) -> String {
-    let width = 30u64;
-    let filled = (done.min(total) * width).checked_div(total).unwrap_or(width);
-    format!(
-        "[{}{}] {done}/{total} {what}",
-        "#".repeat(usize::try_from(filled).unwrap_or(0)),
-        ".".repeat(usize::try_from(width - filled).unwrap_or(0))
-    )
 }
 
 async fn vault_status(config: Config) -> ExitCode {
@@ -545,9 +534,9 @@ async fn vault_rotate(config: Config, new_key_file: &std::path::Path, batch: u64
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let outcome = rotate::rotate(&db, &old, &new_key, batch, |done, total| {
         if interactive {
-            eprint!("\r{}", rotate::progress_bar(done, total));
+            eprint!("\r{}", rotate::progress_bar(done, total, "data keys"));
         } else {
-            eprintln!("{}", rotate::progress_bar(done, total));
+            eprintln!("{}", rotate::progress_bar(done, total, "data keys"));
         }
     })
     .await;

@@ -778,20 +778,8 @@ impl RunEngine {
             }
         };
         if let Some(u) = usage {
-            self.providers().spend_tokens(actor.user_id, &model.provider, u.input_tokens + u.output_tokens);
-            let row_usage = crate::storage::repos::messages::UsageRow {
-                user_id: actor.user_id,
-                session_id: Some(session.id),
-                message_id: Some(*answer_id),
-                provider: &model.provider,
-                model: &model.model,
-                usage: super::tree::MessageUsage::priced(&u, &model.info, false),
-                latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                via: "ui",
-            };
-            if let Err(e) = messages::insert_usage(&self.db, &row_usage).await {
-                tracing::warn!(error = %e, "could not record usage");
-            }
+            let priced = super::tree::MessageUsage::priced(&u, &model.info, false);
+            self.record_call(actor.user_id, (session.id, *answer_id), &model, priced, started).await;
         }
         let text = text.trim();
         let text = if text.is_empty() { "The model gave no explanation." } else { text };

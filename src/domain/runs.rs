@@ -879,19 +879,31 @@ impl RunEngine {
 impl RunEngine {
     /// Writes one provider call's usage row (per call, so a title call counts too).
     pub(super) async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
-        self.providers.spend_tokens(job.owner_id, &job.model.provider, usage.input + usage.output);
+        self.record_call(job.owner_id, (job.session_id, job.message_id), &job.model, usage, started).await;
+    }
+
+    /// Writes the usage row of one provider call made for `owner` in a session, about a message.
+    pub(super) async fn record_call(
+        &self,
+        owner: Uuid,
+        (session_id, message_id): (Uuid, Uuid),
+        model: &ResolvedModel,
+        usage: MessageUsage,
+        started: Instant,
+    ) {
+        self.providers.spend_tokens(owner, &model.provider, usage.input + usage.output);
         let row = repo::UsageRow {
-            user_id: job.owner_id,
-            session_id: Some(job.session_id),
-            message_id: Some(job.message_id),
-            provider: &job.model.provider,
-            model: &job.model.model,
+            user_id: owner,
+            session_id: Some(session_id),
+            message_id: Some(message_id),
+            provider: &model.provider,
+            model: &model.model,
             usage,
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             via: "ui",
         };
         if let Err(e) = repo::insert_usage(&self.db, &row).await {
-            tracing::warn!(run = %job.run_id, error = %e, "could not record usage");
+            tracing::warn!(session = %session_id, error = %e, "could not record usage");
         }
     }
 

@@ -134,12 +134,12 @@ pub async fn rotate(
     Ok(Rotated { from, to, rewrapped })
 }
 
-/// A text progress bar for a terminal: `[#####.....] 512/1024 data keys`.
-pub fn progress_bar(done: u64, total: u64) -> String {
+/// A text progress bar for a terminal: `[#####.....] 512/1024 data keys` (`what`: "data keys").
+pub fn progress_bar(done: u64, total: u64, what: &str) -> String {
     const WIDTH: u64 = 30;
     let filled = (done.min(total) * WIDTH).checked_div(total).unwrap_or(WIDTH);
     let bar: String = (0..WIDTH).map(|i| if i < filled { '#' } else { '.' }).collect();
-    format!("[{bar}] {done}/{total} data keys")
+    format!("[{bar}] {done}/{total} {what}")
 }
 
 #[cfg(test)]
@@ -148,8 +148,11 @@ mod tests {
 
     #[test]
     fn the_progress_bar_fills() {
-        assert_eq!(progress_bar(0, 10), format!("[{}] 0/10 data keys", ".".repeat(30)));
-        assert_eq!(progress_bar(5, 10), format!("[{}{}] 5/10 data keys", "#".repeat(15), ".".repeat(15)));
-        assert_eq!(progress_bar(0, 0), format!("[{}] 0/0 data keys", "#".repeat(30)));
+        assert_eq!(progress_bar(0, 10, "data keys"), format!("[{}] 0/10 data keys", ".".repeat(30)));
+        assert_eq!(
+            progress_bar(5, 10, "data keys"),
+            format!("[{}{}] 5/10 data keys", "#".repeat(15), ".".repeat(15))
+        );
+        assert_eq!(progress_bar(0, 0, "data keys"), format!("[{}] 0/0 data keys", "#".repeat(30)));
     }
 }

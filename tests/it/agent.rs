@@ -229,6 +229,15 @@ async fn in_suggest_mode_a_write_waits_and_yes_runs_exactly_that_call() {
         (200, Some("true".into()))
     );
     assert_eq!(watch(call.to_string()).await.status(), 204);
+    // Buttons the dialog does not have are refused, and change nothing.
+    for body in ["decision=maybe&scope=session", "decision=always&scope=everywhere", "scope=session"] {
+        let res =
+            a.c.app
+                .post_form(&format!("/s/{}/tool-calls/{call}/decision", a.c.session), body, Some(&a.c.s))
+                .await;
+        assert_eq!(res.status(), 400, "{body}");
+    }
+    assert_eq!(a.calls().await[0].status, "proposed");
     // A new message waits too.
     let res =
         a.c.app
@@ -740,17 +749,15 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     assert!(!last.contains("from the host"), "{last}");
 }
 
-/// An instance-wide MCP server running `@modelcontextprotocol/server-everything` over stdio.
-async fn add_everything_server(a: &Agent) {
-    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/services/node_modules/.bin/mcp-server-everything");
-    assert!(bin.exists(), "run npm ci --prefix tests/services");
-    let admin = a.c.app.create_user("mcp-admin@example.com", arbor::domain::accounts::Role::Admin).await;
+/// An instance-wide stdio MCP server, added by an admin.
+async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
+    let admin =
+        a.c.app.create_user(&format!("{name}-admin@example.com"), arbor::domain::accounts::Role::Admin).await;
     let form = arbor::domain::mcp_config::ServerForm {
-        name: "everything".into(),
+        name: name.into(),
         transport: "stdio".into(),
-        command: bin.to_string_lossy().into(),
-        args: "stdio".into(),
+        command: command.into(),
+        args: args.into(),
         enabled: Some("on".into()),
         ..Default::default()
     };
@@ -763,6 +770,14 @@ async fn add_everything_server(a: &Agent) {
     )
     .await
     .unwrap();
+}
+
+/// An instance-wide MCP server running `@modelcontextprotocol/server-everything` over stdio.
+async fn add_everything_server(a: &Agent) {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/services/node_modules/.bin/mcp-server-everything");
+    assert!(bin.exists(), "run npm ci --prefix tests/services");
+    add_stdio_server(a, "everything", &bin.to_string_lossy(), "stdio").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -893,24 +908,8 @@ async fn a_server_that_cannot_start_is_left_out_and_not_retried_on_every_run() {
     let a = agent("suggest", |_| {}).await;
     let dir = tempfile::tempdir().unwrap();
     let starts = dir.path().join("starts");
-    let admin = a.c.app.create_user("mcp-admin@example.com", arbor::domain::accounts::Role::Admin).await;
-    let form = arbor::domain::mcp_config::ServerForm {
-        name: "broken".into(),
-        transport: "stdio".into(),
-        command: "/bin/sh".into(),
-        args: format!("-c\necho started >> '{}'; exit 1", starts.display()),
-        enabled: Some("on".into()),
-        ..Default::default()
-    };
-    arbor::domain::mcp_config::create(
-        a.db(),
-        &a.c.app.state.vault,
-        &Actor::for_user(&admin),
-        &arbor::domain::audit::Origin::cli(),
-        &form,
-    )
-    .await
-    .unwrap();
+    add_stdio_server(&a, "broken", "/bin/sh", &format!("-c\necho started >> '{}'; exit 1", starts.display()))
+        .await;
     let mcp = a.c.app.state.engine.mcp().unwrap();
     assert!(mcp.tools_for(a.c.user.id).await.is_empty());
     // The run still works, with the built-in tools, and the broken server is not tried again.

@@ -79,6 +79,9 @@ async fn each_user_finds_only_their_own_messages_whatever_the_query_says() {
     assert!(!search_html(&c, &c.s.cookie, "needle -haystack").await.contains(&format!("at={question}")));
     assert!(search_html(&c, &c.s.cookie, "hay role:assistant").await.contains("Under the"));
     assert!(search_html(&c, &c.s.cookie, "after:not-a-date").await.contains("flash-error"));
+    // A workspace that is not one, and a page that is not a number, are refused.
+    assert_eq!(c.app.get("/search?q=needle&w=../x", Some(&c.s.cookie)).await.status(), 400);
+    assert_eq!(c.app.get("/search?q=needle&page=abc", Some(&c.s.cookie)).await.status(), 400);
     // The sidebar's live list.
     let res = c.app.get("/search?live=1&q=needle", Some(&c.s.cookie)).await;
     assert!(res.text().await.unwrap().contains(&format!("/s/{}?at=", c.session)));
