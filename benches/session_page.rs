@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use arbor::domain::accounts::{Actor, Role, UserStatus};
-use arbor::domain::tree::{MessageStatus, Role as MessageRole};
+use arbor::domain::sessions::tree::{MessageStatus, Role as MessageRole};
 use arbor::providers::types::Part;
 use arbor::storage::repos::messages::{self, NewMessage, NewRun};
 use uuid::Uuid;
@@ -88,7 +88,7 @@ async fn seed(state: &arbor::state::AppState, owner: Uuid, session: Uuid, total:
             written += 1;
             // Back to the first answer on the main path.
             let path: Vec<Uuid> =
-                arbor::domain::tree::path_to(&messages::session_messages(&state.db, session).await?, a)
+                arbor::domain::sessions::tree::path_to(&messages::session_messages(&state.db, session).await?, a)
                     .iter()
                     .map(|m| m.id)
                     .collect();
@@ -160,9 +160,9 @@ async fn main() -> Res<()> {
     )
     .await?;
     let actor = Actor::for_user(&user);
-    let workspace = arbor::domain::chat::create_workspace(&state.db, &actor, "Bench").await?;
+    let workspace = arbor::domain::sessions::create_workspace(&state.db, &actor, "Bench").await?;
     let session =
-        arbor::domain::chat::create_session(&state.db, &actor, workspace.id, "Two thousand messages").await?;
+        arbor::domain::sessions::create_session(&state.db, &actor, workspace.id, "Two thousand messages").await?;
     let seeded = Instant::now();
     let written = seed(&state, user.id, session.id, total).await?;
     eprintln!("seeded {written} messages in {:.1?}", seeded.elapsed());
@@ -206,7 +206,7 @@ async fn main() -> Res<()> {
         load.push(t.elapsed());
         drop(all);
         let t = Instant::now();
-        let conv = arbor::domain::chat::conversation_window(
+        let conv = arbor::domain::sessions::conversation_window(
             &state.db,
             &actor,
             session.id,

@@ -116,7 +116,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         .with_data_dir(config.data_dir.clone())
         .with_title_inference(config.llm.infer_titles)
         .with_agent(agent_settings(&config, &env).await)
-        .with_mcp(Arc::new(domain::mcp_runtime::McpRuntime::new(
+        .with_mcp(Arc::new(domain::mcp::runtime::McpRuntime::new(
             db.clone(),
             vault.clone(),
             tools::mcp::McpManager::new(

@@ -628,7 +628,8 @@ async fn cli_token(
     scope: &str,
     days: Option<u32>,
 ) -> Result<String, String> {
-    use arbor::domain::{accounts, api_tokens, audit};
+    use arbor::domain::accounts::{self, api_tokens};
+    use arbor::domain::audit;
     let scope = api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api or full".to_string())?;
     let email = accounts::normalize_email(email).map_err(|e| e.to_string())?;
     let (user, _) = arbor::storage::repos::users::find_by_email(db, &email)

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::{Actor, User};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::{Actor, User};
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::audit as repo;
 

@@ -3,28 +3,14 @@
 pub mod accounts;
 pub mod admin;
 pub mod agent;
-pub mod agent_loop;
-pub mod aliases;
-pub mod api_tokens;
 pub mod audit;
-pub mod chat;
-pub mod context;
 pub mod files;
 pub mod gateway;
-pub mod invitations;
-pub mod keyring;
-pub mod mcp_config;
-pub mod mcp_runtime;
-pub mod oidc_accounts;
-pub mod prompt;
+pub mod mcp;
 pub mod providers;
-pub mod quotas;
 pub mod runs;
 pub mod search;
-pub mod subagent;
-pub mod tree;
-pub mod usage;
-pub mod user_keys;
+pub mod sessions;
 
 use crate::storage::StorageError;
 

@@ -3,8 +3,8 @@
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::chat::Conversation;
-use crate::domain::tree::{Message, MessageStatus, MessageUsage, Role, Siblings};
+use crate::domain::sessions::Conversation;
+use crate::domain::sessions::tree::{Message, MessageStatus, MessageUsage, Role, Siblings};
 use crate::providers::catalog::ModelInfo;
 use crate::providers::types::Part;
 use crate::web::error::WebError;
@@ -118,7 +118,7 @@ fn tool_result_view(parts: &[Part]) -> Option<ToolResultView> {
 /// Adds what the recorded calls know (diff, decision) to tool result cards.
 pub fn attach_calls(
     views: &mut [MessageView],
-    calls: &std::collections::HashMap<Uuid, crate::domain::agent_loop::CallState>,
+    calls: &std::collections::HashMap<Uuid, crate::domain::runs::agent_loop::CallState>,
 ) {
     for v in views.iter_mut() {
         let (Some(result), Some(call)) = (v.tool_result.as_mut(), calls.get(&v.id)) else { continue };

@@ -3,7 +3,7 @@
 //! append-only audit log.
 
 use arbor::domain::accounts::Role;
-use arbor::domain::tree::MessageStatus;
+use arbor::domain::sessions::tree::MessageStatus;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -457,11 +457,11 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
     assert_eq!(res.status(), 200);
 
     let actor = arbor::domain::accounts::Actor::for_user(&root);
-    let servers = arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap();
+    let servers = arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap();
     assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["everything", "remote"]);
     let everything = &servers[0];
     assert_eq!(everything.args, ["-y", "@modelcontextprotocol/server-everything"]);
-    let env = arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+    let env = arbor::domain::mcp::servers::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
         .await
         .unwrap();
     assert_eq!(env.get("API_TOKEN").map(String::as_str), Some("sk-mcp-secret-9876"));
@@ -470,7 +470,7 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
     let path = format!("/admin/mcp/{}", everything.id);
     let res = app.post_form(&path, "name=everything&transport=stdio&command=npx&args=-y", Some(&admin)).await;
     assert_eq!(res.status(), 200);
-    let env = arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+    let env = arbor::domain::mcp::servers::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
         .await
         .unwrap();
     assert_eq!(env.len(), 2);
@@ -479,7 +479,7 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
         .await;
     assert_eq!(res.status(), 200);
     assert!(
-        arbor::domain::mcp_config::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
+        arbor::domain::mcp::servers::secrets_for(&app.state.db, &app.state.vault, everything.id, None)
             .await
             .unwrap()
             .is_empty()
@@ -498,10 +498,10 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
         assert!(res.status() == 400 || res.status() == 409, "{body}");
         assert!(res.text().await.unwrap().contains(needle), "{body}");
     }
-    assert_eq!(arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap().len(), 2);
+    assert_eq!(arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap().len(), 2);
     let res = app.post_form(&format!("/admin/mcp/{}/delete", servers[1].id), "", Some(&admin)).await;
     assert_eq!(res.status(), 200);
-    assert_eq!(arbor::domain::mcp_config::list(&app.state.db, &actor).await.unwrap().len(), 1);
+    assert_eq!(arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap().len(), 1);
     let audit = app.get("/admin/audit?action=mcp.", Some(&admin.cookie)).await.text().await.unwrap();
     for action in ["mcp.create", "mcp.update", "mcp.delete"] {
         assert!(audit.contains(action), "audit lacks {action}");

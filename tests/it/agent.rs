@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use arbor::config::Config;
 use arbor::domain::accounts::Actor;
-use arbor::domain::tree::{MessageStatus, Role};
+use arbor::domain::sessions::tree::{MessageStatus, Role};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -67,14 +67,14 @@ pub(crate) struct Agent {
 pub(crate) async fn agent(mode: &str, adjust: impl FnOnce(&mut Config)) -> Agent {
     let c = chat_with(adjust).await;
     let actor = Actor::for_user(&c.user);
-    let form = arbor::domain::chat::SessionForm {
+    let form = arbor::domain::sessions::SessionForm {
         model: MODEL.into(),
         exposed_roots: "notes".into(),
         approval_mode: mode.into(),
         ..Default::default()
     };
     let session =
-        arbor::domain::chat::update_session(&c.app.state.db, &actor, c.session, &form).await.unwrap();
+        arbor::domain::sessions::update_session(&c.app.state.db, &actor, c.session, &form).await.unwrap();
     let folder =
         arbor::prompting::workspace_dir(&c.app.state.config.data_dir, session.workspace_id).join("notes");
     Agent { c, folder }
@@ -141,9 +141,9 @@ impl Agent {
     }
 
     /// The active path's messages, root first.
-    async fn path(&self) -> Vec<arbor::domain::tree::Message> {
+    async fn path(&self) -> Vec<arbor::domain::sessions::tree::Message> {
         let actor = Actor::for_user(&self.c.user);
-        arbor::domain::chat::conversation(self.db(), &actor, self.c.session).await.unwrap().path
+        arbor::domain::sessions::conversation(self.db(), &actor, self.c.session).await.unwrap().path
     }
 
     /// The tool results the model was sent in upstream request `n` (0-based).
@@ -522,7 +522,7 @@ async fn stop_while_waiting_refuses_the_call_and_ends_the_run() {
     assert_eq!(a.ended().await, "completed");
     let results = a.tool_results_sent(1);
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0]["content"], arbor::domain::context::UNANSWERED_CALL);
+    assert_eq!(results[0]["content"], arbor::domain::runs::context::UNANSWERED_CALL);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -684,15 +684,15 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     let host_path = host.path().canonicalize().unwrap().to_string_lossy().to_string();
     std::fs::write(host.path().join("readme.txt"), "from the host").unwrap();
     let actor = Actor::for_user(&a.c.user);
-    let session = arbor::domain::chat::get_session(a.db(), &actor, a.c.session).await.unwrap();
-    let expose = |roots: &str| arbor::domain::chat::SessionForm {
+    let session = arbor::domain::sessions::get_session(a.db(), &actor, a.c.session).await.unwrap();
+    let expose = |roots: &str| arbor::domain::sessions::SessionForm {
         model: MODEL.into(),
         exposed_roots: roots.into(),
         approval_mode: "auto-edit".into(),
         ..Default::default()
     };
     // Not allowed yet: refused.
-    let err = arbor::domain::chat::update_session(a.db(), &actor, a.c.session, &expose(&host_path)).await;
+    let err = arbor::domain::sessions::update_session(a.db(), &actor, a.c.session, &expose(&host_path)).await;
     assert!(matches!(err, Err(arbor::domain::DomainError::Invalid(_))), "{err:?}");
 
     // The admin allows it in the console (the data folder itself is refused).
@@ -721,7 +721,7 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     assert!(page.contains(&host_path), "{page}");
 
     // Now the session may expose it and the agent reads from it.
-    arbor::domain::chat::update_session(a.db(), &actor, a.c.session, &expose(&format!("notes\n{host_path}")))
+    arbor::domain::sessions::update_session(a.db(), &actor, a.c.session, &expose(&format!("notes\n{host_path}")))
         .await
         .unwrap();
     a.c.mock.enqueue(
@@ -753,7 +753,7 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
 async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
     let admin =
         a.c.app.create_user(&format!("{name}-admin@example.com"), arbor::domain::accounts::Role::Admin).await;
-    let form = arbor::domain::mcp_config::ServerForm {
+    let form = arbor::domain::mcp::servers::ServerForm {
         name: name.into(),
         transport: "stdio".into(),
         command: command.into(),
@@ -761,7 +761,7 @@ async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
         enabled: Some("on".into()),
         ..Default::default()
     };
-    arbor::domain::mcp_config::create(
+    arbor::domain::mcp::servers::create(
         a.db(),
         &a.c.app.state.vault,
         &Actor::for_user(&admin),
@@ -850,7 +850,7 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("loopback"));
     assert!(
-        arbor::domain::mcp_config::list_own(a.db(), &Actor::for_user(&a.c.user)).await.unwrap().is_empty()
+        arbor::domain::mcp::servers::list_own(a.db(), &Actor::for_user(&a.c.user)).await.unwrap().is_empty()
     );
 
     // A row changed behind the form's back (SECURITY 6) is refused at connect: no tools offered.

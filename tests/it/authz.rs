@@ -497,7 +497,7 @@ fn every_route_has_an_authorization_case() {
 
 /// A user message and a stopped answer with some text, written straight to the database.
 async fn stopped_answer(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
-    use arbor::domain::tree::{MessageStatus, Role as R};
+    use arbor::domain::sessions::tree::{MessageStatus, Role as R};
     use arbor::providers::types::Part;
     use arbor::storage::repos::messages::{self, NewMessage, NewRun, Outcome};
     let (user_id, answer, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
@@ -544,12 +544,12 @@ async fn question_of(app: &TestApp, session: Uuid, answer: Uuid) -> Uuid {
 
 async fn workspace_of(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
     let actor = arbor::domain::accounts::Actor::for_user(owner);
-    arbor::domain::chat::get_session(&app.state.db, &actor, session).await.unwrap().workspace_id
+    arbor::domain::sessions::get_session(&app.state.db, &actor, session).await.unwrap().workspace_id
 }
 
 async fn spare_workspace(app: &TestApp, owner: &arbor::domain::accounts::User) -> Uuid {
     let actor = arbor::domain::accounts::Actor::for_user(owner);
-    arbor::domain::chat::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
+    arbor::domain::sessions::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
 }
 
 /// Providers, a shared key and the owner's own key, made through the services.
@@ -596,29 +596,29 @@ async fn console_objects(
         base_url: Some("http://127.0.0.1:9/v1"),
     };
     for (name, slot) in [("kept", &mut ids.mcp), ("spare", &mut ids.spare_mcp)] {
-        let form = arbor::domain::mcp_config::ServerForm {
+        let form = arbor::domain::mcp::servers::ServerForm {
             name: name.into(),
             transport: "stdio".into(),
             command: "true".into(),
             ..Default::default()
         };
         *slot =
-            arbor::domain::mcp_config::create(db, &app.state.vault, &actor, &origin, &form).await.unwrap().id;
+            arbor::domain::mcp::servers::create(db, &app.state.vault, &actor, &origin, &form).await.unwrap().id;
     }
     let owner_actor = arbor::domain::accounts::Actor::for_user(owner);
-    ids.token = arbor::domain::api_tokens::create(
+    ids.token = arbor::domain::accounts::api_tokens::create(
         db,
         &owner_actor,
         &origin,
         "authz",
-        arbor::domain::api_tokens::Scope::Api,
+        arbor::domain::accounts::api_tokens::Scope::Api,
         None,
     )
     .await
     .unwrap()
     .row
     .id;
-    arbor::domain::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1").await.unwrap();
+    arbor::domain::providers::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1").await.unwrap();
     ids.own_key = app
         .state
         .vault
@@ -677,12 +677,12 @@ async fn agent_objects(
     .unwrap()
     .hash;
     // A public address (it is never connected to here).
-    let form = arbor::domain::mcp_config::ServerForm {
+    let form = arbor::domain::mcp::servers::ServerForm {
         name: "mine".into(),
         url: "http://93.184.215.14/mcp".into(),
         ..Default::default()
     };
-    ids.own_mcp = arbor::domain::mcp_config::create_own(
+    ids.own_mcp = arbor::domain::mcp::servers::create_own(
         db,
         &app.state.vault,
         &arbor::domain::accounts::Actor::for_user(owner),
@@ -718,7 +718,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let admin = app.create_user("admin@example.com", Role::Admin).await;
     let disabled = app.create_user("gone@example.com", Role::Member).await;
     let (_, session) = app.create_session(&owner).await;
-    let invite = arbor::domain::invitations::create(
+    let invite = arbor::domain::accounts::invitations::create(
         &app.state.db,
         &arbor::domain::accounts::Actor::for_user(&admin),
         "invitee@example.com",

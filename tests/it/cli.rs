@@ -292,9 +292,9 @@ fn admin_create_and_promote() {
     rt.block_on(async {
         let url = format!("sqlite://{}?mode=rw", dir.path().join("data/arbor.db").display());
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let caller = arbor::domain::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
+        let caller = arbor::domain::accounts::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
         assert_eq!(caller.user.email, "root@example.com");
-        assert_eq!(caller.scope, arbor::domain::api_tokens::Scope::Api);
+        assert_eq!(caller.scope, arbor::domain::accounts::api_tokens::Scope::Api);
         db.close().await.unwrap();
     });
 }
@@ -325,7 +325,7 @@ async fn json_logs_carry_the_request_id_and_never_the_query_string() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
     use arbor::domain::accounts::{Actor, Role, UserStatus};
-    use arbor::domain::tree::{MessageStatus, Role as R};
+    use arbor::domain::sessions::tree::{MessageStatus, Role as R};
     use arbor::providers::types::Part;
     use arbor::storage::repos::messages::{NewMessage, NewRun, insert_turn};
     let dir = tempfile::tempdir().unwrap();
@@ -344,8 +344,8 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
             .await
             .unwrap();
     let actor = Actor::for_user(&user);
-    let ws = arbor::domain::chat::create_workspace(&db, &actor, "W").await.unwrap();
-    let session = arbor::domain::chat::create_session(&db, &actor, ws.id, "S").await.unwrap();
+    let ws = arbor::domain::sessions::create_workspace(&db, &actor, "W").await.unwrap();
+    let session = arbor::domain::sessions::create_session(&db, &actor, ws.id, "S").await.unwrap();
     let (q, a) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
     let question = [Part::Text { text: "where do otters sleep".into() }];
     let answer = [Part::Text { text: "otters sleep holding hands".into() }];

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use arbor::domain::accounts::{Actor, Role, UserStatus};
-use arbor::domain::tree::MessageStatus;
+use arbor::domain::sessions::tree::MessageStatus;
 use arbor::storage::repos::messages;
 use uuid::Uuid;
 
@@ -68,8 +68,8 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
         arbor::auth::sessions::issue(&conn, &probe.auth, user.id, Some("tests"), None).await.unwrap();
     let cookie = format!("arbor_session={}", issued.token);
     let actor = Actor::for_user(&user);
-    let ws = arbor::domain::chat::create_workspace(&conn, &actor, "Work").await.unwrap();
-    let session = arbor::domain::chat::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
+    let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
+    let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let origin = format!("http://127.0.0.1:{port}");
     let post = |path: String, body: &'static str| {

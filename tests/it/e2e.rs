@@ -481,7 +481,7 @@ async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
         .messages()
         .await
         .into_iter()
-        .find(|m| m.text().contains("marmalade") && m.role == arbor::domain::tree::Role::User)
+        .find(|m| m.text().contains("marmalade") && m.role == arbor::domain::sessions::tree::Role::User)
         .unwrap()
         .id;
     // Edit it: the active path now follows the new branch.
@@ -518,7 +518,7 @@ async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
     browser.wait_for_text("#thread", "The password is marmalade", Duration::from_secs(10)).await.unwrap();
     browser.wait_for_text("#thread", "I will remember marmalade.", Duration::from_secs(10)).await.unwrap();
     // That branch is the active one now, for every later page.
-    let path = arbor::domain::chat::conversation(
+    let path = arbor::domain::sessions::conversation(
         &c.app.state.db,
         &arbor::domain::accounts::Actor::for_user(&c.user),
         c.session,

@@ -52,7 +52,7 @@ async fn expired_and_unknown_links_are_404() {
     let app = TestApp::spawn().await;
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let actor = arbor::domain::accounts::Actor::for_user(&admin);
-    let new = arbor::domain::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1)
+    let new = arbor::domain::accounts::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1)
         .await
         .unwrap();
     arbor::storage::entities::invitation::ActiveModel {
@@ -93,10 +93,10 @@ async fn members_cannot_invite() {
     let res = app.post_form("/admin/invitations", "email=friend%40example.com&role=admin", Some(&s)).await;
     assert_eq!(res.status(), 403);
     let actor = arbor::domain::accounts::Actor::for_user(&member);
-    assert!(arbor::domain::invitations::list(&app.state.db, &actor).await.is_err());
+    assert!(arbor::domain::accounts::invitations::list(&app.state.db, &actor).await.is_err());
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let listed =
-        arbor::domain::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin))
+        arbor::domain::accounts::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin))
             .await
             .unwrap();
     assert!(listed.is_empty(), "nothing was created");

@@ -206,11 +206,11 @@ async fn the_same_subject_from_another_issuer_is_another_person() {
         preferred_username: None,
         groups: vec![],
     };
-    let a = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
-    let again = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let a = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let again = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
     assert_eq!(a.id, again.id);
     id.issuer = "https://b.example".into();
-    let b = arbor::domain::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let b = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
     assert_ne!(a.id, b.id);
 }
 
@@ -245,7 +245,7 @@ async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
     assert_eq!(user_count(&app).await, 0);
 
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let inv = arbor::domain::invitations::create(
+    let inv = arbor::domain::accounts::invitations::create(
         &app.state.db,
         &arbor::domain::accounts::Actor::for_user(&admin),
         "guest@elsewhere.com",

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use arbor::config::{Config, ProviderConfig, ProviderKind};
 use arbor::domain::accounts::{Role, User};
-use arbor::domain::tree::{Message, MessageStatus};
+use arbor::domain::sessions::tree::{Message, MessageStatus};
 use arbor::providers::sse::SseParser;
 use arbor::providers::types::ProviderEvent;
 use uuid::Uuid;
@@ -435,7 +435,7 @@ async fn a_failure_after_the_first_token_is_shown_with_retry_and_never_retried()
     assert_eq!(fresh.status, MessageStatus::Complete);
     assert_eq!(fresh.parent_id, m.parent_id);
     assert_eq!(c.message(id).await.status, MessageStatus::Error);
-    let conv = arbor::domain::chat::conversation(
+    let conv = arbor::domain::sessions::conversation(
         &c.app.state.db,
         &arbor::domain::accounts::Actor::for_user(&c.user),
         c.session,
@@ -530,7 +530,7 @@ async fn a_new_session_starts_with_its_first_message() {
     let again = c.app.post_form("/sessions", &body, Some(&c.s)).await;
     assert_eq!(again.status(), 303);
     assert_eq!(again.headers()["location"], to.as_str());
-    let sessions = arbor::domain::chat::recent_sessions(
+    let sessions = arbor::domain::sessions::recent_sessions(
         &c.app.state.db,
         &arbor::domain::accounts::Actor::for_user(&c.user),
         10,

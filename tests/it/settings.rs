@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 
 use arbor::domain::accounts::Role;
-use arbor::domain::tree::MessageStatus;
+use arbor::domain::sessions::tree::MessageStatus;
 use sea_orm::{ConnectionTrait, EntityTrait, Statement};
 use uuid::Uuid;
 

@@ -7,7 +7,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::domain::accounts::Role;
-use crate::domain::invitations::Invitation;
+use crate::domain::accounts::invitations::Invitation;
 use crate::storage::entities::invitation;
 use crate::storage::{Db, StorageError, StorageResult};
 

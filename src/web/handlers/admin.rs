@@ -10,9 +10,10 @@ use uuid::Uuid;
 
 use crate::domain::accounts::Role;
 use crate::domain::admin::{self, ProviderForm};
-use crate::domain::mcp_config::{self, ServerForm};
-use crate::domain::quotas::{self, Quota};
-use crate::domain::{DomainError, DomainResult, audit, usage};
+use crate::domain::mcp::servers::{self, ServerForm};
+use crate::domain::admin::quotas::{self, Quota};
+use crate::domain::admin::usage;
+use crate::domain::{DomainError, DomainResult, audit};
 use crate::secret::Secret;
 use crate::state::AppState;
 use crate::web::charts::{self, Bar};
@@ -805,7 +806,7 @@ async fn mcp_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "mcp", &flash);
-    ctx.insert("servers", &mcp_config::list(&state.db, &admin.0.actor).await?);
+    ctx.insert("servers", &servers::list(&state.db, &admin.0.actor).await?);
     render::section(state, req, "pages/admin_mcp.html", "partials/_admin_mcp.html", ctx, status, "#admin-mcp")
 }
 
@@ -840,7 +841,7 @@ pub async fn mcp_create(
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let result = mcp_config::create(&state.db, &state.vault, &admin.0.actor, &who, &form).await;
+    let result = servers::create(&state.db, &state.vault, &admin.0.actor, &who, &form).await;
     after_mcp_change(&state, &req, &admin, result, "MCP server added.").await
 }
 
@@ -854,7 +855,7 @@ pub async fn mcp_update(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
     let result =
-        mcp_config::update(&state.db, &state.vault, &admin.0.actor, &who, id.into_inner(), &form).await;
+        servers::update(&state.db, &state.vault, &admin.0.actor, &who, id.into_inner(), &form).await;
     after_mcp_change(&state, &req, &admin, result, "Saved.").await
 }
 
@@ -866,7 +867,7 @@ pub async fn mcp_delete(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    mcp_config::delete(&state.db, &admin.0.actor, &who, id.into_inner()).await?;
+    servers::delete(&state.db, &admin.0.actor, &who, id.into_inner()).await?;
     mcp_page(&state, &req, &admin, Flash::ok("MCP server deleted."), StatusCode::OK).await
 }
 

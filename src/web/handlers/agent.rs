@@ -7,8 +7,8 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::agent::{self, Decision, RuleScope};
-use crate::domain::agent_loop::{self, Decided};
-use crate::domain::{DomainError, chat};
+use crate::domain::runs::agent_loop::{self, Decided};
+use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::chat_view;
 use crate::web::extractors::CurrentUser;
@@ -45,18 +45,18 @@ async fn dialog_html(
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
     let call = agent_loop::call_state(&state.db, actor, session_id, call_id).await?;
-    let session = chat::get_session(&state.db, actor, session_id).await?;
+    let session = sessions::get_session(&state.db, actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
     if call.status == "proposed" {
         ctx.insert("pending", &call.call);
         return render_to_string(state, "partials/_confirm.html", &ctx);
     }
-    let conv = chat::conversation_window(&state.db, actor, session.id, None, 0).await?;
+    let conv = sessions::conversation_window(&state.db, actor, session.id, None, 0).await?;
     // What the run wrote from this call's result on.
     let mut tail = Vec::new();
     if let Some(result) = call.result_message_id.filter(|id| conv.path.iter().any(|m| m.id == *id)) {
-        let first = chat::message(&state.db, actor, session.id, result).await?;
+        let first = sessions::message(&state.db, actor, session.id, result).await?;
         tail.push(chat_view::single_view(&conv, first).await?);
         tail.extend(run_tail(state, user, &conv, result).await?);
     }

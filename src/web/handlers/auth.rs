@@ -228,7 +228,7 @@ pub async fn logout(
     }
     let mut to = "/login".to_string();
     if let (Some(oidc), Some(auth)) = (&state.oidc, &user.0)
-        && crate::domain::oidc_accounts::uses_provider(&state.db, auth.user.id).await?
+        && crate::domain::accounts::oidc_accounts::uses_provider(&state.db, auth.user.id).await?
         && let Some(url) = oidc.end_session_url(&format!("{}/login", state.config.public_url())).await
     {
         to = url;

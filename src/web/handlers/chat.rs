@@ -6,9 +6,9 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::chat::Conversation;
+use crate::domain::sessions::Conversation;
 use crate::domain::runs::Started;
-use crate::domain::{DomainError, chat};
+use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::chat_view::{self, usage_view};
 use crate::web::client::see_other;
@@ -95,12 +95,12 @@ pub async fn home_context(
     let mut ctx = signed_in(user);
     composer_into(&mut ctx, state, user, None).await;
     let chosen = match workspace {
-        Some(id) => chat::get_workspace(&state.db, actor, id).await.ok(),
+        Some(id) => sessions::get_workspace(&state.db, actor, id).await.ok(),
         None => None,
     };
     let workspace = match chosen {
         Some(w) => w,
-        None => chat::default_workspace(&state.db, actor).await?,
+        None => sessions::default_workspace(&state.db, actor).await?,
     };
     let default = match workspace.default_model.clone() {
         Some(m) => Some(m),
@@ -132,7 +132,7 @@ async fn header_into_at(
     before: Option<Uuid>,
     window: usize,
 ) -> Result<Conversation, WebError> {
-    let conv = chat::conversation_window(&state.db, &user.0.actor, session_id, before, window).await?;
+    let conv = sessions::conversation_window(&state.db, &user.0.actor, session_id, before, window).await?;
     let selected = match conv.session.model.clone() {
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
@@ -169,7 +169,7 @@ async fn session_context_at(
     // The window ends half a window after the focused message, when that is not the end.
     let before = match focus {
         Some(f) => {
-            let skeleton = chat::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
+            let skeleton = sessions::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
             skeleton
                 .path
                 .iter()
@@ -186,7 +186,7 @@ async fn session_context_at(
     ctx.insert("messages", &messages);
     ctx.insert("older_before", &older);
     ctx.insert("settings", &settings_view(&conv.session));
-    ctx.insert("prompt_variables", crate::domain::prompt::VARIABLES);
+    ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
     if with_sidebar {
         composer_into(&mut ctx, state, user, Some(session_id)).await;
     } else {
@@ -201,24 +201,24 @@ pub(crate) async fn agent_into(
     ctx: &mut Context,
     state: &AppState,
     user: &CurrentUser,
-    session: &chat::ChatSession,
+    session: &sessions::ChatSession,
     views: &mut [chat_view::MessageView],
 ) -> Result<(), WebError> {
     let actor = &user.0.actor;
-    let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
-    let calls = crate::domain::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
+    let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let calls = crate::domain::runs::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
     chat_view::attach_calls(views, &calls);
     files_into(state, views).await?;
     // A sub-agent's work hangs below its result, beside the parent's next answer.
     for v in views.iter_mut() {
         let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
-        let message = chat::message(&state.db, actor, session.id, v.id).await?;
+        let message = sessions::message(&state.db, actor, session.id, v.id).await?;
         result.side_branch =
-            chat::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
+            sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
     }
-    ctx.insert("pending", &crate::domain::agent_loop::pending_call(&state.db, actor, session.id).await?);
+    ctx.insert("pending", &crate::domain::runs::agent_loop::pending_call(&state.db, actor, session.id).await?);
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
-    ctx.insert("approval_modes", &chat::APPROVAL_MODES);
+    ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);
     Ok(())
 }
@@ -243,16 +243,16 @@ pub(crate) async fn files_into(
 pub(crate) async fn run_tail(
     state: &AppState,
     user: &CurrentUser,
-    conv: &crate::domain::chat::Conversation,
+    conv: &crate::domain::sessions::Conversation,
     message_id: Uuid,
 ) -> Result<Vec<chat_view::MessageView>, WebError> {
     let Some(at) = conv.path.iter().position(|m| m.id == message_id) else { return Ok(Vec::new()) };
     let mut tail = Vec::new();
     for m in conv.path.iter().skip(at + 1) {
-        if m.role == crate::domain::tree::Role::User {
+        if m.role == crate::domain::sessions::tree::Role::User {
             break;
         }
-        tail.push(chat::message(&state.db, &user.0.actor, conv.session.id, m.id).await?);
+        tail.push(sessions::message(&state.db, &user.0.actor, conv.session.id, m.id).await?);
     }
     chat_view::message_views(tail).await
 }
@@ -270,7 +270,7 @@ struct SettingsView {
     approval_mode: String,
 }
 
-fn settings_view(session: &chat::ChatSession) -> SettingsView {
+fn settings_view(session: &sessions::ChatSession) -> SettingsView {
     let params: crate::providers::types::GenParams =
         serde_json::from_value(session.params.clone()).unwrap_or_default();
     let effort = params
@@ -315,7 +315,7 @@ pub async fn show(
     {
         Some(raw) => {
             let id = parse_id(&raw)?;
-            chat::select_message(&state.db, &user.0.actor, session_id, id).await?;
+            sessions::select_message(&state.db, &user.0.actor, session_id, id).await?;
             Some(id)
         }
         None => None,
@@ -345,7 +345,7 @@ pub async fn older(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let before = parse_id(&query.before)?;
-    let conv = chat::conversation_window(
+    let conv = sessions::conversation_window(
         &state.db,
         &user.0.actor,
         session_id,
@@ -390,25 +390,25 @@ pub async fn create(
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
     // The same form sent twice opens the session the first one made.
-    if let Some(existing) = chat::session_by_client_id(&state.db, actor, &form.client_id).await? {
+    if let Some(existing) = sessions::session_by_client_id(&state.db, actor, &form.client_id).await? {
         return Ok(see_other(&req, &format!("/s/{existing}")));
     }
     if form.message.trim().is_empty() {
         return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
     }
     let workspace = match form.workspace_id.as_deref().filter(|w| !w.is_empty()) {
-        Some(raw) => chat::get_workspace(&state.db, actor, parse_id(raw)?).await?,
-        None => chat::default_workspace(&state.db, actor).await?,
+        Some(raw) => sessions::get_workspace(&state.db, actor, parse_id(raw)?).await?,
+        None => sessions::default_workspace(&state.db, actor).await?,
     };
     let session =
-        chat::create_session(&state.db, actor, workspace.id, &chat::title_from(&form.message)).await?;
+        sessions::create_session(&state.db, actor, workspace.id, &sessions::title_from(&form.message)).await?;
     let model = form.model.as_deref();
     match state.engine.submit(actor, session.id, &form.message, &form.client_id, model).await {
         Ok(_) => Ok(see_other(&req, &format!("/s/{}", session.id))),
         Err(e) => {
             // Nothing was sent: the empty session goes again, so a refused first message leaves
             // no trace.
-            if let Err(del) = chat::delete_session(&state.db, actor, session.id).await {
+            if let Err(del) = sessions::delete_session(&state.db, actor, session.id).await {
                 tracing::warn!(error = %del, "could not remove an empty session");
             }
             domain_to_composer(&state, e)
@@ -427,9 +427,9 @@ async fn turn_fragment(
     let actor = &user.0.actor;
     let mut shown = Vec::new();
     if let Some(id) = started.user_message_id {
-        shown.push(chat::message(&state.db, actor, session_id, id).await?);
+        shown.push(sessions::message(&state.db, actor, session_id, id).await?);
     }
-    shown.push(chat::message(&state.db, actor, session_id, started.assistant_message_id).await?);
+    shown.push(sessions::message(&state.db, actor, session_id, started.assistant_message_id).await?);
     let mut shown = chat_view::message_views(shown).await?;
     files_into(state, &mut shown).await?;
     let mut ctx = signed_in(user);
@@ -454,7 +454,7 @@ pub async fn send(
     let session_id = parse_id(&path)?;
     let actor = &user.0.actor;
     if let Some((expose, folder)) = root_command(&form.message) {
-        return match chat::change_root(&state.db, actor, session_id, folder, expose).await {
+        return match sessions::change_root(&state.db, actor, session_id, folder, expose).await {
             Ok((_, notice)) => {
                 let mut ctx = session_context(&state, &user, session_id, false).await?;
                 ctx.insert("composer_notice", &notice);
@@ -546,7 +546,7 @@ pub async fn final_message_html(
     let mut ctx = signed_in(user);
     // The latest exchange whole: the context gauge reads its usage.
     let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
-    let m = chat::message(&state.db, &user.0.actor, session_id, message_id).await?;
+    let m = sessions::message(&state.db, &user.0.actor, session_id, message_id).await?;
     let mut views = vec![chat_view::single_view(&conv, m).await?];
     views.extend(run_tail(state, user, &conv, message_id).await?);
     agent_into(&mut ctx, state, user, &conv.session, &mut views).await?;
@@ -599,7 +599,7 @@ pub async fn select(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    chat::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
 }
 
@@ -611,7 +611,7 @@ pub async fn delete_message(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let active = state.runs.is_active(session_id);
-    match chat::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
+    match sessions::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
         Ok(_) => {
             // The index drops the removed messages when a search next meets them.
             state.after_deletion(None);
@@ -626,10 +626,10 @@ pub async fn save_settings(
     state: web::Data<AppState>,
     user: CurrentUser,
     path: web::Path<String>,
-    form: web::Form<chat::SessionForm>,
+    form: web::Form<sessions::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    match chat::update_session(&state.db, &user.0.actor, session_id, &form).await {
+    match sessions::update_session(&state.db, &user.0.actor, session_id, &form).await {
         Ok(_) => session_fragment(&state, &user, session_id).await,
         Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
         Err(e) => Err(e.into()),
@@ -642,13 +642,13 @@ pub async fn prompt_preview(
     state: web::Data<AppState>,
     user: CurrentUser,
     path: web::Path<String>,
-    form: web::Form<chat::SessionForm>,
+    form: web::Form<sessions::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
-    let session = chat::get_session(&state.db, actor, parse_id(&path)?).await?;
-    let workspace = chat::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let session = sessions::get_session(&state.db, actor, parse_id(&path)?).await?;
+    let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
     let mut probe = session.clone();
-    probe.exposed_roots = chat::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
+    probe.exposed_roots = sessions::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
     let template = match form.system_prompt.trim() {
         "" => workspace.system_prompt.clone().unwrap_or_default(),
         t => t.to_string(),
@@ -658,10 +658,10 @@ pub async fn prompt_preview(
         m => m.to_string(),
     };
     let mut ctx = Context::new();
-    if template.chars().count() > chat::MAX_PROMPT_CHARS {
+    if template.chars().count() > sessions::MAX_PROMPT_CHARS {
         ctx.insert(
             "error",
-            &format!("The system prompt is longer than {} characters.", chat::MAX_PROMPT_CHARS),
+            &format!("The system prompt is longer than {} characters.", sessions::MAX_PROMPT_CHARS),
         );
     } else {
         match state.engine.render_prompt(actor, &workspace, &probe, &template, &model).await {
@@ -684,7 +684,7 @@ pub async fn tree(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let overview = chat::tree_overview(&state.db, &user.0.actor, session_id).await?;
+    let overview = sessions::tree_overview(&state.db, &user.0.actor, session_id).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("overview", &overview);
     ctx.insert("session_id", &session_id);
@@ -704,8 +704,8 @@ pub async fn branch(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let actor = &user.0.actor;
-    let messages = chat::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
-    let session = chat::get_session(&state.db, actor, session_id).await?;
+    let messages = sessions::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
+    let session = sessions::get_session(&state.db, actor, session_id).await?;
     let views = chat_view::message_views(messages).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &session);

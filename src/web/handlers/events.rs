@@ -30,12 +30,12 @@ pub async fn session_events(
     query: web::Query<EventsQuery>,
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
-    let session = domain::chat::get_session(&state.db, &user.0.actor, session_id).await?;
+    let session = domain::sessions::get_session(&state.db, &user.0.actor, session_id).await?;
     let waiting_for = match &query.m {
         Some(raw) => {
             let id = Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?;
             // Only a message of this session may be named.
-            domain::chat::message(&state.db, &user.0.actor, session.id, id).await?;
+            domain::sessions::message(&state.db, &user.0.actor, session.id, id).await?;
             Some(id)
         }
         None => None,

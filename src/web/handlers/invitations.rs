@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use tera::Context;
 
 use crate::domain::accounts::Role;
-use crate::domain::{DomainError, invitations};
+use crate::domain::DomainError;
+use crate::domain::accounts::invitations;
 use crate::mail::{Mail, MailError};
 use crate::state::AppState;
 use crate::web::extractors::{AdminUser, MaybeUser};

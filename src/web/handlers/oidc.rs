@@ -7,7 +7,8 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::auth::sessions::{hash_token, random_token};
-use crate::domain::{DomainError, accounts, invitations, oidc_accounts};
+use crate::domain::DomainError;
+use crate::domain::accounts::{self, invitations, oidc_accounts};
 use crate::state::AppState;
 use crate::storage::repos::login_flows::{self, LoginFlow};
 use crate::web::WebError;

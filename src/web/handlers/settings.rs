@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::user_keys::{self, KeyForm};
+use crate::domain::providers::user_keys::{self, KeyForm};
 use crate::domain::{DomainError, DomainResult};
-use crate::domain::{aliases, api_tokens};
+use crate::domain::accounts::api_tokens;
+use crate::domain::providers::aliases;
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
@@ -399,7 +400,7 @@ async fn mcp_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("servers", &crate::domain::mcp_config::list_own(&state.db, &user.0.actor).await?);
+    ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
     ctx.insert("flash", &flash);
     ctx.insert("tab", "mcp");
     render::section(
@@ -427,13 +428,13 @@ pub async fn mcp_add(
     state: web::Data<AppState>,
     req: HttpRequest,
     user: CurrentUser,
-    form: web::Form<crate::domain::mcp_config::ServerForm>,
+    form: web::Form<crate::domain::mcp::servers::ServerForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     let allowed = crate::netguard::AllowedRanges::parse(&state.config.llm.member_base_url_allow.join(" "))
         .unwrap_or_default();
     let result =
-        crate::domain::mcp_config::create_own(&state.db, &state.vault, &user.0.actor, &who, &allowed, &form)
+        crate::domain::mcp::servers::create_own(&state.db, &state.vault, &user.0.actor, &who, &allowed, &form)
             .await;
     match result {
         Ok(s) => {
@@ -461,7 +462,7 @@ pub async fn mcp_remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    crate::domain::mcp_config::delete_own(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    crate::domain::mcp::servers::delete_own(&state.db, &user.0.actor, &who, id.into_inner()).await?;
     let flash = Flash { ok: Some("MCP server removed.".into()), error: None };
     mcp_page(&state, &req, &user, flash, StatusCode::OK).await
 }

@@ -7,7 +7,7 @@ use tera::Context;
 use uuid::Uuid;
 
 use super::chat::{form_error, parse_id, render_to_string, signed_in};
-use crate::domain::chat::{self, ChatSession, Workspace};
+use crate::domain::sessions::{self, ChatSession, Workspace};
 use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
 use crate::web::client::see_other;
@@ -29,19 +29,19 @@ async fn sidebar_workspaces(
     active: Option<Uuid>,
 ) -> DomainResult<Vec<SidebarWorkspace>> {
     let actor = &user.0.actor;
-    let mut workspaces = chat::list_workspaces(&state.db, actor).await?;
+    let mut workspaces = sessions::list_workspaces(&state.db, actor).await?;
     if workspaces.is_empty() {
-        workspaces.push(chat::default_workspace(&state.db, actor).await?);
+        workspaces.push(sessions::default_workspace(&state.db, actor).await?);
     }
     let mut out = Vec::with_capacity(workspaces.len());
     for workspace in workspaces {
-        let (sessions, more) = chat::workspace_sessions(&state.db, actor, workspace.id, false, 0).await?;
+        let (sessions, more) = sessions::workspace_sessions(&state.db, actor, workspace.id, false, 0).await?;
         out.push(SidebarWorkspace { workspace, sessions, more: more.then_some(1) });
     }
     // The open session is always listed (and can be highlighted and retitled live), even when
     // it is older than the first page.
     if let Some(id) = active.filter(|id| !out.iter().any(|w| w.sessions.iter().any(|s| s.id == *id))) {
-        let session = chat::get_session(&state.db, actor, id).await?;
+        let session = sessions::get_session(&state.db, actor, id).await?;
         if let Some(w) = out.iter_mut().find(|w| w.workspace.id == session.workspace_id && !session.archived)
         {
             w.sessions.push(session);
@@ -112,7 +112,7 @@ pub async fn create(
     user: CurrentUser,
     form: web::Form<NameForm>,
 ) -> Result<HttpResponse, WebError> {
-    match chat::create_workspace(&state.db, &user.0.actor, &form.name).await {
+    match sessions::create_workspace(&state.db, &user.0.actor, &form.name).await {
         Ok(w) => Ok(see_other(&req, &format!("/w/{}", w.id))),
         Err(DomainError::Invalid(m)) => {
             form_error(&state, StatusCode::BAD_REQUEST, &m, "#new-workspace-error")
@@ -134,17 +134,17 @@ async fn workspace_context(
     workspace_id: Uuid,
 ) -> Result<Context, WebError> {
     let actor = &user.0.actor;
-    let workspace = chat::get_workspace(&state.db, actor, workspace_id).await?;
-    let contents = chat::workspace_contents(&state.db, actor, workspace.id).await?;
-    let (archived, _) = chat::workspace_sessions(&state.db, actor, workspace.id, true, 0).await?;
+    let workspace = sessions::get_workspace(&state.db, actor, workspace_id).await?;
+    let contents = sessions::workspace_contents(&state.db, actor, workspace.id).await?;
+    let (archived, _) = sessions::workspace_sessions(&state.db, actor, workspace.id, true, 0).await?;
     let mut ctx = signed_in(user);
     sidebar_into(&mut ctx, state, user, None).await;
     ctx.insert("workspace", &workspace);
     ctx.insert("contents", &contents);
     ctx.insert("archived", &archived);
     ctx.insert("models", &state.engine.providers().choices(actor).await);
-    ctx.insert("approval_modes", &chat::APPROVAL_MODES);
-    ctx.insert("prompt_variables", crate::domain::prompt::VARIABLES);
+    ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
+    ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
     Ok(ctx)
 }
 
@@ -178,14 +178,14 @@ pub async fn save(
     form: web::Form<WorkspaceSettingsForm>,
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
-    let input = chat::WorkspaceForm {
+    let input = sessions::WorkspaceForm {
         name: form.name.clone(),
         system_prompt: form.system_prompt.clone(),
         default_model: form.default_model.clone(),
         approval_mode: form.approval_mode.clone(),
         infer_titles: form.infer_titles.is_some(),
     };
-    match chat::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
+    match sessions::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
         Ok(_) => {
             let mut ctx = workspace_context(&state, &user, workspace_id).await?;
             ctx.insert("saved", &true);
@@ -207,14 +207,14 @@ pub async fn delete(
     let workspace_id = parse_id(&path)?;
     let actor = &user.0.actor;
     // Sessions with a live answer keep it running otherwise; stop them first.
-    let sessions = chat::workspace_session_ids(&state.db, actor, workspace_id).await?;
+    let sessions = sessions::workspace_session_ids(&state.db, actor, workspace_id).await?;
     if sessions.iter().any(|id| state.runs.is_active(*id)) {
         return Err(WebError::Conflict(
             "An answer is still being written in this workspace: stop it first.".into(),
         ));
     }
-    let sessions = chat::workspace_session_ids(&state.db, actor, workspace_id).await.unwrap_or_default();
-    chat::delete_workspace(&state.db, actor, workspace_id).await?;
+    let sessions = sessions::workspace_session_ids(&state.db, actor, workspace_id).await.unwrap_or_default();
+    sessions::delete_workspace(&state.db, actor, workspace_id).await?;
     for s in sessions {
         state.search.forget_session(s);
     }
@@ -230,9 +230,9 @@ pub async fn sessions_page(
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
-    let workspace = chat::get_workspace(&state.db, &user.0.actor, workspace_id).await?;
+    let workspace = sessions::get_workspace(&state.db, &user.0.actor, workspace_id).await?;
     let (sessions, more) =
-        chat::workspace_sessions(&state.db, &user.0.actor, workspace.id, false, query.page).await?;
+        sessions::workspace_sessions(&state.db, &user.0.actor, workspace.id, false, query.page).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("w", &SidebarWorkspace { workspace, sessions, more: more.then_some(query.page + 1) });
     ctx.insert("active_session", &None::<Uuid>);
@@ -256,7 +256,7 @@ pub async fn rename_session(
     form: web::Form<TitleForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    chat::rename_session(&state.db, &user.0.actor, session_id, &form.title).await?;
+    sessions::rename_session(&state.db, &user.0.actor, session_id, &form.title).await?;
     after_session_change(&state, &req, &user, session_id, false).await
 }
 
@@ -276,7 +276,7 @@ pub async fn archive_session(
     form: web::Form<ArchiveForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    chat::set_archived(&state.db, &user.0.actor, session_id, form.archived == "true").await?;
+    sessions::set_archived(&state.db, &user.0.actor, session_id, form.archived == "true").await?;
     after_session_change(&state, &req, &user, session_id, false).await
 }
 
@@ -288,11 +288,11 @@ pub async fn delete_session(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let session = chat::get_session(&state.db, &user.0.actor, session_id).await?;
+    let session = sessions::get_session(&state.db, &user.0.actor, session_id).await?;
     if state.runs.is_active(session.id) {
         return Err(WebError::Conflict("An answer is still being written: stop it first.".into()));
     }
-    chat::delete_session(&state.db, &user.0.actor, session.id).await?;
+    sessions::delete_session(&state.db, &user.0.actor, session.id).await?;
     state.after_deletion(Some(session.id));
     after_session_change(&state, &req, &user, session_id, true).await
 }

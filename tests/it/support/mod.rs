@@ -218,10 +218,10 @@ impl TestApp {
     /// A workspace and an empty session owned by `user`.
     pub async fn create_session(&self, user: &User) -> (Uuid, Uuid) {
         let actor = Actor::for_user(user);
-        let ws = arbor::domain::chat::create_workspace(&self.state.db, &actor, "Research")
+        let ws = arbor::domain::sessions::create_workspace(&self.state.db, &actor, "Research")
             .await
             .expect("workspace");
-        let s = arbor::domain::chat::create_session(&self.state.db, &actor, ws.id, "First session")
+        let s = arbor::domain::sessions::create_session(&self.state.db, &actor, ws.id, "First session")
             .await
             .expect("session");
         (ws.id, s.id)

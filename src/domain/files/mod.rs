@@ -9,8 +9,8 @@ use base64::Engine as _;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::{DomainError, DomainResult};
 use crate::blobs::{self, BlobError, BlobStore, ImageLimits, Kind};
 use crate::providers::types::Part;
 use crate::storage::Db;

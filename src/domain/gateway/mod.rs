@@ -6,10 +6,13 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::providers::{Providers, ResolvedModel};
-use super::tree::MessageUsage;
-use super::{DomainError, DomainResult, aliases, context, quotas};
+use crate::domain::accounts::Actor;
+use crate::domain::providers::{Providers, ResolvedModel};
+use crate::domain::sessions::tree::MessageUsage;
+use crate::domain::admin::quotas;
+use crate::domain::providers::aliases;
+use crate::domain::runs::context;
+use crate::domain::{DomainError, DomainResult};
 use crate::providers::client::EventStream;
 use crate::providers::types::{ChatRequest, ProviderError, Usage};
 use crate::storage::Db;

@@ -7,9 +7,9 @@ use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::audit::{self, Origin};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::audit::{self, Origin};
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::entities::quota;
 use crate::storage::repos::usage as usage_repo;

@@ -9,9 +9,9 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::{Actor, User, UserStatus};
-use super::audit::{self, Origin};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::{Actor, User, UserStatus};
+use crate::domain::audit::{self, Origin};
+use crate::domain::{DomainError, DomainResult};
 use crate::auth::sessions::{hash_token, random_token};
 use crate::storage::Db;
 use crate::storage::entities::api_token;

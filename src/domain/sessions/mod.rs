@@ -1,11 +1,14 @@
 //! Workspaces and chat sessions, always read through the acting user.
 
+pub mod prompt;
+pub mod tree;
+
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::tree::{Message, MessageUsage, OverviewRow, Role, Siblings, TreeIndex};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::sessions::tree::{Message, MessageUsage, OverviewRow, Role, Siblings, TreeIndex};
+use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::GenParams;
 use crate::storage::Db;
 use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettings};
@@ -337,7 +340,7 @@ fn check_prompt(prompt: Option<&str>) -> DomainResult<()> {
                 "The system prompt is longer than {MAX_PROMPT_CHARS} characters."
             )));
         }
-        super::prompt::check(p).map_err(|e| DomainError::Invalid(e.to_string()))?;
+        crate::domain::sessions::prompt::check(p).map_err(|e| DomainError::Invalid(e.to_string()))?;
     }
     Ok(())
 }
@@ -581,7 +584,7 @@ async fn check_host_roots(db: &Db, workspace_id: Uuid, roots: &[String]) -> Doma
     if host.is_empty() {
         return Ok(());
     }
-    let allowed = super::agent::host_roots_of(db, workspace_id).await?;
+    let allowed = crate::domain::agent::host_roots_of(db, workspace_id).await?;
     for root in host {
         let real = std::fs::canonicalize(root).ok();
         if !real.is_some_and(|r| allowed.iter().any(|a| r.starts_with(a))) {

@@ -13,9 +13,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::agent::{OfferedTool, tool_digest};
-use super::mcp_config::{self, Transport};
-use super::{DomainError, DomainResult};
+use crate::domain::agent::{OfferedTool, tool_digest};
+use crate::domain::mcp::servers::{self, Transport};
+use crate::domain::{DomainError, DomainResult};
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
@@ -93,7 +93,7 @@ impl McpRuntime {
         if let Some(known) = self.lock().get(&row.id).filter(|c| c.fingerprint == print) {
             return Ok(known.clone());
         }
-        let secrets = mcp_config::secrets_for(&self.db, &self.vault, row.id, Some(user_id)).await?;
+        let secrets = servers::secrets_for(&self.db, &self.vault, row.id, Some(user_id)).await?;
         let transport = match Transport::parse(&row.transport) {
             Some(Transport::Stdio) => McpTransport::Stdio {
                 command: row.command.clone(),

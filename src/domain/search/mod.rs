@@ -18,8 +18,8 @@ use sea_orm::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::{DomainError, DomainResult};
 use crate::index::{IndexDoc, IndexOp, Indexer, SearchIndex, SearchQuery};
 use crate::providers::types::Part;
 use crate::storage::Db;

@@ -8,8 +8,8 @@ use sea_orm::EntityTrait;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::entities::user;
 use crate::storage::repos::usage as repo;
@@ -88,7 +88,7 @@ fn period(days: u32) -> DomainResult<(chrono::DateTime<Utc>, chrono::DateTime<Ut
     if !(1..=MAX_DAYS).contains(&days) {
         return Err(DomainError::Invalid(format!("Pick a period of 1 to {MAX_DAYS} days.")));
     }
-    let (today, _) = super::quotas::period_starts(Utc::now());
+    let (today, _) = crate::domain::admin::quotas::period_starts(Utc::now());
     Ok((today - Duration::days(i64::from(days) - 1), today + Duration::days(1)))
 }
 

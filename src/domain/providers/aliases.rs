@@ -6,9 +6,9 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::Serialize;
 
-use super::accounts::Actor;
-use super::audit::{self, Origin};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::audit::{self, Origin};
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::entities::model_alias;
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::chat::{ChatSession, Workspace};
+use crate::domain::sessions::{ChatSession, Workspace};
 use crate::prompting::{self, InstructionFile, TemplateError};
 
 /// The variables a system prompt template sees.

@@ -7,6 +7,10 @@
 //! visible to the user and the model is enabled. A member's own OpenAI-compatible endpoint is
 //! a personal provider whose base URL passes the SSRF guard at every call.
 
+pub mod aliases;
+pub mod key_pool;
+pub mod user_keys;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -14,9 +18,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::keyring::{KeyHealth, KeyPlan, KeyedChat, RateLimits, VaultAccess};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::providers::key_pool::{KeyHealth, KeyPlan, KeyedChat, RateLimits, VaultAccess};
+use crate::domain::{DomainError, DomainResult};
 use crate::config::{LlmConfig, ProviderKind};
 use crate::netguard::AllowedRanges;
 use crate::providers::catalog::{Catalog, Family, ModelInfo};
@@ -690,7 +694,7 @@ impl Providers {
         let plan =
             entry.shared_plan().ok_or_else(|| "The provider has no key to call it with.".to_string())?;
         let chat = self.keyed(actor, entry, plan, false);
-        let ids = chat.list_models().await.map_err(|e| super::runs::describe_error(&e))?;
+        let ids = chat.list_models().await.map_err(|e| crate::domain::runs::describe_error(&e))?;
         let mut ids: Vec<String> = ids.into_iter().filter(|id| is_chat_model(id)).collect();
         ids.sort();
         Ok(ids)
@@ -702,7 +706,7 @@ impl Providers {
             personal_entry(key).ok_or_else(|| "This key's provider is not recognised.".to_string())?;
         let guarded = entry.kind == ProviderKind::OpenAiCompatible;
         let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret: key.id }, guarded);
-        chat.list_models().await.map(|ids| ids.len()).map_err(|e| super::runs::describe_error(&e))
+        chat.list_models().await.map(|ids| ids.len()).map_err(|e| crate::domain::runs::describe_error(&e))
     }
 
     fn discovered(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Vec<String>)>> {

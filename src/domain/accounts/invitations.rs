@@ -4,8 +4,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::{self, Actor, Role, User, UserStatus};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::{self, Actor, Role, User, UserStatus};
+use crate::domain::{DomainError, DomainResult};
 use crate::auth::passwords;
 use crate::auth::sessions::{hash_token, random_token};
 use crate::storage::Db;

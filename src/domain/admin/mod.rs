@@ -2,15 +2,18 @@
 //! admin-managed providers with encrypted shared keys. Every call checks that the actor is an
 //! admin and writes an audit row; none of them returns a key's value.
 
+pub mod quotas;
+pub mod usage;
+
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::{Actor, Role, User, UserStatus};
-use super::audit::{self, Origin};
-use super::providers::{Providers, default_base_url, kind_str, parse_kind};
-use super::{DomainError, DomainResult, admin_only};
+use crate::domain::accounts::{Actor, Role, User, UserStatus};
+use crate::domain::audit::{self, Origin};
+use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind};
+use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -368,7 +371,7 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
     };
     let mut allowed = Vec::new();
     for email in form.allowed_emails.split([',', '\n', ' ']).map(str::trim).filter(|e| !e.is_empty()) {
-        let email = super::accounts::normalize_email(email)?;
+        let email = crate::domain::accounts::normalize_email(email)?;
         let (user, _) = users_repo::find_by_email(db, &email)
             .await?
             .ok_or_else(|| DomainError::Invalid(format!("There is no user {email}.")))?;

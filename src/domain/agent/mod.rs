@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{DomainError, DomainResult};
+use crate::domain::{DomainError, DomainResult};
 use crate::config::AgentConfig;
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;

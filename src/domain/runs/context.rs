@@ -4,7 +4,7 @@
 use crate::config::ProviderKind;
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part};
 
-use super::tree::{Message, Role};
+use crate::domain::sessions::tree::{Message, Role};
 
 /// What the model is asked to do when generation resumes from a partial answer and the
 /// provider cannot continue a trailing assistant message by itself.
@@ -200,7 +200,7 @@ pub fn request_chars(req: &ChatRequest) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::tree::MessageStatus;
+    use crate::domain::sessions::tree::MessageStatus;
     use uuid::Uuid;
 
     fn m(role: Role, parts: Vec<Part>, model: Option<&str>) -> Message {

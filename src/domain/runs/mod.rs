@@ -5,6 +5,10 @@
 //! registry, writes the partial text at least every `flush` interval, and records the outcome
 //! (complete, stopped or failed) with its usage before publishing the end of the stream.
 
+pub mod agent_loop;
+pub mod context;
+pub mod subagent;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,15 +16,15 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::agent::{AgentSettings, OfferedTool};
-use super::agent_loop::Start;
-use super::chat::{self, ChatSession};
-use super::context::{self, ContextInput, Mode};
-use super::prompt;
-use super::providers::{Providers, ResolvedModel};
-use super::tree::{self, Message, MessageStatus, MessageUsage, Role};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::agent::{AgentSettings, OfferedTool};
+use crate::domain::runs::agent_loop::Start;
+use crate::domain::sessions::{self, ChatSession};
+use crate::domain::runs::context::{ContextInput, Mode};
+use crate::domain::sessions::prompt;
+use crate::domain::providers::{Providers, ResolvedModel};
+use crate::domain::sessions::tree::{self, Message, MessageStatus, MessageUsage, Role};
+use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher, RunRegistry};
 use crate::providers::types::{ChatRequest, GenParams, Part, ProviderError, ProviderEvent, Usage};
 use crate::storage::Db;
@@ -49,9 +53,9 @@ pub struct RunEngine {
     pub(super) data_dir: Arc<std::path::PathBuf>,
     infer_titles: bool,
     pub(super) agent: Arc<AgentSettings>,
-    pub(super) mcp: Option<super::mcp_runtime::SharedMcp>,
+    pub(super) mcp: Option<crate::domain::mcp::runtime::SharedMcp>,
     pub(super) blobs: Option<crate::blobs::BlobStore>,
-    pub(super) search: Option<std::sync::Arc<super::search::SearchService>>,
+    pub(super) search: Option<std::sync::Arc<crate::domain::search::SearchService>>,
 }
 
 /// What a submit, retry or continue produced.
@@ -147,7 +151,7 @@ impl RunEngine {
 
     /// Chat search, for the agent's `search_chat`.
     #[must_use]
-    pub fn with_search(mut self, search: std::sync::Arc<super::search::SearchService>) -> RunEngine {
+    pub fn with_search(mut self, search: std::sync::Arc<crate::domain::search::SearchService>) -> RunEngine {
         self.search = Some(search);
         self
     }
@@ -169,7 +173,7 @@ impl RunEngine {
         let ids: Vec<Uuid> = path.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // PDFs go as documents to the three APIs that read them, for models that see images.
         let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        match super::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await {
+        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await {
             Ok(parts) => parts,
             Err(e) => {
                 tracing::warn!(error = %e, "attachments could not be read for a request");
@@ -180,7 +184,7 @@ impl RunEngine {
 
     /// The MCP servers the agent may use.
     #[must_use]
-    pub fn with_mcp(mut self, mcp: super::mcp_runtime::SharedMcp) -> RunEngine {
+    pub fn with_mcp(mut self, mcp: crate::domain::mcp::runtime::SharedMcp) -> RunEngine {
         self.mcp = Some(mcp);
         self
     }
@@ -193,7 +197,7 @@ impl RunEngine {
     }
 
     /// The MCP runtime, if any.
-    pub fn mcp(&self) -> Option<&super::mcp_runtime::SharedMcp> {
+    pub fn mcp(&self) -> Option<&crate::domain::mcp::runtime::SharedMcp> {
         self.mcp.as_ref()
     }
 
@@ -242,7 +246,7 @@ impl RunEngine {
         if let Some(m) = session.model.clone() {
             return Ok(m);
         }
-        let workspace = chat::get_workspace(&self.db, actor, session.workspace_id).await?;
+        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
         if let Some(m) = workspace.default_model {
             return Ok(m);
         }
@@ -254,7 +258,7 @@ impl RunEngine {
     /// Checks the actor's quota, then resolves the model (counting it against the provider's
     /// rate limits): nothing is written when either says no.
     async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        super::quotas::check(&self.db, actor.user_id).await?;
+        crate::domain::admin::quotas::check(&self.db, actor.user_id).await?;
         self.providers.resolve(actor, reference).await
     }
 
@@ -266,7 +270,7 @@ impl RunEngine {
         session: &ChatSession,
         model: &str,
     ) -> DomainResult<Option<String>> {
-        let workspace = chat::get_workspace(&self.db, actor, session.workspace_id).await?;
+        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
         // Without a prompt of the user's, the exposed folders' instruction files still count.
         let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
         let rendered =
@@ -283,7 +287,7 @@ impl RunEngine {
     pub async fn render_prompt(
         &self,
         actor: &Actor,
-        workspace: &chat::Workspace,
+        workspace: &sessions::Workspace,
         session: &ChatSession,
         template: &str,
         model: &str,
@@ -356,7 +360,7 @@ impl RunEngine {
         model: Option<&str>,
         uploads: &[Uuid],
     ) -> DomainResult<Started> {
-        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
         if !valid_client_id(client_id) {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
@@ -367,7 +371,7 @@ impl RunEngine {
         if text.is_empty() && uploads.is_empty() {
             return Err(DomainError::Invalid("Write a message first.".into()));
         }
-        super::files::check_uploads(&self.db, actor, uploads).await?;
+        crate::domain::files::check_uploads(&self.db, actor, uploads).await?;
         if text.chars().count() > MAX_MESSAGE_CHARS {
             return Err(DomainError::Invalid(format!(
                 "The message is longer than {MAX_MESSAGE_CHARS} characters."
@@ -513,7 +517,7 @@ impl RunEngine {
 
     /// Writes a new answer to the user message that `message_id` answers, as a sibling of it.
     pub async fn retry(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
-        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
         let all = repo::session_messages(&self.db, session.id).await?;
         let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
         if old.role != Role::Assistant {
@@ -556,7 +560,7 @@ impl RunEngine {
 
     /// Resumes an interrupted, stopped or failed answer from its partial text.
     pub async fn resume(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
-        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
         let all = repo::session_messages(&self.db, session.id).await?;
         let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
         if old.role != Role::Assistant || !old.status.can_continue() {
@@ -602,7 +606,7 @@ impl RunEngine {
     /// Asks the session's live run to stop; its partial answer is kept. A run waiting for a
     /// decision ends with its call refused.
     pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
-        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
         if let Some(run) = agent_repo::paused_run(&self.db, session.id).await? {
             return Ok(agent_repo::cancel_paused(&self.db, run.id, actor.user_id).await?);
         }
@@ -986,7 +990,7 @@ pub fn clean_title(raw: &str) -> Option<String> {
     if line.is_empty() {
         return None;
     }
-    Some(chat::title_from(&line))
+    Some(sessions::title_from(&line))
 }
 
 /// How a model call ended.

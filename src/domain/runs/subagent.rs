@@ -9,11 +9,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::agent::{self, OfferedTool};
-use super::chat::ChatSession;
-use super::context::{self, ContextInput, Mode};
-use super::runs::{Accumulator, Job, RunEngine, describe_error};
-use super::tree::{self, MessageStatus, MessageUsage, Role};
+use crate::domain::agent::{self, OfferedTool};
+use crate::domain::sessions::ChatSession;
+use crate::domain::runs::context::{self, ContextInput, Mode};
+use crate::domain::runs::{Accumulator, Job, RunEngine, describe_error};
+use crate::domain::sessions::tree::{self, MessageStatus, MessageUsage, Role};
 use crate::providers::types::{Part, ProviderEvent};
 use crate::storage::repos::messages::{self, NewMessage};
 use crate::tools::ToolOutput;

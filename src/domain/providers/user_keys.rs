@@ -4,11 +4,11 @@
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::admin::valid_name;
-use super::audit::{self, Origin};
-use super::providers::{Providers, parse_kind};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::admin::valid_name;
+use crate::domain::audit::{self, Origin};
+use crate::domain::providers::{Providers, parse_kind};
+use crate::domain::{DomainError, DomainResult};
 use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -124,7 +124,7 @@ pub async fn add(
                 .map_err(|e| DomainError::Invalid(e.to_string()))?;
             (name.to_string(), Some(url.to_string()))
         }
-        official => (super::providers::kind_str(official).to_string(), None),
+        official => (crate::domain::providers::kind_str(official).to_string(), None),
     };
     if existing.iter().any(|k| k.provider == provider) {
         return Err(DomainError::Conflict(format!(

@@ -1,5 +1,9 @@
 //! People and the acting-user value that authorizes every call.
 
+pub mod api_tokens;
+pub mod invitations;
+pub mod oidc_accounts;
+
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -102,7 +106,7 @@ impl Actor {
     }
 }
 
-use super::{DomainError, DomainResult};
+use crate::domain::{DomainError, DomainResult};
 use crate::auth::passwords;
 use crate::storage::Db;
 use crate::storage::repos::{auth_sessions, setup_tokens, users};

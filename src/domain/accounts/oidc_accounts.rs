@@ -2,9 +2,9 @@
 
 use uuid::Uuid;
 
-use super::accounts::{Role, User, UserStatus};
-use super::invitations;
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::{Role, User, UserStatus};
+use crate::domain::accounts::invitations;
+use crate::domain::{DomainError, DomainResult};
 use crate::auth::oidc::VerifiedIdentity;
 use crate::config::OidcConfig;
 use crate::storage::Db;
@@ -137,9 +137,9 @@ async fn known_identity(
     let role = mapped_role(cfg, id).unwrap_or(user.role);
     if role != user.role {
         users::set_role(db, user.id, role).await?;
-        super::audit::record(
+        crate::domain::audit::record(
             db,
-            &super::audit::Origin::system(),
+            &crate::domain::audit::Origin::system(),
             "user.role",
             &format!("user:{}", user.email),
             serde_json::json!({

@@ -13,14 +13,14 @@ use serde_json::Value;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::agent::{self, Decision, OfferedTool, RuleScope};
-use super::chat::{self, ChatSession};
-use super::context::{self, ContextInput, Mode};
-use super::providers::ResolvedModel;
-use super::runs::{Accumulator, End, Job, RunEngine, describe_error};
-use super::tree::{self, MessageStatus, Role};
-use super::{DomainError, DomainResult};
+use crate::domain::accounts::Actor;
+use crate::domain::agent::{self, Decision, OfferedTool, RuleScope};
+use crate::domain::sessions::{self, ChatSession};
+use crate::domain::runs::context::{self, ContextInput, Mode};
+use crate::domain::providers::ResolvedModel;
+use crate::domain::runs::{Accumulator, End, Job, RunEngine, describe_error};
+use crate::domain::sessions::tree::{self, MessageStatus, Role};
+use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
 use crate::storage::entities::tool_call;
@@ -218,7 +218,7 @@ impl RunEngine {
                 "The agent stopped after {done} steps, its limit. Send a message to let it go on."
             ));
         }
-        if let Err(e) = super::quotas::check(&self.db, job.owner_id).await {
+        if let Err(e) = crate::domain::admin::quotas::check(&self.db, job.owner_id).await {
             return Err(e.to_string());
         }
         let reference = job.model.reference();
@@ -264,8 +264,8 @@ impl RunEngine {
         publisher: &mut RunPublisher,
         answer: Uuid,
     ) -> DomainResult<Flow> {
-        let session = chat::get_session(&self.db, &job.actor, job.session_id).await?;
-        let workspace = chat::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
+        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await?;
+        let workspace = sessions::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
         let mode = agent::effective_mode(
             session.approval_mode.as_deref(),
             &workspace.approval_mode,
@@ -312,7 +312,7 @@ impl RunEngine {
                     None => false,
                     Some(tool) => {
                         let ask = if tool.spec.name == "subagent" {
-                            super::subagent::subagent_needs_confirmation(
+                            crate::domain::runs::subagent::subagent_needs_confirmation(
                                 &job.tools,
                                 &call.arguments,
                                 mode,
@@ -465,7 +465,7 @@ impl RunEngine {
             let hash =
                 arguments.get("hash").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
             return match &self.blobs {
-                Some(store) => match super::files::recall(&self.db, store, job.owner_id, &hash).await {
+                Some(store) => match crate::domain::files::recall(&self.db, store, job.owner_id, &hash).await {
                     Ok(text) => ToolOutput::ok(text),
                     Err(m) => ToolOutput::error(m),
                 },
@@ -493,7 +493,7 @@ impl RunEngine {
                         h.date,
                         h.session_title,
                         h.role,
-                        super::search::snippet_text(&h.snippet_html)
+                        crate::domain::search::snippet_text(&h.snippet_html)
                     ));
                 }
                 ToolOutput::ok(out)
@@ -533,7 +533,7 @@ impl RunEngine {
         decision: Decision,
         scope: RuleScope,
     ) -> DomainResult<Decided> {
-        let session = chat::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
         let row = repo::find_call(&self.db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
         if row.status != "proposed" {
             return Ok(Decided::AlreadyDecided);
@@ -654,7 +654,7 @@ impl RunEngine {
 
     /// Quota check and model resolution for a resumed run.
     async fn admit_model(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        super::quotas::check(&self.db, actor.user_id).await?;
+        crate::domain::admin::quotas::check(&self.db, actor.user_id).await?;
         self.providers().resolve(actor, reference).await
     }
 
@@ -778,7 +778,7 @@ impl RunEngine {
             }
         };
         if let Some(u) = usage {
-            let priced = super::tree::MessageUsage::priced(&u, &model.info, false);
+            let priced = crate::domain::sessions::tree::MessageUsage::priced(&u, &model.info, false);
             self.record_call(actor.user_id, (session.id, *answer_id), &model, priced, started).await;
         }
         let text = text.trim();
@@ -843,7 +843,7 @@ pub async fn pending_call(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<Option<PendingCall>> {
-    let session = chat::get_session(db, actor, session_id).await?;
+    let session = sessions::get_session(db, actor, session_id).await?;
     Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
 }
 
@@ -854,7 +854,7 @@ pub async fn call_state(
     session_id: Uuid,
     call_id: Uuid,
 ) -> DomainResult<CallState> {
-    let session = chat::get_session(db, actor, session_id).await?;
+    let session = sessions::get_session(db, actor, session_id).await?;
     let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
     Ok(CallState {
         call: pending_view(&row),
@@ -872,7 +872,7 @@ pub async fn calls_by_result(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
-    let session = chat::get_session(db, actor, session_id).await?;
+    let session = sessions::get_session(db, actor, session_id).await?;
     Ok(repo::calls_of_session(db, session.id)
         .await?
         .into_iter()

@@ -9,10 +9,10 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::Actor;
-use super::admin::valid_name;
-use super::audit::{self, Origin};
-use super::{DomainError, DomainResult, admin_only};
+use crate::domain::accounts::Actor;
+use crate::domain::admin::valid_name;
+use crate::domain::audit::{self, Origin};
+use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::storage::entities::mcp_server;
@@ -181,7 +181,7 @@ fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<St
             }
         }
         Transport::Http => {
-            super::admin::check_http_url(form.url.trim(), "URL", "a header")?;
+            crate::domain::admin::check_http_url(form.url.trim(), "URL", "a header")?;
         }
     }
     Ok((transport, args, parse_secrets(&form.secrets, transport)?))
