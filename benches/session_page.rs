@@ -87,11 +87,13 @@ async fn seed(state: &arbor::state::AppState, owner: Uuid, session: Uuid, total:
             messages::insert_answer(&state.db, session, &m, &run).await?;
             written += 1;
             // Back to the first answer on the main path.
-            let path: Vec<Uuid> =
-                arbor::domain::sessions::tree::path_to(&messages::session_messages(&state.db, session).await?, a)
-                    .iter()
-                    .map(|m| m.id)
-                    .collect();
+            let path: Vec<Uuid> = arbor::domain::sessions::tree::path_to(
+                &messages::session_messages(&state.db, session).await?,
+                a,
+            )
+            .iter()
+            .map(|m| m.id)
+            .collect();
             messages::select_path(&state.db, session, &path).await?;
         }
         parent = Some(a);
@@ -159,10 +161,11 @@ async fn main() -> Res<()> {
         UserStatus::Active,
     )
     .await?;
-    let actor = Actor::for_user(&user);
+    let actor = Actor::for_tests(&user);
     let workspace = arbor::domain::sessions::create_workspace(&state.db, &actor, "Bench").await?;
     let session =
-        arbor::domain::sessions::create_session(&state.db, &actor, workspace.id, "Two thousand messages").await?;
+        arbor::domain::sessions::create_session(&state.db, &actor, workspace.id, "Two thousand messages")
+            .await?;
     let seeded = Instant::now();
     let written = seed(&state, user.id, session.id, total).await?;
     eprintln!("seeded {written} messages in {:.1?}", seeded.elapsed());

@@ -628,18 +628,13 @@ async fn cli_token(
     scope: &str,
     days: Option<u32>,
 ) -> Result<String, String> {
-    use arbor::domain::accounts::{self, api_tokens};
-    use arbor::domain::audit;
+    use arbor::domain::accounts::api_tokens;
     let scope = api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api or full".to_string())?;
-    let email = accounts::normalize_email(email).map_err(|e| e.to_string())?;
-    let (user, _) = arbor::storage::repos::users::find_by_email(db, &email)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no user with the email {email}"))?;
-    let actor = accounts::Actor::for_user(&user);
-    let created = api_tokens::create(db, &actor, &audit::Origin::cli(), name, scope, days)
-        .await
-        .map_err(|e| e.to_string())?;
+    let created =
+        api_tokens::issue_for_operator(db, email, name, scope, days).await.map_err(|e| match e {
+            arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
+            other => other.to_string(),
+        })?;
     Ok(created.token.expose().to_string())
 }
 

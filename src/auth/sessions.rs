@@ -104,7 +104,7 @@ pub async fn resolve(
     if now - stored.last_seen_at >= TOUCH_EVERY {
         repo::touch(db, &id, now).await?;
     }
-    let actor = Actor::for_user(&stored.user);
+    let actor = Actor::verified(&stored.user);
     Ok(Ok(Authenticated { user: stored.user, actor, session_id: stored.id, csrf_secret: stored.csrf_secret }))
 }
 

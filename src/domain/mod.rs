@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod admin;
 pub mod agent;
 pub mod audit;
+pub mod authz;
 pub mod files;
 pub mod gateway;
 pub mod mcp;
@@ -58,7 +59,7 @@ impl From<crate::vault::store::StoreError> for DomainError {
 
 /// Only admins may go on.
 pub(crate) fn admin_only(actor: &accounts::Actor) -> DomainResult<()> {
-    if actor.is_admin() { Ok(()) } else { Err(DomainError::Forbidden) }
+    actor.admin().map(|_| ())
 }
 
 /// Shorthand for domain results.

@@ -7,6 +7,7 @@ pub mod client;
 pub mod csrf;
 pub mod error;
 pub mod extractors;
+pub mod form;
 pub mod handlers;
 pub mod markdown;
 pub mod middleware;

@@ -108,13 +108,26 @@ pub fn section(
     target: &str,
 ) -> Result<HttpResponse, WebError> {
     let mut res = page_with_status(state, req, page_name, partial, ctx, status)?;
-    if status.is_client_error()
-        && is_htmx(req)
-        && let Ok(value) = HeaderValue::from_str(target)
-    {
-        res.headers_mut().insert(header::HeaderName::from_static("hx-retarget"), value);
-        res.headers_mut()
-            .insert(header::HeaderName::from_static("hx-reswap"), HeaderValue::from_static("outerHTML"));
+    if status.is_client_error() && is_htmx(req) {
+        super::form::retarget(&mut res, target, "outerHTML");
     }
     Ok(res)
+}
+
+/// A path segment that must be an id; anything else is a 404 like an id that is not yours.
+pub fn parse_id(raw: &str) -> Result<uuid::Uuid, WebError> {
+    uuid::Uuid::parse_str(raw).map_err(|_| WebError::NotFound)
+}
+
+/// Renders a template to a string.
+pub fn render_to_string(state: &AppState, name: &str, ctx: &Context) -> Result<String, WebError> {
+    state.templates.render(name, ctx).map_err(|e| WebError::Internal(format!("render {name}: {e}")))
+}
+
+/// The signed-in user, as every page needs them.
+pub fn signed_in(user: &super::extractors::CurrentUser) -> Context {
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx
 }

@@ -277,7 +277,13 @@ async fn visibility_and_enabled_models_limit_who_uses_what() {
     }
     let listed = arbor::domain::admin::list_providers(
         &chat.app.state.db,
-        &arbor::domain::accounts::Actor { user_id: Uuid::nil(), role: Role::Admin },
+        &arbor::domain::accounts::Actor::for_tests(&arbor::domain::accounts::User {
+            id: Uuid::nil(),
+            email: "root@example.com".into(),
+            display_name: "root".into(),
+            role: Role::Admin,
+            status: arbor::domain::accounts::UserStatus::Active,
+        }),
     )
     .await
     .unwrap();
@@ -456,7 +462,7 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
         .await;
     assert_eq!(res.status(), 200);
 
-    let actor = arbor::domain::accounts::Actor::for_user(&root);
+    let actor = arbor::domain::accounts::Actor::for_tests(&root);
     let servers = arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap();
     assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["everything", "remote"]);
     let everything = &servers[0];

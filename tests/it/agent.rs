@@ -66,7 +66,7 @@ pub(crate) struct Agent {
 /// A session exposing `notes` under the given approval mode.
 pub(crate) async fn agent(mode: &str, adjust: impl FnOnce(&mut Config)) -> Agent {
     let c = chat_with(adjust).await;
-    let actor = Actor::for_user(&c.user);
+    let actor = Actor::for_tests(&c.user);
     let form = arbor::domain::sessions::SessionForm {
         model: MODEL.into(),
         exposed_roots: "notes".into(),
@@ -142,7 +142,7 @@ impl Agent {
 
     /// The active path's messages, root first.
     async fn path(&self) -> Vec<arbor::domain::sessions::tree::Message> {
-        let actor = Actor::for_user(&self.c.user);
+        let actor = Actor::for_tests(&self.c.user);
         arbor::domain::sessions::conversation(self.db(), &actor, self.c.session).await.unwrap().path
     }
 
@@ -683,7 +683,7 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     let host = tempfile::tempdir().unwrap();
     let host_path = host.path().canonicalize().unwrap().to_string_lossy().to_string();
     std::fs::write(host.path().join("readme.txt"), "from the host").unwrap();
-    let actor = Actor::for_user(&a.c.user);
+    let actor = Actor::for_tests(&a.c.user);
     let session = arbor::domain::sessions::get_session(a.db(), &actor, a.c.session).await.unwrap();
     let expose = |roots: &str| arbor::domain::sessions::SessionForm {
         model: MODEL.into(),
@@ -721,9 +721,14 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     assert!(page.contains(&host_path), "{page}");
 
     // Now the session may expose it and the agent reads from it.
-    arbor::domain::sessions::update_session(a.db(), &actor, a.c.session, &expose(&format!("notes\n{host_path}")))
-        .await
-        .unwrap();
+    arbor::domain::sessions::update_session(
+        a.db(),
+        &actor,
+        a.c.session,
+        &expose(&format!("notes\n{host_path}")),
+    )
+    .await
+    .unwrap();
     a.c.mock.enqueue(
         Provider::OpenAi,
         calls(&[("r1", "read_file", json!({"path": format!("{host_path}/readme.txt")}))]),
@@ -764,7 +769,7 @@ async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
     arbor::domain::mcp::servers::create(
         a.db(),
         &a.c.app.state.vault,
-        &Actor::for_user(&admin),
+        &Actor::for_tests(&admin),
         &arbor::domain::audit::Origin::cli(),
         &form,
     )
@@ -850,7 +855,7 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("loopback"));
     assert!(
-        arbor::domain::mcp::servers::list_own(a.db(), &Actor::for_user(&a.c.user)).await.unwrap().is_empty()
+        arbor::domain::mcp::servers::list_own(a.db(), &Actor::for_tests(&a.c.user)).await.unwrap().is_empty()
     );
 
     // A row changed behind the form's back (SECURITY 6) is refused at connect: no tools offered.

@@ -543,12 +543,12 @@ async fn question_of(app: &TestApp, session: Uuid, answer: Uuid) -> Uuid {
 }
 
 async fn workspace_of(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
-    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    let actor = arbor::domain::accounts::Actor::for_tests(owner);
     arbor::domain::sessions::get_session(&app.state.db, &actor, session).await.unwrap().workspace_id
 }
 
 async fn spare_workspace(app: &TestApp, owner: &arbor::domain::accounts::User) -> Uuid {
-    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    let actor = arbor::domain::accounts::Actor::for_tests(owner);
     arbor::domain::sessions::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
 }
 
@@ -561,7 +561,7 @@ async fn console_objects(
 ) -> Ids {
     use arbor::domain::admin::{self, NewKey, ProviderForm};
     use arbor::secret::Secret;
-    let actor = arbor::domain::accounts::Actor::for_user(admin);
+    let actor = arbor::domain::accounts::Actor::for_tests(admin);
     let origin = arbor::domain::audit::Origin::cli();
     let providers = app.state.engine.providers();
     let form = |name: &str| ProviderForm {
@@ -602,10 +602,12 @@ async fn console_objects(
             command: "true".into(),
             ..Default::default()
         };
-        *slot =
-            arbor::domain::mcp::servers::create(db, &app.state.vault, &actor, &origin, &form).await.unwrap().id;
+        *slot = arbor::domain::mcp::servers::create(db, &app.state.vault, &actor, &origin, &form)
+            .await
+            .unwrap()
+            .id;
     }
-    let owner_actor = arbor::domain::accounts::Actor::for_user(owner);
+    let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
     ids.token = arbor::domain::accounts::api_tokens::create(
         db,
         &owner_actor,
@@ -618,7 +620,9 @@ async fn console_objects(
     .unwrap()
     .row
     .id;
-    arbor::domain::providers::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1").await.unwrap();
+    arbor::domain::providers::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1")
+        .await
+        .unwrap();
     ids.own_key = app
         .state
         .vault
@@ -658,7 +662,7 @@ async fn agent_objects(
     ids.call = agent::ensure_call(db, &call).await.unwrap().id;
     ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
     ids.host_root = agent::insert_host_root(db, ids.workspace, "/srv/authz", owner.id).await.unwrap().id;
-    let actor = arbor::domain::accounts::Actor::for_user(owner);
+    let actor = arbor::domain::accounts::Actor::for_tests(owner);
     let files = &app.state.files;
     ids.upload =
         arbor::domain::files::upload(db, &app.state.blobs, files, &actor, "a.txt", b"to delete".to_vec())
@@ -685,7 +689,7 @@ async fn agent_objects(
     ids.own_mcp = arbor::domain::mcp::servers::create_own(
         db,
         &app.state.vault,
-        &arbor::domain::accounts::Actor::for_user(owner),
+        &arbor::domain::accounts::Actor::for_tests(owner),
         &arbor::domain::audit::Origin::cli(),
         &arbor::netguard::AllowedRanges::none(),
         &form,
@@ -720,7 +724,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let (_, session) = app.create_session(&owner).await;
     let invite = arbor::domain::accounts::invitations::create(
         &app.state.db,
-        &arbor::domain::accounts::Actor::for_user(&admin),
+        &arbor::domain::accounts::Actor::for_tests(&admin),
         "invitee@example.com",
         Role::Member,
         24,

@@ -70,7 +70,7 @@ async fn canary_keys_never_leave_the_vault_except_to_the_provider() {
             arbor::auth::sessions::issue(&conn, &cfg.auth, user.id, Some("tests"), None).await.unwrap();
         sessions.push((user, format!("arbor_session={}", issued.token), issued.csrf_secret));
     }
-    let actor = arbor::domain::accounts::Actor::for_user(&sessions[1].0);
+    let actor = arbor::domain::accounts::Actor::for_tests(&sessions[1].0);
     let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
     let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Canary").await.unwrap().id;
 

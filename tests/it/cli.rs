@@ -292,7 +292,8 @@ fn admin_create_and_promote() {
     rt.block_on(async {
         let url = format!("sqlite://{}?mode=rw", dir.path().join("data/arbor.db").display());
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let caller = arbor::domain::accounts::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
+        let caller =
+            arbor::domain::accounts::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
         assert_eq!(caller.user.email, "root@example.com");
         assert_eq!(caller.scope, arbor::domain::accounts::api_tokens::Scope::Api);
         db.close().await.unwrap();
@@ -343,7 +344,7 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
         arbor::storage::repos::users::insert(&db, "ada@example.com", "Ada", Role::Member, UserStatus::Active)
             .await
             .unwrap();
-    let actor = Actor::for_user(&user);
+    let actor = Actor::for_tests(&user);
     let ws = arbor::domain::sessions::create_workspace(&db, &actor, "W").await.unwrap();
     let session = arbor::domain::sessions::create_session(&db, &actor, ws.id, "S").await.unwrap();
     let (q, a) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());

@@ -67,7 +67,7 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
     let issued =
         arbor::auth::sessions::issue(&conn, &probe.auth, user.id, Some("tests"), None).await.unwrap();
     let cookie = format!("arbor_session={}", issued.token);
-    let actor = Actor::for_user(&user);
+    let actor = Actor::for_tests(&user);
     let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
     let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();

@@ -520,7 +520,7 @@ async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
     // That branch is the active one now, for every later page.
     let path = arbor::domain::sessions::conversation(
         &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_user(&c.user),
+        &arbor::domain::accounts::Actor::for_tests(&c.user),
         c.session,
     )
     .await

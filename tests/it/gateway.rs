@@ -633,7 +633,7 @@ async fn bad_token_and_alias_forms_are_refused_with_a_reason() {
         assert!(res.text().await.unwrap().contains(needle), "{body}");
     }
     assert_eq!(api.app.post_form("/settings/aliases/nope/delete", "", Some(&api.s)).await.status(), 404);
-    let actor = arbor::domain::accounts::Actor::for_user(&api.user);
+    let actor = arbor::domain::accounts::Actor::for_tests(&api.user);
     assert!(arbor::domain::providers::aliases::list(&api.app.state.db, &actor).await.unwrap().is_empty());
     assert!(arbor::domain::accounts::api_tokens::list(&api.app.state.db, &actor).await.unwrap().is_empty());
 }

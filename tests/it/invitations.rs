@@ -51,10 +51,16 @@ async fn without_mail_the_admin_gets_the_link_and_it_works_once() {
 async fn expired_and_unknown_links_are_404() {
     let app = TestApp::spawn().await;
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let actor = arbor::domain::accounts::Actor::for_user(&admin);
-    let new = arbor::domain::accounts::invitations::create(&app.state.db, &actor, "late@example.com", Role::Member, 1)
-        .await
-        .unwrap();
+    let actor = arbor::domain::accounts::Actor::for_tests(&admin);
+    let new = arbor::domain::accounts::invitations::create(
+        &app.state.db,
+        &actor,
+        "late@example.com",
+        Role::Member,
+        1,
+    )
+    .await
+    .unwrap();
     arbor::storage::entities::invitation::ActiveModel {
         id: Set(new.invitation.id),
         expires_at: Set(chrono::Utc::now() - chrono::Duration::minutes(1)),
@@ -92,13 +98,15 @@ async fn members_cannot_invite() {
     let s = app.login_full(&member).await;
     let res = app.post_form("/admin/invitations", "email=friend%40example.com&role=admin", Some(&s)).await;
     assert_eq!(res.status(), 403);
-    let actor = arbor::domain::accounts::Actor::for_user(&member);
+    let actor = arbor::domain::accounts::Actor::for_tests(&member);
     assert!(arbor::domain::accounts::invitations::list(&app.state.db, &actor).await.is_err());
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let listed =
-        arbor::domain::accounts::invitations::list(&app.state.db, &arbor::domain::accounts::Actor::for_user(&admin))
-            .await
-            .unwrap();
+    let listed = arbor::domain::accounts::invitations::list(
+        &app.state.db,
+        &arbor::domain::accounts::Actor::for_tests(&admin),
+    )
+    .await
+    .unwrap();
     assert!(listed.is_empty(), "nothing was created");
 }
 

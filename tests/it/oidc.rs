@@ -207,7 +207,8 @@ async fn the_same_subject_from_another_issuer_is_another_person() {
         groups: vec![],
     };
     let a = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
-    let again = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let again =
+        arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
     assert_eq!(a.id, again.id);
     id.issuer = "https://b.example".into();
     let b = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
@@ -247,7 +248,7 @@ async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let inv = arbor::domain::accounts::invitations::create(
         &app.state.db,
-        &arbor::domain::accounts::Actor::for_user(&admin),
+        &arbor::domain::accounts::Actor::for_tests(&admin),
         "guest@elsewhere.com",
         Role::Admin,
         24,

@@ -437,7 +437,7 @@ async fn a_failure_after_the_first_token_is_shown_with_retry_and_never_retried()
     assert_eq!(c.message(id).await.status, MessageStatus::Error);
     let conv = arbor::domain::sessions::conversation(
         &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_user(&c.user),
+        &arbor::domain::accounts::Actor::for_tests(&c.user),
         c.session,
     )
     .await
@@ -532,7 +532,7 @@ async fn a_new_session_starts_with_its_first_message() {
     assert_eq!(again.headers()["location"], to.as_str());
     let sessions = arbor::domain::sessions::recent_sessions(
         &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_user(&c.user),
+        &arbor::domain::accounts::Actor::for_tests(&c.user),
         10,
     )
     .await

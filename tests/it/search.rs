@@ -87,7 +87,9 @@ async fn each_user_finds_only_their_own_messages_whatever_the_query_says() {
     assert!(res.text().await.unwrap().contains(&format!("/s/{}?at=", c.session)));
 
     // A deleted session vanishes from results and snippets at once.
-    arbor::domain::sessions::delete_session(&c.app.state.db, &Actor::for_user(&c.user), c.session).await.unwrap();
+    arbor::domain::sessions::delete_session(&c.app.state.db, &Actor::for_tests(&c.user), c.session)
+        .await
+        .unwrap();
     let ada = search_html(&c, &c.s.cookie, "needle").await;
     assert!(!ada.contains("haystack") && !ada.contains(&c.session.to_string()), "{ada}");
 }
@@ -134,7 +136,7 @@ async fn start_up_indexes_what_the_index_missed_after_its_watermark() {
             .await
             .unwrap();
     service.settle().await;
-    let actor = Actor::for_user(&c.user);
+    let actor = Actor::for_tests(&c.user);
     let page = service.search(&actor, "walruses", None, 1, 10).await.unwrap();
     let found: Vec<Uuid> = page.hits.iter().map(|h| h.message_id).collect();
     assert!(

@@ -168,7 +168,7 @@ async fn the_default_model_is_one_the_member_may_use() {
     assert_eq!(res.status(), 200);
     let html = app.get("/settings", Some(&chat.s.cookie)).await.text().await.unwrap();
     assert!(html.contains("value=\"gemini/gemini-2.5-flash\" selected"), "{html}");
-    let actor = arbor::domain::accounts::Actor::for_user(&chat.user);
+    let actor = arbor::domain::accounts::Actor::for_tests(&chat.user);
     assert_eq!(
         app.state.engine.providers().default_model(&actor).await.as_deref(),
         Some("gemini/gemini-2.5-flash")

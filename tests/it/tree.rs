@@ -25,12 +25,13 @@ impl Chat {
     }
 
     fn actor(&self) -> Actor {
-        Actor::for_user(&self.user)
+        Actor::for_tests(&self.user)
     }
 
     async fn path_texts(&self) -> Vec<String> {
-        let conv =
-            arbor::domain::sessions::conversation(&self.app.state.db, &self.actor(), self.session).await.unwrap();
+        let conv = arbor::domain::sessions::conversation(&self.app.state.db, &self.actor(), self.session)
+            .await
+            .unwrap();
         conv.path.iter().map(|m| m.text()).collect()
     }
 
@@ -111,7 +112,8 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     assert!(conv.totals.input > 0 && conv.totals.cost_micros.is_some());
     // The overview holds every branch: q1 forks into two answers, the first one into two questions.
     assert_eq!(conv.message_count, 7);
-    let overview = arbor::domain::sessions::tree_overview(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let overview =
+        arbor::domain::sessions::tree_overview(&c.app.state.db, &c.actor(), c.session).await.unwrap();
     assert!(overview.iter().any(|r| r.depth == 2), "{overview:?}");
     let res = c.app.get(&format!("/s/{}/tree", c.session), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 200);
@@ -221,7 +223,10 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     let other = arbor::domain::sessions::create_session(
         &c.app.state.db,
         &c.actor(),
-        arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap().workspace_id,
+        arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session)
+            .await
+            .unwrap()
+            .workspace_id,
         "Second",
     )
     .await
@@ -303,8 +308,10 @@ async fn the_first_exchange_gets_a_proposed_title_unless_the_user_named_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_system_prompt_template_is_rendered_previewed_and_checked() {
     let c = chat().await;
-    let workspace =
-        arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap().workspace_id;
+    let workspace = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session)
+        .await
+        .unwrap()
+        .workspace_id;
     // An exposed folder with an instruction file.
     let folder = arbor::prompting::workspace_dir(&c.app.state.config.data_dir, workspace).join("app");
     std::fs::create_dir_all(&folder).unwrap();
@@ -416,7 +423,8 @@ async fn workspaces_and_the_sidebar() {
     let body = format!("{}&workspace_id={}", form("hi", "ws-client-1", MODEL), other.id);
     let res = c.app.post_form("/sessions", &body, Some(&c.s)).await;
     assert_eq!(res.status(), 303);
-    let started = arbor::domain::sessions::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
+    let started =
+        arbor::domain::sessions::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
     assert_eq!(started.len(), 1);
 
     // Bad input is refused with a clear status and changes nothing.

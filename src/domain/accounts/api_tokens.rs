@@ -9,10 +9,10 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::accounts::{Actor, User, UserStatus};
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
-use crate::auth::sessions::{hash_token, random_token};
 use crate::storage::Db;
 use crate::storage::entities::api_token;
 use crate::storage::repos::users;
@@ -96,7 +96,7 @@ fn row(m: api_token::Model, now: DateTime<Utc>) -> TokenRow {
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<TokenRow>> {
     let now = Utc::now();
     Ok(api_token::Entity::find()
-        .filter(api_token::Column::UserId.eq(actor.user_id))
+        .filter(api_token::Column::UserId.eq(actor.user_id()))
         .order_by_desc(api_token::Column::CreatedAt)
         .all(db)
         .await?
@@ -141,7 +141,7 @@ pub async fn create(
     let now = Utc::now();
     let saved = api_token::ActiveModel {
         id: Set(Uuid::now_v7()),
-        user_id: Set(actor.user_id),
+        user_id: Set(actor.user_id()),
         name: Set(name.to_string()),
         prefix: Set(prefix.clone()),
         token_hash: Set(hash_token(&token)),
@@ -167,7 +167,7 @@ pub async fn create(
 /// Revokes one of the actor's tokens.
 pub async fn revoke(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
     let found = api_token::Entity::find_by_id(id)
-        .filter(api_token::Column::UserId.eq(actor.user_id))
+        .filter(api_token::Column::UserId.eq(actor.user_id()))
         .one(db)
         .await?
         .ok_or(DomainError::NotFound)?;
@@ -232,7 +232,21 @@ pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<Token
             .exec(db)
             .await?;
     }
-    Ok(Ok(TokenCaller { actor: Actor::for_user(&user), user, scope, token_id: found.id }))
+    Ok(Ok(TokenCaller { actor: Actor::verified(&user), user, scope, token_id: found.id }))
+}
+
+/// `arbor admin token`: a token for the user with this email, made by the operator at the
+/// command line (whoever runs it holds the server's files and key, so no session is needed).
+pub async fn issue_for_operator(
+    db: &Db,
+    email: &str,
+    name: &str,
+    scope: Scope,
+    days: Option<u32>,
+) -> DomainResult<Created> {
+    let email = crate::domain::accounts::normalize_email(email)?;
+    let (user, _) = users::find_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
+    create(db, &Actor::verified(&user), &audit::Origin::cli(), name, scope, days).await
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::accounts::{self, Actor, Role, User, UserStatus};
-use crate::domain::{DomainError, DomainResult};
 use crate::auth::passwords;
 use crate::auth::sessions::{hash_token, random_token};
+use crate::domain::accounts::{self, Actor, Role, User, UserStatus};
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{invitations as repo, users};
 
@@ -63,7 +63,7 @@ pub async fn create(
     }
     let token = random_token();
     let expires = Utc::now() + Duration::hours(valid_hours);
-    let invitation = repo::insert(db, &email, role, &hash_token(&token), actor.user_id, expires).await?;
+    let invitation = repo::insert(db, &email, role, &hash_token(&token), actor.user_id(), expires).await?;
     Ok(NewInvitation { invitation, token })
 }
 

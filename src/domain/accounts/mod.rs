@@ -84,30 +84,10 @@ pub struct User {
     pub status: UserStatus,
 }
 
-/// The authenticated user on whose behalf a service call runs. Only obtainable from a verified
-/// session (or the CLI), so holding one proves who is asking.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor {
-    /// The acting user's id.
-    pub user_id: Uuid,
-    /// The acting user's role at the time of the request.
-    pub role: Role,
-}
+pub use crate::domain::authz::Actor;
 
-impl Actor {
-    /// The actor for a loaded, active user.
-    pub fn for_user(user: &User) -> Actor {
-        Actor { user_id: user.id, role: user.role }
-    }
-
-    /// Whether the actor is an instance admin.
-    pub fn is_admin(&self) -> bool {
-        self.role == Role::Admin
-    }
-}
-
-use crate::domain::{DomainError, DomainResult};
 use crate::auth::passwords;
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{auth_sessions, setup_tokens, users};
 
@@ -199,7 +179,7 @@ pub async fn change_password(
     new: &str,
     min_len: usize,
 ) -> DomainResult<()> {
-    let stored = users::password_hash(db, actor.user_id).await?;
+    let stored = users::password_hash(db, actor.user_id()).await?;
     if stored.is_none() {
         return Err(DomainError::Invalid(
             "Your account signs in through your organisation; it has no password here.".into(),
@@ -210,7 +190,7 @@ pub async fn change_password(
     }
     check_password(new, min_len)?;
     let hash = passwords::hash(new.to_string()).await.map_err(DomainError::Invalid)?;
-    users::set_password(db, actor.user_id, &hash).await?;
+    users::set_password(db, actor.user_id(), &hash).await?;
     Ok(())
 }
 
@@ -258,12 +238,12 @@ pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
 
 /// The actor's own browser sessions.
 pub async fn list_sessions(db: &Db, actor: &Actor) -> DomainResult<Vec<auth_sessions::SessionListing>> {
-    Ok(auth_sessions::list_for_user(db, actor.user_id).await?)
+    Ok(auth_sessions::list_for_user(db, actor.user_id()).await?)
 }
 
 /// Ends one of the actor's own sessions; someone else's is `NotFound`.
 pub async fn revoke_session(db: &Db, actor: &Actor, session_id: &str) -> DomainResult<()> {
-    if auth_sessions::delete_owned(db, actor.user_id, session_id).await? {
+    if auth_sessions::delete_owned(db, actor.user_id(), session_id).await? {
         Ok(())
     } else {
         Err(DomainError::NotFound)

@@ -2,11 +2,11 @@
 
 use uuid::Uuid;
 
-use crate::domain::accounts::{Role, User, UserStatus};
-use crate::domain::accounts::invitations;
-use crate::domain::{DomainError, DomainResult};
 use crate::auth::oidc::VerifiedIdentity;
 use crate::config::OidcConfig;
+use crate::domain::accounts::invitations;
+use crate::domain::accounts::{Role, User, UserStatus};
+use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{invitations as invitation_repo, users};
 

@@ -10,11 +10,11 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::config::ProviderKind;
 use crate::domain::accounts::{Actor, Role, User, UserStatus};
 use crate::domain::audit::{self, Origin};
 use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind};
 use crate::domain::{DomainError, DomainResult, admin_only};
-use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::storage::entities::{provider, user, workspace};
@@ -77,7 +77,7 @@ pub async fn set_status(
 ) -> DomainResult<User> {
     admin_only(actor)?;
     let target = target_user(db, id).await?;
-    if id == actor.user_id {
+    if id == actor.user_id() {
         return Err(DomainError::Invalid("You cannot disable your own account.".into()));
     }
     let status = if active { UserStatus::Active } else { UserStatus::Disabled };
@@ -162,7 +162,7 @@ pub async fn user_session_ids(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
 /// Usage rows stay (without the user) so totals remain right; audit rows stay as written.
 pub async fn delete_user(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<DeletionSummary> {
     admin_only(actor)?;
-    if id == actor.user_id {
+    if id == actor.user_id() {
         return Err(DomainError::Invalid("You cannot delete your own account here.".into()));
     }
     let summary = deletion_summary(db, actor, id).await?;

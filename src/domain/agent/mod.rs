@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::domain::{DomainError, DomainResult};
 use crate::config::AgentConfig;
+use crate::domain::{DomainError, DomainResult};
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
@@ -838,7 +838,7 @@ pub async fn allow_host_root(
     if repo::host_roots_of(db, ws.id).await?.contains(&real) {
         return Err(DomainError::Invalid(format!("{real} is already allowed there.")));
     }
-    repo::insert_host_root(db, ws.id, &real, actor.user_id).await?;
+    repo::insert_host_root(db, ws.id, &real, actor.user_id()).await?;
     super::audit::record(
         db,
         origin,

@@ -9,9 +9,9 @@ use base64::Engine as _;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::blobs::{self, BlobError, BlobStore, ImageLimits, Kind};
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
-use crate::blobs::{self, BlobError, BlobStore, ImageLimits, Kind};
 use crate::providers::types::Part;
 use crate::storage::Db;
 use crate::storage::entities::attachment;
@@ -109,7 +109,7 @@ pub async fn upload(
             readable_size(i64::try_from(settings.max_file_bytes).unwrap_or(i64::MAX))
         )));
     }
-    let used = u64::try_from(repo::user_bytes(db, actor.user_id).await?).unwrap_or(0);
+    let used = u64::try_from(repo::user_bytes(db, actor.user_id()).await?).unwrap_or(0);
     if used + size > settings.user_quota_bytes {
         return Err(DomainError::Invalid(format!(
             "Your files would take more than {}, your storage limit: remove some first.",
@@ -138,7 +138,7 @@ pub async fn upload(
         db,
         &NewUpload {
             id: Uuid::now_v7(),
-            user_id: actor.user_id,
+            user_id: actor.user_id(),
             hash: &stored.hash,
             size,
             mime: main_kind.mime(),
@@ -173,7 +173,7 @@ pub async fn upload(
 
 /// Removes one of the actor's unsent uploads.
 pub async fn discard_upload(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<()> {
-    if repo::delete_upload(db, actor.user_id, id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+    if repo::delete_upload(db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
 }
 
 /// A blob as it is served: its bytes, the name of the actor's reference, and whether it is a
@@ -192,7 +192,7 @@ pub async fn serve(db: &Db, store: &BlobStore, actor: &Actor, hash: &str) -> Dom
     if !blobs::valid_hash(hash) {
         return Err(DomainError::Invalid("That is not a file id.".into()));
     }
-    let Some((name, _)) = repo::visible_blob(db, actor.user_id, hash).await? else {
+    let Some((name, _)) = repo::visible_blob(db, actor.user_id(), hash).await? else {
         return Err(DomainError::NotFound);
     };
     let bytes = store.read(hash).await.map_err(blob_error)?;
@@ -350,7 +350,7 @@ pub async fn check_uploads(db: &Db, actor: &Actor, ids: &[Uuid]) -> DomainResult
         return Err(DomainError::Invalid("A message takes at most 20 files.".into()));
     }
     for id in ids {
-        if repo::find_upload(db, actor.user_id, *id).await?.is_none() {
+        if repo::find_upload(db, actor.user_id(), *id).await?.is_none() {
             return Err(DomainError::Invalid(
                 "A file of this message is gone: remove it and attach it again.".into(),
             ));

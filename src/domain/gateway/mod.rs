@@ -7,11 +7,11 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
-use crate::domain::providers::{Providers, ResolvedModel};
-use crate::domain::sessions::tree::MessageUsage;
 use crate::domain::admin::quotas;
 use crate::domain::providers::aliases;
+use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::context;
+use crate::domain::sessions::tree::MessageUsage;
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::client::EventStream;
 use crate::providers::types::{ChatRequest, ProviderError, Usage};
@@ -103,7 +103,7 @@ pub async fn open_with(
     request: &ChatRequest,
     own: &[crate::vault::store::SecretMeta],
 ) -> Result<Opened, OpenError> {
-    quotas::check(db, actor.user_id).await.map_err(OpenError::Domain)?;
+    quotas::check(db, actor.user_id()).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
         let model = match providers.resolve_with(actor, reference, own) {
@@ -155,10 +155,10 @@ pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, 
             true,
         ),
     };
-    providers.spend_tokens(actor.user_id, &opened_model.provider, u.input_tokens + u.output_tokens);
+    providers.spend_tokens(actor.user_id(), &opened_model.provider, u.input_tokens + u.output_tokens);
     let usage = MessageUsage::priced(&u, &opened_model.info, estimated);
     let row = repo::UsageRow {
-        user_id: actor.user_id,
+        user_id: actor.user_id(),
         session_id: None,
         message_id: None,
         provider: &opened_model.provider,

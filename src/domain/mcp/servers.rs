@@ -368,7 +368,7 @@ pub struct OwnServer {
 /// The actor's own (HTTP) servers.
 pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
     Ok(mcp_server::Entity::find()
-        .filter(mcp_server::Column::OwnerId.eq(actor.user_id))
+        .filter(mcp_server::Column::OwnerId.eq(actor.user_id()))
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
         .await?
@@ -409,11 +409,11 @@ pub async fn create_own(
         return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
     }
     let id = Uuid::now_v7();
-    let (secret_id, names, _) = store_secrets(db, vault, actor.user_id, id, None, &secrets, false).await?;
+    let (secret_id, names, _) = store_secrets(db, vault, actor.user_id(), id, None, &secrets, false).await?;
     let now = Utc::now();
     mcp_server::ActiveModel {
         id: Set(id),
-        owner_id: Set(Some(actor.user_id)),
+        owner_id: Set(Some(actor.user_id())),
         name: Set(name.to_string()),
         transport: Set(Transport::Http.as_str().to_string()),
         command: Set(String::new()),
@@ -441,12 +441,12 @@ pub async fn create_own(
 /// Deletes one of the actor's own servers and its stored headers.
 pub async fn delete_own(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
     let existing = mcp_server::Entity::find_by_id(id)
-        .filter(mcp_server::Column::OwnerId.eq(actor.user_id))
+        .filter(mcp_server::Column::OwnerId.eq(actor.user_id()))
         .one(db)
         .await?
         .ok_or(DomainError::NotFound)?;
     if let Some(secret) = existing.secret_id {
-        match Vault::delete_secret(db, actor.user_id, secret).await {
+        match Vault::delete_secret(db, actor.user_id(), secret).await {
             Ok(()) | Err(StoreError::NotFound) => {}
             Err(e) => return Err(e.into()),
         }

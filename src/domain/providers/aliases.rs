@@ -33,7 +33,7 @@ pub fn valid_alias(name: &str) -> bool {
 /// The actor's aliases by name.
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Alias>> {
     Ok(model_alias::Entity::find()
-        .filter(model_alias::Column::UserId.eq(actor.user_id))
+        .filter(model_alias::Column::UserId.eq(actor.user_id()))
         .order_by_asc(model_alias::Column::Alias)
         .all(db)
         .await?
@@ -47,7 +47,7 @@ pub async fn lookup(db: &Db, actor: &Actor, name: &str) -> DomainResult<Option<S
     if !valid_alias(name) {
         return Ok(None);
     }
-    Ok(model_alias::Entity::find_by_id((actor.user_id, name.to_string())).one(db).await?.map(|m| m.target))
+    Ok(model_alias::Entity::find_by_id((actor.user_id(), name.to_string())).one(db).await?.map(|m| m.target))
 }
 
 /// Creates or replaces an alias.
@@ -64,12 +64,12 @@ pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &s
         return Err(DomainError::Invalid("A model name is too long or has spaces.".into()));
     }
     let target = models.join(",");
-    let existing = model_alias::Entity::find_by_id((actor.user_id, name.to_string())).one(db).await?;
+    let existing = model_alias::Entity::find_by_id((actor.user_id(), name.to_string())).one(db).await?;
     if existing.is_none() && list(db, actor).await?.len() >= MAX_ALIASES {
         return Err(DomainError::Invalid(format!("You can keep at most {MAX_ALIASES} aliases.")));
     }
     let row = model_alias::ActiveModel {
-        user_id: Set(actor.user_id),
+        user_id: Set(actor.user_id()),
         alias: Set(name.to_string()),
         target: Set(target.clone()),
         created_at: Set(existing.as_ref().map_or_else(Utc::now, |e| e.created_at)),
@@ -87,7 +87,7 @@ pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &s
 /// Deletes an alias.
 pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, name: &str) -> DomainResult<()> {
     let done = model_alias::Entity::delete_many()
-        .filter(model_alias::Column::UserId.eq(actor.user_id))
+        .filter(model_alias::Column::UserId.eq(actor.user_id()))
         .filter(model_alias::Column::Alias.eq(name))
         .exec(db)
         .await?;

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::config::{LlmConfig, ProviderKind};
 use crate::domain::accounts::Actor;
 use crate::domain::providers::key_pool::{KeyHealth, KeyPlan, KeyedChat, RateLimits, VaultAccess};
 use crate::domain::{DomainError, DomainResult};
-use crate::config::{LlmConfig, ProviderKind};
 use crate::netguard::AllowedRanges;
 use crate::providers::catalog::{Catalog, Family, ModelInfo};
 use crate::providers::chat::ChatProvider;
@@ -60,7 +60,7 @@ impl Visibility {
         match self {
             Visibility::Everyone => true,
             Visibility::Admins => actor.is_admin(),
-            Visibility::Users(ids) => actor.is_admin() || ids.contains(&actor.user_id),
+            Visibility::Users(ids) => actor.is_admin() || ids.contains(&actor.user_id()),
         }
     }
 }
@@ -484,7 +484,7 @@ impl Providers {
     /// The actor's own provider keys (none without a vault).
     pub async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
         let Some(access) = &self.vault else { return Ok(Vec::new()) };
-        Ok(Vault::list_secrets(&access.db, actor.user_id, SecretKind::ProviderKey).await?)
+        Ok(Vault::list_secrets(&access.db, actor.user_id(), SecretKind::ProviderKey).await?)
     }
 
     /// The actor's own key that serves an instance provider: a key for its official kind,
@@ -531,7 +531,7 @@ impl Providers {
             vault: self.vault.clone(),
             health: self.health.clone(),
             cooldown: self.cooldown,
-            by: actor.user_id,
+            by: actor.user_id(),
             guard: guarded.then(|| self.member_ranges.clone()),
         })
     }
@@ -539,7 +539,7 @@ impl Providers {
     /// How the actor would call `entry`: their own key, else the shared keys if allowed.
     fn plan_for(&self, actor: &Actor, own: &[SecretMeta], entry: &ProviderEntry) -> Option<KeyPlan> {
         if let Some(key) = Self::own_key_for(own, entry) {
-            return Some(KeyPlan::Own { owner: actor.user_id, secret: key.id });
+            return Some(KeyPlan::Own { owner: actor.user_id(), secret: key.id });
         }
         if !entry.enabled || !entry.visibility.admits(actor) {
             return None;
@@ -577,7 +577,7 @@ impl Providers {
         let bare = split_alias(model).0;
         if let Some(entry) = instance.iter().find(|e| e.name == name) {
             if let Some(key) = Self::own_key_for(own, entry) {
-                let plan = KeyPlan::Own { owner: actor.user_id, secret: key.id };
+                let plan = KeyPlan::Own { owner: actor.user_id(), secret: key.id };
                 return Ok(resolved(entry, bare, self.keyed(actor, entry, plan, false)));
             }
             if !entry.enabled {
@@ -609,7 +609,7 @@ impl Providers {
                     entry.label
                 ))
             })?;
-            self.limits.admit(actor.user_id, &entry.name, entry.rpm, entry.tpm).map_err(|wait| {
+            self.limits.admit(actor.user_id(), &entry.name, entry.rpm, entry.tpm).map_err(|wait| {
                 DomainError::Limited(
                     format!(
                         "You are sending requests to \"{}\" faster than its limit allows. Try again in {wait} s.",
@@ -624,7 +624,7 @@ impl Providers {
             self.personal_entries(own, &instance).into_iter().find(|(e, _)| e.name == name)
         {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
-            let plan = KeyPlan::Own { owner: actor.user_id, secret };
+            let plan = KeyPlan::Own { owner: actor.user_id(), secret };
             return Ok(resolved(&entry, bare, self.keyed(actor, &entry, plan, guarded)));
         }
         Err(DomainError::Invalid(format!(
@@ -705,7 +705,8 @@ impl Providers {
         let entry =
             personal_entry(key).ok_or_else(|| "This key's provider is not recognised.".to_string())?;
         let guarded = entry.kind == ProviderKind::OpenAiCompatible;
-        let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret: key.id }, guarded);
+        let chat =
+            self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id(), secret: key.id }, guarded);
         chat.list_models().await.map(|ids| ids.len()).map_err(|e| crate::domain::runs::describe_error(&e))
     }
 
@@ -751,7 +752,7 @@ impl Providers {
             let (cache_key, entry_for_models) = match plan {
                 // The user's own key reaches every model of the provider.
                 KeyPlan::Own { .. } => (
-                    format!("own:{}:{}", actor.user_id, entry.name),
+                    format!("own:{}:{}", actor.user_id(), entry.name),
                     ProviderEntry { models: Vec::new(), ..entry.clone() },
                 ),
                 _ => (entry.name.clone(), entry.clone()),
@@ -762,9 +763,9 @@ impl Providers {
         }
         for (entry, secret) in self.personal_entries(&own, &instance) {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
-            let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id, secret }, guarded);
+            let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id(), secret }, guarded);
             let ids =
-                self.models_of(&format!("own:{}:{}", actor.user_id, entry.name), &entry, Some(chat)).await;
+                self.models_of(&format!("own:{}:{}", actor.user_id(), entry.name), &entry, Some(chat)).await;
             out.push((entry, ids));
         }
         out
@@ -811,7 +812,7 @@ impl Providers {
     pub async fn default_model(&self, actor: &Actor) -> Option<String> {
         if let Some(access) = &self.vault
             && let Ok(Some(personal)) =
-                crate::storage::repos::users::default_model(&access.db, actor.user_id).await
+                crate::storage::repos::users::default_model(&access.db, actor.user_id()).await
         {
             return Some(personal);
         }
@@ -853,7 +854,13 @@ mod tests {
     }
 
     fn actor() -> Actor {
-        Actor { user_id: uuid::Uuid::new_v4(), role: Role::Member }
+        Actor::verified(&crate::domain::accounts::User {
+            id: uuid::Uuid::new_v4(),
+            email: "m@example.com".into(),
+            display_name: "M".into(),
+            role: Role::Member,
+            status: crate::domain::accounts::UserStatus::Active,
+        })
     }
 
     #[test]

@@ -4,12 +4,12 @@
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::config::ProviderKind;
 use crate::domain::accounts::Actor;
 use crate::domain::admin::valid_name;
 use crate::domain::audit::{self, Origin};
 use crate::domain::providers::{Providers, parse_kind};
 use crate::domain::{DomainError, DomainResult};
-use crate::config::ProviderKind;
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::vault::Vault;
@@ -48,7 +48,11 @@ fn row(m: SecretMeta) -> KeyRow {
 
 /// The actor's keys, newest first.
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<KeyRow>> {
-    Ok(Vault::list_secrets(db, actor.user_id, SecretKind::ProviderKey).await?.into_iter().map(row).collect())
+    Ok(Vault::list_secrets(db, actor.user_id(), SecretKind::ProviderKey)
+        .await?
+        .into_iter()
+        .map(row)
+        .collect())
 }
 
 /// What the "add a key" form sends.
@@ -138,7 +142,7 @@ pub async fn add(
         provider: &provider,
         base_url: base_url.as_deref(),
     };
-    let meta = vault.put_secret(db, actor.user_id, None, what, &Secret::new(form.key.as_str())).await?;
+    let meta = vault.put_secret(db, actor.user_id(), None, what, &Secret::new(form.key.as_str())).await?;
     audit::record(
         db,
         origin,
@@ -171,14 +175,14 @@ pub async fn replace(
     change: Change<'_>,
 ) -> DomainResult<KeyRow> {
     let Change { label, value } = change;
-    let current = Vault::secret_meta(db, actor.user_id, id).await?;
+    let current = Vault::secret_meta(db, actor.user_id(), id).await?;
     if current.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
     let label = check_label(label)?;
     let label = if label.is_empty() { current.label.as_str() } else { label };
     let meta = if value.trim().is_empty() {
-        Vault::relabel(vault, db, actor.user_id, id, label).await?
+        Vault::relabel(vault, db, actor.user_id(), id, label).await?
     } else {
         check_value(value)?;
         let what = NewSecret {
@@ -187,7 +191,7 @@ pub async fn replace(
             provider: &current.provider,
             base_url: current.base_url.as_deref(),
         };
-        vault.put_secret(db, actor.user_id, Some(id), what, &Secret::new(value)).await?
+        vault.put_secret(db, actor.user_id(), Some(id), what, &Secret::new(value)).await?
     };
     audit::record(
         db,
@@ -209,11 +213,11 @@ pub async fn delete(
     origin: &Origin,
     id: Uuid,
 ) -> DomainResult<()> {
-    let current = Vault::secret_meta(db, actor.user_id, id).await?;
+    let current = Vault::secret_meta(db, actor.user_id(), id).await?;
     if current.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
-    Vault::delete_secret(db, actor.user_id, id).await?;
+    Vault::delete_secret(db, actor.user_id(), id).await?;
     audit::record(
         db,
         origin,
@@ -233,7 +237,7 @@ pub async fn test(
     actor: &Actor,
     id: Uuid,
 ) -> DomainResult<Result<usize, String>> {
-    let meta = Vault::secret_meta(db, actor.user_id, id).await?;
+    let meta = Vault::secret_meta(db, actor.user_id(), id).await?;
     if meta.kind != SecretKind::ProviderKey.as_str() {
         return Err(DomainError::NotFound);
     }
@@ -242,7 +246,7 @@ pub async fn test(
 
 /// The actor's own default model.
 pub async fn default_model(db: &Db, actor: &Actor) -> DomainResult<Option<String>> {
-    Ok(crate::storage::repos::users::default_model(db, actor.user_id).await?)
+    Ok(crate::storage::repos::users::default_model(db, actor.user_id()).await?)
 }
 
 /// Sets (or, with a blank value, clears) the actor's default model; it must be one they may use.
@@ -254,12 +258,12 @@ pub async fn set_default_model(
 ) -> DomainResult<()> {
     let model = model.trim();
     if model.is_empty() {
-        crate::storage::repos::users::set_default_model(db, actor.user_id, None).await?;
+        crate::storage::repos::users::set_default_model(db, actor.user_id(), None).await?;
         return Ok(());
     }
     if !providers.choices(actor).await.iter().any(|c| c.value == model) {
         return Err(DomainError::Invalid("Pick one of the models you can use.".into()));
     }
-    crate::storage::repos::users::set_default_model(db, actor.user_id, Some(model)).await?;
+    crate::storage::repos::users::set_default_model(db, actor.user_id(), Some(model)).await?;
     Ok(())
 }

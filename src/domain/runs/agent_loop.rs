@@ -15,11 +15,11 @@ use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{self, Decision, OfferedTool, RuleScope};
-use crate::domain::sessions::{self, ChatSession};
-use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::providers::ResolvedModel;
+use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Accumulator, End, Job, RunEngine, describe_error};
 use crate::domain::sessions::tree::{self, MessageStatus, Role};
+use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
@@ -465,7 +465,8 @@ impl RunEngine {
             let hash =
                 arguments.get("hash").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
             return match &self.blobs {
-                Some(store) => match crate::domain::files::recall(&self.db, store, job.owner_id, &hash).await {
+                Some(store) => match crate::domain::files::recall(&self.db, store, job.owner_id, &hash).await
+                {
                     Ok(text) => ToolOutput::ok(text),
                     Err(m) => ToolOutput::error(m),
                 },
@@ -602,7 +603,7 @@ impl RunEngine {
             run_id: run.id,
             status,
             decision: stored,
-            decided_by: actor.user_id,
+            decided_by: actor.user_id(),
             result: &result,
         };
         match repo::record_decision(&self.db, session.id, &record).await {
@@ -626,7 +627,7 @@ impl RunEngine {
             let pattern = agent::default_pattern(&row.tool_name, &args);
             repo::insert_rule(
                 &self.db,
-                actor.user_id,
+                actor.user_id(),
                 scope_name,
                 scope_id,
                 &row.tool_name,
@@ -654,7 +655,7 @@ impl RunEngine {
 
     /// Quota check and model resolution for a resumed run.
     async fn admit_model(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, actor.user_id).await?;
+        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
         self.providers().resolve(actor, reference).await
     }
 
@@ -674,7 +675,7 @@ impl RunEngine {
         let mut job = Job {
             actor: actor.clone(),
             session_id: session.id,
-            owner_id: actor.user_id,
+            owner_id: actor.user_id(),
             run_id: *run_id,
             message_id,
             request: ChatRequest {
@@ -779,7 +780,7 @@ impl RunEngine {
         };
         if let Some(u) = usage {
             let priced = crate::domain::sessions::tree::MessageUsage::priced(&u, &model.info, false);
-            self.record_call(actor.user_id, (session.id, *answer_id), &model, priced, started).await;
+            self.record_call(actor.user_id(), (session.id, *answer_id), &model, priced, started).await;
         }
         let text = text.trim();
         let text = if text.is_empty() { "The model gave no explanation." } else { text };

@@ -18,12 +18,12 @@ use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{AgentSettings, OfferedTool};
+use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::agent_loop::Start;
-use crate::domain::sessions::{self, ChatSession};
 use crate::domain::runs::context::{ContextInput, Mode};
 use crate::domain::sessions::prompt;
-use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::sessions::tree::{self, Message, MessageStatus, MessageUsage, Role};
+use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher, RunRegistry};
 use crate::providers::types::{ChatRequest, GenParams, Part, ProviderError, ProviderEvent, Usage};
@@ -173,7 +173,8 @@ impl RunEngine {
         let ids: Vec<Uuid> = path.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // PDFs go as documents to the three APIs that read them, for models that see images.
         let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await {
+        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await
+        {
             Ok(parts) => parts,
             Err(e) => {
                 tracing::warn!(error = %e, "attachments could not be read for a request");
@@ -258,7 +259,7 @@ impl RunEngine {
     /// Checks the actor's quota, then resolves the model (counting it against the provider's
     /// rate limits): nothing is written when either says no.
     async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, actor.user_id).await?;
+        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
         self.providers.resolve(actor, reference).await
     }
 
@@ -292,7 +293,7 @@ impl RunEngine {
         template: &str,
         model: &str,
     ) -> Result<String, crate::prompting::TemplateError> {
-        let user = crate::storage::repos::users::find(&self.db, actor.user_id).await.ok().flatten();
+        let user = crate::storage::repos::users::find(&self.db, actor.user_id()).await.ok().flatten();
         let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
         let data_dir = self.data_dir.clone();
         let (workspace, session, template, model) =
@@ -438,7 +439,7 @@ impl RunEngine {
         let assistant = answer_placeholder(assistant_id, user_id, &reference);
         let run = NewRun {
             id: run_id,
-            owner_id: actor.user_id,
+            owner_id: actor.user_id(),
             leaf_message_id: user_id,
             assistant_message_id: assistant_id,
         };
@@ -533,7 +534,7 @@ impl RunEngine {
         let assistant = answer_placeholder(assistant_id, parent, &reference);
         let run = NewRun {
             id: run_id,
-            owner_id: actor.user_id,
+            owner_id: actor.user_id(),
             leaf_message_id: parent,
             assistant_message_id: assistant_id,
         };
@@ -578,7 +579,7 @@ impl RunEngine {
         let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
         let run = NewRun {
             id: run_id,
-            owner_id: actor.user_id,
+            owner_id: actor.user_id(),
             leaf_message_id: old.parent_id.unwrap_or(old.id),
             assistant_message_id: old.id,
         };
@@ -608,7 +609,7 @@ impl RunEngine {
     pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
         let session = sessions::get_session(&self.db, actor, session_id).await?;
         if let Some(run) = agent_repo::paused_run(&self.db, session.id).await? {
-            return Ok(agent_repo::cancel_paused(&self.db, run.id, actor.user_id).await?);
+            return Ok(agent_repo::cancel_paused(&self.db, run.id, actor.user_id()).await?);
         }
         Ok(self.registry.cancel(session.id))
     }
@@ -659,7 +660,7 @@ impl RunEngine {
             params,
             tools,
             session_id: session.id,
-            owner_id: actor.user_id,
+            owner_id: actor.user_id(),
             run_id,
             message_id,
             model,

@@ -262,7 +262,7 @@ impl SearchService {
         let query = SearchQuery::parse(text, workspace).map_err(DomainError::Invalid)?;
         let page = page.max(1);
         let index = self.index.clone();
-        let user = actor.user_id;
+        let user = actor.user_id();
         let offset = (page - 1) * per_page;
         let results = tokio::task::spawn_blocking(move || index.search(user, &query, offset, per_page + 1))
             .await
@@ -287,7 +287,7 @@ impl SearchService {
         let session_ids: HashSet<Uuid> = alive.values().copied().collect();
         let sessions: HashMap<Uuid, chat_session::Model> = chat_session::Entity::find()
             .filter(chat_session::Column::Id.is_in(session_ids))
-            .filter(chat_session::Column::OwnerId.eq(actor.user_id))
+            .filter(chat_session::Column::OwnerId.eq(actor.user_id()))
             .all(&self.db)
             .await?
             .into_iter()

@@ -88,7 +88,7 @@ fn clean_name(name: &str, what: &str) -> DomainResult<String> {
 /// Creates a workspace owned by the actor.
 pub async fn create_workspace(db: &Db, actor: &Actor, name: &str) -> DomainResult<Workspace> {
     let name = clean_name(name, "workspace")?;
-    Ok(repo::insert_workspace(db, actor.user_id, &name).await?)
+    Ok(repo::insert_workspace(db, actor.user_id(), &name).await?)
 }
 
 /// Creates a session in one of the actor's workspaces.
@@ -99,23 +99,23 @@ pub async fn create_session(
     title: &str,
 ) -> DomainResult<ChatSession> {
     let title = clean_name(title, "session")?;
-    repo::find_workspace(db, actor.user_id, workspace_id).await?.ok_or(DomainError::NotFound)?;
-    Ok(repo::insert_session(db, actor.user_id, workspace_id, &title).await?)
+    repo::find_workspace(db, actor.user_id(), workspace_id).await?.ok_or(DomainError::NotFound)?;
+    Ok(repo::insert_session(db, actor.user_id(), workspace_id, &title).await?)
 }
 
 /// The actor's workspace with this id; someone else's is `NotFound`.
 pub async fn get_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Workspace> {
-    repo::find_workspace(db, actor.user_id, workspace_id).await?.ok_or(DomainError::NotFound)
+    repo::find_workspace(db, actor.user_id(), workspace_id).await?.ok_or(DomainError::NotFound)
 }
 
 /// The actor's workspaces, oldest first.
 pub async fn list_workspaces(db: &Db, actor: &Actor) -> DomainResult<Vec<Workspace>> {
-    Ok(repo::list_workspaces(db, actor.user_id).await?)
+    Ok(repo::list_workspaces(db, actor.user_id()).await?)
 }
 
 /// The actor's first workspace, created as "Personal" when there is none.
 pub async fn default_workspace(db: &Db, actor: &Actor) -> DomainResult<Workspace> {
-    match repo::list_workspaces(db, actor.user_id).await?.into_iter().next() {
+    match repo::list_workspaces(db, actor.user_id()).await?.into_iter().next() {
         Some(w) => Ok(w),
         None => create_workspace(db, actor, "Personal").await,
     }
@@ -123,7 +123,7 @@ pub async fn default_workspace(db: &Db, actor: &Actor) -> DomainResult<Workspace
 
 /// The actor's sessions, most recently active first.
 pub async fn recent_sessions(db: &Db, actor: &Actor, limit: u64) -> DomainResult<Vec<ChatSession>> {
-    Ok(repo::recent_sessions(db, actor.user_id, limit).await?)
+    Ok(repo::recent_sessions(db, actor.user_id(), limit).await?)
 }
 
 /// A title from the first message: its first line, shortened at a word boundary.
@@ -142,13 +142,13 @@ pub fn title_from(text: &str) -> String {
 
 /// The actor's session with this id; someone else's is `NotFound`.
 pub async fn get_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<ChatSession> {
-    repo::find_session(db, actor.user_id, session_id).await?.ok_or(DomainError::NotFound)
+    repo::find_session(db, actor.user_id(), session_id).await?.ok_or(DomainError::NotFound)
 }
 
 /// Deletes one of the actor's sessions with all its messages and runs.
 pub async fn delete_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<()> {
     let session = get_session(db, actor, session_id).await?;
-    repo::delete_session(db, actor.user_id, session.id).await?;
+    repo::delete_session(db, actor.user_id(), session.id).await?;
     Ok(())
 }
 
@@ -269,7 +269,7 @@ pub async fn rename_session(
 ) -> DomainResult<ChatSession> {
     let title = clean_name(title, "session")?;
     let session = get_session(db, actor, session_id).await?;
-    repo::rename_session(db, actor.user_id, session.id, &title, true).await?;
+    repo::rename_session(db, actor.user_id(), session.id, &title, true).await?;
     get_session(db, actor, session_id).await
 }
 
@@ -277,13 +277,13 @@ pub async fn rename_session(
 pub async fn propose_title(db: &Db, actor: &Actor, session_id: Uuid, title: &str) -> DomainResult<bool> {
     let title = clean_name(title, "session")?;
     let session = get_session(db, actor, session_id).await?;
-    Ok(repo::rename_session(db, actor.user_id, session.id, &title, false).await?)
+    Ok(repo::rename_session(db, actor.user_id(), session.id, &title, false).await?)
 }
 
 /// Archives or restores one of the actor's sessions.
 pub async fn set_archived(db: &Db, actor: &Actor, session_id: Uuid, archived: bool) -> DomainResult<()> {
     let session = get_session(db, actor, session_id).await?;
-    repo::set_archived(db, actor.user_id, session.id, archived).await?;
+    repo::set_archived(db, actor.user_id(), session.id, archived).await?;
     Ok(())
 }
 
@@ -301,7 +301,8 @@ pub async fn workspace_sessions(
     let workspace = get_workspace(db, actor, workspace_id).await?;
     let offset = page.saturating_mul(SIDEBAR_PAGE);
     let mut sessions =
-        repo::workspace_sessions(db, actor.user_id, workspace.id, archived, offset, SIDEBAR_PAGE + 1).await?;
+        repo::workspace_sessions(db, actor.user_id(), workspace.id, archived, offset, SIDEBAR_PAGE + 1)
+            .await?;
     let more = sessions.len() as u64 > SIDEBAR_PAGE;
     sessions.truncate(SIDEBAR_PAGE as usize);
     Ok((sessions, more))
@@ -366,7 +367,7 @@ pub async fn update_workspace(
         approval_mode: &form.approval_mode,
         infer_titles: form.infer_titles,
     };
-    repo::update_workspace(db, actor.user_id, workspace.id, &settings).await?;
+    repo::update_workspace(db, actor.user_id(), workspace.id, &settings).await?;
     get_workspace(db, actor, workspace_id).await
 }
 
@@ -386,20 +387,20 @@ pub async fn workspace_contents(
     workspace_id: Uuid,
 ) -> DomainResult<WorkspaceContents> {
     let workspace = get_workspace(db, actor, workspace_id).await?;
-    let (sessions, messages) = repo::workspace_counts(db, actor.user_id, workspace.id).await?;
+    let (sessions, messages) = repo::workspace_counts(db, actor.user_id(), workspace.id).await?;
     Ok(WorkspaceContents { sessions, messages })
 }
 
 /// Ids of every session in one of the actor's workspaces, archived ones included.
 pub async fn workspace_session_ids(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Uuid>> {
     let workspace = get_workspace(db, actor, workspace_id).await?;
-    Ok(repo::workspace_session_ids(db, actor.user_id, workspace.id).await?)
+    Ok(repo::workspace_session_ids(db, actor.user_id(), workspace.id).await?)
 }
 
 /// Deletes one of the actor's workspaces with everything in it.
 pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<()> {
     let workspace = get_workspace(db, actor, workspace_id).await?;
-    repo::delete_workspace(db, actor.user_id, workspace.id).await?;
+    repo::delete_workspace(db, actor.user_id(), workspace.id).await?;
     Ok(())
 }
 
@@ -523,7 +524,7 @@ pub async fn update_session(
         params: serde_json::to_value(&params).unwrap_or_default(),
         exposed_roots: &roots,
     };
-    repo::update_session(db, actor.user_id, session.id, &settings).await?;
+    repo::update_session(db, actor.user_id(), session.id, &settings).await?;
     get_session(db, actor, session_id).await
 }
 
@@ -574,7 +575,7 @@ pub async fn change_root(
         format!("\"{root}\" is no longer exposed.")
     };
     let note = session.active_root_id.map(|_| roots_note(&roots));
-    repo::set_roots(db, actor.user_id, session.id, &roots, note.as_deref()).await?;
+    repo::set_roots(db, actor.user_id(), session.id, &roots, note.as_deref()).await?;
     Ok((get_session(db, actor, session_id).await?, message))
 }
 
@@ -654,7 +655,7 @@ pub async fn side_branches(
 
 /// The session a composer submit with this client id created, if the actor made one.
 pub async fn session_by_client_id(db: &Db, actor: &Actor, client_id: &str) -> DomainResult<Option<Uuid>> {
-    Ok(repo::session_with_client_id(db, actor.user_id, client_id).await?)
+    Ok(repo::session_with_client_id(db, actor.user_id(), client_id).await?)
 }
 
 #[cfg(test)]

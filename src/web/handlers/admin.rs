@@ -9,33 +9,18 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::accounts::Role;
-use crate::domain::admin::{self, ProviderForm};
-use crate::domain::mcp::servers::{self, ServerForm};
 use crate::domain::admin::quotas::{self, Quota};
 use crate::domain::admin::usage;
+use crate::domain::admin::{self, ProviderForm};
+use crate::domain::mcp::servers::{self, ServerForm};
 use crate::domain::{DomainError, DomainResult, audit};
 use crate::secret::Secret;
 use crate::state::AppState;
 use crate::web::charts::{self, Bar};
 use crate::web::client::{origin, see_other};
 use crate::web::extractors::AdminUser;
+use crate::web::form::Flash;
 use crate::web::{WebError, render};
-
-/// What a page says after an action.
-#[derive(Serialize, Default)]
-struct Flash {
-    ok: Option<String>,
-    error: Option<String>,
-}
-
-impl Flash {
-    fn ok(m: impl Into<String>) -> Flash {
-        Flash { ok: Some(m.into()), error: None }
-    }
-    fn error(m: impl Into<String>) -> Flash {
-        Flash { ok: None, error: Some(m.into()) }
-    }
-}
 
 /// A same-site link with an encoded query.
 fn link(path: &str, pairs: &[(&str, &str)]) -> String {
@@ -854,8 +839,7 @@ pub async fn mcp_update(
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let result =
-        servers::update(&state.db, &state.vault, &admin.0.actor, &who, id.into_inner(), &form).await;
+    let result = servers::update(&state.db, &state.vault, &admin.0.actor, &who, id.into_inner(), &form).await;
     after_mcp_change(&state, &req, &admin, result, "Saved.").await
 }
 

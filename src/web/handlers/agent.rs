@@ -12,8 +12,10 @@ use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::chat_view;
 use crate::web::extractors::CurrentUser;
-use crate::web::handlers::chat::{form_error, parse_id, render_to_string, run_tail, signed_in};
-use crate::web::handlers::settings::Flash;
+use crate::web::form;
+use crate::web::form::Flash;
+use crate::web::handlers::chat::run_tail;
+use crate::web::render::{parse_id, render_to_string, signed_in};
 use crate::web::{WebError, render};
 
 /// The dialog's form.
@@ -32,7 +34,7 @@ fn dialog_error(
     status: StatusCode,
     message: &str,
 ) -> Result<HttpResponse, WebError> {
-    form_error(state, status, message, &format!("#confirm-error-{call_id}"))
+    form::refused(state, status, message, &format!("#confirm-error-{call_id}"))
 }
 
 /// The dialog as it stands: still waiting (the dialog), or decided (a line saying how, and
@@ -151,7 +153,7 @@ async fn approvals_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("rules", &agent::list_rules(&state.db, user.0.actor.user_id).await?);
+    ctx.insert("rules", &agent::list_rules(&state.db, user.0.actor.user_id()).await?);
     ctx.insert("flash", &flash);
     ctx.insert("tab", "approvals");
     render::section(
@@ -181,7 +183,7 @@ pub async fn revoke(
     user: CurrentUser,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
-    agent::revoke_rule(&state.db, user.0.actor.user_id, id.into_inner()).await?;
+    agent::revoke_rule(&state.db, user.0.actor.user_id(), id.into_inner()).await?;
     let flash = Flash { ok: Some("Rule revoked: such calls ask again.".into()), error: None };
     approvals_page(&state, &req, &user, flash).await
 }

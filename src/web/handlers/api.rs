@@ -8,9 +8,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::domain::DomainError;
 use crate::domain::accounts::api_tokens::{self, Refusal, TokenCaller};
 use crate::domain::gateway::{self, Finished, OpenError, Opened};
-use crate::domain::DomainError;
 use crate::domain::providers::aliases;
 use crate::gateway::{ApiError, anthropic, openai};
 use crate::providers::types::{ProviderError, ProviderEvent};
@@ -372,8 +372,9 @@ fn stream_message(
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let Opened { model, mut stream, started } = opened;
-        let estimate =
-            crate::domain::runs::context::estimate_tokens(crate::domain::runs::context::request_chars(&parsed.request));
+        let estimate = crate::domain::runs::context::estimate_tokens(
+            crate::domain::runs::context::request_chars(&parsed.request),
+        );
         let start = anthropic::Writer::start(&gateway::response_id("msg_"), &model.reference(), estimate);
         let mut open = tx.send(Bytes::from(start)).await.is_ok();
         let mut writer = anthropic::Writer::default();
@@ -440,8 +441,9 @@ pub async fn count_tokens(
         Ok(c) => c,
         Err(e) => return anthropic_error(&from_domain(e, &parsed.model)),
     };
-    let estimate =
-        crate::domain::runs::context::estimate_tokens(crate::domain::runs::context::request_chars(&parsed.request));
+    let estimate = crate::domain::runs::context::estimate_tokens(
+        crate::domain::runs::context::request_chars(&parsed.request),
+    );
     let mut exact = None;
     if let Some(first) = chain.first() {
         match providers.resolve(&caller.actor, first).await {

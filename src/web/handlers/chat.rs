@@ -6,54 +6,25 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::sessions::Conversation;
 use crate::domain::runs::Started;
+use crate::domain::sessions::Conversation;
 use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::chat_view::{self, usage_view};
 use crate::web::client::see_other;
 use crate::web::extractors::{AdminUser, CurrentUser};
-use crate::web::{WebError, render};
-
-pub(crate) fn parse_id(raw: &str) -> Result<Uuid, WebError> {
-    Uuid::parse_str(raw).map_err(|_| WebError::NotFound)
-}
+use crate::web::render::{parse_id, render_to_string, signed_in};
+use crate::web::{WebError, form, render};
 
 /// A fresh composer id: a repeated POST of one form is recognised by it.
 fn new_client_id() -> String {
     Uuid::new_v4().simple().to_string()
 }
 
-/// Renders a template to a string.
-pub fn render_to_string(state: &AppState, name: &str, ctx: &Context) -> Result<String, WebError> {
-    state.templates.render(name, ctx).map_err(|e| WebError::Internal(format!("render {name}: {e}")))
-}
-
 /// A form error shown next to the composer: the status says what happened, and htmx is told
 /// where the message goes.
 fn composer_error(state: &AppState, status: StatusCode, message: &str) -> Result<HttpResponse, WebError> {
-    form_error(state, status, message, "#composer-error")
-}
-
-/// A form error shown in the element `target` (an id selector) of the page.
-pub fn form_error(
-    state: &AppState,
-    status: StatusCode,
-    message: &str,
-    target: &str,
-) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("message", message);
-    let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
-    let mut res = render::html_response(status, html);
-    if let Ok(target) = actix_web::http::header::HeaderValue::from_str(target) {
-        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static("hx-retarget"), target);
-    }
-    res.headers_mut().insert(
-        actix_web::http::header::HeaderName::from_static("hx-reswap"),
-        actix_web::http::header::HeaderValue::from_static("innerHTML"),
-    );
-    Ok(res)
+    form::refused(state, status, message, "#composer-error")
 }
 
 fn domain_to_composer(state: &AppState, e: DomainError) -> Result<HttpResponse, WebError> {
@@ -62,14 +33,6 @@ fn domain_to_composer(state: &AppState, e: DomainError) -> Result<HttpResponse, 
         DomainError::Conflict(m) => composer_error(state, StatusCode::CONFLICT, &m),
         other => Err(other.into()),
     }
-}
-
-/// The signed-in user, as every page needs them.
-pub(crate) fn signed_in(user: &CurrentUser) -> Context {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx
 }
 
 /// What the composer and sidebar need: model choices, a fresh client id, the workspaces.
@@ -169,7 +132,8 @@ async fn session_context_at(
     // The window ends half a window after the focused message, when that is not the end.
     let before = match focus {
         Some(f) => {
-            let skeleton = sessions::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
+            let skeleton =
+                sessions::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
             skeleton
                 .path
                 .iter()
@@ -216,7 +180,10 @@ pub(crate) async fn agent_into(
         result.side_branch =
             sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
     }
-    ctx.insert("pending", &crate::domain::runs::agent_loop::pending_call(&state.db, actor, session.id).await?);
+    ctx.insert(
+        "pending",
+        &crate::domain::runs::agent_loop::pending_call(&state.db, actor, session.id).await?,
+    );
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);
@@ -401,7 +368,8 @@ pub async fn create(
         None => sessions::default_workspace(&state.db, actor).await?,
     };
     let session =
-        sessions::create_session(&state.db, actor, workspace.id, &sessions::title_from(&form.message)).await?;
+        sessions::create_session(&state.db, actor, workspace.id, &sessions::title_from(&form.message))
+            .await?;
     let model = form.model.as_deref();
     match state.engine.submit(actor, session.id, &form.message, &form.client_id, model).await {
         Ok(_) => Ok(see_other(&req, &format!("/s/{}", session.id))),
@@ -460,15 +428,7 @@ pub async fn send(
                 ctx.insert("composer_notice", &notice);
                 let html = render_to_string(&state, "partials/_session.html", &ctx)?;
                 let mut res = render::html_response(StatusCode::OK, html);
-                let headers = res.headers_mut();
-                headers.insert(
-                    actix_web::http::header::HeaderName::from_static("hx-retarget"),
-                    actix_web::http::header::HeaderValue::from_static("#session"),
-                );
-                headers.insert(
-                    actix_web::http::header::HeaderName::from_static("hx-reswap"),
-                    actix_web::http::header::HeaderValue::from_static("outerHTML"),
-                );
+                form::retarget(&mut res, "#session", "outerHTML");
                 Ok(res)
             }
             Err(e) => domain_to_composer(&state, e),
@@ -631,7 +591,7 @@ pub async fn save_settings(
     let session_id = parse_id(&path)?;
     match sessions::update_session(&state.db, &user.0.actor, session_id, &form).await {
         Ok(_) => session_fragment(&state, &user, session_id).await,
-        Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
+        Err(DomainError::Invalid(m)) => form::refused(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
         Err(e) => Err(e.into()),
     }
 }

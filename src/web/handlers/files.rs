@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::domain::{DomainError, files};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
-use crate::web::handlers::chat::render_to_string;
+use crate::web::render::render_to_string;
 use crate::web::{WebError, render};
 
 /// The upload's query: the file's name (metadata only).

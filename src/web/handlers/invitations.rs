@@ -5,8 +5,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use tera::Context;
 
-use crate::domain::accounts::Role;
 use crate::domain::DomainError;
+use crate::domain::accounts::Role;
 use crate::domain::accounts::invitations;
 use crate::mail::{Mail, MailError};
 use crate::state::AppState;

@@ -6,21 +6,15 @@ use serde::{Deserialize, Serialize};
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::providers::user_keys::{self, KeyForm};
-use crate::domain::{DomainError, DomainResult};
 use crate::domain::accounts::api_tokens;
 use crate::domain::providers::aliases;
+use crate::domain::providers::user_keys::{self, KeyForm};
+use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
+use crate::web::form::Flash;
 use crate::web::{WebError, render};
-
-/// What the page says after an action.
-#[derive(Serialize, Default)]
-pub(crate) struct Flash {
-    pub(crate) ok: Option<String>,
-    pub(crate) error: Option<String>,
-}
 
 /// The add form as shown again after a refusal: never the key itself.
 #[derive(Serialize, Default)]
@@ -433,9 +427,15 @@ pub async fn mcp_add(
     let who = origin(&req, &state, &user.0);
     let allowed = crate::netguard::AllowedRanges::parse(&state.config.llm.member_base_url_allow.join(" "))
         .unwrap_or_default();
-    let result =
-        crate::domain::mcp::servers::create_own(&state.db, &state.vault, &user.0.actor, &who, &allowed, &form)
-            .await;
+    let result = crate::domain::mcp::servers::create_own(
+        &state.db,
+        &state.vault,
+        &user.0.actor,
+        &who,
+        &allowed,
+        &form,
+    )
+    .await;
     match result {
         Ok(s) => {
             let flash = Flash {

@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use tera::Context;
 use uuid::Uuid;
 
-use super::chat::{form_error, parse_id, render_to_string, signed_in};
 use crate::domain::sessions::{self, ChatSession, Workspace};
 use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
+use crate::web::form;
+use crate::web::render::{parse_id, render_to_string, signed_in};
 use crate::web::{WebError, render};
 
 /// A workspace in the sidebar with the first page of its sessions.
@@ -115,7 +116,7 @@ pub async fn create(
     match sessions::create_workspace(&state.db, &user.0.actor, &form.name).await {
         Ok(w) => Ok(see_other(&req, &format!("/w/{}", w.id))),
         Err(DomainError::Invalid(m)) => {
-            form_error(&state, StatusCode::BAD_REQUEST, &m, "#new-workspace-error")
+            form::refused(&state, StatusCode::BAD_REQUEST, &m, "#new-workspace-error")
         }
         Err(e) => Err(e.into()),
     }
@@ -192,7 +193,9 @@ pub async fn save(
             let html = render_to_string(&state, "partials/_workspace.html", &ctx)?;
             Ok(render::html_response(StatusCode::OK, html))
         }
-        Err(DomainError::Invalid(m)) => form_error(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error"),
+        Err(DomainError::Invalid(m)) => {
+            form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error")
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -217,7 +217,7 @@ impl TestApp {
 
     /// A workspace and an empty session owned by `user`.
     pub async fn create_session(&self, user: &User) -> (Uuid, Uuid) {
-        let actor = Actor::for_user(user);
+        let actor = Actor::for_tests(user);
         let ws = arbor::domain::sessions::create_workspace(&self.state.db, &actor, "Research")
             .await
             .expect("workspace");

@@ -1,0 +1,57 @@
+//! Refused forms and flashes, written once: the message a page shows after an action, and the
+//! fragment (with `HX-Retarget`/`HX-Reswap`) that puts a refusal where the form shows errors.
+
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
+use actix_web::http::header::{HeaderName, HeaderValue};
+use serde::Serialize;
+use tera::Context;
+
+use super::WebError;
+use super::render::{html_response, render_to_string};
+use crate::state::AppState;
+
+/// What a page says after an action: a success or an error line.
+#[derive(Serialize, Default, Debug, Clone)]
+pub struct Flash {
+    /// The success line.
+    pub ok: Option<String>,
+    /// The error line.
+    pub error: Option<String>,
+}
+
+impl Flash {
+    /// A success line.
+    pub fn ok(m: impl Into<String>) -> Flash {
+        Flash { ok: Some(m.into()), error: None }
+    }
+
+    /// An error line.
+    pub fn error(m: impl Into<String>) -> Flash {
+        Flash { ok: None, error: Some(m.into()) }
+    }
+}
+
+/// Tells htmx to put this response into `target` (a CSS selector) with `swap`.
+pub fn retarget(res: &mut HttpResponse, target: &str, swap: &'static str) {
+    if let Ok(value) = HeaderValue::from_str(target) {
+        res.headers_mut().insert(HeaderName::from_static("hx-retarget"), value);
+        res.headers_mut().insert(HeaderName::from_static("hx-reswap"), HeaderValue::from_static(swap));
+    }
+}
+
+/// A refused form: the message in the element `target` (an id selector) of the page, with the
+/// status that says what happened.
+pub fn refused(
+    state: &AppState,
+    status: StatusCode,
+    message: &str,
+    target: &str,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = Context::new();
+    ctx.insert("message", message);
+    let html = render_to_string(state, "partials/_flash_error.html", &ctx)?;
+    let mut res = html_response(status, html);
+    retarget(&mut res, target, "innerHTML");
+    Ok(res)
+}
