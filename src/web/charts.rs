@@ -7,6 +7,7 @@
 //! `style` attribute (the CSP forbids inline styles). Sizes are in viewBox units and the SVG is
 //! `width="100%"`, so it scales with its container.
 
+use super::escape::escape_into;
 use std::fmt::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -355,22 +356,6 @@ fn text(out: &mut String, class: &str, x: f64, y: f64, anchor: &str, content: &s
     );
     escape_into(out, content);
     out.push_str("</text>");
-}
-
-/// Appends `s` escaped for both XML text and attribute values, dropping characters XML 1.0 forbids.
-fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
 }
 
 /// A coordinate, rounded to one decimal without a trailing `.0` (and never `-0`).

@@ -6,6 +6,7 @@ pub mod chat_view;
 pub mod client;
 pub mod csrf;
 pub mod error;
+pub mod escape;
 pub mod extractors;
 pub mod form;
 pub mod handlers;

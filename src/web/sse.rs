@@ -7,21 +7,7 @@ use uuid::Uuid;
 
 use crate::events::{RunEvent, RunRegistry, RunSnapshot, Subscription};
 
-/// Escapes text for insertion into HTML: the one function every streamed text goes through.
-pub fn escape_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use super::escape::escape_text;
 
 /// Text wrapped in an element, so a trailing newline survives SSE framing.
 fn span(class: &str, text: &str) -> String {
