@@ -26,7 +26,8 @@ pub struct MaybeUser(pub Option<Authenticated>);
 #[derive(Clone)]
 struct Resolved(Option<Authenticated>);
 
-async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, WebError> {
+/// Who sent the request (a browser session, or a `full` API token), looked up once per request.
+pub(crate) async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, WebError> {
     if let Some(Resolved(found)) = req.extensions().get::<Resolved>() {
         return Ok(found.clone());
     }

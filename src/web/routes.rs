@@ -1,9 +1,12 @@
 //! The one route table: registration and the authorization test both read it.
 
+use actix_web::body::BoxBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
-use actix_web::{Route, web};
+use actix_web::middleware::{Next, from_fn};
+use actix_web::{Error, Route, web};
 
-use super::handlers;
+use super::{WebError, handlers};
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +192,7 @@ pub fn specs() -> Vec<RouteSpec> {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let mut by_path: Vec<(&'static str, Vec<Route>)> = Vec::new();
     for RouteEntry { spec, route } in table() {
+        let route = guarded(route, spec.access);
         match by_path.iter_mut().find(|(p, _)| *p == spec.path) {
             Some((_, routes)) => routes.push(route),
             None => by_path.push((spec.path, vec![route])),
@@ -200,6 +204,38 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             resource = resource.route(route);
         }
         cfg.service(resource);
+    }
+}
+
+/// The table's access level, enforced before the handler runs: a route cannot be reached by
+/// the wrong caller even if its handler forgot to ask for the right extractor.
+pub fn guarded(route: Route, access: Access) -> Route {
+    match access {
+        Access::Public => route,
+        Access::User | Access::Admin => {
+            route.wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| enforce(access, req, next)))
+        }
+    }
+}
+
+async fn enforce(
+    access: Access,
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    // The lookup is cached on the request, so the handler's extractor does not repeat it.
+    let refusal = match super::extractors::resolve(req.request().clone()).await {
+        Err(e) => Some(e),
+        Ok(None) => Some(WebError::Unauthenticated),
+        Ok(Some(auth)) if access == Access::Admin && !auth.actor.is_admin() => {
+            Some(WebError::Forbidden("This page is for administrators.".into()))
+        }
+        Ok(Some(_)) => None,
+    };
+    match refusal {
+        // A response, as a refusing extractor makes: the error pages and sign-in redirect apply.
+        Some(e) => Ok(req.error_response(e)),
+        None => next.call(req).await,
     }
 }
 

@@ -949,3 +949,47 @@ async fn signing_out_server_side_ends_the_session_and_expiry_is_enforced() {
     assert_eq!(app.get(&path, Some(&cookie)).await.status(), 401);
     assert_eq!(app.get(&path, Some(&cookie)).await.status(), 401);
 }
+
+/// The table's access level is enforced by the table itself: a route whose handler asks for no
+/// user at all still refuses the wrong caller once it is registered through the guard.
+#[tokio::test]
+async fn the_route_table_enforces_access_without_the_handlers_help() {
+    use actix_web::{App, test, web};
+    use arbor::web::routes::guarded;
+    let app = TestApp::spawn().await;
+    let member = app.create_user("member@example.com", Role::Member).await;
+    let admin = app.create_user("admin@example.com", Role::Admin).await;
+    let (member_cookie, admin_cookie) = (app.login(&member).await, app.login(&admin).await);
+    let service = test::init_service(
+        App::new()
+            .app_data(web::Data::new(app.state.clone()))
+            .route("/user", guarded(web::get().to(|| async { "reached" }), Access::User))
+            .route("/admin", guarded(web::get().to(|| async { "reached" }), Access::Admin))
+            .route("/public", guarded(web::get().to(|| async { "reached" }), Access::Public)),
+    )
+    .await;
+    let call = |path: &'static str, cookie: Option<String>| {
+        let mut req = test::TestRequest::get().uri(path);
+        if let Some(c) = cookie {
+            req = req.insert_header(("cookie", c));
+        }
+        req.to_request()
+    };
+    let expect = [
+        ("/public", None, 200),
+        ("/user", None, 401),
+        ("/admin", None, 401),
+        ("/user", Some(member_cookie.clone()), 200),
+        ("/admin", Some(member_cookie.clone()), 403),
+        ("/admin", Some(admin_cookie.clone()), 200),
+    ];
+    for (path, cookie, status) in expect {
+        // A refusal comes back as the error the server turns into its error page.
+        let (got, body) = match test::try_call_service(&service, call(path, cookie.clone())).await {
+            Ok(res) => (res.status().as_u16(), test::read_body(res).await),
+            Err(e) => (e.as_response_error().status_code().as_u16(), Default::default()),
+        };
+        assert_eq!(got, status, "{path} with {cookie:?}");
+        assert_eq!(body == "reached", status == 200, "{path}: the handler ran only when allowed");
+    }
+}
