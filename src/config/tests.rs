@@ -1,0 +1,121 @@
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn defaults_load_and_match_the_documented_values() {
+    let loaded = load(&CliOverrides::default(), &[]).unwrap();
+    let c = loaded.config;
+    assert_eq!(c.server.bind, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(c.data_dir, PathBuf::from("./data"));
+    assert_eq!(c.log.format, LogFormat::Pretty);
+    assert!(c.database_url().starts_with("sqlite://./data/arbor.db"));
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn every_default_key_is_commented() {
+    let lines: Vec<&str> = DEFAULT_TOML.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') || t.starts_with('[') {
+            continue;
+        }
+        assert!(i > 0 && lines[i - 1].trim().starts_with('#'), "key without a comment: {t}");
+    }
+}
+
+#[test]
+fn env_overrides_nested_keys_and_alias() {
+    let e = env(&[
+        ("ARBOR_SERVER__BIND", "0.0.0.0:9000"),
+        ("ARBOR_DATABASE_URL", "postgres://u:pw@h/db"),
+        ("ARBOR_LOG__FORMAT", "json"),
+    ]);
+    let c = load(&CliOverrides::default(), &e).unwrap().config;
+    assert_eq!(c.server.bind.port(), 9000);
+    assert_eq!(c.database.url, "postgres://u:pw@h/db");
+    assert_eq!(c.log.format, LogFormat::Json);
+}
+
+#[test]
+fn cli_flags_win_over_env() {
+    let e = env(&[("ARBOR_SERVER__BIND", "0.0.0.0:9000")]);
+    let cli = CliOverrides { bind: Some("127.0.0.1:7000".parse().unwrap()), ..Default::default() };
+    assert_eq!(load(&cli, &e).unwrap().config.server.bind.port(), 7000);
+}
+
+#[test]
+fn file_variables_read_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("db");
+    std::fs::write(&f, "postgres://a:s3cr3t-canary@h/db\n").unwrap();
+    let e = env(&[("ARBOR_DATABASE__URL_FILE", f.to_str().unwrap())]);
+    let c = load(&CliOverrides::default(), &e).unwrap().config;
+    assert_eq!(c.database.url, "postgres://a:s3cr3t-canary@h/db");
+    assert!(!c.to_redacted_toml().contains("s3cr3t-canary"));
+    assert!(!format!("{c:?}").contains("s3cr3t-canary"));
+}
+
+#[test]
+fn unknown_env_var_is_a_warning_naming_it() {
+    let e = env(&[("ARBOR_SERVR__BIND", "x"), ("ARBOR_TEST_DATABASE_URL", "postgres://x")]);
+    let loaded = load(&CliOverrides::default(), &e).unwrap();
+    assert_eq!(loaded.warnings.len(), 1);
+    assert!(loaded.warnings[0].contains("ARBOR_SERVR__BIND"));
+}
+
+#[test]
+fn bad_env_value_names_key_and_variable() {
+    let e = env(&[("ARBOR_SERVER__BIND", "not-an-address")]);
+    let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+    assert!(err.contains("server.bind"), "{err}");
+    assert!(err.contains("ARBOR_SERVER__BIND"), "{err}");
+    assert!(!err.contains('\n'));
+}
+
+#[test]
+fn unknown_key_in_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("arbor.toml");
+    std::fs::write(&f, "[server]\nbnd = \"x\"\n").unwrap();
+    let cli = CliOverrides { config_file: Some(f), ..Default::default() };
+    let err = load(&cli, &[]).unwrap_err().to_string();
+    assert!(err.contains("server.bnd"), "{err}");
+}
+
+#[test]
+fn bad_value_in_file_names_key_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("arbor.toml");
+    std::fs::write(&f, "[log]\nformat = \"xml\"\n").unwrap();
+    let cli = CliOverrides { config_file: Some(f), ..Default::default() };
+    let err = load(&cli, &[]).unwrap_err().to_string();
+    assert!(err.contains("log.format") && err.contains("arbor.toml"), "{err}");
+}
+
+#[test]
+fn validation_names_key() {
+    let e = env(&[("ARBOR_SERVER__PUBLIC_URL", "ftp://x")]);
+    let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+    assert!(err.contains("server.public_url"), "{err}");
+    let e = env(&[("ARBOR_DATABASE__MAX_CONNECTIONS", "0")]);
+    let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
+    assert!(err.contains("database.max_connections"), "{err}");
+}
+
+#[test]
+fn missing_config_file_is_an_error() {
+    let cli = CliOverrides { config_file: Some("/nonexistent/arbor.toml".into()), ..Default::default() };
+    assert!(load(&cli, &[]).unwrap_err().to_string().contains("/nonexistent/arbor.toml"));
+}
+
+#[test]
+fn https_public_url_turns_on_secure_cookies() {
+    let e = env(&[("ARBOR_SERVER__PUBLIC_URL", "https://arbor.example.com/")]);
+    let c = load(&CliOverrides::default(), &e).unwrap().config;
+    assert!(c.is_https());
+    assert_eq!(c.public_url(), "https://arbor.example.com");
+}
