@@ -1,4 +1,6 @@
 use super::super::sse::SseParser;
+use chrono::{DateTime, Utc};
+
 use super::*;
 
 const TEXT: &str = include_str!("../../../tests/fixtures/providers/openai/text.sse");
