@@ -11,6 +11,7 @@ pub mod events;
 pub mod gateway;
 pub mod index;
 pub mod mail;
+pub mod model;
 pub mod netguard;
 pub mod prompting;
 pub mod providers;

@@ -40,7 +40,7 @@ impl Origin {
 }
 
 /// Appends a row.
-pub async fn record<C: sea_orm::ConnectionTrait>(
+pub async fn record<C: crate::storage::Conn>(
     db: &C,
     origin: &Origin,
     action: &str,

@@ -39,12 +39,6 @@ pub enum DomainError {
     Storage(#[from] StorageError),
 }
 
-impl From<sea_orm::DbErr> for DomainError {
-    fn from(e: sea_orm::DbErr) -> Self {
-        DomainError::Storage(StorageError::Db(e))
-    }
-}
-
 impl From<crate::vault::store::StoreError> for DomainError {
     fn from(e: crate::vault::store::StoreError) -> Self {
         use crate::vault::store::StoreError;

@@ -29,6 +29,38 @@ pub enum StorageError {
 /// The database handle services receive.
 pub type Db = sea_orm::DatabaseConnection;
 
+/// Anything a query can run on: the pool or an open transaction. Repositories are generic over
+/// it so one function serves both; the domain names it without naming the ORM.
+pub use sea_orm::ConnectionTrait as Conn;
+
+/// An open transaction. The domain begins one when several repository calls must succeed or
+/// fail together, passes [`Tx::conn`] to them, and ends it with [`Tx::commit`] or
+/// [`Tx::rollback`] (dropping it rolls back).
+pub struct Tx(sea_orm::DatabaseTransaction);
+
+impl Tx {
+    /// Begins a transaction.
+    pub async fn begin(db: &Db) -> StorageResult<Tx> {
+        use sea_orm::TransactionTrait;
+        Ok(Tx(db.begin().await?))
+    }
+
+    /// The connection that runs queries inside the transaction.
+    pub fn conn(&self) -> &sea_orm::DatabaseTransaction {
+        &self.0
+    }
+
+    /// Makes every change of the transaction permanent.
+    pub async fn commit(self) -> StorageResult<()> {
+        Ok(self.0.commit().await?)
+    }
+
+    /// Drops every change of the transaction.
+    pub async fn rollback(self) -> StorageResult<()> {
+        Ok(self.0.rollback().await?)
+    }
+}
+
 /// Shorthand for storage results.
 pub type StorageResult<T> = Result<T, StorageError>;
 

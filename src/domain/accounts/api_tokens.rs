@@ -4,8 +4,6 @@
 //! working at once because every check reads the user's status.
 
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -14,7 +12,7 @@ use crate::domain::accounts::{Actor, User, UserStatus};
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
-use crate::storage::entities::api_token;
+use crate::storage::repos::api_tokens::{self as repo, TokenRecord};
 use crate::storage::repos::users;
 
 /// What every token starts with, so secret scanners and people recognise it.
@@ -71,7 +69,7 @@ pub struct TokenRow {
     pub state: &'static str,
 }
 
-fn row(m: api_token::Model, now: DateTime<Utc>) -> TokenRow {
+fn row(m: TokenRecord, now: DateTime<Utc>) -> TokenRow {
     let state = if m.revoked_at.is_some() {
         "revoked"
     } else if m.expires_at.is_some_and(|e| e <= now) {
@@ -95,14 +93,7 @@ fn row(m: api_token::Model, now: DateTime<Utc>) -> TokenRow {
 /// The actor's tokens, newest first.
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<TokenRow>> {
     let now = Utc::now();
-    Ok(api_token::Entity::find()
-        .filter(api_token::Column::UserId.eq(actor.user_id()))
-        .order_by_desc(api_token::Column::CreatedAt)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| row(m, now))
-        .collect())
+    Ok(repo::list_for_user(db, actor.user_id()).await?.into_iter().map(|m| row(m, now)).collect())
 }
 
 /// A new token: the value (shown once) and its row.
@@ -139,19 +130,21 @@ pub async fn create(
     let token = format!("{TOKEN_PREFIX}{}", random_token());
     let prefix: String = token.chars().take(12).collect();
     let now = Utc::now();
-    let saved = api_token::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        user_id: Set(actor.user_id()),
-        name: Set(name.to_string()),
-        prefix: Set(prefix.clone()),
-        token_hash: Set(hash_token(&token)),
-        scope: Set(scope.as_str().to_string()),
-        expires_at: Set(days.map(|d| now + Duration::days(i64::from(d)))),
-        last_used_at: Set(None),
-        revoked_at: Set(None),
-        created_at: Set(now),
-    }
-    .insert(db)
+    let saved = repo::insert(
+        db,
+        TokenRecord {
+            id: Uuid::now_v7(),
+            user_id: actor.user_id(),
+            name: name.to_string(),
+            prefix: prefix.clone(),
+            token_hash: hash_token(&token),
+            scope: scope.as_str().to_string(),
+            expires_at: days.map(|d| now + Duration::days(i64::from(d))),
+            last_used_at: None,
+            revoked_at: None,
+            created_at: now,
+        },
+    )
     .await?;
     audit::record(
         db,
@@ -166,15 +159,9 @@ pub async fn create(
 
 /// Revokes one of the actor's tokens.
 pub async fn revoke(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    let found = api_token::Entity::find_by_id(id)
-        .filter(api_token::Column::UserId.eq(actor.user_id()))
-        .one(db)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    let found = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
     if found.revoked_at.is_none() {
-        let mut active: api_token::ActiveModel = found.clone().into();
-        active.revoked_at = Set(Some(Utc::now()));
-        active.update(db).await?;
+        repo::revoke(db, found.id, Utc::now()).await?;
         audit::record(db, origin, "token.revoke", &format!("token:{}", found.prefix), serde_json::json!({}))
             .await?;
     }
@@ -209,11 +196,7 @@ pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<Token
     if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
         return Ok(Err(Refusal::Invalid));
     }
-    let Some(found) = api_token::Entity::find()
-        .filter(api_token::Column::TokenHash.eq(hash_token(presented)))
-        .one(db)
-        .await?
-    else {
+    let Some(found) = repo::find_by_hash(db, &hash_token(presented)).await? else {
         return Ok(Err(Refusal::Invalid));
     };
     let now = Utc::now();
@@ -226,11 +209,7 @@ pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<Token
         return Ok(Err(Refusal::Disabled));
     }
     if found.last_used_at.is_none_or(|t| now - t > Duration::seconds(60)) {
-        api_token::Entity::update_many()
-            .col_expr(api_token::Column::LastUsedAt, Expr::value(now))
-            .filter(api_token::Column::Id.eq(found.id))
-            .exec(db)
-            .await?;
+        repo::touch(db, found.id, now).await?;
     }
     Ok(Ok(TokenCaller { actor: Actor::verified(&user), user, scope, token_id: found.id }))
 }

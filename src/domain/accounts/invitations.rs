@@ -1,7 +1,6 @@
 //! Invitations by email: an admin invites an address with a role; the single-use link expires.
 
-use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
+use chrono::{Duration, Utc};
 use uuid::Uuid;
 
 use crate::auth::passwords;
@@ -11,31 +10,7 @@ use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{invitations as repo, users};
 
-/// An invitation as admins see it (never with its token).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Invitation {
-    /// Stable id.
-    pub id: Uuid,
-    /// Invited address.
-    pub email: String,
-    /// Role the account gets.
-    pub role: Role,
-    /// Who invited.
-    pub invited_by: Option<Uuid>,
-    /// When it was made.
-    pub created_at: DateTime<Utc>,
-    /// When the link stops working.
-    pub expires_at: DateTime<Utc>,
-    /// When it was used, if it was.
-    pub accepted_at: Option<DateTime<Utc>>,
-}
-
-impl Invitation {
-    /// Whether the link can still be used.
-    pub fn is_open(&self) -> bool {
-        self.accepted_at.is_none() && Utc::now() < self.expires_at
-    }
-}
+pub use crate::model::accounts::Invitation;
 
 /// A new invitation and the token for its link (shown or mailed once, stored only hashed).
 #[derive(Debug)]
@@ -91,7 +66,6 @@ pub async fn accept_local(
     password: &str,
     min_len: usize,
 ) -> DomainResult<User> {
-    use sea_orm::TransactionTrait;
     let invitation = open(db, token).await?;
     accounts::check_password(password, min_len)?;
     let name = display_name.trim();
@@ -109,10 +83,11 @@ pub async fn accept_local(
         name.to_string()
     };
     let hash = passwords::hash(password.to_string()).await.map_err(DomainError::Invalid)?;
-    let txn = db.begin().await?;
-    let user = users::insert(&txn, &invitation.email, &name, invitation.role, UserStatus::Active).await?;
-    users::set_password(&txn, user.id, &hash).await?;
-    if !repo::mark_accepted(&txn, invitation.id, user.id).await? {
+    let txn = crate::storage::Tx::begin(db).await?;
+    let user =
+        users::insert(txn.conn(), &invitation.email, &name, invitation.role, UserStatus::Active).await?;
+    users::set_password(txn.conn(), user.id, &hash).await?;
+    if !repo::mark_accepted(txn.conn(), invitation.id, user.id).await? {
         txn.rollback().await?;
         return Err(DomainError::NotFound);
     }

@@ -4,85 +4,9 @@ pub mod api_tokens;
 pub mod invitations;
 pub mod oidc_accounts;
 
-use serde::Serialize;
 use uuid::Uuid;
 
-/// What a user may do across the instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Runs the instance.
-    Admin,
-    /// Uses it.
-    Member,
-}
-
-impl Role {
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Member => "member",
-        }
-    }
-
-    /// Parses the stored spelling.
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "admin" => Some(Role::Admin),
-            "member" => Some(Role::Member),
-            _ => None,
-        }
-    }
-}
-
-/// Whether a user may sign in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UserStatus {
-    /// May sign in.
-    Active,
-    /// Blocked by an admin.
-    Disabled,
-    /// Invited, not yet signed in.
-    Invited,
-}
-
-impl UserStatus {
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UserStatus::Active => "active",
-            UserStatus::Disabled => "disabled",
-            UserStatus::Invited => "invited",
-        }
-    }
-
-    /// Parses the stored spelling.
-    pub fn parse(s: &str) -> Option<UserStatus> {
-        match s {
-            "active" => Some(UserStatus::Active),
-            "disabled" => Some(UserStatus::Disabled),
-            "invited" => Some(UserStatus::Invited),
-            _ => None,
-        }
-    }
-}
-
-/// A user as the rest of Arbor sees one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct User {
-    /// Stable id.
-    pub id: Uuid,
-    /// Contact address (display data, never an identity key).
-    pub email: String,
-    /// Name shown in the UI.
-    pub display_name: String,
-    /// Instance role.
-    pub role: Role,
-    /// Sign-in status.
-    pub status: UserStatus,
-}
+pub use crate::model::accounts::{Role, User, UserStatus};
 
 pub use crate::domain::authz::Actor;
 
@@ -215,12 +139,11 @@ pub async fn setup_is_open(db: &Db, token: &str) -> DomainResult<bool> {
 /// Makes `user_id` the administrator if the setup token is still unused, in one transaction.
 /// Exactly one caller can win, however many race.
 pub async fn redeem_setup(db: &Db, token: &str, user_id: Uuid) -> DomainResult<bool> {
-    use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
-    let won = setup_tokens::redeem(&txn, &crate::auth::sessions::hash_token(token), user_id).await?
-        && users::count_admins(&txn).await? == 0;
+    let txn = crate::storage::Tx::begin(db).await?;
+    let won = setup_tokens::redeem(txn.conn(), &crate::auth::sessions::hash_token(token), user_id).await?
+        && users::count_admins(txn.conn()).await? == 0;
     if won {
-        users::set_role(&txn, user_id, Role::Admin).await?;
+        users::set_role(txn.conn(), user_id, Role::Admin).await?;
         txn.commit().await?;
     } else {
         txn.rollback().await?;

@@ -107,12 +107,11 @@ async fn create(
     role: Role,
     invitation: Option<Uuid>,
 ) -> DomainResult<User> {
-    use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
-    let user = users::insert(&txn, email, name, role, UserStatus::Active).await?;
-    users::set_identity(&txn, user.id, &id.issuer, &id.subject).await?;
+    let txn = crate::storage::Tx::begin(db).await?;
+    let user = users::insert(txn.conn(), email, name, role, UserStatus::Active).await?;
+    users::set_identity(txn.conn(), user.id, &id.issuer, &id.subject).await?;
     if let Some(invitation_id) = invitation
-        && !invitation_repo::mark_accepted(&txn, invitation_id, user.id).await?
+        && !invitation_repo::mark_accepted(txn.conn(), invitation_id, user.id).await?
     {
         txn.rollback().await?;
         return Err(DomainError::NotFound);
@@ -158,6 +157,23 @@ async fn known_identity(
 /// Whether a user signs in through the provider (for RP-initiated logout).
 pub async fn uses_provider(db: &Db, user_id: Uuid) -> DomainResult<bool> {
     Ok(users::has_identity(db, user_id).await?)
+}
+
+pub use crate::storage::repos::login_flows::LoginFlow;
+
+/// Keeps a sign-in the browser started under the hash of its flow cookie until it returns.
+pub async fn remember_flow(
+    db: &Db,
+    cookie_hash: &str,
+    flow: &LoginFlow,
+    expires_at: chrono::DateTime<chrono::Utc>,
+) -> DomainResult<()> {
+    Ok(crate::storage::repos::login_flows::insert(db, cookie_hash, flow, expires_at).await?)
+}
+
+/// Takes (and forgets) the pending sign-in of this flow cookie: a replayed callback finds none.
+pub async fn take_flow(db: &Db, cookie_hash: &str) -> DomainResult<Option<LoginFlow>> {
+    Ok(crate::storage::repos::login_flows::take(db, cookie_hash).await?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ pub mod quotas;
 pub mod usage;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -17,7 +16,8 @@ use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind
 use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
-use crate::storage::entities::{provider, user, workspace};
+use crate::storage::entities::{provider, provider_key};
+use crate::storage::repos::providers::ProviderFields;
 use crate::storage::repos::{
     auth_sessions, chat as chat_repo, providers as provider_repo, users as users_repo,
 };
@@ -43,17 +43,7 @@ pub const USERS_PAGE: u64 = 50;
 /// Users whose email or name contains `query`, by email, one page, and the total.
 pub async fn list_users(db: &Db, actor: &Actor, query: &str, page: u64) -> DomainResult<(Vec<UserRow>, u64)> {
     admin_only(actor)?;
-    let mut q = user::Entity::find();
-    let query = query.trim();
-    if !query.is_empty() {
-        let cond = sea_orm::Condition::any()
-            .add(user::Column::Email.contains(query.to_lowercase()))
-            .add(user::Column::DisplayName.contains(query));
-        q = q.filter(cond);
-    }
-    let total = q.clone().count(db).await?;
-    let rows =
-        q.order_by_asc(user::Column::Email).offset(page * USERS_PAGE).limit(USERS_PAGE).all(db).await?;
+    let (rows, total) = users_repo::search(db, query.trim(), page * USERS_PAGE, USERS_PAGE).await?;
     let mut out = Vec::with_capacity(rows.len());
     for m in rows {
         let (created_at, last_login_at, oidc) = (m.created_at, m.last_login_at, m.oidc_subject.is_some());
@@ -138,7 +128,7 @@ pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
     admin_only(actor)?;
     let target = target_user(db, id).await?;
     let mut s = DeletionSummary { email: target.email, ..DeletionSummary::default() };
-    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+    for w in chat_repo::list_workspaces(db, id).await? {
         let (sessions, messages) = chat_repo::workspace_counts(db, id, w.id).await?;
         s.workspaces += 1;
         s.sessions += sessions;
@@ -152,7 +142,7 @@ pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
 pub async fn user_session_ids(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<Vec<Uuid>> {
     admin_only(actor)?;
     let mut out = Vec::new();
-    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+    for w in chat_repo::list_workspaces(db, id).await? {
         out.extend(chat_repo::workspace_session_ids(db, id, w.id).await?);
     }
     Ok(out)
@@ -170,12 +160,12 @@ pub async fn delete_user(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> D
     if target.role == Role::Admin && users_repo::count_admins(db).await? <= 1 {
         return Err(DomainError::Invalid("This is the last admin: promote someone else first.".into()));
     }
-    for w in workspace::Entity::find().filter(workspace::Column::OwnerId.eq(id)).all(db).await? {
+    for w in chat_repo::list_workspaces(db, id).await? {
         chat_repo::delete_workspace(db, id, w.id).await?;
     }
     Vault::delete_owner(db, id).await?;
-    crate::storage::entities::quota::Entity::delete_by_id(id.to_string()).exec(db).await?;
-    user::Entity::delete_by_id(id).exec(db).await?;
+    crate::storage::repos::quotas::remove(db, &id.to_string()).await?;
+    users_repo::delete(db, id).await?;
     audit::record(
         db,
         origin,
@@ -237,7 +227,7 @@ pub struct KeyView {
     pub cooldown_until: Option<String>,
 }
 
-fn view(row: provider::Model, keys: Vec<crate::storage::entities::provider_key::Model>) -> ProviderView {
+fn view(row: provider::Model, keys: Vec<provider_key::Model>) -> ProviderView {
     ProviderView {
         id: row.id,
         name: row.name,
@@ -359,7 +349,7 @@ fn check_admin_url(kind: ProviderKind, raw: &str) -> DomainResult<String> {
     if raw == default_base_url(kind) { Ok(String::new()) } else { Ok(raw.to_string()) }
 }
 
-async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind, provider::ActiveModel)> {
+async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind, ProviderFields)> {
     let kind = parse_kind(form.kind.trim())
         .ok_or_else(|| DomainError::Invalid("Pick the kind of provider.".into()))?;
     let base_url = check_admin_url(kind, &form.base_url)?;
@@ -389,18 +379,16 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
     }
     Ok((
         kind,
-        provider::ActiveModel {
-            label: Set(label.to_string()),
-            kind: Set(kind_str(kind).to_string()),
-            base_url: Set(base_url),
-            enabled: Set(form.enabled.is_some()),
-            models: Set(serde_json::to_string(&models).unwrap_or_else(|_| "[]".into())),
-            visibility: Set(visibility.to_string()),
-            allowed_users: Set(serde_json::to_string(&allowed).unwrap_or_else(|_| "[]".into())),
-            rpm: Set(parse_limit(&form.rpm, "Requests per minute")?),
-            tpm: Set(parse_limit(&form.tpm, "Tokens per minute")?),
-            updated_at: Set(Utc::now()),
-            ..Default::default()
+        ProviderFields {
+            label: label.to_string(),
+            kind: kind_str(kind).to_string(),
+            base_url,
+            enabled: form.enabled.is_some(),
+            models: serde_json::to_string(&models).unwrap_or_else(|_| "[]".into()),
+            visibility: visibility.to_string(),
+            allowed_users: serde_json::to_string(&allowed).unwrap_or_else(|_| "[]".into()),
+            rpm: parse_limit(&form.rpm, "Requests per minute")?,
+            tpm: parse_limit(&form.tpm, "Tokens per minute")?,
         },
     ))
 }
@@ -424,12 +412,9 @@ pub async fn create_provider(
     if providers.is_instance_name(name) || provider_repo::find_by_name(db, name).await?.is_some() {
         return Err(DomainError::Conflict(format!("There is already a provider named \"{name}\".")));
     }
-    let (_, mut row) = parse_form(db, form).await?;
+    let (_, fields) = parse_form(db, form).await?;
     let id = Uuid::now_v7();
-    row.id = Set(id);
-    row.name = Set(name.to_string());
-    row.created_at = Set(Utc::now());
-    let saved = provider_repo::save(db, row, true).await?;
+    let saved = provider_repo::save(db, id, Some(name), fields).await?;
     audit::record(
         db,
         origin,
@@ -453,9 +438,8 @@ pub async fn update_provider(
 ) -> DomainResult<ProviderView> {
     admin_only(actor)?;
     let existing = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    let (_, mut row) = parse_form(db, form).await?;
-    row.id = Set(id);
-    let saved = provider_repo::save(db, row, false).await?;
+    let (_, fields) = parse_form(db, form).await?;
+    let saved = provider_repo::save(db, id, None, fields).await?;
     audit::record(
         db,
         origin,
@@ -615,6 +599,23 @@ pub async fn discover_models(
     )
     .await?;
     Ok(outcome)
+}
+
+/// The emails of these users, by id, in one query (for console pages that name people).
+pub async fn user_emails(
+    db: &Db,
+    actor: &Actor,
+    ids: &[Uuid],
+) -> DomainResult<std::collections::HashMap<Uuid, String>> {
+    admin_only(actor)?;
+    Ok(users_repo::emails_of(db, ids).await?)
+}
+
+/// The id of the user with this email, if there is one.
+pub async fn user_by_email(db: &Db, actor: &Actor, email: &str) -> DomainResult<Option<Uuid>> {
+    admin_only(actor)?;
+    let Ok(email) = crate::domain::accounts::normalize_email(email) else { return Ok(None) };
+    Ok(users_repo::find_by_email(db, &email).await?.map(|(u, _)| u.id))
 }
 
 #[cfg(test)]

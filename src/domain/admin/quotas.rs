@@ -3,7 +3,6 @@
 //! written or sent.
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
-use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -11,7 +10,7 @@ use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
-use crate::storage::entities::quota;
+use crate::storage::repos::quotas::{self as repo, Limits};
 use crate::storage::repos::usage as usage_repo;
 
 /// The scope of the instance default.
@@ -37,12 +36,12 @@ impl Quota {
     }
 }
 
-fn from_row(r: &quota::Model) -> Quota {
+fn from_limits(l: &Limits) -> Quota {
     Quota {
-        tokens_day: r.tokens_day,
-        tokens_month: r.tokens_month,
-        micros_day: r.micros_day,
-        micros_month: r.micros_month,
+        tokens_day: l.tokens_day,
+        tokens_month: l.tokens_month,
+        micros_day: l.micros_day,
+        micros_month: l.micros_month,
     }
 }
 
@@ -73,16 +72,12 @@ fn seconds_until(end: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
 
 /// The quota that applies to a user: their own, else the instance default.
 pub async fn effective(db: &Db, user: Uuid) -> DomainResult<Quota> {
-    use sea_orm::{ColumnTrait, QueryFilter};
     // One query for both rows: this runs before every reply and every API call.
     let user_scope = user.to_string();
-    let rows = quota::Entity::find()
-        .filter(quota::Column::Scope.is_in([user_scope.clone(), DEFAULT_SCOPE.to_string()]))
-        .all(db)
-        .await?;
-    let own = rows.iter().find(|r| r.scope == user_scope);
-    let default = rows.iter().find(|r| r.scope == DEFAULT_SCOPE);
-    Ok(own.or(default).map(from_row).unwrap_or_default())
+    let rows = repo::of_scopes(db, &[&user_scope, DEFAULT_SCOPE]).await?;
+    let own = rows.iter().find(|(s, _)| *s == user_scope);
+    let default = rows.iter().find(|(s, _)| s == DEFAULT_SCOPE);
+    Ok(own.or(default).map(|(_, l)| from_limits(l)).unwrap_or_default())
 }
 
 /// What the user spent today and this month.
@@ -143,11 +138,11 @@ pub async fn list(db: &Db, actor: &Actor) -> DomainResult<(Quota, Vec<(Uuid, Quo
     }
     let mut default = Quota::default();
     let mut users = Vec::new();
-    for row in quota::Entity::find().all(db).await? {
-        if row.scope == DEFAULT_SCOPE {
-            default = from_row(&row);
-        } else if let Ok(id) = row.scope.parse::<Uuid>() {
-            users.push((id, from_row(&row)));
+    for (scope, limits) in repo::all(db).await? {
+        if scope == DEFAULT_SCOPE {
+            default = from_limits(&limits);
+        } else if let Ok(id) = scope.parse::<Uuid>() {
+            users.push((id, from_limits(&limits)));
         }
     }
     Ok((default, users))
@@ -180,25 +175,16 @@ pub async fn set(
         }
         None => DEFAULT_SCOPE.to_string(),
     };
-    let existing = quota::Entity::find_by_id(scope.clone()).one(db).await?;
     if inherit && user.is_some() {
-        if existing.is_some() {
-            quota::Entity::delete_by_id(scope.clone()).exec(db).await?;
-        }
+        repo::remove(db, &scope).await?;
     } else {
-        let row = quota::ActiveModel {
-            scope: Set(scope.clone()),
-            tokens_day: Set(quota.tokens_day),
-            tokens_month: Set(quota.tokens_month),
-            micros_day: Set(quota.micros_day),
-            micros_month: Set(quota.micros_month),
-            updated_at: Set(Utc::now()),
+        let limits = Limits {
+            tokens_day: quota.tokens_day,
+            tokens_month: quota.tokens_month,
+            micros_day: quota.micros_day,
+            micros_month: quota.micros_month,
         };
-        if existing.is_some() {
-            row.update(db).await?;
-        } else {
-            row.insert(db).await?;
-        }
+        repo::put(db, &scope, limits).await?;
     }
     audit::record(
         db,

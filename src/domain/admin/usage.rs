@@ -4,14 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{Duration, Utc};
-use sea_orm::EntityTrait;
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
-use crate::storage::entities::user;
 use crate::storage::repos::usage as repo;
 
 /// The longest period a report covers, in days.
@@ -68,7 +66,7 @@ pub struct Report {
 type CsvKey = (String, String, String);
 
 async fn emails(db: &Db) -> DomainResult<HashMap<Uuid, String>> {
-    Ok(user::Entity::find().all(db).await?.into_iter().map(|u| (u.id, u.email)).collect())
+    Ok(crate::storage::repos::users::emails(db).await?)
 }
 
 fn user_label(emails: &HashMap<Uuid, String>, id: Option<Uuid>) -> String {

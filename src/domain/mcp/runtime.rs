@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -19,7 +18,7 @@ use crate::domain::{DomainError, DomainResult};
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
-use crate::storage::entities::mcp_server;
+use crate::storage::repos::mcp_servers::{self as repo, McpServerRecord};
 use crate::tools::mcp::{McpManager, McpServerConfig, McpTransport};
 use crate::tools::{Risk, ToolOutput};
 use crate::vault::Vault;
@@ -42,7 +41,7 @@ pub struct McpRuntime {
 const REST_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A fingerprint of everything that decides how a server is started or reached.
-fn fingerprint(row: &mcp_server::Model) -> String {
+fn fingerprint(row: &McpServerRecord) -> String {
     let mut h = Sha256::new();
     for part in [
         row.id.to_string(),
@@ -74,21 +73,12 @@ impl McpRuntime {
     }
 
     /// The enabled servers a user's agent may use: the instance's, and the user's own.
-    async fn servers_for(&self, user_id: Uuid) -> DomainResult<Vec<mcp_server::Model>> {
-        Ok(mcp_server::Entity::find()
-            .filter(mcp_server::Column::Enabled.eq(true))
-            .filter(
-                Condition::any()
-                    .add(mcp_server::Column::OwnerId.is_null())
-                    .add(mcp_server::Column::OwnerId.eq(user_id)),
-            )
-            .order_by_asc(mcp_server::Column::Name)
-            .all(&self.db)
-            .await?)
+    async fn servers_for(&self, user_id: Uuid) -> DomainResult<Vec<McpServerRecord>> {
+        Ok(repo::enabled_for(&self.db, user_id).await?)
     }
 
     /// The server's configuration for the manager, decrypting its secrets only when it changed.
-    async fn config(&self, row: &mcp_server::Model, user_id: Uuid) -> DomainResult<McpServerConfig> {
+    async fn config(&self, row: &McpServerRecord, user_id: Uuid) -> DomainResult<McpServerConfig> {
         let print = fingerprint(row);
         if let Some(known) = self.lock().get(&row.id).filter(|c| c.fingerprint == print) {
             return Ok(known.clone());

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use chrono::Utc;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -15,7 +14,7 @@ use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
-use crate::storage::entities::mcp_server;
+use crate::storage::repos::mcp_servers::{self as repo, McpServerRecord};
 use crate::vault::Vault;
 use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind, StoreError, Use};
 
@@ -73,7 +72,7 @@ pub struct ServerView {
     pub secret_names_text: String,
 }
 
-fn view(m: mcp_server::Model) -> ServerView {
+fn view(m: McpServerRecord) -> ServerView {
     let args: Vec<String> = serde_json::from_str(&m.args).unwrap_or_default();
     let secret_names: Vec<String> = serde_json::from_str(&m.secret_names).unwrap_or_default();
     ServerView {
@@ -93,14 +92,7 @@ fn view(m: mcp_server::Model) -> ServerView {
 /// The instance-wide servers, by name (admins only).
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<ServerView>> {
     admin_only(actor)?;
-    Ok(mcp_server::Entity::find()
-        .filter(mcp_server::Column::OwnerId.is_null())
-        .order_by_asc(mcp_server::Column::Name)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(view)
-        .collect())
+    Ok(repo::list_instance(db).await?.into_iter().map(view).collect())
 }
 
 /// What the server form sends.
@@ -188,11 +180,7 @@ fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<St
 }
 
 async fn name_taken(db: &Db, name: &str, except: Option<Uuid>) -> DomainResult<bool> {
-    let found = mcp_server::Entity::find()
-        .filter(mcp_server::Column::OwnerId.is_null())
-        .filter(mcp_server::Column::Name.eq(name))
-        .one(db)
-        .await?;
+    let found = repo::find_instance_by_name(db, name).await?;
     Ok(found.is_some_and(|f| Some(f.id) != except))
 }
 
@@ -231,12 +219,8 @@ async fn store_secrets(
 }
 
 /// An instance-wide server by id.
-async fn instance_server(db: &Db, id: Uuid) -> DomainResult<mcp_server::Model> {
-    mcp_server::Entity::find_by_id(id)
-        .filter(mcp_server::Column::OwnerId.is_null())
-        .one(db)
-        .await?
-        .ok_or(DomainError::NotFound)
+async fn instance_server(db: &Db, id: Uuid) -> DomainResult<McpServerRecord> {
+    repo::find_instance(db, id).await?.ok_or(DomainError::NotFound)
 }
 
 /// Adds an instance-wide server (admins only).
@@ -256,25 +240,27 @@ pub async fn create(
     let id = Uuid::now_v7();
     let (secret_id, names, _) = store_secrets(db, vault, ORG_OWNER, id, None, &secrets, false).await?;
     let now = Utc::now();
-    let row = mcp_server::ActiveModel {
-        id: Set(id),
-        owner_id: Set(None),
-        name: Set(name.to_string()),
-        transport: Set(transport.as_str().to_string()),
-        command: Set(if transport == Transport::Stdio {
-            form.command.trim().to_string()
-        } else {
-            String::new()
-        }),
-        args: Set(serde_json::to_string(&args).unwrap_or_else(|_| "[]".into())),
-        url: Set(if transport == Transport::Http { form.url.trim().to_string() } else { String::new() }),
-        enabled: Set(form.enabled.is_some()),
-        secret_id: Set(secret_id),
-        secret_names: Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into())),
-        created_at: Set(now),
-        updated_at: Set(now),
-    }
-    .insert(db)
+    let row = repo::insert(
+        db,
+        McpServerRecord {
+            id,
+            owner_id: None,
+            name: name.to_string(),
+            transport: transport.as_str().to_string(),
+            command: if transport == Transport::Stdio {
+                form.command.trim().to_string()
+            } else {
+                String::new()
+            },
+            args: serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()),
+            url: if transport == Transport::Http { form.url.trim().to_string() } else { String::new() },
+            enabled: form.enabled.is_some(),
+            secret_id,
+            secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+            created_at: now,
+            updated_at: now,
+        },
+    )
     .await?;
     audit::record(
         db,
@@ -306,20 +292,19 @@ pub async fn update(
     let (secret_id, names, changed) =
         store_secrets(db, vault, ORG_OWNER, id, existing.secret_id, &secrets, form.clear_secrets.is_some())
             .await?;
-    let mut row: mcp_server::ActiveModel = existing.clone().into();
-    row.name = Set(name.to_string());
-    row.transport = Set(transport.as_str().to_string());
-    row.command =
-        Set(if transport == Transport::Stdio { form.command.trim().to_string() } else { String::new() });
-    row.args = Set(serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()));
-    row.url = Set(if transport == Transport::Http { form.url.trim().to_string() } else { String::new() });
-    row.enabled = Set(form.enabled.is_some());
-    row.secret_id = Set(secret_id);
+    let mut row = existing.clone();
+    row.name = name.to_string();
+    row.transport = transport.as_str().to_string();
+    row.command = if transport == Transport::Stdio { form.command.trim().to_string() } else { String::new() };
+    row.args = serde_json::to_string(&args).unwrap_or_else(|_| "[]".into());
+    row.url = if transport == Transport::Http { form.url.trim().to_string() } else { String::new() };
+    row.enabled = form.enabled.is_some();
+    row.secret_id = secret_id;
     if changed {
-        row.secret_names = Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()));
+        row.secret_names = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
     }
-    row.updated_at = Set(Utc::now());
-    let saved = row.update(db).await?;
+    row.updated_at = Utc::now();
+    let saved = repo::update(db, row).await?;
     audit::record(
         db,
         origin,
@@ -348,7 +333,7 @@ pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> Domain
             Err(e) => return Err(e.into()),
         }
     }
-    mcp_server::Entity::delete_by_id(id).exec(db).await?;
+    repo::delete(db, id).await?;
     audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({})).await
 }
 
@@ -367,10 +352,7 @@ pub struct OwnServer {
 
 /// The actor's own (HTTP) servers.
 pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
-    Ok(mcp_server::Entity::find()
-        .filter(mcp_server::Column::OwnerId.eq(actor.user_id()))
-        .order_by_asc(mcp_server::Column::Name)
-        .all(db)
+    Ok(repo::list_owned(db, actor.user_id())
         .await?
         .into_iter()
         .map(|m| OwnServer {
@@ -411,21 +393,23 @@ pub async fn create_own(
     let id = Uuid::now_v7();
     let (secret_id, names, _) = store_secrets(db, vault, actor.user_id(), id, None, &secrets, false).await?;
     let now = Utc::now();
-    mcp_server::ActiveModel {
-        id: Set(id),
-        owner_id: Set(Some(actor.user_id())),
-        name: Set(name.to_string()),
-        transport: Set(Transport::Http.as_str().to_string()),
-        command: Set(String::new()),
-        args: Set("[]".into()),
-        url: Set(url.to_string()),
-        enabled: Set(true),
-        secret_id: Set(secret_id),
-        secret_names: Set(serde_json::to_string(&names).unwrap_or_else(|_| "[]".into())),
-        created_at: Set(now),
-        updated_at: Set(now),
-    }
-    .insert(db)
+    repo::insert(
+        db,
+        McpServerRecord {
+            id,
+            owner_id: Some(actor.user_id()),
+            name: name.to_string(),
+            transport: Transport::Http.as_str().to_string(),
+            command: String::new(),
+            args: "[]".into(),
+            url: url.to_string(),
+            enabled: true,
+            secret_id,
+            secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+            created_at: now,
+            updated_at: now,
+        },
+    )
     .await?;
     audit::record(
         db,
@@ -440,18 +424,14 @@ pub async fn create_own(
 
 /// Deletes one of the actor's own servers and its stored headers.
 pub async fn delete_own(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    let existing = mcp_server::Entity::find_by_id(id)
-        .filter(mcp_server::Column::OwnerId.eq(actor.user_id()))
-        .one(db)
-        .await?
-        .ok_or(DomainError::NotFound)?;
+    let existing = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
     if let Some(secret) = existing.secret_id {
         match Vault::delete_secret(db, actor.user_id(), secret).await {
             Ok(()) | Err(StoreError::NotFound) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    mcp_server::Entity::delete_by_id(id).exec(db).await?;
+    repo::delete(db, id).await?;
     audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
         .await
 }
@@ -463,7 +443,7 @@ pub async fn secrets_for(
     id: Uuid,
     by: Option<Uuid>,
 ) -> DomainResult<BTreeMap<String, String>> {
-    let row = mcp_server::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
+    let row = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let Some(secret) = row.secret_id else { return Ok(BTreeMap::new()) };
     let owner = row.owner_id.unwrap_or(ORG_OWNER);
     let value = vault.reveal(db, owner, secret, Use { by, purpose: "mcp" }).await?;

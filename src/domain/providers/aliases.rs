@@ -2,15 +2,13 @@
 //! with fixed model names can be pointed at any model (`gpt-4` → `anthropic/claude-sonnet-4-5,
 //! gemini/gemini-2.5-pro`).
 
-use chrono::Utc;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::Serialize;
 
 use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
-use crate::storage::entities::model_alias;
+use crate::storage::repos::aliases as repo;
 
 /// The most aliases one user may keep.
 pub const MAX_ALIASES: usize = 100;
@@ -32,13 +30,10 @@ pub fn valid_alias(name: &str) -> bool {
 
 /// The actor's aliases by name.
 pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Alias>> {
-    Ok(model_alias::Entity::find()
-        .filter(model_alias::Column::UserId.eq(actor.user_id()))
-        .order_by_asc(model_alias::Column::Alias)
-        .all(db)
+    Ok(repo::list(db, actor.user_id())
         .await?
         .into_iter()
-        .map(|m| Alias { alias: m.alias, target: m.target })
+        .map(|(alias, target)| Alias { alias, target })
         .collect())
 }
 
@@ -47,7 +42,7 @@ pub async fn lookup(db: &Db, actor: &Actor, name: &str) -> DomainResult<Option<S
     if !valid_alias(name) {
         return Ok(None);
     }
-    Ok(model_alias::Entity::find_by_id((actor.user_id(), name.to_string())).one(db).await?.map(|m| m.target))
+    Ok(repo::target(db, actor.user_id(), name).await?)
 }
 
 /// Creates or replaces an alias.
@@ -64,21 +59,11 @@ pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &s
         return Err(DomainError::Invalid("A model name is too long or has spaces.".into()));
     }
     let target = models.join(",");
-    let existing = model_alias::Entity::find_by_id((actor.user_id(), name.to_string())).one(db).await?;
-    if existing.is_none() && list(db, actor).await?.len() >= MAX_ALIASES {
+    let exists = repo::target(db, actor.user_id(), name).await?.is_some();
+    if !exists && repo::count(db, actor.user_id()).await? >= MAX_ALIASES as u64 {
         return Err(DomainError::Invalid(format!("You can keep at most {MAX_ALIASES} aliases.")));
     }
-    let row = model_alias::ActiveModel {
-        user_id: Set(actor.user_id()),
-        alias: Set(name.to_string()),
-        target: Set(target.clone()),
-        created_at: Set(existing.as_ref().map_or_else(Utc::now, |e| e.created_at)),
-    };
-    if existing.is_some() {
-        row.update(db).await?;
-    } else {
-        row.insert(db).await?;
-    }
+    repo::put(db, actor.user_id(), name, &target).await?;
     audit::record(db, origin, "alias.set", &format!("alias:{name}"), serde_json::json!({ "target": target }))
         .await?;
     Ok(Alias { alias: name.to_string(), target })
@@ -86,12 +71,7 @@ pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &s
 
 /// Deletes an alias.
 pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, name: &str) -> DomainResult<()> {
-    let done = model_alias::Entity::delete_many()
-        .filter(model_alias::Column::UserId.eq(actor.user_id()))
-        .filter(model_alias::Column::Alias.eq(name))
-        .exec(db)
-        .await?;
-    if done.rows_affected == 0 {
+    if !repo::delete(db, actor.user_id(), name).await? {
         return Err(DomainError::NotFound);
     }
     audit::record(db, origin, "alias.delete", &format!("alias:{name}"), serde_json::json!({})).await

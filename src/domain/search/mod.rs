@@ -5,16 +5,12 @@
 //! alone (a term the server builds), and every hit is checked against the database before it
 //! is shown, so a deleted message or session never appears, even before the index forgets it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::OnConflict;
-use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -23,7 +19,8 @@ use crate::domain::{DomainError, DomainResult};
 use crate::index::{IndexDoc, IndexOp, Indexer, SearchIndex, SearchQuery};
 use crate::providers::types::Part;
 use crate::storage::Db;
-use crate::storage::entities::{attachment, chat_session, index_state, message};
+use crate::storage::entities::message;
+use crate::storage::repos::search as repo;
 
 /// The watermark's row name.
 const WATERMARK: &str = "messages";
@@ -101,22 +98,13 @@ fn micros(t: DateTime<Utc>) -> u64 {
 }
 
 async fn store_watermark(db: &Db, at: DateTime<Utc>) {
-    let row = index_state::ActiveModel { name: Set(WATERMARK.into()), watermark: Set(at) };
-    let result = index_state::Entity::insert(row)
-        .on_conflict(
-            OnConflict::column(index_state::Column::Name)
-                .update_column(index_state::Column::Watermark)
-                .to_owned(),
-        )
-        .exec(db)
-        .await;
-    if let Err(e) = result {
+    if let Err(e) = repo::store_watermark(db, WATERMARK, at).await {
         tracing::warn!(error = %e, "could not store the search watermark");
     }
 }
 
 async fn load_watermark(db: &Db) -> DomainResult<Option<DateTime<Utc>>> {
-    Ok(index_state::Entity::find_by_id(WATERMARK.to_string()).one(db).await?.map(|r| r.watermark))
+    Ok(repo::load_watermark(db, WATERMARK).await?)
 }
 
 /// Messages changed after `(at, id)`, in change order, with the documents they make.
@@ -126,37 +114,10 @@ type Step = (Vec<(u64, IndexDoc)>, Option<(DateTime<Utc>, Uuid)>, u64);
 /// Messages changed after `(at, id)`, in change order, with the documents they make (and how
 /// many rows were read).
 async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid) -> DomainResult<Step> {
-    let rows = message::Entity::find()
-        .filter(
-            Condition::any()
-                .add(message::Column::UpdatedAt.gt(at))
-                .add(Condition::all().add(message::Column::UpdatedAt.eq(at)).add(message::Column::Id.gt(id))),
-        )
-        .order_by_asc(message::Column::UpdatedAt)
-        .order_by_asc(message::Column::Id)
-        .limit(BATCH)
-        .all(db)
-        .await?;
+    let repo::Changed { messages: rows, sessions, with_files } =
+        repo::changed_after(db, at, id, BATCH).await?;
     let last = rows.last().map(|m| (m.updated_at, m.id));
     let read = rows.len() as u64;
-    let session_ids: HashSet<Uuid> = rows.iter().map(|m| m.session_id).collect();
-    let sessions: HashMap<Uuid, chat_session::Model> = chat_session::Entity::find()
-        .filter(chat_session::Column::Id.is_in(session_ids))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|s| (s.id, s))
-        .collect();
-    let ids: Vec<Uuid> = rows.iter().map(|m| m.id).collect();
-    let with_files: HashSet<Uuid> = attachment::Entity::find()
-        .select_only()
-        .column(attachment::Column::MessageId)
-        .filter(attachment::Column::MessageId.is_in(ids))
-        .into_tuple::<Uuid>()
-        .all(db)
-        .await?
-        .into_iter()
-        .collect();
     let mut docs = Vec::new();
     for m in rows {
         let (Some(text), Some(s)) = (searchable_text(&m), sessions.get(&m.session_id)) else { continue };
@@ -274,25 +235,9 @@ impl SearchService {
         let more = results.hits.len() > per_page;
         // Check every hit against the database: the actor's, and still there.
         let ids: Vec<Uuid> = results.hits.iter().map(|h| h.message_id).collect();
-        let alive: HashMap<Uuid, Uuid> = message::Entity::find()
-            .select_only()
-            .column(message::Column::Id)
-            .column(message::Column::SessionId)
-            .filter(message::Column::Id.is_in(ids))
-            .into_tuple::<(Uuid, Uuid)>()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .collect();
+        let alive = repo::sessions_of_messages(&self.db, ids).await?;
         let session_ids: HashSet<Uuid> = alive.values().copied().collect();
-        let sessions: HashMap<Uuid, chat_session::Model> = chat_session::Entity::find()
-            .filter(chat_session::Column::Id.is_in(session_ids))
-            .filter(chat_session::Column::OwnerId.eq(actor.user_id()))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|s| (s.id, s))
-            .collect();
+        let sessions = repo::owned_sessions(&self.db, actor.user_id(), session_ids).await?;
         let mut hits = Vec::new();
         for h in results.hits.into_iter().take(per_page) {
             match alive.get(&h.message_id).and_then(|sid| sessions.get(sid)) {
@@ -338,7 +283,7 @@ pub fn snippet_text(html: &str) -> String {
 pub async fn reindex(db: &Db, dir: &Path, progress: impl Fn(u64, u64)) -> Result<u64, String> {
     let (index, _) = SearchIndex::open(dir).map_err(|e| e.to_string())?;
     index.clear().map_err(|e| e.to_string())?;
-    let total = message::Entity::find().count(db).await.map_err(|e| e.to_string())?;
+    let total = repo::count_messages(db).await.map_err(|e| e.to_string())?;
     let mut cursor = (DateTime::<Utc>::UNIX_EPOCH, Uuid::nil());
     let (mut done, mut last_seen) = (0u64, None);
     let mut pending: Vec<IndexOp> = Vec::new();

@@ -14,57 +14,7 @@ use crate::storage::Db;
 use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettings};
 use crate::storage::repos::messages;
 
-/// A workspace as shown to its owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Workspace {
-    /// Stable id.
-    pub id: Uuid,
-    /// Owner's user id.
-    pub owner_id: Uuid,
-    /// Display name.
-    pub name: String,
-    /// Default system prompt template for its sessions.
-    pub system_prompt: Option<String>,
-    /// Default `provider/model` for its sessions.
-    pub default_model: Option<String>,
-    /// Default approval mode for its sessions' tool calls.
-    pub approval_mode: String,
-    /// Whether the model proposes session titles.
-    pub infer_titles: bool,
-}
-
-/// A chat session as shown to its owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChatSession {
-    /// Stable id.
-    pub id: Uuid,
-    /// Containing workspace.
-    pub workspace_id: Uuid,
-    /// Owner's user id.
-    pub owner_id: Uuid,
-    /// Title shown in the sidebar.
-    pub title: String,
-    /// Whether the user chose the title (a proposed one never replaces it).
-    pub title_user_set: bool,
-    /// System prompt template; the workspace's applies when none.
-    pub system_prompt: Option<String>,
-    /// `provider/model`; the workspace's default applies when none.
-    pub model: Option<String>,
-    /// Generation settings as stored (see `providers::types::GenParams`).
-    pub params: serde_json::Value,
-    /// Approval mode; the workspace's applies when none.
-    pub approval_mode: Option<String>,
-    /// Folders exposed to the agent, relative to the workspace folder.
-    pub exposed_roots: Vec<String>,
-    /// The first message of the active path.
-    pub active_root_id: Option<Uuid>,
-    /// Hidden from the recent list.
-    pub archived: bool,
-    /// What changed in the exposed folders since the last message (told to the model once).
-    pub env_note: Option<String>,
-    /// Last activity.
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-}
+pub use crate::model::sessions::{ChatSession, Workspace};
 
 /// Longest accepted workspace or session name, in characters.
 pub const MAX_NAME_CHARS: usize = 200;

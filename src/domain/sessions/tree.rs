@@ -3,109 +3,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::providers::types::Part;
-
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// The person.
-    User,
-    /// The model.
-    Assistant,
-    /// A tool's result.
-    Tool,
-    /// A system note.
-    System,
-}
-
-impl Role {
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-            Role::System => "system",
-        }
-    }
-
-    /// Parses a stored name.
-    pub fn parse(s: &str) -> Option<Role> {
-        Some(match s {
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            "system" => Role::System,
-            _ => return None,
-        })
-    }
-}
-
-/// Where a message's generation stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MessageStatus {
-    /// Finished normally (all user messages).
-    Complete,
-    /// Being written by a live run.
-    Streaming,
-    /// The process died while writing it; the text up to the last flush is kept.
-    Interrupted,
-    /// The user pressed Stop; the partial text is kept.
-    Stopped,
-    /// The provider failed; `error` says how.
-    Error,
-}
-
-impl MessageStatus {
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageStatus::Complete => "complete",
-            MessageStatus::Streaming => "streaming",
-            MessageStatus::Interrupted => "interrupted",
-            MessageStatus::Stopped => "stopped",
-            MessageStatus::Error => "error",
-        }
-    }
-
-    /// Parses a stored name.
-    pub fn parse(s: &str) -> Option<MessageStatus> {
-        Some(match s {
-            "complete" => MessageStatus::Complete,
-            "streaming" => MessageStatus::Streaming,
-            "interrupted" => MessageStatus::Interrupted,
-            "stopped" => MessageStatus::Stopped,
-            "error" => MessageStatus::Error,
-            _ => return None,
-        })
-    }
-
-    /// Whether generation can be resumed from the partial text.
-    pub fn can_continue(self) -> bool {
-        matches!(self, MessageStatus::Interrupted | MessageStatus::Stopped | MessageStatus::Error)
-    }
-}
-
-/// Token counts and cost of one assistant message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct MessageUsage {
-    /// Prompt tokens.
-    pub input: u64,
-    /// Generated tokens.
-    pub output: u64,
-    /// Prompt tokens served from cache.
-    pub cached: u64,
-    /// Cost in micro-dollars, when the price is known.
-    pub cost_micros: Option<i64>,
-    /// Whether the counts are Arbor's estimate (the provider sent none).
-    pub estimated: bool,
-}
+pub use crate::model::messages::{Message, MessageStatus, MessageUsage, Role};
 
 impl MessageUsage {
     /// A provider's counts for one call, priced with the model's catalog entry.
@@ -121,61 +22,6 @@ impl MessageUsage {
             cost_micros: info.cost_micros(u.input_tokens, u.output_tokens, u.cached_input_tokens),
             estimated,
         }
-    }
-}
-
-/// One node of the tree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Message {
-    /// Stable id.
-    pub id: Uuid,
-    /// Its session.
-    pub session_id: Uuid,
-    /// The message it answers or follows (none for a root).
-    pub parent_id: Option<Uuid>,
-    /// Which child the active path follows.
-    pub chosen_child_id: Option<Uuid>,
-    /// Speaker.
-    pub role: Role,
-    /// Content, in order.
-    pub parts: Vec<Part>,
-    /// `provider/model` that wrote it (assistant messages).
-    pub model: Option<String>,
-    /// Generation state.
-    pub status: MessageStatus,
-    /// What went wrong, safe to show.
-    pub error: Option<String>,
-    /// Usage, for assistant messages that have any.
-    pub usage: Option<MessageUsage>,
-    /// The composer's id of the submit that created it.
-    pub client_id: Option<String>,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
-}
-
-impl Message {
-    /// The visible answer text (text parts joined).
-    pub fn text(&self) -> String {
-        self.parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("")
-    }
-
-    /// The reasoning text (thought parts joined).
-    pub fn thoughts(&self) -> String {
-        self.parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Thought { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("")
     }
 }
 
@@ -392,7 +238,10 @@ pub fn path_to(messages: &[Message], id: Uuid) -> Vec<Message> {
 
 #[cfg(test)]
 mod tests {
+    use chrono::DateTime;
+
     use super::*;
+    use crate::providers::types::Part;
 
     fn msg(id: u128, parent: Option<u128>, chosen: Option<u128>, secs: i64) -> Message {
         Message {

@@ -9,7 +9,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use uuid::Uuid;
 
 use super::messages::{NewMessage, choose, insert_message, parts_json, to_i64};
-use crate::domain::sessions::tree::{MessageStatus, MessageUsage};
+use crate::model::messages::{MessageStatus, MessageUsage};
 use crate::providers::types::Part;
 use crate::storage::entities::{approval_rule, host_root, message, run, todo, tool_call, workspace};
 use crate::storage::{Db, StorageResult};

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use crate::domain::accounts::User;
+use crate::model::accounts::User;
 use crate::storage::entities::{auth_session, user};
 use crate::storage::{Db, StorageResult};
 

@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::sessions::{ChatSession, Workspace};
+use crate::model::sessions::{ChatSession, Workspace};
 use crate::storage::entities::{chat_session, workspace};
 use crate::storage::{Db, StorageResult};
 

@@ -6,8 +6,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::accounts::Role;
-use crate::domain::accounts::invitations::Invitation;
+use crate::model::accounts::Invitation;
+use crate::model::accounts::Role;
 use crate::storage::entities::invitation;
 use crate::storage::{Db, StorageError, StorageResult};
 

@@ -11,7 +11,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::sessions::tree::{Message, MessageStatus, MessageUsage, Role};
+use crate::model::messages::{Message, MessageStatus, MessageUsage, Role};
 use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};

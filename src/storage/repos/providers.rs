@@ -46,10 +46,57 @@ pub async fn keys_of<C: ConnectionTrait>(
 /// Inserts or updates a provider row.
 pub async fn save<C: ConnectionTrait>(
     db: &C,
-    row: provider::ActiveModel,
-    new: bool,
+    id: Uuid,
+    new_name: Option<&str>,
+    f: ProviderFields,
 ) -> StorageResult<provider::Model> {
-    Ok(if new { row.insert(db).await? } else { row.update(db).await? })
+    let now = Utc::now();
+    let mut row = provider::ActiveModel {
+        id: Set(id),
+        label: Set(f.label),
+        kind: Set(f.kind),
+        base_url: Set(f.base_url),
+        enabled: Set(f.enabled),
+        models: Set(f.models),
+        visibility: Set(f.visibility),
+        allowed_users: Set(f.allowed_users),
+        rpm: Set(f.rpm),
+        tpm: Set(f.tpm),
+        updated_at: Set(now),
+        ..Default::default()
+    };
+    Ok(match new_name {
+        Some(name) => {
+            row.name = Set(name.to_string());
+            row.created_at = Set(now);
+            row.insert(db).await?
+        }
+        None => row.update(db).await?,
+    })
+}
+
+/// The settings of an admin-managed provider as the console saves them (the name is set once,
+/// at creation).
+#[derive(Debug, Clone)]
+pub struct ProviderFields {
+    /// Display name.
+    pub label: String,
+    /// Wire format.
+    pub kind: String,
+    /// Base URL, empty for the kind's public one.
+    pub base_url: String,
+    /// Whether members may use it.
+    pub enabled: bool,
+    /// Enabled models, as a JSON array.
+    pub models: String,
+    /// Who may use it.
+    pub visibility: String,
+    /// The users allowed when visibility is `users`, as a JSON array of ids.
+    pub allowed_users: String,
+    /// Requests per minute per user.
+    pub rpm: Option<i64>,
+    /// Tokens per minute per user.
+    pub tpm: Option<i64>,
 }
 
 /// Deletes a provider (its key rows go with it).

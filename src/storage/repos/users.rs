@@ -4,7 +4,7 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use uuid::Uuid;
 
-use crate::domain::accounts::{Role, User, UserStatus};
+use crate::model::accounts::{Role, User, UserStatus};
 use crate::storage::entities::user;
 use crate::storage::{Db, StorageError, StorageResult};
 
@@ -221,4 +221,42 @@ pub async fn set_default_model(db: &Db, id: Uuid, model: Option<&str>) -> Storag
     .update(db)
     .await?;
     Ok(())
+}
+
+/// Every user's email by id (for reports that name people).
+pub async fn emails(db: &Db) -> StorageResult<std::collections::HashMap<Uuid, String>> {
+    Ok(user::Entity::find().all(db).await?.into_iter().map(|u| (u.id, u.email)).collect())
+}
+
+/// Users whose email or name contains `query` (all when empty), by email: one page and the total.
+pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageResult<(Vec<user::Model>, u64)> {
+    use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+    let mut q = user::Entity::find();
+    if !query.is_empty() {
+        let cond = sea_orm::Condition::any()
+            .add(user::Column::Email.contains(query.to_lowercase()))
+            .add(user::Column::DisplayName.contains(query));
+        q = q.filter(cond);
+    }
+    let total = q.clone().count(db).await?;
+    let rows = q.order_by_asc(user::Column::Email).offset(offset).limit(limit).all(db).await?;
+    Ok((rows, total))
+}
+
+/// Deletes a user row (what refers to it is removed by the caller or by cascades).
+pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
+    user::Entity::delete_by_id(id).exec(db).await?;
+    Ok(())
+}
+
+/// The emails of these users, by id, in one query (missing ids are left out).
+pub async fn emails_of(db: &Db, ids: &[Uuid]) -> StorageResult<std::collections::HashMap<Uuid, String>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    Ok(user::Entity::find()
+        .filter(user::Column::Id.is_in(ids.iter().copied()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|u| (u.id, u.email))
+        .collect())
 }

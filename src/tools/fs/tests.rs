@@ -434,8 +434,10 @@ fn symlink_swap_race_never_leaks() {
     std::fs::create_dir(notes.join("d_in")).unwrap();
     std::fs::write(notes.join("d_in/secret.txt"), "inside, too\n").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let flipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let swapper = {
         let (notes, outside, stop) = (notes.clone(), w.base.join("outside"), stop.clone());
+        let flipped = flipped.clone();
         std::thread::spawn(move || {
             let mut flips = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -452,12 +454,19 @@ fn symlink_swap_race_never_leaks() {
                 std::fs::rename(notes.join(".tmp_f"), notes.join("link")).unwrap();
                 std::fs::rename(notes.join(".tmp_d"), notes.join("dlink")).unwrap();
                 flips += 1;
+                flipped.store(flips, Ordering::Relaxed);
             }
             flips
         })
     };
     let (mut inside_reads, mut refused) = (0, 0);
-    for _ in 0..3000 {
+    // At least 3000 rounds, and on a busy machine more, until the swapper has really run and
+    // both states were seen (bounded, so a broken swapper still fails the test below).
+    let mut rounds = 0;
+    while rounds < 3000
+        || (rounds < 200_000 && (flipped.load(Ordering::Relaxed) <= 100 || inside_reads == 0 || refused == 0))
+    {
+        rounds += 1;
         for path in ["notes/link", "notes/dlink/secret.txt"] {
             let out = w.call("read_file", json!({"path": path}));
             assert!(!out.content.contains("TOP-SECRET"), "the outside secret leaked through {path}");

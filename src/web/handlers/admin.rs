@@ -338,12 +338,8 @@ async fn provider_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let p = admin::get_provider(&state.db, &admin.0.actor, id).await?;
-    let mut allowed = Vec::new();
-    for uid in &p.allowed_users {
-        if let Some(u) = crate::storage::repos::users::find(&state.db, *uid).await? {
-            allowed.push(u.email);
-        }
-    }
+    let emails = admin::user_emails(&state.db, &admin.0.actor, &p.allowed_users).await?;
+    let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
     let echo = FormEcho {
@@ -536,10 +532,12 @@ async fn quotas_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let (default, users) = quotas::list(&state.db, &admin.0.actor).await?;
+    let ids: Vec<Uuid> = users.iter().map(|(id, _)| *id).collect();
+    let emails = admin::user_emails(&state.db, &admin.0.actor, &ids).await?;
     let mut rows = Vec::new();
     for (id, q) in users {
-        if let Some(u) = crate::storage::repos::users::find(&state.db, id).await? {
-            rows.push(QuotaRow { id, email: u.email, quota: quota_text(&q) });
+        if let Some(email) = emails.get(&id) {
+            rows.push(QuotaRow { id, email: email.clone(), quota: quota_text(&q) });
         }
     }
     rows.sort_by(|a, b| a.email.cmp(&b.email));
@@ -622,20 +620,13 @@ pub async fn quotas_save(
     };
     let user = match form.email.trim() {
         "" => None,
-        email => {
-            let email = crate::domain::accounts::normalize_email(email);
-            let found = match email {
-                Ok(e) => crate::storage::repos::users::find_by_email(&state.db, &e).await?,
-                Err(_) => None,
-            };
-            match found {
-                Some((u, _)) => Some(u.id),
-                None => {
-                    let flash = Flash::error(format!("There is no user {}.", form.email.trim()));
-                    return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
-                }
+        email => match admin::user_by_email(&state.db, &admin.0.actor, email).await? {
+            Some(id) => Some(id),
+            None => {
+                let flash = Flash::error(format!("There is no user {}.", form.email.trim()));
+                return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
             }
-        }
+        },
     };
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =

@@ -99,7 +99,7 @@ pub(crate) async fn finish_sign_in_with_setup(
 
 /// Whether the user has an identity at the OpenID provider (for the sign-in audit row).
 async fn user_signs_in_with_oidc(state: &AppState, id: uuid::Uuid) -> bool {
-    crate::storage::repos::users::has_identity(&state.db, id).await.unwrap_or(false)
+    crate::domain::accounts::oidc_accounts::uses_provider(&state.db, id).await.unwrap_or(false)
 }
 
 /// Query of the sign-in page.

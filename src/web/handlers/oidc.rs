@@ -8,9 +8,9 @@ use subtle::ConstantTimeEq;
 
 use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::DomainError;
+use crate::domain::accounts::oidc_accounts::LoginFlow;
 use crate::domain::accounts::{self, invitations, oidc_accounts};
 use crate::state::AppState;
-use crate::storage::repos::login_flows::{self, LoginFlow};
 use crate::web::WebError;
 use crate::web::client::{safe_return_to, see_other};
 
@@ -72,7 +72,7 @@ pub async fn start(
         setup_token,
     };
     let browser_secret = random_token();
-    login_flows::insert(
+    oidc_accounts::remember_flow(
         &state.db,
         &hash_token(&browser_secret),
         &flow,
@@ -118,7 +118,7 @@ pub async fn callback(
         return Err(refused("this browser did not start a sign-in, or it took too long."));
     };
     // Taken (deleted) before anything else: a replayed callback finds nothing.
-    let Some(flow) = login_flows::take(&state.db, &hash_token(cookie.value())).await? else {
+    let Some(flow) = oidc_accounts::take_flow(&state.db, &hash_token(cookie.value())).await? else {
         return Err(refused("this sign-in was already used or has expired."));
     };
     if let Some(error) = &q.error {

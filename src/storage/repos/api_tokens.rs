@@ -1,0 +1,52 @@
+//! Queries over `api_tokens` (stored as hashes only).
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use uuid::Uuid;
+
+use crate::storage::entities::api_token;
+pub use crate::storage::entities::api_token::Model as TokenRecord;
+use crate::storage::{Db, StorageResult};
+
+/// A user's tokens, newest first.
+pub async fn list_for_user(db: &Db, user: Uuid) -> StorageResult<Vec<TokenRecord>> {
+    Ok(api_token::Entity::find()
+        .filter(api_token::Column::UserId.eq(user))
+        .order_by_desc(api_token::Column::CreatedAt)
+        .all(db)
+        .await?)
+}
+
+/// Stores a new token's hash and description.
+pub async fn insert(db: &Db, record: TokenRecord) -> StorageResult<TokenRecord> {
+    let row: api_token::ActiveModel = record.into();
+    Ok(api_token::Entity::insert(row).exec_with_returning(db).await?)
+}
+
+/// One of a user's tokens.
+pub async fn find_owned(db: &Db, user: Uuid, id: Uuid) -> StorageResult<Option<TokenRecord>> {
+    Ok(api_token::Entity::find_by_id(id).filter(api_token::Column::UserId.eq(user)).one(db).await?)
+}
+
+/// Marks a token revoked.
+pub async fn revoke(db: &Db, id: Uuid, at: DateTime<Utc>) -> StorageResult<()> {
+    let row = api_token::ActiveModel { id: Set(id), revoked_at: Set(Some(at)), ..Default::default() };
+    row.update(db).await?;
+    Ok(())
+}
+
+/// The token with this hash.
+pub async fn find_by_hash(db: &Db, hash: &str) -> StorageResult<Option<TokenRecord>> {
+    Ok(api_token::Entity::find().filter(api_token::Column::TokenHash.eq(hash)).one(db).await?)
+}
+
+/// Records a use of a token.
+pub async fn touch(db: &Db, id: Uuid, at: DateTime<Utc>) -> StorageResult<()> {
+    api_token::Entity::update_many()
+        .col_expr(api_token::Column::LastUsedAt, Expr::value(at))
+        .filter(api_token::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}

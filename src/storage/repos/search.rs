@@ -1,0 +1,112 @@
+//! Queries the search feeder and the result check run: messages in the order they changed, the
+//! index watermark, and which hits still exist and whose they are.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{
+    ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use crate::storage::entities::{attachment, chat_session, index_state, message};
+use crate::storage::{Db, StorageResult};
+
+/// Stores how far the index has committed, under `name`.
+pub async fn store_watermark(db: &Db, name: &str, at: DateTime<Utc>) -> StorageResult<()> {
+    let row = index_state::ActiveModel { name: Set(name.into()), watermark: Set(at) };
+    index_state::Entity::insert(row)
+        .on_conflict(
+            OnConflict::column(index_state::Column::Name)
+                .update_column(index_state::Column::Watermark)
+                .to_owned(),
+        )
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The stored watermark under `name`.
+pub async fn load_watermark(db: &Db, name: &str) -> StorageResult<Option<DateTime<Utc>>> {
+    Ok(index_state::Entity::find_by_id(name.to_string()).one(db).await?.map(|r| r.watermark))
+}
+
+/// A batch of changed messages, with their sessions and which of them carry attachments.
+pub struct Changed {
+    /// The messages, in change order.
+    pub messages: Vec<message::Model>,
+    /// Their sessions, by id.
+    pub sessions: HashMap<Uuid, chat_session::Model>,
+    /// The ids of those with attachments.
+    pub with_files: HashSet<Uuid>,
+}
+
+/// Up to `limit` messages changed after `(at, id)`, in change order (three queries).
+pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> StorageResult<Changed> {
+    let messages = message::Entity::find()
+        .filter(
+            Condition::any()
+                .add(message::Column::UpdatedAt.gt(at))
+                .add(Condition::all().add(message::Column::UpdatedAt.eq(at)).add(message::Column::Id.gt(id))),
+        )
+        .order_by_asc(message::Column::UpdatedAt)
+        .order_by_asc(message::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?;
+    let session_ids: HashSet<Uuid> = messages.iter().map(|m| m.session_id).collect();
+    let sessions = chat_session::Entity::find()
+        .filter(chat_session::Column::Id.is_in(session_ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s))
+        .collect();
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let with_files = attachment::Entity::find()
+        .select_only()
+        .column(attachment::Column::MessageId)
+        .filter(attachment::Column::MessageId.is_in(ids))
+        .into_tuple::<Uuid>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(Changed { messages, sessions, with_files })
+}
+
+/// Of these messages, the ones that still exist, with their session ids.
+pub async fn sessions_of_messages(db: &Db, ids: Vec<Uuid>) -> StorageResult<HashMap<Uuid, Uuid>> {
+    Ok(message::Entity::find()
+        .select_only()
+        .column(message::Column::Id)
+        .column(message::Column::SessionId)
+        .filter(message::Column::Id.is_in(ids))
+        .into_tuple::<(Uuid, Uuid)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
+/// Of these sessions, the ones `owner` owns, by id.
+pub async fn owned_sessions(
+    db: &Db,
+    owner: Uuid,
+    ids: HashSet<Uuid>,
+) -> StorageResult<HashMap<Uuid, chat_session::Model>> {
+    Ok(chat_session::Entity::find()
+        .filter(chat_session::Column::Id.is_in(ids))
+        .filter(chat_session::Column::OwnerId.eq(owner))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s))
+        .collect())
+}
+
+/// How many messages there are.
+pub async fn count_messages(db: &Db) -> StorageResult<u64> {
+    Ok(message::Entity::find().count(db).await?)
+}
