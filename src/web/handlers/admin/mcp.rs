@@ -1,0 +1,75 @@
+//! Instance MCP servers: add, edit, delete.
+
+use super::*;
+
+async fn mcp_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = base_context(admin, "mcp", &flash);
+    ctx.insert("servers", &servers::list(&state.db, &admin.0.actor).await?);
+    render::section(state, req, "pages/admin_mcp.html", "partials/_admin_mcp.html", ctx, status, "#admin-mcp")
+}
+
+/// `GET /admin/mcp`.
+pub async fn mcp_show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+) -> Result<HttpResponse, WebError> {
+    mcp_page(&state, &req, &admin, Flash::default(), StatusCode::OK).await
+}
+
+async fn after_mcp_change<T>(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    result: DomainResult<T>,
+    ok: &str,
+) -> Result<HttpResponse, WebError> {
+    let (flash, status) = match result {
+        Ok(_) => (Flash::ok(ok), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    mcp_page(state, req, admin, flash, status).await
+}
+
+/// `POST /admin/mcp`: adds a server.
+pub async fn mcp_create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    form: web::Form<ServerForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    let result = servers::create(&state.db, &state.vault, &admin.0.actor, &who, &form).await;
+    after_mcp_change(&state, &req, &admin, result, "MCP server added.").await
+}
+
+/// `POST /admin/mcp/{id}`: saves a server.
+pub async fn mcp_update(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+    form: web::Form<ServerForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    let result = servers::update(&state.db, &state.vault, &admin.0.actor, &who, id.into_inner(), &form).await;
+    after_mcp_change(&state, &req, &admin, result, "Saved.").await
+}
+
+/// `POST /admin/mcp/{id}/delete`.
+pub async fn mcp_delete(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    servers::delete(&state.db, &admin.0.actor, &who, id.into_inner()).await?;
+    mcp_page(&state, &req, &admin, Flash::ok("MCP server deleted."), StatusCode::OK).await
+}

@@ -1,0 +1,259 @@
+//! Providers and their shared keys: add, edit, test, delete.
+
+use super::*;
+
+async fn providers_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    flash: Flash,
+    form: &ProviderForm,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = base_context(admin, "providers", &flash);
+    ctx.insert("providers", &admin::list_providers(&state.db, &admin.0.actor).await?);
+    let configured: Vec<(String, String)> = state
+        .engine
+        .providers()
+        .entries()
+        .into_iter()
+        .filter(|e| e.id.is_none())
+        .map(|e| (e.name, e.base_url))
+        .collect();
+    ctx.insert("configured", &configured);
+    ctx.insert("f", &FormEcho::from(form));
+    render::section(
+        state,
+        req,
+        "pages/admin_providers.html",
+        "partials/_admin_providers.html",
+        ctx,
+        status,
+        "#admin-providers",
+    )
+}
+
+/// A provider form as shown again after a refusal.
+#[derive(Serialize)]
+struct FormEcho {
+    name: String,
+    label: String,
+    kind: String,
+    base_url: String,
+    enabled: bool,
+    visibility: String,
+    allowed_emails: String,
+    models: String,
+    rpm: String,
+    tpm: String,
+}
+
+impl From<&ProviderForm> for FormEcho {
+    fn from(f: &ProviderForm) -> Self {
+        FormEcho {
+            name: f.name.clone(),
+            label: f.label.clone(),
+            kind: f.kind.clone(),
+            base_url: f.base_url.clone(),
+            enabled: f.enabled.is_some() || f.kind.is_empty(),
+            visibility: f.visibility.clone(),
+            allowed_emails: f.allowed_emails.clone(),
+            models: f.models.clone(),
+            rpm: f.rpm.clone(),
+            tpm: f.tpm.clone(),
+        }
+    }
+}
+
+/// `GET /admin/providers`.
+pub async fn providers(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+) -> Result<HttpResponse, WebError> {
+    providers_page(&state, &req, &admin, Flash::default(), &ProviderForm::default(), StatusCode::OK).await
+}
+
+/// `POST /admin/providers`: adds a provider, then opens it.
+pub async fn create_provider(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    form: web::Form<ProviderForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    match admin::create_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, &form).await {
+        Ok(p) => Ok(see_other(&req, &format!("/admin/providers/{}", p.id))),
+        Err(e) => {
+            let (flash, status) = refusal(e)?;
+            providers_page(&state, &req, &admin, flash, &form, status).await
+        }
+    }
+}
+
+async fn provider_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    id: Uuid,
+    flash: Flash,
+    models_override: Option<String>,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let p = admin::get_provider(&state.db, &admin.0.actor, id).await?;
+    let emails = admin::user_emails(&state.db, &admin.0.actor, &p.allowed_users).await?;
+    let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
+    let mut ctx = base_context(admin, "providers", &flash);
+    let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let echo = FormEcho {
+        name: p.name.clone(),
+        label: p.label.clone(),
+        kind: p.kind.clone(),
+        base_url: p.base_url.clone(),
+        enabled: p.enabled,
+        visibility: p.visibility.clone(),
+        allowed_emails: allowed.join("\n"),
+        models: models_override.unwrap_or_else(|| p.models.join("\n")),
+        rpm: limit(p.rpm),
+        tpm: limit(p.tpm),
+    };
+    ctx.insert("f", &echo);
+    ctx.insert("provider", &p);
+    render::section(
+        state,
+        req,
+        "pages/admin_provider.html",
+        "partials/_admin_provider.html",
+        ctx,
+        status,
+        "#admin-provider",
+    )
+}
+
+/// `GET /admin/providers/{id}`.
+pub async fn provider(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    provider_page(&state, &req, &admin, id.into_inner(), Flash::default(), None, StatusCode::OK).await
+}
+
+/// `POST /admin/providers/{id}`: saves its settings.
+pub async fn update_provider(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+    form: web::Form<ProviderForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = id.into_inner();
+    let who = origin(&req, &state, &admin.0);
+    let (flash, status) =
+        match admin::update_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, id, &form)
+            .await
+        {
+            Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
+            Err(e) => refusal(e)?,
+        };
+    provider_page(&state, &req, &admin, id, flash, None, status).await
+}
+
+/// `POST /admin/providers/{id}/delete`.
+pub async fn delete_provider(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    admin::delete_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, id.into_inner())
+        .await?;
+    Ok(see_other(&req, "/admin/providers"))
+}
+
+/// The add-key form.
+#[derive(Deserialize)]
+pub struct KeyForm {
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    key: String,
+}
+
+/// `POST /admin/providers/{id}/keys`: adds a shared key.
+pub async fn add_key(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+    form: web::Form<KeyForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = id.into_inner();
+    let who = origin(&req, &state, &admin.0);
+    let form = form.into_inner();
+    let value = Secret::new(form.key);
+    let result = admin::add_key(
+        &state.db,
+        &state.vault,
+        state.engine.providers(),
+        &admin.0.actor,
+        &who,
+        id,
+        admin::NewKey { label: &form.label, value: &value },
+    )
+    .await;
+    let (flash, status) = match result {
+        Ok(k) => (Flash::ok(format!("Key \"{}\" (…{}) added.", k.label, k.last4)), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    provider_page(&state, &req, &admin, id, flash, None, status).await
+}
+
+/// `POST /admin/providers/{id}/keys/{key_id}/delete`.
+pub async fn delete_key(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    path: web::Path<(Uuid, Uuid)>,
+) -> Result<HttpResponse, WebError> {
+    let (id, key) = path.into_inner();
+    let who = origin(&req, &state, &admin.0);
+    admin::delete_key(&state.db, state.engine.providers(), &admin.0.actor, &who, id, key).await?;
+    provider_page(&state, &req, &admin, id, Flash::ok("Key deleted."), None, StatusCode::OK).await
+}
+
+/// `POST /admin/providers/{id}/test`: lists the provider's models with its shared keys and
+/// offers them in the enabled-models box.
+pub async fn test_provider(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let id = id.into_inner();
+    let who = origin(&req, &state, &admin.0);
+    match admin::discover_models(&state.db, state.engine.providers(), &admin.0.actor, &who, id).await? {
+        Ok(models) => {
+            let flash = Flash::ok(format!(
+                "The connection works: {} chat models found. They are in the box below; remove the ones to \
+                 keep off, then save.",
+                models.len()
+            ));
+            provider_page(&state, &req, &admin, id, flash, Some(models.join("\n")), StatusCode::OK).await
+        }
+        Err(m) => {
+            provider_page(
+                &state,
+                &req,
+                &admin,
+                id,
+                Flash::error(format!("The test failed. {m}")),
+                None,
+                StatusCode::OK,
+            )
+            .await
+        }
+    }
+}
