@@ -214,14 +214,14 @@ async fn main() -> Res<()> {
             &actor,
             session.id,
             None,
-            arbor::web::chat_view::THREAD_WINDOW,
+            arbor::web::session_view::THREAD_WINDOW,
         )
         .await?;
         conv_t.push(t.elapsed());
         let t = Instant::now();
         let window =
-            conv.path[conv.path.len().saturating_sub(arbor::web::chat_view::THREAD_WINDOW)..].to_vec();
-        let views: Vec<_> = window.iter().map(arbor::web::chat_view::message_view).collect();
+            conv.path[conv.path.len().saturating_sub(arbor::web::session_view::THREAD_WINDOW)..].to_vec();
+        let views: Vec<_> = window.iter().map(arbor::web::session_view::message_view).collect();
         views_t.push(t.elapsed());
         drop(views);
     }

@@ -80,7 +80,7 @@ async fn agent_settings(config: &Config, env: &[(String, String)]) -> domain::ag
 
 /// Connects, migrates and assembles the state once.
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
-    let db = storage::connect(&config).await?;
+    let (db, queries) = storage::connect_counted(&config).await?;
     storage::migrate_up(&db).await?;
     let env: Vec<(String, String)> = std::env::vars().collect();
     let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
@@ -146,6 +146,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         blobs,
         files: file_settings(&config_files),
         search,
+        queries,
     })
 }
 

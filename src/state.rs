@@ -53,4 +53,6 @@ pub struct AppState {
     pub files: crate::domain::files::FileSettings,
     /// Chat search.
     pub search: std::sync::Arc<crate::domain::search::SearchService>,
+    /// How many statements the database connection has run.
+    pub queries: crate::storage::QueryCounter,
 }

@@ -92,6 +92,29 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
     Ok(db)
 }
 
+/// How many statements a connection has run: installed by [`connect_counted`], read by the
+/// tests that hold pages to a bounded number of queries.
+#[derive(Debug, Clone, Default)]
+pub struct QueryCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl QueryCounter {
+    /// Statements run so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// [`connect`], counting every statement the connection (and its clones) runs.
+pub async fn connect_counted(config: &Config) -> StorageResult<(DatabaseConnection, QueryCounter)> {
+    let mut db = connect(config).await?;
+    let counter = QueryCounter::default();
+    let inner = counter.0.clone();
+    db.set_metric_callback(move |_| {
+        inner.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    Ok((db, counter))
+}
+
 /// Reads one integer or text pragma back from SQLite.
 async fn pragma(db: &DatabaseConnection, name: &str) -> StorageResult<String> {
     let row = db

@@ -2,7 +2,6 @@
 
 pub mod assets;
 pub mod charts;
-pub mod chat_view;
 pub mod client;
 pub mod csrf;
 pub mod error;
@@ -14,6 +13,8 @@ pub mod markdown;
 pub mod middleware;
 pub mod render;
 pub mod routes;
+pub mod session_page;
+pub mod session_view;
 pub mod sse;
 
 pub use error::WebError;

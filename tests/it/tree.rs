@@ -215,7 +215,7 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     c.exchange("the newest turn").await;
     let page = c.page().await;
     assert!(page.contains("the newest turn</div>"), "the page follows the tree after a write");
-    assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::chat_view::THREAD_WINDOW);
+    assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::session_view::THREAD_WINDOW);
     let res = c.post(&format!("/s/{}/messages/{first}/delete", c.session)).await;
     assert_eq!(res.status(), 200);
     assert!(c.messages().await.is_empty());
@@ -245,7 +245,7 @@ async fn older_messages_load_in_windows() {
     assert!(!page.contains("question 1</div>"), "the first turns wait for a scroll");
     assert!(page.contains("question 21</div>"));
     let conv = arbor::domain::sessions::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
-    let first_shown = conv.path[conv.path.len() - arbor::web::chat_view::THREAD_WINDOW].id;
+    let first_shown = conv.path[conv.path.len() - arbor::web::session_view::THREAD_WINDOW].id;
     assert!(page.contains(&format!("older?before={first_shown}")));
     let res = c.app.get(&format!("/s/{}/older?before={first_shown}", c.session), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 200);
@@ -452,4 +452,52 @@ async fn workspaces_and_the_sidebar() {
     assert_eq!(res.status(), 303);
     assert!(arbor::domain::sessions::get_session(db, &actor, c.session).await.is_err());
     assert!(c.messages().await.is_empty());
+}
+
+/// The statements one GET of `path` runs: the least of three tries, since the search feeder
+/// and the usage writer share the connection and may run a statement at the same moment.
+async fn queries_of(c: &Chat, path: &str) -> u64 {
+    let mut least = u64::MAX;
+    for _ in 0..3 {
+        let before = c.app.state.queries.count();
+        let res = c.app.get(path, Some(&c.s.cookie)).await;
+        assert_eq!(res.status(), 200, "{path}");
+        res.text().await.unwrap();
+        least = least.min(c.app.state.queries.count() - before);
+    }
+    least
+}
+
+/// The home page (with the sidebar) and the session page each run a bounded number of queries,
+/// whatever the number of workspaces, sessions and messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_run_as_many_queries_for_many_items_as_for_few() {
+    let c = chat().await;
+    c.exchange("the only question").await;
+    let actor = c.actor();
+    let db = &c.app.state.db;
+    let second = arbor::domain::sessions::create_workspace(db, &actor, "Second").await.unwrap();
+    arbor::domain::sessions::create_session(db, &actor, second.id, "s").await.unwrap();
+    let session_page = format!("/s/{}", c.session);
+    let (home_few, page_few) = (queries_of(&c, "/").await, queries_of(&c, &session_page).await);
+
+    // Twenty workspaces, one of them with more sessions than the sidebar's first page, and a
+    // session of twenty messages.
+    for w in 0..18 {
+        let ws = arbor::domain::sessions::create_workspace(db, &actor, &format!("W{w}")).await.unwrap();
+        for s in 0..3 {
+            arbor::domain::sessions::create_session(db, &actor, ws.id, &format!("S{s}")).await.unwrap();
+        }
+    }
+    for s in 0..25 {
+        arbor::domain::sessions::create_session(db, &actor, second.id, &format!("More {s}")).await.unwrap();
+    }
+    for i in 0..9 {
+        c.exchange(&format!("question {i}")).await;
+    }
+    let (home_many, page_many) = (queries_of(&c, "/").await, queries_of(&c, &session_page).await);
+    assert_eq!(home_many, home_few, "the home page's queries grow with the items");
+    assert_eq!(page_many, page_few, "the session page's queries grow with the items");
+    assert!(home_few > 0 && page_few > 0, "the counter counts");
+    assert!(home_many <= 12 && page_many <= 25, "home {home_many}, session page {page_many}");
 }

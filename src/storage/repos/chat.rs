@@ -348,3 +348,35 @@ pub async fn set_roots(
         .await?;
     Ok(())
 }
+
+/// The first `limit` sessions of each of the owner's workspaces (archived or not), most recently
+/// active first: one query whatever the number of workspaces (a window function, which SQLite
+/// and PostgreSQL both have).
+pub async fn first_sessions_per_workspace(
+    db: &Db,
+    owner_id: Uuid,
+    archived: bool,
+    limit: u64,
+) -> StorageResult<Vec<ChatSession>> {
+    use sea_orm::{DbBackend, Statement};
+    let backend = db.get_database_backend();
+    let (owner, archived_p, limit_p) = match backend {
+        DbBackend::Postgres => ("$1", "$2", "$3"),
+        _ => ("?", "?", "?"),
+    };
+    let sql = format!(
+        "SELECT * FROM (SELECT s.*, ROW_NUMBER() OVER (PARTITION BY s.workspace_id \
+         ORDER BY s.updated_at DESC, s.id DESC) AS sidebar_rank FROM sessions s \
+         WHERE s.owner_id = {owner} AND s.archived = {archived_p}) ranked \
+         WHERE sidebar_rank <= {limit_p} ORDER BY updated_at DESC, id DESC"
+    );
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let stmt = Statement::from_sql_and_values(backend, sql, [owner_id.into(), archived.into(), limit.into()]);
+    Ok(chat_session::Entity::find()
+        .from_raw_sql(stmt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(session_to_domain)
+        .collect())
+}

@@ -10,12 +10,12 @@ use crate::domain::agent::{self, Decision, RuleScope};
 use crate::domain::runs::agent_loop::{self, Decided};
 use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
-use crate::web::chat_view;
 use crate::web::extractors::CurrentUser;
 use crate::web::form;
 use crate::web::form::Flash;
-use crate::web::handlers::chat::run_tail;
 use crate::web::render::{parse_id, render_to_string, signed_in};
+use crate::web::session_page::run_tail;
+use crate::web::session_view;
 use crate::web::{WebError, render};
 
 /// The dialog's form.
@@ -59,11 +59,11 @@ async fn dialog_html(
     let mut tail = Vec::new();
     if let Some(result) = call.result_message_id.filter(|id| conv.path.iter().any(|m| m.id == *id)) {
         let first = sessions::message(&state.db, actor, session.id, result).await?;
-        tail.push(chat_view::single_view(&conv, first).await?);
+        tail.push(session_view::single_view(&conv, first).await?);
         tail.extend(run_tail(state, user, &conv, result).await?);
     }
     let calls = agent_loop::calls_by_result(&state.db, actor, session.id).await?;
-    chat_view::attach_calls(&mut tail, &calls);
+    session_view::attach_calls(&mut tail, &calls);
     ctx.insert("tail", &tail);
     ctx.insert("call", &call);
     ctx.insert("client_id", "");

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::domain;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
-use crate::web::handlers::chat::final_message_html;
+use crate::web::session_page::final_message_html;
 use crate::web::sse::{self, StreamItem};
 use crate::web::{WebError, sse::done_event};
 

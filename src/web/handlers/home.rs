@@ -23,7 +23,9 @@ pub async fn index(
     // A malformed workspace id is ignored: the default workspace is used.
     let workspace = query.w.as_deref().and_then(|w| uuid::Uuid::parse_str(w).ok());
     let ctx = match &user.0 {
-        Some(auth) => super::chat::home_context(&state, &CurrentUser(auth.clone()), workspace).await?,
+        Some(auth) => {
+            crate::web::session_page::home_context(&state, &CurrentUser(auth.clone()), workspace).await?
+        }
         None => Context::new(),
     };
     render::page(&state, &req, "pages/home.html", "partials/_home.html", ctx)

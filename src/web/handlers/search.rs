@@ -9,8 +9,8 @@ use uuid::Uuid;
 use crate::domain::DomainError;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
-use crate::web::handlers::chat::home_context;
 use crate::web::render::render_to_string;
+use crate::web::session_page::home_context;
 use crate::web::{WebError, render};
 
 /// Percent-encodes a query value.

@@ -2,64 +2,19 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::sessions::{self, ChatSession, Workspace};
-use crate::domain::{DomainError, DomainResult};
+use crate::domain::DomainError;
+use crate::domain::sessions;
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
 use crate::web::form;
 use crate::web::render::{parse_id, render_to_string, signed_in};
+use crate::web::session_page::{SidebarWorkspace, sidebar_into};
 use crate::web::{WebError, render};
-
-/// A workspace in the sidebar with the first page of its sessions.
-#[derive(Serialize)]
-struct SidebarWorkspace {
-    workspace: Workspace,
-    sessions: Vec<ChatSession>,
-    /// The next page to load, when there is one.
-    more: Option<u64>,
-}
-
-async fn sidebar_workspaces(
-    state: &AppState,
-    user: &CurrentUser,
-    active: Option<Uuid>,
-) -> DomainResult<Vec<SidebarWorkspace>> {
-    let actor = &user.0.actor;
-    let mut workspaces = sessions::list_workspaces(&state.db, actor).await?;
-    if workspaces.is_empty() {
-        workspaces.push(sessions::default_workspace(&state.db, actor).await?);
-    }
-    let mut out = Vec::with_capacity(workspaces.len());
-    for workspace in workspaces {
-        let (sessions, more) = sessions::workspace_sessions(&state.db, actor, workspace.id, false, 0).await?;
-        out.push(SidebarWorkspace { workspace, sessions, more: more.then_some(1) });
-    }
-    // The open session is always listed (and can be highlighted and retitled live), even when
-    // it is older than the first page.
-    if let Some(id) = active.filter(|id| !out.iter().any(|w| w.sessions.iter().any(|s| s.id == *id))) {
-        let session = sessions::get_session(&state.db, actor, id).await?;
-        if let Some(w) = out.iter_mut().find(|w| w.workspace.id == session.workspace_id && !session.archived)
-        {
-            w.sessions.push(session);
-        }
-    }
-    Ok(out)
-}
-
-/// Puts the sidebar's workspaces and sessions into a page's context; `active` is highlighted.
-pub async fn sidebar_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, active: Option<Uuid>) {
-    let workspaces = sidebar_workspaces(state, user, active).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "sidebar could not be loaded");
-        Vec::new()
-    });
-    ctx.insert("sidebar", &workspaces);
-    ctx.insert("active_session", &active);
-}
 
 /// The sidebar alone, as the answer to an action taken in it.
 async fn sidebar_fragment(state: &AppState, user: &CurrentUser) -> Result<HttpResponse, WebError> {

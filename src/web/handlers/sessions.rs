@@ -7,267 +7,14 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::runs::Started;
-use crate::domain::sessions::Conversation;
 use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
-use crate::web::chat_view::{self, usage_view};
 use crate::web::client::see_other;
 use crate::web::extractors::{AdminUser, CurrentUser};
 use crate::web::render::{parse_id, render_to_string, signed_in};
+use crate::web::session_page::*;
+use crate::web::session_view;
 use crate::web::{WebError, form, render};
-
-/// A fresh composer id: a repeated POST of one form is recognised by it.
-fn new_client_id() -> String {
-    Uuid::new_v4().simple().to_string()
-}
-
-/// A form error shown next to the composer: the status says what happened, and htmx is told
-/// where the message goes.
-fn composer_error(state: &AppState, status: StatusCode, message: &str) -> Result<HttpResponse, WebError> {
-    form::refused(state, status, message, "#composer-error")
-}
-
-fn domain_to_composer(state: &AppState, e: DomainError) -> Result<HttpResponse, WebError> {
-    match e {
-        DomainError::Invalid(m) => composer_error(state, StatusCode::BAD_REQUEST, &m),
-        DomainError::Conflict(m) => composer_error(state, StatusCode::CONFLICT, &m),
-        other => Err(other.into()),
-    }
-}
-
-/// What the composer and sidebar need: model choices, a fresh client id, the workspaces.
-async fn composer_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, active: Option<Uuid>) {
-    composer_fields_into(ctx, state, user).await;
-    super::workspaces::sidebar_into(ctx, state, user, active).await;
-}
-
-/// The composer alone: model choices and a fresh client id.
-async fn composer_fields_into(ctx: &mut Context, state: &AppState, user: &CurrentUser) {
-    ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
-    ctx.insert("client_id", &new_client_id());
-}
-
-/// `GET /`'s signed-in part is built here so the home page and the session page share it;
-/// `workspace` is where a new session starts (the default workspace when none or not the user's).
-pub async fn home_context(
-    state: &AppState,
-    user: &CurrentUser,
-    workspace: Option<Uuid>,
-) -> Result<Context, WebError> {
-    let actor = &user.0.actor;
-    let mut ctx = signed_in(user);
-    composer_into(&mut ctx, state, user, None).await;
-    let chosen = match workspace {
-        Some(id) => sessions::get_workspace(&state.db, actor, id).await.ok(),
-        None => None,
-    };
-    let workspace = match chosen {
-        Some(w) => w,
-        None => sessions::default_workspace(&state.db, actor).await?,
-    };
-    let default = match workspace.default_model.clone() {
-        Some(m) => Some(m),
-        None => state.engine.providers().default_model(actor).await,
-    };
-    ctx.insert("selected_model", &default);
-    ctx.insert("workspace", &workspace);
-    Ok(ctx)
-}
-
-/// The session and its header (model, totals, gauge, tree); returns the conversation for
-/// callers that also show messages.
-async fn header_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    window: usize,
-) -> Result<Conversation, WebError> {
-    header_into_at(ctx, state, user, session_id, None, window).await
-}
-
-/// [`header_into`] with the content window ending before `before`.
-async fn header_into_at(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    before: Option<Uuid>,
-    window: usize,
-) -> Result<Conversation, WebError> {
-    let conv = sessions::conversation_window(&state.db, &user.0.actor, session_id, before, window).await?;
-    let selected = match conv.session.model.clone() {
-        Some(m) => Some(m),
-        None => state.engine.providers().default_model(&user.0.actor).await,
-    };
-    let info = selected.as_deref().and_then(|m| state.engine.providers().model_info(m));
-    ctx.insert("gauge", &chat_view::gauge(&conv, info.as_ref()));
-    ctx.insert("selected_model", &selected);
-    ctx.insert("totals", &usage_view(&conv.totals));
-    ctx.insert("session", &conv.session);
-    ctx.insert("message_count", &conv.message_count);
-    Ok(conv)
-}
-
-/// Everything `partials/_session.html` shows: header, settings, the thread's last window and
-/// the composer.
-async fn session_context(
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    with_sidebar: bool,
-) -> Result<Context, WebError> {
-    session_context_at(state, user, session_id, with_sidebar, None).await
-}
-
-/// [`session_context`] with the window placed so that `focus` (on the active path) is in it.
-async fn session_context_at(
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    with_sidebar: bool,
-    focus: Option<Uuid>,
-) -> Result<Context, WebError> {
-    let mut ctx = signed_in(user);
-    // The window ends half a window after the focused message, when that is not the end.
-    let before = match focus {
-        Some(f) => {
-            let skeleton =
-                sessions::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
-            skeleton
-                .path
-                .iter()
-                .position(|m| m.id == f)
-                .and_then(|i| skeleton.path.get(i + chat_view::THREAD_WINDOW / 2))
-                .map(|m| m.id)
-        }
-        None => None,
-    };
-    let conv = header_into_at(&mut ctx, state, user, session_id, before, chat_view::THREAD_WINDOW).await?;
-    let (mut messages, older) = chat_view::thread_window(&conv, before).await?;
-    ctx.insert("focus", &focus);
-    agent_into(&mut ctx, state, user, &conv.session, &mut messages).await?;
-    ctx.insert("messages", &messages);
-    ctx.insert("older_before", &older);
-    ctx.insert("settings", &settings_view(&conv.session));
-    ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
-    if with_sidebar {
-        composer_into(&mut ctx, state, user, Some(session_id)).await;
-    } else {
-        composer_fields_into(&mut ctx, state, user).await;
-    }
-    Ok(ctx)
-}
-
-/// What the agent adds to a session's page: the waiting call, the todo list, the approval
-/// modes, and each tool card's diff and decision.
-pub(crate) async fn agent_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session: &sessions::ChatSession,
-    views: &mut [chat_view::MessageView],
-) -> Result<(), WebError> {
-    let actor = &user.0.actor;
-    let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
-    let calls = crate::domain::runs::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
-    chat_view::attach_calls(views, &calls);
-    files_into(state, views).await?;
-    // A sub-agent's work hangs below its result, beside the parent's next answer.
-    for v in views.iter_mut() {
-        let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
-        let message = sessions::message(&state.db, actor, session.id, v.id).await?;
-        result.side_branch =
-            sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
-    }
-    ctx.insert(
-        "pending",
-        &crate::domain::runs::agent_loop::pending_call(&state.db, actor, session.id).await?,
-    );
-    ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
-    ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
-    ctx.insert("workspace_approval_mode", &workspace.approval_mode);
-    Ok(())
-}
-
-/// Adds each message's attached files to its view.
-pub(crate) async fn files_into(
-    state: &AppState,
-    views: &mut [chat_view::MessageView],
-) -> Result<(), WebError> {
-    let ids: Vec<Uuid> = views.iter().filter(|v| v.role == "user").map(|v| v.id).collect();
-    let mut files = crate::domain::files::views_of(&state.db, &ids).await?;
-    for v in views.iter_mut() {
-        if let Some(f) = files.remove(&v.id) {
-            v.files = f;
-        }
-    }
-    Ok(())
-}
-
-/// The messages after `message_id` on the active path, up to the next message of the user: what
-/// a run wrote after it (tool results, the next answer).
-pub(crate) async fn run_tail(
-    state: &AppState,
-    user: &CurrentUser,
-    conv: &crate::domain::sessions::Conversation,
-    message_id: Uuid,
-) -> Result<Vec<chat_view::MessageView>, WebError> {
-    let Some(at) = conv.path.iter().position(|m| m.id == message_id) else { return Ok(Vec::new()) };
-    let mut tail = Vec::new();
-    for m in conv.path.iter().skip(at + 1) {
-        if m.role == crate::domain::sessions::tree::Role::User {
-            break;
-        }
-        tail.push(sessions::message(&state.db, &user.0.actor, conv.session.id, m.id).await?);
-    }
-    chat_view::message_views(tail).await
-}
-
-/// A session's settings as the form shows them.
-#[derive(serde::Serialize)]
-struct SettingsView {
-    model: String,
-    temperature: String,
-    max_output_tokens: String,
-    reasoning_effort: String,
-    thinking_budget: String,
-    system_prompt: String,
-    exposed_roots: String,
-    approval_mode: String,
-}
-
-fn settings_view(session: &sessions::ChatSession) -> SettingsView {
-    let params: crate::providers::types::GenParams =
-        serde_json::from_value(session.params.clone()).unwrap_or_default();
-    let effort = params
-        .reasoning_effort
-        .and_then(|e| serde_json::to_value(e).ok())
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    SettingsView {
-        model: session.model.clone().unwrap_or_default(),
-        temperature: params.temperature.map(|t| t.to_string()).unwrap_or_default(),
-        max_output_tokens: params.max_output_tokens.map(|t| t.to_string()).unwrap_or_default(),
-        reasoning_effort: effort,
-        thinking_budget: params.thinking_budget.map(|t| t.to_string()).unwrap_or_default(),
-        system_prompt: session.system_prompt.clone().unwrap_or_default(),
-        exposed_roots: session.exposed_roots.join("\n"),
-        approval_mode: session.approval_mode.clone().unwrap_or_default(),
-    }
-}
-
-/// The whole session section, as a fragment: what tree changes (edit, switch, delete, retry)
-/// and settings answer with.
-async fn session_fragment(
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-) -> Result<HttpResponse, WebError> {
-    let ctx = session_context(state, user, session_id, false).await?;
-    let html = render_to_string(state, "partials/_session.html", &ctx)?;
-    Ok(render::html_response(StatusCode::OK, html))
-}
 
 /// `GET /s/{session_id}`: the conversation's active path, the composer and any live answer.
 pub async fn show(
@@ -317,10 +64,10 @@ pub async fn older(
         &user.0.actor,
         session_id,
         Some(before),
-        chat_view::THREAD_WINDOW,
+        session_view::THREAD_WINDOW,
     )
     .await?;
-    let (messages, older) = chat_view::thread_window(&conv, Some(before)).await?;
+    let (messages, older) = session_view::thread_window(&conv, Some(before)).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &conv.session);
     ctx.insert("messages", &messages);
@@ -398,7 +145,7 @@ async fn turn_fragment(
         shown.push(sessions::message(&state.db, actor, session_id, id).await?);
     }
     shown.push(sessions::message(&state.db, actor, session_id, started.assistant_message_id).await?);
-    let mut shown = chat_view::message_views(shown).await?;
+    let mut shown = session_view::message_views(shown).await?;
     files_into(state, &mut shown).await?;
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, session_id, 0).await?;
@@ -494,26 +241,6 @@ pub async fn retry(
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     state.engine.retry(&user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
-}
-
-/// Renders one message of the actor's session, as the `done` event and pages show it.
-pub async fn final_message_html(
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    message_id: Uuid,
-) -> Result<String, WebError> {
-    let mut ctx = signed_in(user);
-    // The latest exchange whole: the context gauge reads its usage.
-    let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
-    let m = sessions::message(&state.db, &user.0.actor, session_id, message_id).await?;
-    let mut views = vec![chat_view::single_view(&conv, m).await?];
-    views.extend(run_tail(state, user, &conv, message_id).await?);
-    agent_into(&mut ctx, state, user, &conv.session, &mut views).await?;
-    let mut views = views.into_iter();
-    ctx.insert("m", &views.next());
-    ctx.insert("tail", &views.collect::<Vec<_>>());
-    render_to_string(state, "partials/_message_final.html", &ctx)
 }
 
 /// `POST /admin/models/refresh`: forgets the discovered model lists.
@@ -666,7 +393,7 @@ pub async fn branch(
     let actor = &user.0.actor;
     let messages = sessions::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
     let session = sessions::get_session(&state.db, actor, session_id).await?;
-    let views = chat_view::message_views(messages).await?;
+    let views = session_view::message_views(messages).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &session);
     ctx.insert("messages", &views);
