@@ -12,6 +12,7 @@ pub mod providers;
 pub mod runs;
 pub mod search;
 pub mod sessions;
+pub mod validate;
 
 use crate::storage::StorageError;
 

@@ -178,7 +178,7 @@ pub(crate) async fn agent_into(
 ) -> Result<(), WebError> {
     let actor = &user.0.actor;
     let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
-    let calls = crate::domain::runs::agent_loop::calls_by_result(&state.db, actor, session.id).await?;
+    let calls = crate::domain::runs::decisions::calls_by_result(&state.db, actor, session.id).await?;
     session_view::attach_calls(views, &calls);
     files_into(state, views).await?;
     // A sub-agent's work hangs below its result, beside the parent's next answer.
@@ -188,10 +188,7 @@ pub(crate) async fn agent_into(
         result.side_branch =
             sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
     }
-    ctx.insert(
-        "pending",
-        &crate::domain::runs::agent_loop::pending_call(&state.db, actor, session.id).await?,
-    );
+    ctx.insert("pending", &crate::domain::runs::decisions::pending_call(&state.db, actor, session.id).await?);
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);

@@ -118,7 +118,7 @@ fn tool_result_view(parts: &[Part]) -> Option<ToolResultView> {
 /// Adds what the recorded calls know (diff, decision) to tool result cards.
 pub fn attach_calls(
     views: &mut [MessageView],
-    calls: &std::collections::HashMap<Uuid, crate::domain::runs::agent_loop::CallState>,
+    calls: &std::collections::HashMap<Uuid, crate::domain::runs::decisions::CallState>,
 ) {
     for v in views.iter_mut() {
         let (Some(result), Some(call)) = (v.tool_result.as_mut(), calls.get(&v.id)) else { continue };

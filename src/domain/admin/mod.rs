@@ -13,6 +13,7 @@ use crate::config::ProviderKind;
 use crate::domain::accounts::{Actor, Role, User, UserStatus};
 use crate::domain::audit::{self, Origin};
 use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind};
+use crate::domain::validate::{check_http_url, valid_name};
 use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -304,13 +305,6 @@ pub struct ProviderForm {
     pub tpm: String,
 }
 
-/// Whether a provider or endpoint name is well-formed: `[a-z0-9_-]{1,40}`, not starting with `-`.
-pub fn valid_name(name: &str) -> bool {
-    (1..=40).contains(&name.len())
-        && !name.starts_with('-')
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-}
-
 fn parse_limit(raw: &str, what: &str) -> DomainResult<Option<i64>> {
     let raw = raw.trim();
     if raw.is_empty() {
@@ -320,20 +314,6 @@ fn parse_limit(raw: &str, what: &str) -> DomainResult<Option<i64>> {
         Ok(v) if v > 0 => Ok(Some(v)),
         _ => Err(DomainError::Invalid(format!("{what} must be a whole number above 0, or blank."))),
     }
-}
-
-/// Checks a URL an admin sets: http(s) with a host and no credentials in it (admins may point at
-/// private addresses). `what` names it ("base URL"), `secrets_go` says where credentials belong.
-pub(crate) fn check_http_url(raw: &str, what: &str, secrets_go: &str) -> DomainResult<reqwest::Url> {
-    let url = reqwest::Url::parse(raw)
-        .map_err(|_| DomainError::Invalid(format!("The {what} is not a valid URL.")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(DomainError::Invalid(format!("The {what} must start with http:// or https://.")));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(DomainError::Invalid(format!("Put credentials in {secrets_go}, not in the {what}.")));
-    }
-    Ok(url)
 }
 
 /// Checks an admin-set base URL: http(s) with a host (admins may point at private addresses).
@@ -619,39 +599,4 @@ pub async fn user_by_email(db: &Db, actor: &Actor, email: &str) -> DomainResult<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_limits_are_checked() {
-        assert!(valid_name("openai"));
-        assert!(valid_name("team-vllm_2"));
-        assert!(!valid_name(""));
-        assert!(!valid_name("-x"));
-        assert!(!valid_name("Open AI"));
-        assert!(!valid_name("a/b"));
-        assert!(!valid_name(&"a".repeat(41)));
-        assert_eq!(parse_limit("", "x").ok(), Some(None));
-        assert_eq!(parse_limit(" 60 ", "x").ok(), Some(Some(60)));
-        assert!(parse_limit("0", "x").is_err());
-        assert!(parse_limit("-1", "x").is_err());
-        assert!(parse_limit("many", "x").is_err());
-    }
-
-    #[test]
-    fn admin_base_urls_may_be_private_but_must_be_http() {
-        assert_eq!(
-            check_admin_url(ProviderKind::OpenAiCompatible, "http://127.0.0.1:11434/v1/").ok(),
-            Some("http://127.0.0.1:11434/v1".into())
-        );
-        assert_eq!(check_admin_url(ProviderKind::OpenAi, "").ok(), Some(String::new()));
-        assert_eq!(
-            check_admin_url(ProviderKind::OpenAi, "https://api.openai.com/v1").ok(),
-            Some(String::new())
-        );
-        assert!(check_admin_url(ProviderKind::OpenAiCompatible, "").is_err());
-        assert!(check_admin_url(ProviderKind::OpenAi, "file:///etc/passwd").is_err());
-        assert!(check_admin_url(ProviderKind::OpenAi, "https://user:pw@example.com").is_err());
-        assert!(check_admin_url(ProviderKind::OpenAi, "not a url").is_err());
-    }
-}
+mod tests;

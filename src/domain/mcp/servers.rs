@@ -9,8 +9,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
-use crate::domain::admin::valid_name;
 use crate::domain::audit::{self, Origin};
+use crate::domain::validate::valid_name;
 use crate::domain::{DomainError, DomainResult, admin_only};
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -173,7 +173,7 @@ fn check(form: &ServerForm) -> DomainResult<(Transport, Vec<String>, BTreeMap<St
             }
         }
         Transport::Http => {
-            crate::domain::admin::check_http_url(form.url.trim(), "URL", "a header")?;
+            crate::domain::validate::check_http_url(form.url.trim(), "URL", "a header")?;
         }
     }
     Ok((transport, args, parse_secrets(&form.secrets, transport)?))

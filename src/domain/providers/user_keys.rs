@@ -6,9 +6,9 @@ use uuid::Uuid;
 
 use crate::config::ProviderKind;
 use crate::domain::accounts::Actor;
-use crate::domain::admin::valid_name;
 use crate::domain::audit::{self, Origin};
 use crate::domain::providers::{Providers, parse_kind};
+use crate::domain::validate::valid_name;
 use crate::domain::{DomainError, DomainResult};
 use crate::secret::Secret;
 use crate::storage::Db;

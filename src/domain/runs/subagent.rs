@@ -10,8 +10,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::agent::{self, OfferedTool};
+use crate::domain::providers::describe_error;
 use crate::domain::runs::context::{self, ContextInput, Mode};
-use crate::domain::runs::{Accumulator, Job, RunEngine, describe_error};
+use crate::domain::runs::{Accumulator, Job, RunEngine};
 use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, MessageStatus, MessageUsage, Role};
 use crate::providers::types::{Part, ProviderEvent};

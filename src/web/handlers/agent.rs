@@ -7,7 +7,8 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::agent::{self, Decision, RuleScope};
-use crate::domain::runs::agent_loop::{self, Decided};
+use crate::domain::runs::agent_loop::Decided;
+use crate::domain::runs::decisions;
 use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
@@ -46,7 +47,7 @@ async fn dialog_html(
     call_id: Uuid,
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
-    let call = agent_loop::call_state(&state.db, actor, session_id, call_id).await?;
+    let call = decisions::call_state(&state.db, actor, session_id, call_id).await?;
     let session = sessions::get_session(&state.db, actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
@@ -62,7 +63,7 @@ async fn dialog_html(
         tail.push(session_view::single_view(&conv, first).await?);
         tail.extend(run_tail(state, user, &conv, result).await?);
     }
-    let calls = agent_loop::calls_by_result(&state.db, actor, session.id).await?;
+    let calls = decisions::calls_by_result(&state.db, actor, session.id).await?;
     session_view::attach_calls(&mut tail, &calls);
     ctx.insert("tail", &tail);
     ctx.insert("call", &call);
@@ -80,7 +81,7 @@ pub async fn decide(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     // The call must be this user's before anything about the form is said.
-    agent_loop::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
     let Some(decision) = Decision::parse(&form.decision) else {
         return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose one of the buttons.");
     };
@@ -117,7 +118,7 @@ pub async fn show(
     query: web::Query<CallQuery>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    let call = agent_loop::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    let call = decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
     if query.poll.is_some() && call.status == "proposed" {
         return Ok(HttpResponse::NoContent().finish());
     }
@@ -134,7 +135,7 @@ pub async fn pending_watch(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let pending = agent_loop::pending_call(&state.db, &user.0.actor, session_id).await?;
+    let pending = decisions::pending_call(&state.db, &user.0.actor, session_id).await?;
     let showing = req.headers().get("x-arbor-showing").and_then(|v| v.to_str().ok()).unwrap_or_default();
     match pending {
         Some(call) if call.id.to_string() != showing => {

@@ -64,7 +64,7 @@ fn from_domain(e: DomainError, model: &str) -> ApiError {
 /// A provider's failure in API terms: its rate limit and bad requests pass through; a refused
 /// key or an outage is Arbor's upstream failing (502), not the caller's credentials.
 fn from_provider(e: &ProviderError) -> ApiError {
-    let message = crate::domain::runs::describe_error(e);
+    let message = crate::domain::providers::describe_error(e);
     match e.status {
         429 => ApiError {
             status: 429,

@@ -1,0 +1,398 @@
+//! Decisions on waiting tool calls: recording a person's yes, no or "always" (first decision
+//! wins), resuming the run it paused, explaining a call, and what the session page shows of the
+//! calls (the one waiting, and each call's state by its result).
+
+use crate::domain::accounts::Actor;
+use crate::domain::agent::{self, Decision, RuleScope};
+use crate::domain::providers::ResolvedModel;
+use crate::domain::providers::describe_error;
+use crate::domain::runs::context::{self, ContextInput, Mode};
+use crate::domain::runs::{Job, RunEngine};
+use crate::domain::sessions::tree::{self, MessageStatus, Role};
+use crate::domain::sessions::{self, ChatSession};
+use crate::domain::{DomainError, DomainResult};
+use crate::events::{RunEvent, RunPublisher};
+use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
+use crate::storage::entities::tool_call;
+use crate::storage::repos::agent::{self as repo, DecisionRecord};
+use crate::storage::repos::messages::{self as messages, NewMessage};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::agent_loop::*;
+
+impl RunEngine {
+    /// Records a person's decision on a waiting call and resumes its run (or, for `explain`,
+    /// asks the model to explain the call and keeps waiting). Deciding twice, from two tabs
+    /// say, is safe: the first decision wins, the second learns it came late.
+    pub async fn decide(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        call_id: Uuid,
+        decision: Decision,
+        scope: RuleScope,
+    ) -> DomainResult<Decided> {
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let row = repo::find_call(&self.db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
+        if row.status != "proposed" {
+            return Ok(Decided::AlreadyDecided);
+        }
+        let Some(run) = repo::find_run(&self.db, session.id, row.run_id).await? else {
+            return Ok(Decided::AlreadyDecided);
+        };
+        if run.status != "awaiting_confirmation" {
+            return Ok(Decided::AlreadyDecided);
+        }
+        let answer = messages::find_message(&self.db, session.id, row.message_id)
+            .await?
+            .ok_or(DomainError::NotFound)?;
+        let reference = answer.model.clone().unwrap_or_default();
+        // Refusing ends the run without calling the model; anything else needs it again.
+        let model = match decision {
+            Decision::No => None,
+            _ => Some(self.admit_model(actor, &reference).await?),
+        };
+        if decision == Decision::Explain {
+            let model = model.ok_or(DomainError::NotFound)?;
+            self.explain(actor, &session, &row, &answer.id, model).await?;
+            return Ok(Decided::Explained);
+        }
+        let all = messages::session_messages(&self.db, session.id).await?;
+        // The result goes under the last answered call of this answer, or the answer itself.
+        let calls = repo::calls_of_message(&self.db, answer.id).await?;
+        let parent = calls
+            .iter()
+            .filter(|c| c.position < row.position)
+            .filter_map(|c| c.result_message_id)
+            .rfind(|id| all.iter().any(|m| m.id == *id))
+            .unwrap_or(answer.id);
+        let result_id = Uuid::now_v7();
+        let publisher = match self.registry.begin(session.id, run.id, Some(result_id)) {
+            Ok(p) => p,
+            Err(_) => {
+                // Another tab's decision holds the run: it is recorded in a moment.
+                for _ in 0..40 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let now = repo::find_call(&self.db, session.id, row.id).await?;
+                    if now.is_none_or(|c| c.status != "proposed") {
+                        return Ok(Decided::AlreadyDecided);
+                    }
+                }
+                return Err(DomainError::Conflict(
+                    "A reply is still being written: wait for it to finish.".into(),
+                ));
+            }
+        };
+        let result = NewMessage {
+            id: result_id,
+            parent_id: Some(parent),
+            role: Role::Tool,
+            parts: &[],
+            model: None,
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        let (status, stored) = match decision {
+            Decision::Yes | Decision::Always => ("approved", decision.as_str()),
+            _ => ("denied", decision.as_str()),
+        };
+        let record = DecisionRecord {
+            call_id: row.id,
+            run_id: run.id,
+            status,
+            decision: stored,
+            decided_by: actor.user_id(),
+            result: &result,
+        };
+        match repo::record_decision(&self.db, session.id, &record).await {
+            Ok(true) => {}
+            Ok(false) => {
+                publisher.abandon();
+                return Ok(Decided::AlreadyDecided);
+            }
+            Err(e) => {
+                publisher.abandon();
+                return Err(e.into());
+            }
+        }
+        tracing::info!(run = %run.id, call = %row.id, tool = %row.tool_name, decision = stored, "tool call decided");
+        if decision == Decision::Always {
+            let (scope_name, scope_id) = match scope {
+                RuleScope::Session => (RuleScope::Session.as_str(), session.id),
+                RuleScope::Workspace => (RuleScope::Workspace.as_str(), session.workspace_id),
+            };
+            let args: Value = serde_json::from_str(&row.arguments).unwrap_or(Value::Null);
+            let pattern = agent::default_pattern(&row.tool_name, &args);
+            repo::insert_rule(
+                &self.db,
+                actor.user_id(),
+                scope_name,
+                scope_id,
+                &row.tool_name,
+                &pattern,
+                &row.tool_digest,
+            )
+            .await?;
+        }
+        let job = self.resumed_job(actor, &session, &run.id, result_id, model).await;
+        match job {
+            Some(job) => {
+                let engine = self.clone();
+                let answer_id = answer.id;
+                tokio::spawn(async move {
+                    engine.run_loop(job, publisher, Start::Calls { answer: answer_id }).await
+                });
+            }
+            None => {
+                // Refused: write the refusal and end the run, without a model.
+                self.finish_refused(&session, &row, result_id, &run.id, publisher).await;
+            }
+        }
+        Ok(Decided::Resumed { result_message_id: result_id })
+    }
+
+    /// Quota check and model resolution for a resumed run.
+    pub(super) async fn admit_model(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
+        self.providers().resolve(actor, reference).await
+    }
+
+    /// The job a decision resumes: the same model, prompt and tools the run had.
+    pub(super) async fn resumed_job(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        run_id: &Uuid,
+        message_id: Uuid,
+        model: Option<ResolvedModel>,
+    ) -> Option<Job> {
+        let model = model?;
+        let system = self.system_prompt(actor, session, &model.reference()).await.ok().flatten();
+        let tools = Arc::new(self.offered_tools(session, &model));
+        let params: GenParams = serde_json::from_value(session.params.clone()).unwrap_or_default();
+        let mut job = Job {
+            actor: actor.clone(),
+            session_id: session.id,
+            owner_id: actor.user_id(),
+            run_id: *run_id,
+            message_id,
+            request: ChatRequest {
+                model: model.model.clone(),
+                system: None,
+                messages: Vec::new(),
+                tools: Vec::new(),
+                params: params.clone(),
+            },
+            model,
+            system,
+            params,
+            tools,
+            parts: Vec::new(),
+            prior_usage: None,
+            first_question: None,
+        };
+        self.add_mcp_tools(&mut job).await;
+        Some(job)
+    }
+
+    /// A refused call: its result says so and the run ends.
+    pub(super) async fn finish_refused(
+        &self,
+        session: &ChatSession,
+        row: &tool_call::Model,
+        result_id: Uuid,
+        run_id: &Uuid,
+        publisher: RunPublisher,
+    ) {
+        let parts = [Part::ToolResult {
+            call_id: row.call_id.clone(),
+            name: row.tool_name.clone(),
+            content: refusal(Some("no")),
+            is_error: true,
+        }];
+        if let Err(e) =
+            repo::close_message(&self.db, result_id, &parts, MessageStatus::Complete, None, None).await
+        {
+            tracing::error!(error = %e, "could not store a refusal");
+        }
+        if let Err(e) = repo::end_run(&self.db, *run_id, "cancelled", None).await {
+            tracing::error!(error = %e, "could not end a refused run");
+        }
+        tracing::info!(run = %run_id, session = %session.id, "run ended by a refusal");
+        publisher.finish(RunEvent::Done { message_id: Some(result_id) });
+    }
+
+    /// Asks the model why it wants to make a waiting call; the answer is stored on the call.
+    pub(super) async fn explain(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        row: &tool_call::Model,
+        answer_id: &Uuid,
+        model: ResolvedModel,
+    ) -> DomainResult<()> {
+        let all = messages::session_messages(&self.db, session.id).await?;
+        let path = tree::path_to(&all, *answer_id);
+        let reference = model.reference();
+        let system = self.system_prompt(actor, session, &reference).await?;
+        let mut request = context::render(&ContextInput {
+            system: system.as_deref(),
+            path: &path,
+            model_reference: &reference,
+            model_id: &model.model,
+            kind: model.kind,
+            params: GenParams::default(),
+            mode: Mode::Answer,
+            attachments: None,
+        });
+        // The waiting call reads as not run yet (see `context`); the question follows it.
+        request.messages.push(ChatMessage {
+            role: ChatRole::User,
+            parts: vec![Part::Text {
+                text: format!(
+                    "{EXPLAIN_INSTRUCTION}\n\nThe call: {} with arguments {}",
+                    row.tool_name, row.arguments
+                ),
+            }],
+        });
+        let started = Instant::now();
+        let call = async {
+            let mut stream = model.chat.stream(&request).await.map_err(|e| describe_error(&e))?;
+            let (mut text, mut usage) = (String::new(), None);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    ProviderEvent::TextDelta(t) => text.push_str(&t),
+                    ProviderEvent::Usage(u) => usage = Some(u),
+                    ProviderEvent::Error(e) => return Err(describe_error(&e)),
+                    _ => {}
+                }
+            }
+            Ok((text, usage))
+        };
+        let (text, usage) = match tokio::time::timeout(EXPLAIN_TIMEOUT, call).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(message)) => return Err(DomainError::Conflict(message)),
+            Err(_) => {
+                return Err(DomainError::Conflict("The model took too long to explain the call.".into()));
+            }
+        };
+        if let Some(u) = usage {
+            let priced = crate::domain::sessions::tree::MessageUsage::priced(&u, &model.info, false);
+            self.record_call(actor.user_id(), (session.id, *answer_id), &model, priced, started).await;
+        }
+        let text = text.trim();
+        let text = if text.is_empty() { "The model gave no explanation." } else { text };
+        repo::set_explanation(&self.db, row.id, text).await?;
+        Ok(())
+    }
+}
+
+/// A waiting call as the confirmation dialog shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PendingCall {
+    /// Row id (the dialog's).
+    pub id: Uuid,
+    /// Tool name.
+    pub tool: String,
+    /// read, write, exec or network.
+    pub risk: String,
+    /// The exact arguments, pretty-printed.
+    pub arguments: String,
+    /// The model's explanation, when asked for.
+    pub explanation: Option<String>,
+    /// The answer holding the call.
+    pub message_id: Uuid,
+}
+
+/// A call's state as the dialog (or its resolved card) shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallState {
+    /// The call.
+    pub call: PendingCall,
+    /// proposed, approved, denied, executed or failed.
+    pub status: String,
+    /// What was decided (yes, no, no_continue, always, auto, rule).
+    pub decision: Option<String>,
+    /// When, for display.
+    pub decided: Option<String>,
+    /// The result message, once there is one.
+    pub result_message_id: Option<Uuid>,
+    /// The unified diff of the file it changed.
+    pub diff: Option<String>,
+}
+
+pub(super) fn pending_view(row: &tool_call::Model) -> PendingCall {
+    let arguments = serde_json::from_str::<Value>(&row.arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| row.arguments.clone());
+    PendingCall {
+        id: row.id,
+        tool: row.tool_name.clone(),
+        risk: row.risk.clone(),
+        arguments,
+        explanation: row.explanation.clone(),
+        message_id: row.message_id,
+    }
+}
+
+/// The call of one of the actor's sessions waiting for a decision, if any.
+pub async fn pending_call(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+) -> DomainResult<Option<PendingCall>> {
+    let session = sessions::get_session(db, actor, session_id).await?;
+    Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
+}
+
+/// One call of one of the actor's sessions.
+pub async fn call_state(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+    call_id: Uuid,
+) -> DomainResult<CallState> {
+    let session = sessions::get_session(db, actor, session_id).await?;
+    let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
+    Ok(CallState {
+        call: pending_view(&row),
+        status: row.status.clone(),
+        decision: row.decision.clone(),
+        decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
+        result_message_id: row.result_message_id,
+        diff: row.diff.clone(),
+    })
+}
+
+/// Every recorded call of one of the actor's sessions, keyed by its result message (for cards).
+pub async fn calls_by_result(
+    db: &crate::storage::Db,
+    actor: &Actor,
+    session_id: Uuid,
+) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
+    let session = sessions::get_session(db, actor, session_id).await?;
+    Ok(repo::calls_of_session(db, session.id)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            let id = row.result_message_id?;
+            Some((
+                id,
+                CallState {
+                    call: pending_view(&row),
+                    status: row.status.clone(),
+                    decision: row.decision.clone(),
+                    decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
+                    result_message_id: Some(id),
+                    diff: row.diff.clone(),
+                },
+            ))
+        })
+        .collect())
+}

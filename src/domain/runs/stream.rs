@@ -1,0 +1,465 @@
+//! Driving a run once it is launched: the task that calls the model, pumps its stream into the
+//! tree and the run registry (coalesced, so the page gets a delta per frame, not per token),
+//! concludes it, records its usage and proposes a title.
+
+use super::*;
+
+impl RunEngine {
+    /// Renders the request for `path` and hands the run to its task.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        system: Option<&str>,
+        path: &[Message],
+        model: ResolvedModel,
+        mode: Mode,
+        ids: (Uuid, Uuid),
+        prior: Option<&Message>,
+        publisher: RunPublisher,
+        attachments: std::collections::HashMap<Uuid, Vec<Part>>,
+    ) {
+        let (run_id, message_id) = ids;
+        let reference = model.reference();
+        let params = gen_params(session);
+        let mut request = context::render(&ContextInput {
+            system,
+            path,
+            model_reference: &reference,
+            model_id: &model.model,
+            kind: model.kind,
+            params: params.clone(),
+            mode,
+            attachments: Some(&attachments),
+        });
+        let tools = Arc::new(self.offered_tools(session, &model));
+        request.tools = tools.iter().map(|t| t.spec.clone()).collect();
+        let job = Job {
+            actor: actor.clone(),
+            system: system.map(str::to_string),
+            params,
+            tools,
+            session_id: session.id,
+            owner_id: actor.user_id(),
+            run_id,
+            message_id,
+            model,
+            request,
+            // A continued answer keeps its text and usage; new text and tokens are added.
+            parts: prior.map(|m| m.parts.clone()).unwrap_or_default(),
+            prior_usage: prior.and_then(|m| m.usage),
+            // Answering the session's first message: the moment to propose a title.
+            first_question: match path
+                .iter()
+                .filter(|m| m.role != Role::System)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                [only] if only.role == Role::User && !session.title_user_set && self.infer_titles => {
+                    Some(only.text())
+                }
+                _ => None,
+            },
+        };
+        self.spawn(job, publisher);
+    }
+
+    pub(super) fn spawn(&self, job: Job, publisher: RunPublisher) {
+        let engine = self.clone();
+        tokio::spawn(async move { engine.drive(job, publisher).await });
+    }
+
+    pub(super) async fn drive(&self, mut job: Job, publisher: RunPublisher) {
+        self.add_mcp_tools(&mut job).await;
+        self.run_loop(job, publisher, Start::Model).await;
+    }
+
+    /// One model call into `job.message_id`: what it produced and how it ended.
+    pub(super) async fn call_model(&self, job: &Job, publisher: &mut RunPublisher) -> (Accumulator, End) {
+        let mut acc = Accumulator::new(job.parts.clone());
+        if let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await {
+            tracing::warn!(run = %job.run_id, error = %e, "could not count a model call");
+        }
+        let connected = tokio::select! {
+            biased;
+            _ = publisher.cancelled() => None,
+            r = job.model.chat.stream(&job.request) => Some(r),
+        };
+        let end = match connected {
+            None => End::Stopped,
+            Some(Err(e)) => End::Failed(describe_error(&e)),
+            Some(Ok(stream)) => self.pump(job, publisher, stream, &mut acc).await,
+        };
+        (acc, end)
+    }
+
+    /// Reads the stream to its end, publishing and saving as it goes.
+    pub(super) async fn pump(
+        &self,
+        job: &Job,
+        publisher: &mut RunPublisher,
+        mut stream: crate::providers::client::EventStream,
+        acc: &mut Accumulator,
+    ) -> End {
+        let Pacing { coalesce, flush } = self.pacing;
+        let mut out = Outbox::default();
+        // The first text goes out at once; later text waits for the coalescing window.
+        let mut last_emit = Instant::now().checked_sub(coalesce).unwrap_or_else(Instant::now);
+        let mut emit_at: Option<Instant> = None;
+        let mut last_flush = Instant::now();
+        let mut flush_at: Option<Instant> = None;
+        let mut end: Option<End> = None;
+        // Partial text is written by a companion task, so a slow database never holds up the
+        // stream; it always writes the newest snapshot and is awaited before the outcome is.
+        let (snapshot, mut latest) = tokio::sync::watch::channel(Vec::<Part>::new());
+        let saver = {
+            let db = self.db.clone();
+            let (message_id, run_id) = (job.message_id, job.run_id);
+            tokio::spawn(async move {
+                while latest.changed().await.is_ok() {
+                    let parts = latest.borrow_and_update().clone();
+                    if let Err(e) = repo::save_parts(&db, message_id, &parts).await {
+                        tracing::warn!(run = %run_id, error = %e, "could not save a reply's partial text");
+                    }
+                }
+            })
+        };
+        loop {
+            let wake = match (emit_at, flush_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            tokio::select! {
+                biased;
+                _ = publisher.cancelled() => {
+                    end = Some(End::Stopped);
+                    break;
+                }
+                _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
+                ev = stream.next() => {
+                    let Some(ev) = ev else { break };
+                    let mut changed = true;
+                    match &ev {
+                        ProviderEvent::TextDelta(t) => out.text.push_str(t),
+                        ProviderEvent::ThoughtDelta(t) => out.thoughts.push_str(t),
+                        ProviderEvent::ToolCall { name, arguments, .. } => {
+                            out.emit(publisher);
+                            publisher.publish(RunEvent::ToolCall { name: name.clone(), arguments: arguments.to_string() });
+                        }
+                        ProviderEvent::Usage(u) => {
+                            publisher.publish(RunEvent::Usage { input: u.input_tokens, output: u.output_tokens });
+                            changed = false;
+                        }
+                        ProviderEvent::Finish(_) => {
+                            end = Some(End::Finished);
+                            changed = false;
+                        }
+                        ProviderEvent::Error(e) => {
+                            end = Some(End::Failed(describe_error(e)));
+                            changed = false;
+                        }
+                        ProviderEvent::ThoughtSignature(_) | ProviderEvent::RedactedThought(_) => {}
+                    }
+                    acc.apply(ev);
+                    if changed {
+                        if emit_at.is_none() {
+                            let due = last_emit + coalesce;
+                            emit_at = Some(due.max(Instant::now()));
+                        }
+                        if flush_at.is_none() {
+                            flush_at = Some((last_flush + flush).max(Instant::now()));
+                        }
+                    }
+                }
+            }
+            let now = Instant::now();
+            if emit_at.is_some_and(|t| t <= now) {
+                out.emit(publisher);
+                last_emit = now;
+                emit_at = None;
+            }
+            if flush_at.is_some_and(|t| t <= now) {
+                snapshot.send_replace(acc.parts.clone());
+                last_flush = now;
+                flush_at = None;
+            }
+        }
+        out.emit(publisher);
+        drop(snapshot);
+        if let Err(e) = saver.await {
+            tracing::warn!(run = %job.run_id, error = %e, "the partial-text writer failed");
+        }
+        end.unwrap_or_else(|| End::Failed("The provider ended the answer before finishing it.".into()))
+    }
+
+    /// This call's usage (estimated when the provider gave none) and the message's total.
+    pub(super) fn usage_of(
+        &self,
+        job: &Job,
+        acc: &Accumulator,
+        end: &End,
+    ) -> (Option<MessageUsage>, Option<MessageUsage>) {
+        let produced = acc.produced_chars();
+        let call_usage = match acc.usage {
+            Some(u) => Some((u, false)),
+            // Without the provider's figures: estimate, and say so.
+            None if produced > 0 || matches!(end, End::Finished) => Some((
+                Usage {
+                    input_tokens: context::estimate_tokens(context::request_chars(&job.request)),
+                    output_tokens: context::estimate_tokens(produced),
+                    cached_input_tokens: 0,
+                },
+                true,
+            )),
+            None => None,
+        };
+        let call = call_usage.map(|(u, estimated)| MessageUsage::priced(&u, &job.model.info, estimated));
+        let total = match (job.prior_usage, call) {
+            (Some(p), Some(c)) => Some(MessageUsage {
+                input: p.input + c.input,
+                output: p.output + c.output,
+                cached: p.cached + c.cached,
+                cost_micros: p.cost_micros.zip(c.cost_micros).map(|(a, b)| a + b),
+                estimated: p.estimated || c.estimated,
+            }),
+            (p, c) => c.or(p),
+        };
+        (call, total)
+    }
+
+    /// Records the outcome, then ends the stream for every subscriber.
+    pub(super) async fn conclude(
+        &self,
+        job: Job,
+        publisher: RunPublisher,
+        acc: Accumulator,
+        end: End,
+        started: Instant,
+    ) {
+        let (status, run_status, error) = match &end {
+            End::Finished => (MessageStatus::Complete, "completed", None),
+            End::Stopped => (MessageStatus::Stopped, "cancelled", None),
+            End::Failed(m) => (MessageStatus::Error, "failed", Some(m.clone())),
+        };
+        let (call, total) = self.usage_of(&job, &acc, &end);
+        let outcome =
+            Outcome { parts: &acc.parts, status, run_status, error: error.as_deref(), usage: total };
+        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, &outcome).await {
+            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
+        }
+        if let Some(usage) = call {
+            self.record_usage(&job, usage, started).await;
+        }
+        if let (End::Finished, Some(question)) = (&end, job.first_question.as_deref()) {
+            self.propose_title(&job, question, &acc.text()).await;
+        }
+        tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "reply ended");
+        match end {
+            End::Failed(message) => publisher.finish(RunEvent::Error(message)),
+            _ => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+        }
+    }
+}
+
+impl RunEngine {
+    /// Writes one provider call's usage row (per call, so a title call counts too).
+    pub(super) async fn record_usage(&self, job: &Job, usage: MessageUsage, started: Instant) {
+        self.record_call(job.owner_id, (job.session_id, job.message_id), &job.model, usage, started).await;
+    }
+
+    /// Writes the usage row of one provider call made for `owner` in a session, about a message.
+    pub(super) async fn record_call(
+        &self,
+        owner: Uuid,
+        (session_id, message_id): (Uuid, Uuid),
+        model: &ResolvedModel,
+        usage: MessageUsage,
+        started: Instant,
+    ) {
+        self.providers.spend_tokens(owner, &model.provider, usage.input + usage.output);
+        let row = repo::UsageRow {
+            user_id: owner,
+            session_id: Some(session_id),
+            message_id: Some(message_id),
+            provider: &model.provider,
+            model: &model.model,
+            usage,
+            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            via: "ui",
+        };
+        if let Err(e) = repo::insert_usage(&self.db, &row).await {
+            tracing::warn!(session = %session_id, error = %e, "could not record usage");
+        }
+    }
+
+    /// Asks the model for a short title for the session's first exchange and sets it, unless
+    /// the user named the session or its workspace turned titles off. Bounded in time; a failure
+    /// only leaves the title taken from the first message.
+    pub(super) async fn propose_title(&self, job: &Job, question: &str, answer: &str) {
+        use crate::storage::repos::chat as chat_repo;
+        let Ok(Some(session)) = chat_repo::find_session(&self.db, job.owner_id, job.session_id).await else {
+            return;
+        };
+        let Ok(Some(workspace)) =
+            chat_repo::find_workspace(&self.db, job.owner_id, session.workspace_id).await
+        else {
+            return;
+        };
+        if session.title_user_set || !workspace.infer_titles {
+            return;
+        }
+        let clip = |t: &str| t.chars().take(TITLE_CONTEXT_CHARS).collect::<String>();
+        let request = ChatRequest {
+            model: job.request.model.clone(),
+            system: Some(TITLE_INSTRUCTION.into()),
+            messages: vec![crate::providers::types::ChatMessage {
+                role: crate::providers::types::ChatRole::User,
+                parts: vec![Part::Text {
+                    text: format!("User:\n{}\n\nAssistant:\n{}", clip(question), clip(answer)),
+                }],
+            }],
+            tools: Vec::new(),
+            params: GenParams { max_output_tokens: Some(32), ..GenParams::default() },
+        };
+        let started = Instant::now();
+        let call = async {
+            let mut stream = job.model.chat.stream(&request).await.ok()?;
+            let (mut text, mut usage) = (String::new(), None);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    ProviderEvent::TextDelta(t) => text.push_str(&t),
+                    ProviderEvent::Usage(u) => usage = Some(u),
+                    ProviderEvent::Error(_) => return None,
+                    _ => {}
+                }
+            }
+            Some((text, usage))
+        };
+        let Ok(Some((text, usage))) = tokio::time::timeout(TITLE_TIMEOUT, call).await else {
+            tracing::info!(session = %job.session_id, "no title was proposed");
+            return;
+        };
+        if let Some(u) = usage {
+            let usage = MessageUsage::priced(&u, &job.model.info, false);
+            self.record_usage(job, usage, started).await;
+        }
+        let Some(title) = clean_title(&text) else { return };
+        if let Err(e) = chat_repo::rename_session(&self.db, job.owner_id, job.session_id, &title, false).await
+        {
+            tracing::warn!(error = %e, "could not set a proposed title");
+        }
+    }
+}
+
+/// What the title call asks for.
+const TITLE_INSTRUCTION: &str = "Write a title of at most six words for the conversation below. \
+Answer with the title alone: no quotes, no punctuation at the end, no preamble.";
+
+/// How much of the question and the answer the title call sees, in characters.
+const TITLE_CONTEXT_CHARS: usize = 2000;
+
+/// Longest wait for a proposed title; the answer's "done" waits for it.
+const TITLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A model's proposed title made fit for the sidebar: its first line, without quotes, a
+/// "Title:" prefix or markdown marks; `None` when nothing usable is left.
+pub fn clean_title(raw: &str) -> Option<String> {
+    let line = raw.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line.strip_prefix("Title:").or_else(|| line.strip_prefix("title:")).unwrap_or(line);
+    let line = line.trim_matches(|c: char| matches!(c, '"' | '\'' | '*' | '#' | '`' | '“' | '”' | ' ' | '.'));
+    let line: String = line.chars().filter(|c| !c.is_control()).collect();
+    if line.is_empty() {
+        return None;
+    }
+    Some(sessions::title_from(&line))
+}
+
+/// How a model call ended.
+pub(crate) enum End {
+    /// The provider finished the answer.
+    Finished,
+    /// Stop was pressed.
+    Stopped,
+    /// The provider failed; the message is for the user.
+    Failed(String),
+}
+
+/// Text received but not yet published.
+#[derive(Default)]
+pub(super) struct Outbox {
+    text: String,
+    thoughts: String,
+}
+
+impl Outbox {
+    pub(super) fn emit(&mut self, publisher: &RunPublisher) {
+        if !self.thoughts.is_empty() {
+            publisher.publish(RunEvent::Thought(std::mem::take(&mut self.thoughts)));
+        }
+        if !self.text.is_empty() {
+            publisher.publish(RunEvent::Delta(std::mem::take(&mut self.text)));
+        }
+    }
+}
+
+/// Builds a message's parts from provider events.
+pub(crate) struct Accumulator {
+    pub(super) parts: Vec<Part>,
+    pub(super) usage: Option<Usage>,
+    produced: usize,
+}
+
+impl Accumulator {
+    pub(super) fn new(parts: Vec<Part>) -> Accumulator {
+        Accumulator { parts, usage: None, produced: 0 }
+    }
+
+    pub(super) fn produced_chars(&self) -> usize {
+        self.produced
+    }
+
+    /// The answer text so far.
+    pub(super) fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })
+            .collect()
+    }
+
+    pub(super) fn apply(&mut self, ev: ProviderEvent) {
+        match ev {
+            ProviderEvent::TextDelta(t) => {
+                self.produced += t.len();
+                match self.parts.last_mut() {
+                    Some(Part::Text { text }) => text.push_str(&t),
+                    _ => self.parts.push(Part::Text { text: t }),
+                }
+            }
+            ProviderEvent::ThoughtDelta(t) => {
+                self.produced += t.len();
+                match self.parts.last_mut() {
+                    Some(Part::Thought { text, signature: None, redacted: None }) => text.push_str(&t),
+                    _ => self.parts.push(Part::Thought { text: t, signature: None, redacted: None }),
+                }
+            }
+            ProviderEvent::ThoughtSignature(sig) => match self.parts.last_mut() {
+                Some(Part::Thought { signature: slot @ None, redacted: None, .. }) => *slot = Some(sig),
+                _ => self.parts.push(Part::Thought {
+                    text: String::new(),
+                    signature: Some(sig),
+                    redacted: None,
+                }),
+            },
+            ProviderEvent::RedactedThought(data) => {
+                self.parts.push(Part::Thought { text: String::new(), signature: None, redacted: Some(data) })
+            }
+            ProviderEvent::ToolCall { id, name, arguments, signature } => {
+                self.produced += arguments.to_string().len();
+                self.parts.push(Part::ToolCall { id, name, arguments, signature });
+            }
+            ProviderEvent::Usage(u) => self.usage = Some(u),
+            ProviderEvent::Finish(_) | ProviderEvent::Error(_) => {}
+        }
+    }
+}
