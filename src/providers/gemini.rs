@@ -1,4 +1,5 @@
-//! Google Gemini API wire format (`generateContent`, `streamGenerateContent?alt=sse`, API-key auth).
+//! Google Gemini API wire format (`generateContent`, `streamGenerateContent?alt=sse`, API-key
+//! auth).
 //!
 //! Pure functions only: URLs, headers, request bodies, and decoders for the bytes Gemini answers
 //! with. The HTTP client lives elsewhere.

@@ -1,4 +1,5 @@
-//! Server-side SVG charts for the admin usage page: inline `<svg>` strings, no JavaScript, std only.
+//! Server-side SVG charts for the admin usage page: inline `<svg>` strings, no JavaScript, std
+//! only.
 //!
 //! The output is marked safe in templates, so every piece of text that reaches the SVG (title,
 //! labels, unit, formatted values) goes through [`escape_into`] here; labels are user data (emails,

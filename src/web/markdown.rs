@@ -1,4 +1,5 @@
-//! Markdown to sanitized HTML for chat messages: the only source of HTML that templates may mark `| safe`.
+//! Markdown to sanitized HTML for chat messages: the only source of HTML that templates may mark `|
+//! safe`.
 //!
 //! Two layers, so a mistake in one is caught by the other: the markdown pass turns every piece of
 //! raw HTML in the input into visible text, and the ammonia pass re-parses whatever HTML was

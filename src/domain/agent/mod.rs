@@ -19,6 +19,12 @@ use crate::storage::Db;
 use crate::storage::repos::agent as repo;
 use crate::tools::{self, FetchLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
+mod todos;
+pub use todos::*;
+
+mod host_roots;
+pub use host_roots::*;
+
 /// How much a session's agent may do without asking, from most asking to least.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum ApprovalMode {
@@ -531,65 +537,6 @@ pub fn session_roots(workspace_dir: &Path, exposed: &[String], allowed: &[String
     roots
 }
 
-/// One item of a todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TodoItem {
-    /// What to do.
-    pub text: String,
-    /// pending, in_progress or done.
-    pub status: String,
-}
-
-/// A session's todo list (the caller checked the session is the actor's).
-pub async fn todos(db: &Db, session_id: Uuid) -> DomainResult<Vec<TodoItem>> {
-    Ok(repo::todos(db, session_id)
-        .await?
-        .into_iter()
-        .map(|t| TodoItem { text: t.text, status: t.status })
-        .collect())
-}
-
-/// Runs `write_todo`: checks the list, replaces the session's, and answers with it as text.
-pub async fn write_todo(db: &Db, session_id: Uuid, args: &Value) -> ToolOutput {
-    let fail = |m: String| ToolOutput { content: m, is_error: true, diff: None };
-    let Some(items) = args.get("todos").and_then(Value::as_array) else {
-        return fail("write_todo needs \"todos\": an array of {\"text\", \"status\"} objects.".into());
-    };
-    if items.len() > MAX_TODOS {
-        return fail(format!("A todo list holds at most {MAX_TODOS} items; this one has {}.", items.len()));
-    }
-    let mut list: Vec<(String, String)> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let text = item.get("text").and_then(Value::as_str).map(str::trim).unwrap_or_default();
-        let status = item.get("status").and_then(Value::as_str).unwrap_or_default();
-        if text.is_empty() {
-            return fail(format!("Item {} has no \"text\".", i + 1));
-        }
-        if text.chars().count() > MAX_TODO_CHARS {
-            return fail(format!("Item {} is longer than {MAX_TODO_CHARS} characters.", i + 1));
-        }
-        if !["pending", "in_progress", "done"].contains(&status) {
-            return fail(format!("Item {} needs a \"status\" of pending, in_progress or done.", i + 1));
-        }
-        let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        list.push((text, status.to_string()));
-    }
-    if let Err(e) = repo::replace_todos(db, session_id, &list).await {
-        tracing::warn!(error = %e, "could not save a todo list");
-        return fail("The todo list could not be saved; try again.".into());
-    }
-    let mut content = format!("Todo list saved ({} items):", list.len());
-    for (text, status) in &list {
-        let mark = match status.as_str() {
-            "done" => "[x]",
-            "in_progress" => "[~]",
-            _ => "[ ]",
-        };
-        content.push_str(&format!("\n{mark} {text}"));
-    }
-    ToolOutput { content, is_error: false, diff: None }
-}
-
 /// An "always" rule as the settings page lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct RuleView {
@@ -641,136 +588,6 @@ pub async fn rule_allows(
     let rules = repo::rules_for(db, user_id, session_id, workspace_id, &tool.spec.name).await?;
     let subject = rule_subject(&tool.spec.name, args);
     Ok(rules.iter().any(|r| r.tool_digest == tool.digest && pattern_matches(&r.pattern, &subject)))
-}
-
-/// A host folder an admin allowed, as the console lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostRootView {
-    /// Row id.
-    pub id: Uuid,
-    /// The absolute folder.
-    pub path: String,
-    /// The workspace's name.
-    pub workspace: String,
-    /// Its owner's email.
-    pub owner: String,
-}
-
-/// A workspace as the console's picker shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkspaceChoice {
-    /// Id.
-    pub id: Uuid,
-    /// "name (owner)".
-    pub label: String,
-}
-
-async fn owner_email(db: &Db, id: Uuid) -> DomainResult<String> {
-    Ok(crate::storage::repos::users::find(db, id).await?.map(|u| u.email).unwrap_or_default())
-}
-
-/// Every allowed host folder, and the workspaces one may be allowed for (admins only).
-pub async fn host_roots_console(
-    db: &Db,
-    actor: &super::accounts::Actor,
-) -> DomainResult<(Vec<HostRootView>, Vec<WorkspaceChoice>)> {
-    super::admin_only(actor)?;
-    let mut rows = Vec::new();
-    for r in repo::all_host_roots(db).await? {
-        let ws = repo::any_workspace(db, r.workspace_id).await?;
-        let (workspace, owner) = match ws {
-            Some(w) => (w.name, owner_email(db, w.owner_id).await?),
-            None => (String::new(), String::new()),
-        };
-        rows.push(HostRootView { id: r.id, path: r.path, workspace, owner });
-    }
-    let mut choices = Vec::new();
-    for w in repo::all_workspaces(db).await? {
-        choices.push(WorkspaceChoice {
-            id: w.id,
-            label: format!("{} ({})", w.name, owner_email(db, w.owner_id).await?),
-        });
-    }
-    Ok((rows, choices))
-}
-
-/// Checks a host folder an admin wants to allow: absolute, an existing directory, not the
-/// root, and neither inside Arbor's data folder nor holding it. Returns its resolved form.
-pub fn check_host_root(path: &str, data_dir: &Path) -> DomainResult<PathBuf> {
-    let bad = |m: &str| Err(DomainError::Invalid(m.to_string()));
-    let path = path.trim();
-    if !path.starts_with('/') || path.chars().any(char::is_control) || path.len() > 4096 {
-        return bad("Give an absolute folder path, e.g. /srv/projects.");
-    }
-    let Ok(real) = std::fs::canonicalize(path) else {
-        return bad("That folder does not exist on the server.");
-    };
-    if !real.is_dir() {
-        return bad("That is not a folder.");
-    }
-    if real.parent().is_none() {
-        return bad("The whole file system cannot be exposed.");
-    }
-    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
-    if real.starts_with(&data) || data.starts_with(&real) {
-        return bad(
-            "Arbor's data folder (database, keys, blobs) cannot be exposed, nor a folder holding it.",
-        );
-    }
-    Ok(real)
-}
-
-/// Allows a host folder for a workspace (admins only; audited).
-pub async fn allow_host_root(
-    db: &Db,
-    actor: &super::accounts::Actor,
-    origin: &super::audit::Origin,
-    data_dir: &Path,
-    workspace_id: Uuid,
-    path: &str,
-) -> DomainResult<()> {
-    super::admin_only(actor)?;
-    let ws = repo::any_workspace(db, workspace_id)
-        .await?
-        .ok_or_else(|| DomainError::Invalid("Choose a workspace.".into()))?;
-    let real = check_host_root(path, data_dir)?;
-    let real = real.to_string_lossy().to_string();
-    if repo::host_roots_of(db, ws.id).await?.contains(&real) {
-        return Err(DomainError::Invalid(format!("{real} is already allowed there.")));
-    }
-    repo::insert_host_root(db, ws.id, &real, actor.user_id()).await?;
-    super::audit::record(
-        db,
-        origin,
-        "host_root.allow",
-        &format!("workspace:{}", ws.id),
-        json!({"path": real}),
-    )
-    .await
-}
-
-/// Withdraws an allowed host folder (admins only; audited). Sessions stop seeing it at once.
-pub async fn remove_host_root(
-    db: &Db,
-    actor: &super::accounts::Actor,
-    origin: &super::audit::Origin,
-    id: Uuid,
-) -> DomainResult<()> {
-    super::admin_only(actor)?;
-    let row = repo::delete_host_root(db, id).await?.ok_or(DomainError::NotFound)?;
-    super::audit::record(
-        db,
-        origin,
-        "host_root.remove",
-        &format!("workspace:{}", row.workspace_id),
-        json!({"path": row.path}),
-    )
-    .await
-}
-
-/// The host folders allowed for a workspace.
-pub async fn host_roots_of(db: &Db, workspace_id: Uuid) -> DomainResult<Vec<String>> {
-    Ok(repo::host_roots_of(db, workspace_id).await?)
 }
 
 #[cfg(test)]

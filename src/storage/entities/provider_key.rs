@@ -1,4 +1,5 @@
-//! `provider_keys`: a shared key of a provider and its health; the ciphertext is in `vault_secrets`.
+//! `provider_keys`: a shared key of a provider and its health; the ciphertext is in
+//! `vault_secrets`.
 use sea_orm::entity::prelude::*;
 
 /// One row of `provider_keys`.

@@ -16,6 +16,9 @@ use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};
 
+mod run_records;
+pub use run_records::*;
+
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -517,97 +520,6 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
         .await?;
     txn.commit().await?;
     Ok(())
-}
-
-/// One provider call to record in `usage`.
-pub struct UsageRow<'a> {
-    /// Who made it.
-    pub user_id: Uuid,
-    /// From which session (none for API calls).
-    pub session_id: Option<Uuid>,
-    /// For which message (none for API calls).
-    pub message_id: Option<Uuid>,
-    /// Provider name.
-    pub provider: &'a str,
-    /// Model id.
-    pub model: &'a str,
-    /// Counts and cost.
-    pub usage: MessageUsage,
-    /// Time to the end of the call.
-    pub latency_ms: u64,
-    /// `ui` or `api`.
-    pub via: &'a str,
-}
-
-/// Appends a usage row.
-pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
-    usage_model(u).insert(db).await?;
-    Ok(())
-}
-
-/// A usage row ready to insert, stamped now.
-pub fn usage_model(u: &UsageRow<'_>) -> usage::ActiveModel {
-    usage::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        user_id: Set(Some(u.user_id)),
-        session_id: Set(u.session_id),
-        message_id: Set(u.message_id),
-        provider: Set(u.provider.to_string()),
-        model: Set(u.model.to_string()),
-        tokens_in: Set(to_i64(u.usage.input)),
-        tokens_out: Set(to_i64(u.usage.output)),
-        tokens_cached: Set(to_i64(u.usage.cached)),
-        estimated: Set(u.usage.estimated),
-        cost_micros: Set(u.usage.cost_micros),
-        latency_ms: Set(to_i64(u.latency_ms)),
-        via: Set(u.via.to_string()),
-        created_at: Set(Utc::now()),
-    }
-}
-
-/// After a crash: runs left `running` become `interrupted`, and so do their messages (text kept).
-pub async fn interrupt_orphans(db: &Db) -> StorageResult<u64> {
-    let txn = db.begin().await?;
-    let now = Utc::now();
-    let runs = run::Entity::update_many()
-        .col_expr(run::Column::Status, Expr::value("interrupted"))
-        .col_expr(run::Column::UpdatedAt, Expr::value(now))
-        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
-        .filter(run::Column::Status.eq("running"))
-        .exec(&txn)
-        .await?;
-    message::Entity::update_many()
-        .col_expr(message::Column::Status, Expr::value(MessageStatus::Interrupted.as_str()))
-        .col_expr(message::Column::UpdatedAt, Expr::value(now))
-        .filter(message::Column::Status.eq(MessageStatus::Streaming.as_str()))
-        .exec(&txn)
-        .await?;
-    txn.commit().await?;
-    Ok(runs.rows_affected)
-}
-
-/// The status of a run, if it exists in this session.
-pub async fn run_status(db: &Db, session_id: Uuid, run_id: Uuid) -> StorageResult<Option<String>> {
-    Ok(run::Entity::find_by_id(run_id)
-        .filter(run::Column::SessionId.eq(session_id))
-        .one(db)
-        .await?
-        .map(|r| r.status))
-}
-
-/// The newest run writing `message_id`.
-pub async fn latest_run_for_message(
-    db: &Db,
-    session_id: Uuid,
-    message_id: Uuid,
-) -> StorageResult<Option<Uuid>> {
-    Ok(run::Entity::find()
-        .filter(run::Column::SessionId.eq(session_id))
-        .filter(run::Column::AssistantMessageId.eq(message_id))
-        .order_by_desc(run::Column::CreatedAt)
-        .one(db)
-        .await?
-        .map(|r| r.id))
 }
 
 /// Makes `path` (root first) the session's active path: the root becomes the active root and

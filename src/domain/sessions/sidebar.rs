@@ -1,0 +1,51 @@
+//! The sidebar's read model: every workspace with its first page of sessions, in a bounded number
+//! of queries.
+
+use super::*;
+
+/// A workspace in the sidebar with the first page of its sessions.
+#[derive(Debug, Clone, Serialize)]
+pub struct SidebarWorkspace {
+    /// The workspace.
+    pub workspace: Workspace,
+    /// Its first page of sessions, most recently active first.
+    pub sessions: Vec<ChatSession>,
+    /// The next page to load, when there is one.
+    pub more: Option<u64>,
+}
+
+/// The sidebar's read model: the actor's workspaces (a "Personal" one made when there is none),
+/// each with its first page of sessions, and the open session `active` always listed. A bounded
+/// number of queries whatever the number of workspaces and sessions.
+pub async fn sidebar(db: &Db, actor: &Actor, active: Option<Uuid>) -> DomainResult<Vec<SidebarWorkspace>> {
+    let mut workspaces = repo::list_workspaces(db, actor.user_id()).await?;
+    if workspaces.is_empty() {
+        workspaces.push(default_workspace(db, actor).await?);
+    }
+    let mut firsts = repo::first_sessions_per_workspace(db, actor.user_id(), false, SIDEBAR_PAGE + 1).await?;
+    let mut out = Vec::with_capacity(workspaces.len());
+    for workspace in workspaces {
+        let mut sessions: Vec<ChatSession> = Vec::new();
+        firsts.retain(|s| {
+            if s.workspace_id == workspace.id {
+                sessions.push(s.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let more = sessions.len() as u64 > SIDEBAR_PAGE;
+        sessions.truncate(SIDEBAR_PAGE as usize);
+        out.push(SidebarWorkspace { workspace, sessions, more: more.then_some(1) });
+    }
+    // The open session is always listed (and can be highlighted and retitled live), even when
+    // it is older than the first page.
+    if let Some(id) = active.filter(|id| !out.iter().any(|w| w.sessions.iter().any(|s| s.id == *id))) {
+        let session = get_session(db, actor, id).await?;
+        if let Some(w) = out.iter_mut().find(|w| w.workspace.id == session.workspace_id && !session.archived)
+        {
+            w.sessions.push(session);
+        }
+    }
+    Ok(out)
+}

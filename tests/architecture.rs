@@ -1,0 +1,118 @@
+//! The layering rules of ARCHITECTURE.md, checked against the source tree: where queries live,
+//! what the domain may import, that the code map names every folder, and file sizes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file below `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).expect("readable source folder") {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The code of a file without its comments (so a doc line may name a crate it does not use).
+fn code_lines(path: &Path) -> Vec<(usize, String)> {
+    let text = fs::read_to_string(path).expect("readable source file");
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or("").to_string()))
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect()
+}
+
+fn offenders(dirs: &[&str], needles: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        for file in rust_files(&root().join(dir)) {
+            for (n, line) in code_lines(&file) {
+                if needles.iter().any(|needle| line.contains(needle)) {
+                    found.push(format!("{}:{n}: {}", file.display(), line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn queries_live_in_storage_only() {
+    let found = offenders(&["src/domain", "src/web"], &["sea_orm", "sea_query", "sqlx::"]);
+    assert!(found.is_empty(), "queries outside src/storage:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_domain_knows_nothing_of_http_or_templates() {
+    let found = offenders(&["src/domain"], &["actix_web", "actix_web_lab", "tera::", "use tera"]);
+    assert!(found.is_empty(), "the domain imports the web layer:\n{}", found.join("\n"));
+    let found = offenders(&["src/domain"], &["crate::web"]);
+    assert!(found.is_empty(), "the domain imports the web layer:\n{}", found.join("\n"));
+}
+
+#[test]
+fn storage_and_the_value_types_do_not_import_the_domain() {
+    let found = offenders(&["src/storage", "src/model"], &["crate::domain", "crate::web"]);
+    assert!(found.is_empty(), "storage depends on the domain:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_code_map_names_every_folder() {
+    let map = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md at the top level");
+    let mut missing = Vec::new();
+    let mut stack = vec![root().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("readable source folder") {
+            let path = entry.expect("directory entry").path();
+            if !path.is_dir() {
+                continue;
+            }
+            let rel = path.strip_prefix(root()).expect("inside the repository").display().to_string();
+            // A folder that only holds a file's unit tests (`foo/tests.rs`) is part of `foo.rs`.
+            let only_tests = fs::read_dir(&path)
+                .expect("readable folder")
+                .all(|e| e.map(|e| e.file_name() == "tests.rs").unwrap_or(false));
+            if !only_tests && !map.contains(&format!("`{rel}/`")) {
+                missing.push(rel);
+            }
+            stack.push(path);
+        }
+    }
+    missing.sort();
+    assert!(missing.is_empty(), "ARCHITECTURE.md does not name these folders (as `src/x/`): {missing:?}");
+}
+
+#[test]
+fn no_source_file_is_two_concerns() {
+    // About 600 lines of code; unit tests live in sibling `tests.rs` files and do not count.
+    const LIMIT: usize = 650;
+    let mut long = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).expect("readable source file");
+        let code = text.split("\n#[cfg(test)]\nmod tests {").next().unwrap_or("");
+        let lines = code.lines().count();
+        if lines > LIMIT {
+            long.push(format!("{} ({lines} lines)", file.display()));
+        }
+    }
+    assert!(long.is_empty(), "files over {LIMIT} lines of code:\n{}", long.join("\n"));
+}
