@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::accounts::{Actor, User};
-use crate::domain::{DomainError, DomainResult};
+use crate::domain::DomainResult;
+use crate::domain::accounts::User;
+use crate::domain::authz::Admin;
 use crate::storage::Db;
 use crate::storage::repos::audit as repo;
 
@@ -85,10 +86,8 @@ pub struct Entry {
 pub type Filter = repo::Filter;
 
 /// Rows newest first, one page plus whether there are more (admins only).
-pub async fn list(db: &Db, actor: &Actor, filter: &Filter, page: u64) -> DomainResult<(Vec<Entry>, bool)> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+pub async fn list(db: &Db, admin: &Admin, filter: &Filter, page: u64) -> DomainResult<(Vec<Entry>, bool)> {
+    let _actor = admin.actor();
     let mut rows = repo::list(db, filter, page + 1).await?;
     let more = rows.len() as u64 > page;
     rows.truncate(usize::try_from(page).unwrap_or(usize::MAX));

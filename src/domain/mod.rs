@@ -52,10 +52,5 @@ impl From<crate::vault::store::StoreError> for DomainError {
     }
 }
 
-/// Only admins may go on.
-pub(crate) fn admin_only(actor: &accounts::Actor) -> DomainResult<()> {
-    actor.admin().map(|_| ())
-}
-
 /// Shorthand for domain results.
 pub type DomainResult<T> = Result<T, DomainError>;

@@ -107,9 +107,10 @@ impl FromRequest for MaybeUser {
     }
 }
 
-/// A signed-in admin; members get 403, anonymous requests 401.
+/// A signed-in admin, with the proof admin services ask for; members get 403, anonymous
+/// requests 401.
 #[derive(Debug, Clone)]
-pub struct AdminUser(pub Authenticated);
+pub struct AdminUser(pub Authenticated, pub crate::domain::authz::Admin);
 
 impl FromRequest for AdminUser {
     type Error = WebError;
@@ -119,10 +120,9 @@ impl FromRequest for AdminUser {
         let req = req.clone();
         Box::pin(async move {
             let auth = resolve(req).await?.ok_or(WebError::Unauthenticated)?;
-            if auth.actor.is_admin() {
-                Ok(AdminUser(auth))
-            } else {
-                Err(WebError::Forbidden("This page is for administrators.".into()))
+            match auth.actor.admin() {
+                Ok(proof) => Ok(AdminUser(auth, proof)),
+                Err(_) => Err(WebError::Forbidden("This page is for administrators.".into())),
             }
         })
     }

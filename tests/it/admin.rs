@@ -283,7 +283,9 @@ async fn visibility_and_enabled_models_limit_who_uses_what() {
             display_name: "root".into(),
             role: Role::Admin,
             status: arbor::domain::accounts::UserStatus::Active,
-        }),
+        })
+        .admin()
+        .unwrap(),
     )
     .await
     .unwrap();
@@ -463,7 +465,7 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
     assert_eq!(res.status(), 200);
 
     let actor = arbor::domain::accounts::Actor::for_tests(&root);
-    let servers = arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap();
+    let servers = arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap();
     assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["everything", "remote"]);
     let everything = &servers[0];
     assert_eq!(everything.args, ["-y", "@modelcontextprotocol/server-everything"]);
@@ -504,10 +506,16 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
         assert!(res.status() == 400 || res.status() == 409, "{body}");
         assert!(res.text().await.unwrap().contains(needle), "{body}");
     }
-    assert_eq!(arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap().len(), 2);
+    assert_eq!(
+        arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap().len(),
+        2
+    );
     let res = app.post_form(&format!("/admin/mcp/{}/delete", servers[1].id), "", Some(&admin)).await;
     assert_eq!(res.status(), 200);
-    assert_eq!(arbor::domain::mcp::servers::list(&app.state.db, &actor).await.unwrap().len(), 1);
+    assert_eq!(
+        arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap().len(),
+        1
+    );
     let audit = app.get("/admin/audit?action=mcp.", Some(&admin.cookie)).await.text().await.unwrap();
     for action in ["mcp.create", "mcp.update", "mcp.delete"] {
         assert!(audit.contains(action), "audit lacks {action}");

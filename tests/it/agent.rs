@@ -769,7 +769,7 @@ async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
     arbor::domain::mcp::servers::create(
         a.db(),
         &a.c.app.state.vault,
-        &Actor::for_tests(&admin),
+        &Actor::for_tests(&admin).admin().unwrap(),
         &arbor::domain::audit::Origin::cli(),
         &form,
     )

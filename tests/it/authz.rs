@@ -573,15 +573,21 @@ async fn console_objects(
         ..ProviderForm::default()
     };
     let db = &app.state.db;
-    ids.provider = admin::create_provider(db, providers, &actor, &origin, &form("authz")).await.unwrap().id;
+    ids.provider = admin::create_provider(db, providers, &actor.admin().unwrap(), &origin, &form("authz"))
+        .await
+        .unwrap()
+        .id;
     ids.spare_provider =
-        admin::create_provider(db, providers, &actor, &origin, &form("spare")).await.unwrap().id;
+        admin::create_provider(db, providers, &actor.admin().unwrap(), &origin, &form("spare"))
+            .await
+            .unwrap()
+            .id;
     let value = Secret::new("sk-authz-shared-0000");
     ids.shared_key = admin::add_key(
         db,
         &app.state.vault,
         providers,
-        &actor,
+        &actor.admin().unwrap(),
         &origin,
         ids.provider,
         NewKey { label: "k", value: &value },
@@ -602,10 +608,16 @@ async fn console_objects(
             command: "true".into(),
             ..Default::default()
         };
-        *slot = arbor::domain::mcp::servers::create(db, &app.state.vault, &actor, &origin, &form)
-            .await
-            .unwrap()
-            .id;
+        *slot = arbor::domain::mcp::servers::create(
+            db,
+            &app.state.vault,
+            &actor.admin().unwrap(),
+            &origin,
+            &form,
+        )
+        .await
+        .unwrap()
+        .id;
     }
     let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
     ids.token = arbor::domain::accounts::api_tokens::create(
@@ -724,7 +736,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let (_, session) = app.create_session(&owner).await;
     let invite = arbor::domain::accounts::invitations::create(
         &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin),
+        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
         "invitee@example.com",
         Role::Member,
         24,

@@ -248,7 +248,7 @@ async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let inv = arbor::domain::accounts::invitations::create(
         &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin),
+        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
         "guest@elsewhere.com",
         Role::Admin,
         24,

@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use crate::auth::passwords;
 use crate::auth::sessions::{hash_token, random_token};
-use crate::domain::accounts::{self, Actor, Role, User, UserStatus};
+use crate::domain::accounts::{self, Role, User, UserStatus};
+use crate::domain::authz::Admin;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{invitations as repo, users};
@@ -24,14 +25,12 @@ pub struct NewInvitation {
 /// Invites an address with a role. Admins only.
 pub async fn create(
     db: &Db,
-    actor: &Actor,
+    admin: &Admin,
     email: &str,
     role: Role,
     valid_hours: i64,
 ) -> DomainResult<NewInvitation> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+    let actor = admin.actor();
     let email = accounts::normalize_email(email)?;
     if users::find_by_email(db, &email).await?.is_some() {
         return Err(DomainError::Conflict(format!("{email} already has an account.")));
@@ -96,9 +95,7 @@ pub async fn accept_local(
 }
 
 /// Recent invitations. Admins only.
-pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Invitation>> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+pub async fn list(db: &Db, admin: &Admin) -> DomainResult<Vec<Invitation>> {
+    let _actor = admin.actor();
     Ok(repo::recent(db, 100).await?)
 }

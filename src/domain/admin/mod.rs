@@ -10,11 +10,12 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::config::ProviderKind;
-use crate::domain::accounts::{Actor, Role, User, UserStatus};
+use crate::domain::accounts::{Role, User, UserStatus};
 use crate::domain::audit::{self, Origin};
+use crate::domain::authz::Admin;
 use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind};
 use crate::domain::validate::{check_http_url, valid_name};
-use crate::domain::{DomainError, DomainResult, admin_only};
+use crate::domain::{DomainError, DomainResult};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::storage::entities::{provider, provider_key};
@@ -42,8 +43,8 @@ pub struct UserRow {
 pub const USERS_PAGE: u64 = 50;
 
 /// Users whose email or name contains `query`, by email, one page, and the total.
-pub async fn list_users(db: &Db, actor: &Actor, query: &str, page: u64) -> DomainResult<(Vec<UserRow>, u64)> {
-    admin_only(actor)?;
+pub async fn list_users(db: &Db, admin: &Admin, query: &str, page: u64) -> DomainResult<(Vec<UserRow>, u64)> {
+    let _actor = admin.actor();
     let (rows, total) = users_repo::search(db, query.trim(), page * USERS_PAGE, USERS_PAGE).await?;
     let mut out = Vec::with_capacity(rows.len());
     for m in rows {
@@ -61,12 +62,12 @@ async fn target_user(db: &Db, id: Uuid) -> DomainResult<User> {
 /// disable themselves.
 pub async fn set_status(
     db: &Db,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     id: Uuid,
     active: bool,
 ) -> DomainResult<User> {
-    admin_only(actor)?;
+    let actor = admin.actor();
     let target = target_user(db, id).await?;
     if id == actor.user_id() {
         return Err(DomainError::Invalid("You cannot disable your own account.".into()));
@@ -88,8 +89,8 @@ pub async fn set_status(
 }
 
 /// Promotes or demotes a user; the last admin cannot be demoted.
-pub async fn set_role(db: &Db, actor: &Actor, origin: &Origin, id: Uuid, role: Role) -> DomainResult<User> {
-    admin_only(actor)?;
+pub async fn set_role(db: &Db, admin: &Admin, origin: &Origin, id: Uuid, role: Role) -> DomainResult<User> {
+    let _actor = admin.actor();
     let target = target_user(db, id).await?;
     if target.role == role {
         return Ok(target);
@@ -125,8 +126,8 @@ pub struct DeletionSummary {
 }
 
 /// Counts what deleting a user would remove.
-pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<DeletionSummary> {
-    admin_only(actor)?;
+pub async fn deletion_summary(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<DeletionSummary> {
+    let _actor = admin.actor();
     let target = target_user(db, id).await?;
     let mut s = DeletionSummary { email: target.email, ..DeletionSummary::default() };
     for w in chat_repo::list_workspaces(db, id).await? {
@@ -140,8 +141,8 @@ pub async fn deletion_summary(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
 }
 
 /// Every session of a user (to stop live answers before deleting them).
-pub async fn user_session_ids(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<Vec<Uuid>> {
-    admin_only(actor)?;
+pub async fn user_session_ids(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<Vec<Uuid>> {
+    let _actor = admin.actor();
     let mut out = Vec::new();
     for w in chat_repo::list_workspaces(db, id).await? {
         out.extend(chat_repo::workspace_session_ids(db, id, w.id).await?);
@@ -151,12 +152,12 @@ pub async fn user_session_ids(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<
 
 /// Deletes a user with their workspaces, sessions, messages, keys, quota and browser sessions.
 /// Usage rows stay (without the user) so totals remain right; audit rows stay as written.
-pub async fn delete_user(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<DeletionSummary> {
-    admin_only(actor)?;
+pub async fn delete_user(db: &Db, admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<DeletionSummary> {
+    let actor = admin.actor();
     if id == actor.user_id() {
         return Err(DomainError::Invalid("You cannot delete your own account here.".into()));
     }
-    let summary = deletion_summary(db, actor, id).await?;
+    let summary = deletion_summary(db, admin, id).await?;
     let target = target_user(db, id).await?;
     if target.role == Role::Admin && users_repo::count_admins(db).await? <= 1 {
         return Err(DomainError::Invalid("This is the last admin: promote someone else first.".into()));
@@ -258,8 +259,8 @@ fn view(row: provider::Model, keys: Vec<provider_key::Model>) -> ProviderView {
 }
 
 /// Every admin-managed provider.
-pub async fn list_providers(db: &Db, actor: &Actor) -> DomainResult<Vec<ProviderView>> {
-    admin_only(actor)?;
+pub async fn list_providers(db: &Db, admin: &Admin) -> DomainResult<Vec<ProviderView>> {
+    let _actor = admin.actor();
     let keys = provider_repo::all_keys(db).await?;
     Ok(provider_repo::all(db)
         .await?
@@ -272,8 +273,8 @@ pub async fn list_providers(db: &Db, actor: &Actor) -> DomainResult<Vec<Provider
 }
 
 /// One admin-managed provider.
-pub async fn get_provider(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<ProviderView> {
-    admin_only(actor)?;
+pub async fn get_provider(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<ProviderView> {
+    let _actor = admin.actor();
     let row = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let keys = provider_repo::keys_of(db, id).await?;
     Ok(view(row, keys))
@@ -377,11 +378,11 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
 pub async fn create_provider(
     db: &Db,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     form: &ProviderForm,
 ) -> DomainResult<ProviderView> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let name = form.name.trim();
     if !valid_name(name) {
         return Err(DomainError::Invalid(
@@ -404,19 +405,19 @@ pub async fn create_provider(
     )
     .await?;
     providers.reload().await?;
-    get_provider(db, actor, id).await
+    get_provider(db, admin, id).await
 }
 
 /// Saves a provider's settings (its name stays).
 pub async fn update_provider(
     db: &Db,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     id: Uuid,
     form: &ProviderForm,
 ) -> DomainResult<ProviderView> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let existing = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let (_, fields) = parse_form(db, form).await?;
     let saved = provider_repo::save(db, id, None, fields).await?;
@@ -437,18 +438,18 @@ pub async fn update_provider(
     )
     .await?;
     providers.reload().await?;
-    get_provider(db, actor, id).await
+    get_provider(db, admin, id).await
 }
 
 /// Deletes a provider with its shared keys.
 pub async fn delete_provider(
     db: &Db,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     id: Uuid,
 ) -> DomainResult<()> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let existing = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     for key in provider_repo::keys_of(db, id).await? {
         // A key row without its ciphertext is harmless; a ciphertext without its row is not kept.
@@ -484,12 +485,12 @@ pub async fn add_key(
     db: &Db,
     vault: &Vault,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     provider_id: Uuid,
     key: NewKey<'_>,
 ) -> DomainResult<KeyView> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let NewKey { label, value } = key;
     let p = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
     let label = label.trim();
@@ -532,12 +533,12 @@ pub async fn add_key(
 pub async fn delete_key(
     db: &Db,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     provider_id: Uuid,
     key_id: Uuid,
 ) -> DomainResult<()> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let p = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
     if provider_repo::delete_key(db, provider_id, key_id).await? == 0 {
         return Err(DomainError::NotFound);
@@ -562,11 +563,11 @@ pub async fn delete_key(
 pub async fn discover_models(
     db: &Db,
     providers: &Providers,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     id: Uuid,
 ) -> DomainResult<Result<Vec<String>, String>> {
-    admin_only(actor)?;
+    let actor = admin.actor();
     let row = provider_repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let entry = providers.entries().into_iter().find(|e| e.id == Some(id)).ok_or(DomainError::NotFound)?;
     let outcome = providers.discover(actor, &entry).await;
@@ -584,16 +585,16 @@ pub async fn discover_models(
 /// The emails of these users, by id, in one query (for console pages that name people).
 pub async fn user_emails(
     db: &Db,
-    actor: &Actor,
+    admin: &Admin,
     ids: &[Uuid],
 ) -> DomainResult<std::collections::HashMap<Uuid, String>> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     Ok(users_repo::emails_of(db, ids).await?)
 }
 
 /// The id of the user with this email, if there is one.
-pub async fn user_by_email(db: &Db, actor: &Actor, email: &str) -> DomainResult<Option<Uuid>> {
-    admin_only(actor)?;
+pub async fn user_by_email(db: &Db, admin: &Admin, email: &str) -> DomainResult<Option<Uuid>> {
+    let _actor = admin.actor();
     let Ok(email) = crate::domain::accounts::normalize_email(email) else { return Ok(None) };
     Ok(users_repo::find_by_email(db, &email).await?.map(|(u, _)| u.id))
 }

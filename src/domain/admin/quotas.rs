@@ -6,8 +6,8 @@ use chrono::{DateTime, Datelike, TimeZone, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
+use crate::domain::authz::Admin;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::quotas::{self as repo, Limits};
@@ -132,10 +132,8 @@ pub async fn check(db: &Db, user: Uuid) -> DomainResult<()> {
 }
 
 /// The instance default and every per-user quota (admins only).
-pub async fn list(db: &Db, actor: &Actor) -> DomainResult<(Quota, Vec<(Uuid, Quota)>)> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+pub async fn list(db: &Db, admin: &Admin) -> DomainResult<(Quota, Vec<(Uuid, Quota)>)> {
+    let _actor = admin.actor();
     let mut default = Quota::default();
     let mut users = Vec::new();
     for (scope, limits) in repo::all(db).await? {
@@ -152,15 +150,13 @@ pub async fn list(db: &Db, actor: &Actor) -> DomainResult<(Quota, Vec<(Uuid, Quo
 /// unlimited quota with `inherit` removes their own so the default applies again.
 pub async fn set(
     db: &Db,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     user: Option<Uuid>,
     quota: Quota,
     inherit: bool,
 ) -> DomainResult<()> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+    let _actor = admin.actor();
     for v in
         [quota.tokens_day, quota.tokens_month, quota.micros_day, quota.micros_month].into_iter().flatten()
     {

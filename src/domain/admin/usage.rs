@@ -7,7 +7,7 @@ use chrono::{Duration, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::accounts::Actor;
+use crate::domain::authz::Admin;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::usage as repo;
@@ -91,10 +91,8 @@ fn period(days: u32) -> DomainResult<(chrono::DateTime<Utc>, chrono::DateTime<Ut
 }
 
 /// The report over the last `days` days (today included); admins only.
-pub async fn report(db: &Db, actor: &Actor, days: u32) -> DomainResult<Report> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+pub async fn report(db: &Db, admin: &Admin, days: u32) -> DomainResult<Report> {
+    let _actor = admin.actor();
     let (since, until) = period(days)?;
     let rows = repo::rows_between(db, since, until, None).await?;
     let emails = emails(db).await?;
@@ -147,10 +145,8 @@ fn csv_field(value: &str) -> String {
 }
 
 /// The period's usage as CSV: one line per day, user, model and source; admins only.
-pub async fn csv(db: &Db, actor: &Actor, days: u32) -> DomainResult<String> {
-    if !actor.is_admin() {
-        return Err(DomainError::Forbidden);
-    }
+pub async fn csv(db: &Db, admin: &Admin, days: u32) -> DomainResult<String> {
+    let _actor = admin.actor();
     let (since, until) = period(days)?;
     let rows = repo::rows_between(db, since, until, None).await?;
     let emails = emails(db).await?;

@@ -2,6 +2,7 @@
 //! use; the data folder can never be one.
 
 use super::*;
+use crate::domain::authz::Admin;
 
 /// A host folder an admin allowed, as the console lists it.
 #[derive(Debug, Clone, Serialize)]
@@ -32,9 +33,9 @@ async fn owner_email(db: &Db, id: Uuid) -> DomainResult<String> {
 /// Every allowed host folder, and the workspaces one may be allowed for (admins only).
 pub async fn host_roots_console(
     db: &Db,
-    actor: &crate::domain::accounts::Actor,
+    admin: &Admin,
 ) -> DomainResult<(Vec<HostRootView>, Vec<WorkspaceChoice>)> {
-    crate::domain::admin_only(actor)?;
+    let _actor = admin.actor();
     let mut rows = Vec::new();
     for r in repo::all_host_roots(db).await? {
         let ws = repo::any_workspace(db, r.workspace_id).await?;
@@ -83,13 +84,13 @@ pub fn check_host_root(path: &str, data_dir: &Path) -> DomainResult<PathBuf> {
 /// Allows a host folder for a workspace (admins only; audited).
 pub async fn allow_host_root(
     db: &Db,
-    actor: &crate::domain::accounts::Actor,
+    admin: &Admin,
     origin: &crate::domain::audit::Origin,
     data_dir: &Path,
     workspace_id: Uuid,
     path: &str,
 ) -> DomainResult<()> {
-    crate::domain::admin_only(actor)?;
+    let actor = admin.actor();
     let ws = repo::any_workspace(db, workspace_id)
         .await?
         .ok_or_else(|| DomainError::Invalid("Choose a workspace.".into()))?;
@@ -112,11 +113,11 @@ pub async fn allow_host_root(
 /// Withdraws an allowed host folder (admins only; audited). Sessions stop seeing it at once.
 pub async fn remove_host_root(
     db: &Db,
-    actor: &crate::domain::accounts::Actor,
+    admin: &Admin,
     origin: &crate::domain::audit::Origin,
     id: Uuid,
 ) -> DomainResult<()> {
-    crate::domain::admin_only(actor)?;
+    let _actor = admin.actor();
     let row = repo::delete_host_root(db, id).await?.ok_or(DomainError::NotFound)?;
     crate::domain::audit::record(
         db,

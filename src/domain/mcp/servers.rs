@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
+use crate::domain::authz::Admin;
 use crate::domain::validate::valid_name;
-use crate::domain::{DomainError, DomainResult, admin_only};
+use crate::domain::{DomainError, DomainResult};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::storage::repos::mcp_servers::{self as repo, McpServerRecord};
@@ -90,8 +91,8 @@ fn view(m: McpServerRecord) -> ServerView {
 }
 
 /// The instance-wide servers, by name (admins only).
-pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<ServerView>> {
-    admin_only(actor)?;
+pub async fn list(db: &Db, admin: &Admin) -> DomainResult<Vec<ServerView>> {
+    let _actor = admin.actor();
     Ok(repo::list_instance(db).await?.into_iter().map(view).collect())
 }
 
@@ -227,11 +228,11 @@ async fn instance_server(db: &Db, id: Uuid) -> DomainResult<McpServerRecord> {
 pub async fn create(
     db: &Db,
     vault: &Vault,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     form: &ServerForm,
 ) -> DomainResult<ServerView> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let (transport, args, secrets) = check(form)?;
     let name = form.name.trim();
     if name_taken(db, name, None).await? {
@@ -277,12 +278,12 @@ pub async fn create(
 pub async fn update(
     db: &Db,
     vault: &Vault,
-    actor: &Actor,
+    admin: &Admin,
     origin: &Origin,
     id: Uuid,
     form: &ServerForm,
 ) -> DomainResult<ServerView> {
-    admin_only(actor)?;
+    let _actor = admin.actor();
     let existing = instance_server(db, id).await?;
     let (transport, args, secrets) = check(form)?;
     let name = form.name.trim();
@@ -324,8 +325,8 @@ pub async fn update(
 }
 
 /// Deletes a server and its stored secrets (admins only).
-pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    admin_only(actor)?;
+pub async fn delete(db: &Db, admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<()> {
+    let _actor = admin.actor();
     let existing = instance_server(db, id).await?;
     if let Some(secret) = existing.secret_id {
         match Vault::delete_secret(db, ORG_OWNER, secret).await {

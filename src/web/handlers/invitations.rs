@@ -39,7 +39,7 @@ async fn admin_page(
     error: Option<&str>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let rows: Vec<Row> = invitations::list(&state.db, &admin.0.actor)
+    let rows: Vec<Row> = invitations::list(&state.db, &admin.1)
         .await?
         .into_iter()
         .map(|i| Row {
@@ -102,7 +102,7 @@ pub async fn create(
         return admin_page(&state, &req, &admin, None, Some("Choose a role."), StatusCode::BAD_REQUEST).await;
     };
     let hours = state.config.auth.invitation_valid_hours;
-    let new = match invitations::create(&state.db, &admin.0.actor, &form.email, role, hours).await {
+    let new = match invitations::create(&state.db, &admin.1, &form.email, role, hours).await {
         Ok(n) => n,
         Err(DomainError::Invalid(m)) | Err(DomainError::Conflict(m)) => {
             return admin_page(&state, &req, &admin, None, Some(&m), StatusCode::BAD_REQUEST).await;

@@ -9,7 +9,7 @@ async fn host_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (rows, workspaces) = crate::domain::agent::host_roots_console(&state.db, &admin.0.actor).await?;
+    let (rows, workspaces) = crate::domain::agent::host_roots_console(&state.db, &admin.1).await?;
     let mut ctx = base_context(admin, "host", &flash);
     ctx.insert("rows", &rows);
     ctx.insert("workspaces", &workspaces);
@@ -54,7 +54,7 @@ pub async fn allow_host_folder(
         Ok(ws) => {
             crate::domain::agent::allow_host_root(
                 &state.db,
-                &admin.0.actor,
+                &admin.1,
                 &who,
                 &state.config.data_dir,
                 ws,
@@ -79,7 +79,7 @@ pub async fn remove_host_folder(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    crate::domain::agent::remove_host_root(&state.db, &admin.0.actor, &who, id.into_inner()).await?;
+    crate::domain::agent::remove_host_root(&state.db, &admin.1, &who, id.into_inner()).await?;
     host_page(
         &state,
         &req,

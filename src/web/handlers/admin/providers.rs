@@ -11,7 +11,7 @@ async fn providers_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "providers", &flash);
-    ctx.insert("providers", &admin::list_providers(&state.db, &admin.0.actor).await?);
+    ctx.insert("providers", &admin::list_providers(&state.db, &admin.1).await?);
     let configured: Vec<(String, String)> = state
         .engine
         .providers()
@@ -82,7 +82,7 @@ pub async fn create_provider(
     form: web::Form<ProviderForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    match admin::create_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, &form).await {
+    match admin::create_provider(&state.db, state.engine.providers(), &admin.1, &who, &form).await {
         Ok(p) => Ok(see_other(&req, &format!("/admin/providers/{}", p.id))),
         Err(e) => {
             let (flash, status) = refusal(e)?;
@@ -100,8 +100,8 @@ async fn provider_page(
     models_override: Option<String>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let p = admin::get_provider(&state.db, &admin.0.actor, id).await?;
-    let emails = admin::user_emails(&state.db, &admin.0.actor, &p.allowed_users).await?;
+    let p = admin::get_provider(&state.db, &admin.1, id).await?;
+    let emails = admin::user_emails(&state.db, &admin.1, &p.allowed_users).await?;
     let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -151,9 +151,7 @@ pub async fn update_provider(
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =
-        match admin::update_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, id, &form)
-            .await
-        {
+        match admin::update_provider(&state.db, state.engine.providers(), &admin.1, &who, id, &form).await {
             Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
             Err(e) => refusal(e)?,
         };
@@ -168,8 +166,7 @@ pub async fn delete_provider(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    admin::delete_provider(&state.db, state.engine.providers(), &admin.0.actor, &who, id.into_inner())
-        .await?;
+    admin::delete_provider(&state.db, state.engine.providers(), &admin.1, &who, id.into_inner()).await?;
     Ok(see_other(&req, "/admin/providers"))
 }
 
@@ -198,7 +195,7 @@ pub async fn add_key(
         &state.db,
         &state.vault,
         state.engine.providers(),
-        &admin.0.actor,
+        &admin.1,
         &who,
         id,
         admin::NewKey { label: &form.label, value: &value },
@@ -220,7 +217,7 @@ pub async fn delete_key(
 ) -> Result<HttpResponse, WebError> {
     let (id, key) = path.into_inner();
     let who = origin(&req, &state, &admin.0);
-    admin::delete_key(&state.db, state.engine.providers(), &admin.0.actor, &who, id, key).await?;
+    admin::delete_key(&state.db, state.engine.providers(), &admin.1, &who, id, key).await?;
     provider_page(&state, &req, &admin, id, Flash::ok("Key deleted."), None, StatusCode::OK).await
 }
 
@@ -234,7 +231,7 @@ pub async fn test_provider(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    match admin::discover_models(&state.db, state.engine.providers(), &admin.0.actor, &who, id).await? {
+    match admin::discover_models(&state.db, state.engine.providers(), &admin.1, &who, id).await? {
         Ok(models) => {
             let flash = Flash::ok(format!(
                 "The connection works: {} chat models found. They are in the box below; remove the ones to \

@@ -37,9 +37,9 @@ async fn quotas_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (default, users) = quotas::list(&state.db, &admin.0.actor).await?;
+    let (default, users) = quotas::list(&state.db, &admin.1).await?;
     let ids: Vec<Uuid> = users.iter().map(|(id, _)| *id).collect();
-    let emails = admin::user_emails(&state.db, &admin.0.actor, &ids).await?;
+    let emails = admin::user_emails(&state.db, &admin.1, &ids).await?;
     let mut rows = Vec::new();
     for (id, q) in users {
         if let Some(email) = emails.get(&id) {
@@ -126,7 +126,7 @@ pub async fn quotas_save(
     };
     let user = match form.email.trim() {
         "" => None,
-        email => match admin::user_by_email(&state.db, &admin.0.actor, email).await? {
+        email => match admin::user_by_email(&state.db, &admin.1, email).await? {
             Some(id) => Some(id),
             None => {
                 let flash = Flash::error(format!("There is no user {}.", form.email.trim()));
@@ -136,7 +136,7 @@ pub async fn quotas_save(
     };
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =
-        match quotas::set(&state.db, &admin.0.actor, &who, user, quota, form.inherit.is_some()).await {
+        match quotas::set(&state.db, &admin.1, &who, user, quota, form.inherit.is_some()).await {
             Ok(()) => (Flash::ok("Quota saved."), StatusCode::OK),
             Err(e) => refusal(e)?,
         };

@@ -31,7 +31,7 @@ async fn users_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (rows, total) = admin::list_users(&state.db, &admin.0.actor, &query.q, query.page).await?;
+    let (rows, total) = admin::list_users(&state.db, &admin.1, &query.q, query.page).await?;
     let users: Vec<UserView> = rows
         .into_iter()
         .map(|r| UserView {
@@ -110,7 +110,7 @@ pub async fn set_status(
         _ => return Err(WebError::BadRequest("Say whether the account is active.".into())),
     };
     let who = origin(&req, &state, &admin.0);
-    let result = admin::set_status(&state.db, &admin.0.actor, &who, id.into_inner(), active)
+    let result = admin::set_status(&state.db, &admin.1, &who, id.into_inner(), active)
         .await
         .map(|u| format!("{} is now {}.", u.email, u.status.as_str()));
     after_user_change(&state, &req, &admin, result).await
@@ -132,7 +132,7 @@ pub async fn set_role(
 ) -> Result<HttpResponse, WebError> {
     let role = Role::parse(&form.role).ok_or_else(|| WebError::BadRequest("Pick admin or member.".into()))?;
     let who = origin(&req, &state, &admin.0);
-    let result = admin::set_role(&state.db, &admin.0.actor, &who, id.into_inner(), role)
+    let result = admin::set_role(&state.db, &admin.1, &who, id.into_inner(), role)
         .await
         .map(|u| format!("{} is now {}.", u.email, u.role.as_str()));
     after_user_change(&state, &req, &admin, result).await
@@ -146,7 +146,7 @@ pub async fn confirm_delete_user(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
-    let summary = admin::deletion_summary(&state.db, &admin.0.actor, id).await?;
+    let summary = admin::deletion_summary(&state.db, &admin.1, id).await?;
     let mut ctx = base_context(&admin, "users", &Flash::default());
     ctx.insert("summary", &summary);
     ctx.insert("target_id", &id);
@@ -163,7 +163,7 @@ pub async fn delete_user(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
-    let sessions = admin::user_session_ids(&state.db, &admin.0.actor, id).await?;
+    let sessions = admin::user_session_ids(&state.db, &admin.1, id).await?;
     let live: Vec<Uuid> = sessions.into_iter().filter(|s| state.runs.is_active(*s)).collect();
     if !live.is_empty() {
         for s in &live {
@@ -174,7 +174,7 @@ pub async fn delete_user(
         ));
     }
     let who = origin(&req, &state, &admin.0);
-    let result = admin::delete_user(&state.db, &admin.0.actor, &who, id).await.map(|s| {
+    let result = admin::delete_user(&state.db, &admin.1, &who, id).await.map(|s| {
         format!("{} was deleted with {} sessions and {} messages.", s.email, s.sessions, s.messages)
     });
     after_user_change(&state, &req, &admin, result).await
