@@ -123,6 +123,8 @@ pub struct AgentConfig {
     pub mcp_call_timeout_secs: u64,
     /// Longest an MCP server may take to start and answer, seconds.
     pub mcp_start_timeout_secs: u64,
+    /// The binary that renders system prompt templates in a child process (empty: this one).
+    pub prompt_renderer: String,
 }
 
 /// LLM providers and streaming.

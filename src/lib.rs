@@ -80,6 +80,8 @@ async fn agent_settings(config: &Config, env: &[(String, String)]) -> domain::ag
 
 /// Connects, migrates and assembles the state once.
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
+    let renderer = config.agent.prompt_renderer.trim();
+    prompting::set_renderer((!renderer.is_empty()).then(|| std::path::PathBuf::from(renderer)));
     let (db, queries) = storage::connect_counted(&config).await?;
     storage::migrate_up(&db).await?;
     let env: Vec<(String, String)> = std::env::vars().collect();

@@ -188,6 +188,10 @@ fn load_config(
 }
 
 fn main() -> ExitCode {
+    // The prompt renderer's child: before any thread exists, so its limits cover everything.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "render-prompt") {
+        return arbor::prompting::child_main();
+    }
     // One TLS stack for every outbound client: rustls with ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();

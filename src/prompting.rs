@@ -2,7 +2,14 @@
 //!
 //! Each render uses a fresh Tera instance with no templates loaded, so a prompt cannot include,
 //! extend or import anything (the page templates included). Loops cannot nest and the output is
-//! capped, so a prompt cannot make the server spin or fill memory.
+//! capped.
+//!
+//! That is not enough: Tera builds intermediate values (`set` concatenations, `join` with a
+//! computed separator, big `range`s) without any bound, and a failed allocation aborts a Rust
+//! process, with every other member's live runs in it. Tera offers no way to bound them, so a
+//! template is rendered in a child process: this same binary, started as `arbor render-prompt`,
+//! which first limits its own memory (`RLIMIT_DATA`) and CPU time (`RLIMIT_CPU`), then renders
+//! and exits. A template that needs more dies alone, and its author gets a clear error.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +26,7 @@ pub const MAX_INSTRUCTION_BYTES: usize = 16 * 1024;
 pub const INSTRUCTION_FILES: [&str; 3] = ["AGENTS.md", "ARBOR.md", "GEMINI.md"];
 
 /// What went wrong with a template, for the person who wrote it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, serde::Deserialize)]
 #[error("{}", match .line { Some(l) => format!("line {l}: {}", .message), None => .message.clone() })]
 pub struct TemplateError {
     /// 1-based line of the problem, when known.
@@ -107,8 +114,9 @@ fn from_tera(e: &tera::Error) -> TemplateError {
     error(line, message)
 }
 
-/// Renders a system prompt template with these variables (no HTML escaping: it is plain text).
-pub fn render<V: Serialize>(template: &str, vars: &V) -> Result<String, TemplateError> {
+/// Renders a template in this process. Only for the `render-prompt` child (and unit tests): a
+/// hostile template can exhaust the process that runs this. The server uses [`render`].
+pub fn render_in_process<V: Serialize>(template: &str, vars: &V) -> Result<String, TemplateError> {
     check_tags(template)?;
     let context = tera::Context::from_serialize(vars).map_err(|e| error(None, e.to_string()))?;
     let tera = tera::Tera::new();
@@ -119,6 +127,117 @@ pub fn render<V: Serialize>(template: &str, vars: &V) -> Result<String, Template
             Err(error(None, format!("the rendered prompt is longer than {} KiB", MAX_OUTPUT_BYTES / 1024)))
         }
         Err(e) => Err(from_tera(&e)),
+    }
+}
+
+/// Memory the child may use for its data (heap and anonymous mappings), bytes.
+const CHILD_DATA_BYTES: u64 = 96 * 1024 * 1024;
+/// CPU time the child may use, seconds.
+const CHILD_CPU_SECS: u64 = 2;
+/// Wall-clock time a render may take, queueing included.
+const RENDER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Largest job (template plus variables) handed to the child, bytes.
+const MAX_JOB_BYTES: usize = 1024 * 1024;
+
+/// The binary that renders templates (set once at start; this binary when unset).
+static RENDERER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Renders running at once, at most one per core: a flood of previews cannot fork-bomb the host.
+fn renders() -> &'static tokio::sync::Semaphore {
+    static RENDERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    RENDERS.get_or_init(|| {
+        tokio::sync::Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+    })
+}
+
+/// Chooses the binary that renders templates (`agent.prompt_renderer`; empty: this binary). The
+/// first call wins: it is one per process.
+pub fn set_renderer(path: Option<PathBuf>) {
+    if let Some(path) = path.or_else(|| std::env::current_exe().ok()) {
+        let _ = RENDERER.set(path);
+    }
+}
+
+fn too_big() -> TemplateError {
+    error(None, "the template needs too much memory or time to render; simplify it")
+}
+
+/// Renders a system prompt template with these variables (no HTML escaping: it is plain text),
+/// in a child process with hard limits (see the module documentation).
+pub async fn render<V: Serialize>(template: &str, vars: &V) -> Result<String, TemplateError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    check_tags(template)?;
+    let job = serde_json::to_vec(&serde_json::json!({ "template": template, "vars": vars }))
+        .map_err(|e| error(None, e.to_string()))?;
+    if job.len() > MAX_JOB_BYTES {
+        return Err(error(None, "the template is too long"));
+    }
+    let exe = match RENDERER.get() {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| error(None, format!("cannot render: {e}")))?,
+    };
+    let work = async move {
+        let _permit = renders().acquire().await.map_err(|_| too_big())?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("render-prompt")
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot start the prompt renderer");
+                error(None, "the template could not be rendered right now; try again")
+            })?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A child that dies early closes its end: the exit status says why.
+            let _ = stdin.write_all(&job).await;
+        }
+        let mut out = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            // The child caps its output; one byte of JSON framing more than that is a failure.
+            let limit = (MAX_OUTPUT_BYTES * 2 + 4096) as u64;
+            let _ = stdout.take(limit).read_to_end(&mut out).await;
+        }
+        let status = child.wait().await.map_err(|_| too_big())?;
+        if !status.success() {
+            return Err(too_big());
+        }
+        serde_json::from_slice::<Result<String, TemplateError>>(&out).map_err(|_| too_big())?
+    };
+    tokio::time::timeout(RENDER_TIMEOUT, work).await.unwrap_or_else(|_| Err(too_big()))
+}
+
+/// `arbor render-prompt`: limits this process, reads one job from stdin, renders it and writes
+/// the outcome as JSON to stdout. Runs before any thread is started.
+pub fn child_main() -> std::process::ExitCode {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    use std::io::Read;
+    let limit = |r, n| setrlimit(r, Rlimit { current: Some(n), maximum: Some(n) });
+    if limit(Resource::Data, CHILD_DATA_BYTES).is_err()
+        || limit(Resource::Cpu, CHILD_CPU_SECS).is_err()
+        || limit(Resource::Core, 0).is_err()
+        || limit(Resource::Fsize, 0).is_err()
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    let mut job = Vec::new();
+    if std::io::stdin().take(MAX_JOB_BYTES as u64 + 1).read_to_end(&mut job).is_err()
+        || job.len() > MAX_JOB_BYTES
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    #[derive(serde::Deserialize)]
+    struct Job {
+        template: String,
+        vars: serde_json::Value,
+    }
+    let Ok(job) = serde_json::from_slice::<Job>(&job) else { return std::process::ExitCode::FAILURE };
+    let outcome = render_in_process(&job.template, &job.vars);
+    match serde_json::to_writer(std::io::stdout().lock(), &outcome) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
     }
 }
 
@@ -173,16 +292,18 @@ mod tests {
     #[test]
     fn renders_variables_and_loops() {
         let vars = serde_json::json!({ "user": { "name": "Ada" }, "roots": ["a", "b"] });
-        let out = render("Hi {{ user.name }}.{% for r in roots %} [{{ r }}]{% endfor %} <b>", &vars).unwrap();
+        let out =
+            render_in_process("Hi {{ user.name }}.{% for r in roots %} [{{ r }}]{% endfor %} <b>", &vars)
+                .unwrap();
         assert_eq!(out, "Hi Ada. [a] [b] <b>", "plain text, not escaped");
     }
 
     #[test]
     fn errors_carry_their_line() {
         let vars = serde_json::json!({});
-        let e = render("one\ntwo {{ nope.deeper }}\n", &vars).unwrap_err();
+        let e = render_in_process("one\ntwo {{ nope.deeper }}\n", &vars).unwrap_err();
         assert_eq!(e.line, Some(2), "{e:?}");
-        let e = render("fine\n\n{% if %}", &vars).unwrap_err();
+        let e = render_in_process("fine\n\n{% if %}", &vars).unwrap_err();
         assert_eq!(e.line, Some(3), "{e:?}");
         assert!(!e.message.is_empty());
     }
@@ -196,10 +317,10 @@ mod tests {
             "{%- import \"x\" as y -%}",
             "{% component c() %}{% endcomponent %}",
         ] {
-            let e = render(bad, &vars).unwrap_err();
+            let e = render_in_process(bad, &vars).unwrap_err();
             assert!(e.message.contains("not available"), "{bad}: {e:?}");
         }
-        let e = render(
+        let e = render_in_process(
             "a\n{% for a in range(end=3) %}{% for b in range(end=3) %}{% endfor %}{% endfor %}",
             &vars,
         )
@@ -207,14 +328,17 @@ mod tests {
         assert_eq!((e.line, e.message.contains("nested")), (Some(2), true));
         // Two loops one after the other are fine.
         assert_eq!(
-            render("{% for a in range(end=2) %}a{% endfor %}{% for b in s %}{{ b }}{% endfor %}", &vars)
-                .unwrap(),
+            render_in_process(
+                "{% for a in range(end=2) %}a{% endfor %}{% for b in s %}{{ b }}{% endfor %}",
+                &vars
+            )
+            .unwrap(),
             "aax"
         );
-        let e =
-            render("{% for i in range(end=100000) %}{{ \"0123456789\" }}{% endfor %}", &vars).unwrap_err();
+        let e = render_in_process("{% for i in range(end=100000) %}{{ \"0123456789\" }}{% endfor %}", &vars)
+            .unwrap_err();
         assert!(e.message.contains("longer than"), "{e:?}");
-        assert!(render("{{ get_env(name=\"HOME\") }}", &vars).is_err(), "no environment access");
+        assert!(render_in_process("{{ get_env(name=\"HOME\") }}", &vars).is_err(), "no environment access");
     }
 
     #[test]

@@ -501,3 +501,84 @@ async fn pages_run_as_many_queries_for_many_items_as_for_few() {
     assert!(home_few > 0 && page_few > 0, "the counter counts");
     assert!(home_many <= 12 && page_many <= 25, "home {home_many}, session page {page_many}");
 }
+
+/// SECURITY.md 51: hostile templates (doubling, computed separators, huge ranges, nested loops,
+/// padding and repeating filters, list growth, output floods) sent to the preview and to the
+/// session and workspace settings. Each gets a clear template error, and the server, which
+/// renders them in a child process with hard limits, keeps serving: this test process, which
+/// the server runs in, would die with it otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_templates_get_an_error_and_the_server_keeps_serving() {
+    let c = chat().await;
+    let session = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let double = |times: u32, then: &str| {
+        format!(
+            "{{% set_global s = \"0123456789abcdef\" %}}{{% for i in range(end={times}) %}}\
+             {{% set_global s = s ~ s %}}{{% endfor %}}{then}"
+        )
+    };
+    let bombs = [
+        double(40, "{{ s | length }}"),
+        double(17, "{{ range(end=100000) | join(sep=s) | length }}"),
+        double(40, "{{ s | upper }}"),
+        double(22, "{{ s | replace(from=\"0\", to=\"0123456789\") | length }}"),
+        double(40, "{{ s | truncate(length=10) }}"),
+        double(40, "{{ s | reverse }}"),
+        double(40, "{{ s | title }}"),
+        double(40, "{{ s | wordcount }}"),
+        double(25, "{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}"),
+        double(14, "{{ s }}"),
+        "{{ range(end=100000) | join(sep=range(end=100000) | join(sep=\",\")) | length }}".to_string(),
+        "{% set_global l = [] %}{% for i in range(end=100000) %}\
+         {% set_global l = l | concat(with=range(end=100000)) %}{% endfor %}{{ l | length }}"
+            .to_string(),
+        "{% set_global s = \"\" %}{% for i in range(end=100000) %}\
+         {% set_global s = s ~ \"0123456789abcdefghijklmnopqrstuvwxyz\" %}{% endfor %}{{ s | length }}"
+            .to_string(),
+        "{% for i in range(end=100000) %}{{ roots }}{{ instructions }}{% endfor %}".to_string(),
+        "{{ range(end=100000000) | length }}".to_string(),
+        "{% for i in range(end=9) %}{% for j in range(end=9) %}x{% endfor %}{% endfor %}".to_string(),
+        "{% include \"layouts/base.html\" %}".to_string(),
+        "{% macro m() %}{{ self::m() }}{% endmacro m %}{{ self::m() }}".to_string(),
+        "{% extends \"layouts/base.html\" %}".to_string(),
+        "{{ user.name ".to_string(),
+        "{% for i in range(end=3) %}never closed".to_string(),
+        "{{ 9223372036854775807 * 9223372036854775807 * 9223372036854775807 }}".to_string(),
+    ];
+    assert!(bombs.len() >= 20);
+    for bomb in &bombs {
+        let body = format!("system_prompt={}", urlencode(bomb));
+        let res = c.app.post_form(&format!("/s/{}/prompt-preview", c.session), &body, Some(&c.s)).await;
+        assert_eq!(res.status(), 200, "{bomb}");
+        let shown = res.text().await.unwrap();
+        assert!(shown.contains("template-error"), "no template error for {bomb}: {shown}");
+        let res = c.app.post_form(&format!("/s/{}/settings", c.session), &body, Some(&c.s)).await;
+        assert_eq!(res.status(), 400, "session settings took {bomb}");
+        let res = c
+            .app
+            .post_form(
+                &format!("/w/{}", session.workspace_id),
+                &format!("name=Research&default_model=&approval_mode=suggest&{body}"),
+                Some(&c.s),
+            )
+            .await;
+        assert_eq!(res.status(), 400, "workspace settings took {bomb}");
+        assert_eq!(c.app.get("/healthz", None).await.status(), 200, "after {bomb}");
+    }
+    // Ordinary templates still render and save, and a message still goes out.
+    let body = format!("system_prompt={}", urlencode("You help {{ user.name }}."));
+    let res = c
+        .app
+        .post_form(
+            &format!("/w/{}", session.workspace_id),
+            &format!("name=Research&default_model=&approval_mode=suggest&{body}"),
+            Some(&c.s),
+        )
+        .await;
+    assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
+    let res = c.app.post_form(&format!("/s/{}/settings", c.session), &body, Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    let res = c.app.post_form(&format!("/s/{}/prompt-preview", c.session), &body, Some(&c.s)).await;
+    assert!(res.text().await.unwrap().contains("You help"));
+    c.exchange("still there?").await;
+}

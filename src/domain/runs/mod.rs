@@ -293,14 +293,16 @@ impl RunEngine {
         let data_dir = self.data_dir.clone();
         let (workspace, session, template, model) =
             (workspace.clone(), session.clone(), template.to_string(), model.to_string());
-        let rendered = tokio::task::spawn_blocking(move || {
-            let vars = prompt::vars(&data_dir, &name, &email, &workspace, &session, &model);
-            prompt::render(&template, &vars)
+        // Reading the instruction files touches the disk.
+        let vars = tokio::task::spawn_blocking(move || {
+            prompt::vars(&data_dir, &name, &email, &workspace, &session, &model)
         })
-        .await;
-        rendered.unwrap_or_else(|e| {
-            Err(crate::prompting::TemplateError { line: None, message: format!("rendering failed: {e}") })
-        })
+        .await
+        .map_err(|e| crate::prompting::TemplateError {
+            line: None,
+            message: format!("rendering failed: {e}"),
+        })?;
+        prompt::render(&template, &vars).await
     }
 
     /// Appends a user message at the end of the active path and starts its reply. A repeated

@@ -287,14 +287,14 @@ fn blank_to_none(s: &str) -> Option<&str> {
 /// Longest accepted system prompt template, in characters.
 pub const MAX_PROMPT_CHARS: usize = 20_000;
 
-fn check_prompt(prompt: Option<&str>) -> DomainResult<()> {
+async fn check_prompt(prompt: Option<&str>) -> DomainResult<()> {
     if let Some(p) = prompt {
         if p.chars().count() > MAX_PROMPT_CHARS {
             return Err(DomainError::Invalid(format!(
                 "The system prompt is longer than {MAX_PROMPT_CHARS} characters."
             )));
         }
-        crate::domain::sessions::prompt::check(p).map_err(|e| DomainError::Invalid(e.to_string()))?;
+        crate::domain::sessions::prompt::check(p).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
     }
     Ok(())
 }
@@ -312,7 +312,7 @@ pub async fn update_workspace(
         return Err(DomainError::Invalid("Choose an approval mode from the list.".into()));
     }
     let system_prompt = blank_to_none(&form.system_prompt);
-    check_prompt(system_prompt)?;
+    check_prompt(system_prompt).await?;
     let settings = WorkspaceSettings {
         name: &name,
         system_prompt,
@@ -458,7 +458,7 @@ pub async fn update_session(
 ) -> DomainResult<ChatSession> {
     let session = get_session(db, actor, session_id).await?;
     let system_prompt = blank_to_none(&form.system_prompt);
-    check_prompt(system_prompt)?;
+    check_prompt(system_prompt).await?;
     let params = parse_params(form)?;
     let roots = parse_roots(&form.exposed_roots)?;
     check_host_roots(db, session.workspace_id, &roots).await?;

@@ -86,13 +86,18 @@ pub fn template_for<'a>(workspace: &'a Workspace, session: &'a ChatSession) -> O
 }
 
 /// Renders a template with the variables.
-pub fn render(template: &str, vars: &PromptVars) -> Result<String, TemplateError> {
-    prompting::render(template, vars)
+pub async fn render(template: &str, vars: &PromptVars) -> Result<String, TemplateError> {
+    prompting::render(template, vars).await
 }
 
 /// Checks a template as it would render with sample values.
-pub fn check(template: &str) -> Result<(), TemplateError> {
-    let sample = PromptVars {
+pub async fn check(template: &str) -> Result<(), TemplateError> {
+    prompting::render(template, &sample_vars()).await.map(|_| ())
+}
+
+/// The values a template is checked with when it is saved.
+fn sample_vars() -> PromptVars {
+    PromptVars {
         user: UserVars { name: "Ada".into(), email: "ada@example.com".into() },
         date: "2026-01-01".into(),
         time: "12:00".into(),
@@ -102,8 +107,7 @@ pub fn check(template: &str) -> Result<(), TemplateError> {
         model: "provider/model".into(),
         roots: vec!["project".into()],
         instructions: vec![InstructionFile { path: "project/AGENTS.md".into(), content: "…".into() }],
-    };
-    prompting::render(template, &sample).map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -115,7 +119,8 @@ mod tests {
         let t = "{{ user.name }} {{ user.email }} {{ date }} {{ time }} {{ timezone }} {{ workspace.name }} \
                  {{ session.name }} {{ model }} {{ roots | join(sep=\",\") }}\
                  {% for f in instructions %} {{ f.path }}={{ f.content }}{% endfor %}";
-        check(t).unwrap();
+        // The server renders in a child process; the tests render here.
+        prompting::render_in_process(t, &sample_vars()).unwrap();
         let ws = Workspace {
             id: uuid::Uuid::nil(),
             owner_id: uuid::Uuid::nil(),
@@ -142,7 +147,7 @@ mod tests {
             updated_at: chrono::Utc::now(),
         };
         let v = vars(Path::new("/nonexistent"), "Ada", "ada@example.com", &ws, &session, "openai/gpt-4o");
-        let out = render(template_for(&ws, &session).unwrap(), &v).unwrap();
+        let out = prompting::render_in_process(template_for(&ws, &session).unwrap(), &v).unwrap();
         assert!(out.starts_with("Ada ada@example.com 20"), "{out}");
         assert!(out.contains(" Research Plan openai/gpt-4o"), "{out}");
         assert_eq!(v.date.len(), 10);

@@ -95,6 +95,8 @@ pub fn test_config(db: &TestDb) -> Config {
     config.database.max_connections = 5;
     config.server.workers = 1;
     config.server.bind = "127.0.0.1:0".parse().expect("addr");
+    // Templates render in a child: the real binary, not this test process.
+    config.agent.prompt_renderer = env!("CARGO_BIN_EXE_arbor").into();
     config
 }
 
