@@ -13,6 +13,8 @@ use tantivy::directory::{Directory, INDEX_WRITER_LOCK, MmapDirectory};
 use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::{Schema, Value};
 use tantivy::snippet::SnippetGenerator;
+
+pub use crate::model::search::Snippet;
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
     DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, TantivyError,
@@ -66,9 +68,8 @@ pub struct SearchHit {
     pub created_at: DateTime<Utc>,
     /// The session's title when the message was indexed.
     pub session_title: String,
-    /// A piece of the text, HTML-escaped, with `<mark>…</mark>` around the matched words and
-    /// nothing else unescaped; safe to insert into a page as is.
-    pub snippet_html: String,
+    /// A piece of the text and the matched words in it (plain text: rendering is the web's job).
+    pub snippet: Snippet,
     /// The BM25 score (0 for searches by filters alone).
     pub score: f32,
 }
@@ -387,7 +388,7 @@ impl SearchIndex {
             role: text(f.role).to_string(),
             created_at,
             session_title: text(f.title).to_string(),
-            snippet_html: snippet_html(snippets, text(f.text_stored)),
+            snippet: snippet(snippets, text(f.text_stored)),
             score,
         })
     }
@@ -395,56 +396,37 @@ impl SearchIndex {
 
 /// The best-matching piece of `text`, or its beginning when no matched word is in the stored
 /// text (a match in the title only, or past the stored cap).
-fn snippet_html(generator: Option<&SnippetGenerator>, text: &str) -> String {
+fn snippet(generator: Option<&SnippetGenerator>, text: &str) -> Snippet {
     if let Some(g) = generator {
         let s = g.snippet(text);
         if !s.highlighted().is_empty() {
-            return render(text, s.fragment_range(), s.highlighted());
+            return piece(text, s.fragment_range(), s.highlighted());
         }
     }
-    render(text, 0..schema::truncate(text, SNIPPET_BYTES).len(), &[])
+    piece(text, 0..schema::truncate(text, SNIPPET_BYTES).len(), &[])
 }
 
-/// Escapes `text[range]` for HTML, wrapping the `marks` (relative to the range) in `<mark>`,
-/// with an ellipsis where the piece was cut from a longer text.
-fn render(text: &str, range: Range<usize>, marks: &[Range<usize>]) -> String {
-    let Some(piece) = text.get(range.clone()) else {
-        return String::new();
+/// `text[range]` with an ellipsis where it was cut from a longer text, and the `marks`
+/// (relative to the range) moved to the piece's own offsets.
+fn piece(text: &str, range: Range<usize>, marks: &[Range<usize>]) -> Snippet {
+    let Some(inner) = text.get(range.clone()) else {
+        return Snippet::default();
     };
-    let mut html = String::with_capacity(piece.len() + 32);
-    if range.start > 0 {
-        html.push('…');
-    }
+    let lead = if range.start > 0 { "…" } else { "" };
+    let mut out = Snippet { text: format!("{lead}{inner}"), marks: Vec::new() };
     let mut at = 0;
     for m in marks {
         // Ranges come from the tokenizer and are ordered; anything odd is left unmarked.
-        let (Some(before), Some(inner)) = (piece.get(at..m.start), piece.get(m.clone())) else {
+        if m.start < at || inner.get(m.clone()).is_none() {
             continue;
-        };
-        escape_into(&mut html, before);
-        html.push_str("<mark>");
-        escape_into(&mut html, inner);
-        html.push_str("</mark>");
+        }
+        out.marks.push(lead.len() + m.start..lead.len() + m.end);
         at = m.end;
     }
-    escape_into(&mut html, piece.get(at..).unwrap_or_default());
     if range.end < text.len() {
-        html.push('…');
+        out.text.push('…');
     }
-    html
-}
-
-fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    out
 }
 
 #[cfg(test)]

@@ -4,4 +4,5 @@
 
 pub mod accounts;
 pub mod messages;
+pub mod search;
 pub mod sessions;

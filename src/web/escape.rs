@@ -26,6 +26,23 @@ pub fn escape_text(s: &str) -> String {
     out
 }
 
+/// A search snippet as HTML: its text escaped, its marks wrapped in `<mark>`.
+pub fn highlight(snippet: &crate::model::search::Snippet) -> String {
+    let text = snippet.text.as_str();
+    let mut html = String::with_capacity(text.len() + 32);
+    let mut at = 0;
+    for m in &snippet.marks {
+        let (Some(before), Some(inner)) = (text.get(at..m.start), text.get(m.clone())) else { continue };
+        escape_into(&mut html, before);
+        html.push_str("<mark>");
+        escape_into(&mut html, inner);
+        html.push_str("</mark>");
+        at = m.end;
+    }
+    escape_into(&mut html, text.get(at..).unwrap_or_default());
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +52,15 @@ mod tests {
         assert_eq!(escape_text("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
         assert_eq!(escape_text("a\u{0}b\u{7}c\td\ne\u{FFFF}"), "abc\td\ne");
         assert_eq!(escape_text("żółw 🐢"), "żółw 🐢");
+    }
+
+    #[test]
+    fn snippets_are_escaped_and_only_their_marks_are_markup() {
+        use crate::model::search::Snippet;
+        let s = Snippet { text: "…a <b>bold</b> & \"x\"…".into(), marks: Vec::from([8..12]) };
+        assert_eq!(highlight(&s), "…a &lt;b&gt;<mark>bold</mark>&lt;/b&gt; &amp; &quot;x&quot;…");
+        // Ranges that do not fall on the text are ignored, never a panic.
+        let odd = Snippet { text: "żółw".into(), marks: vec![1..2, 3..99] };
+        assert_eq!(highlight(&odd), "żółw");
     }
 }

@@ -491,7 +491,7 @@ impl RunEngine {
                         h.date,
                         h.session_title,
                         h.role,
-                        crate::domain::search::snippet_text(&h.snippet_html)
+                        h.snippet.text.clone()
                     ));
                 }
                 ToolOutput::ok(out)

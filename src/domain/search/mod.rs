@@ -53,8 +53,8 @@ pub struct HitView {
     pub role: String,
     /// When, for display.
     pub date: String,
-    /// Escaped text with `<mark>` around matches (the index's own escaping; safe as is).
-    pub snippet_html: String,
+    /// A piece of the text and the matched words in it (plain text).
+    pub snippet: crate::model::search::Snippet,
 }
 
 /// A page of results.
@@ -247,7 +247,7 @@ impl SearchService {
                     session_title: s.title.clone(),
                     role: h.role,
                     date: h.created_at.format("%Y-%m-%d").to_string(),
-                    snippet_html: h.snippet_html,
+                    snippet: h.snippet,
                 }),
                 // Deleted since it was indexed: forget it now.
                 None => self.indexer.send(0, IndexOp::DeleteMessage(h.message_id)),
@@ -265,18 +265,6 @@ impl SearchService {
     pub fn forget_user(&self, user_id: Uuid) {
         self.indexer.send(0, IndexOp::DeleteUser(user_id));
     }
-}
-
-/// A snippet as plain text: the marks dropped, the escaping undone.
-pub fn snippet_text(html: &str) -> String {
-    html.replace("<mark>", "")
-        .replace("</mark>", "")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&#x27;", "'")
-        .replace("&amp;", "&")
 }
 
 /// Rebuilds the index in `dir` from the database, reporting (done, total) as it goes.

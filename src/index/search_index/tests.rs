@@ -3,6 +3,17 @@ use tantivy::doc;
 use tantivy::schema::{STORED, TEXT};
 
 use super::*;
+
+/// Snippets as the web layer renders them, so these tests read as the page does.
+impl SearchHit {
+    fn snippet_html(&self) -> String {
+        crate::web::escape::highlight(&self.snippet)
+    }
+}
+
+fn render(text: &str, range: Range<usize>, marks: &[Range<usize>]) -> String {
+    crate::web::escape::highlight(&piece(text, range, marks))
+}
 use crate::index::IndexDoc;
 
 fn at(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
@@ -157,7 +168,7 @@ fn hits_carry_their_fields() {
     assert_eq!(h.role, "assistant");
     assert_eq!(h.created_at, d.created_at);
     assert_eq!(h.session_title, "Greetings");
-    assert_eq!(h.snippet_html, "<mark>hello</mark> world");
+    assert_eq!(h.snippet_html(), "<mark>hello</mark> world");
     assert!(h.score > 0.0);
 }
 
@@ -259,12 +270,12 @@ fn snippets_escape_html_and_mark_only_matches() {
     upsert(&index, std::slice::from_ref(&d));
     let h = &search(&index, u, "script").hits[0];
     assert_eq!(
-        h.snippet_html,
+        h.snippet_html(),
         "Use &lt;<mark>script</mark>&gt;alert(&quot;x &amp; y&quot;)&lt;/<mark>script</mark>&gt; to test \
          &#39;quotes&#39; &amp; <mark>script</mark>"
     );
     // Apart from the marks, no tag survives.
-    let without_marks = h.snippet_html.replace("<mark>", "").replace("</mark>", "");
+    let without_marks = h.snippet_html().replace("<mark>", "").replace("</mark>", "");
     assert!(!without_marks.contains('<') && !without_marks.contains('>'));
 }
 
@@ -276,14 +287,14 @@ fn snippets_of_long_text_are_cut_with_ellipses_and_fall_back_to_the_start() {
     let mut d = doc(u, &long);
     d.session_title = "Title word".into();
     upsert(&index, std::slice::from_ref(&d));
-    let s = &search(&index, u, "target").hits[0].snippet_html;
+    let s = &search(&index, u, "target").hits[0].snippet_html();
     assert!(s.starts_with('…') && s.ends_with('…') && s.contains("<mark>target</mark>"), "{s}");
     assert!(s.len() < 300, "{s}");
     // A match in the title only: the start of the text, unmarked.
-    let s = &search(&index, u, "title").hits[0].snippet_html;
+    let s = &search(&index, u, "title").hits[0].snippet_html();
     assert!(s.starts_with("lorem ipsum") && s.ends_with('…') && !s.contains("<mark>"), "{s}");
     // Filters only: the start too.
-    let s = &search(&index, u, "role:user").hits[0].snippet_html;
+    let s = &search(&index, u, "role:user").hits[0].snippet_html();
     assert!(s.starts_with("lorem ipsum"));
 }
 
@@ -300,7 +311,7 @@ fn accents_and_case_are_folded() {
     assert_eq!(ids(&search(&index, u, "muller uber")), [d2.message_id]);
     assert_eq!(ids(&search(&index, u, r#""le cafe""#)), [d1.message_id]);
     let h = &search(&index, u, "fermé").hits[0];
-    assert_eq!(h.snippet_html, "Le CAFÉ est <mark>fermé</mark>");
+    assert_eq!(h.snippet_html(), "Le CAFÉ est <mark>fermé</mark>");
 }
 
 #[test]
@@ -331,7 +342,7 @@ fn empty_text_and_title_are_fine() {
     upsert(&index, std::slice::from_ref(&d));
     let r = search(&index, u, "role:tool");
     assert_eq!(ids(&r), [d.message_id]);
-    assert_eq!((r.hits[0].snippet_html.as_str(), r.hits[0].session_title.as_str()), ("", ""));
+    assert_eq!((r.hits[0].snippet_html().as_str(), r.hits[0].session_title.as_str()), ("", ""));
 }
 
 #[test]
@@ -342,7 +353,7 @@ fn very_long_text_is_searchable_past_the_stored_cap() {
     upsert(&index, &[doc(u, &text)]);
     let r = search(&index, u, "needle");
     assert_eq!(r.total, 1);
-    assert!(r.hits[0].snippet_html.starts_with("word word"));
+    assert!(r.hits[0].snippet_html().starts_with("word word"));
 }
 
 #[test]

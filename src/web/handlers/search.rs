@@ -59,7 +59,7 @@ pub async fn search(
         ),
     };
     let q = form.q.trim();
-    let (results, error) = if q.is_empty() {
+    let (found, error) = if q.is_empty() {
         (None, None)
     } else {
         let per_page = if live { LIVE } else { PER_PAGE };
@@ -69,6 +69,7 @@ pub async fn search(
             Err(e) => return Err(e.into()),
         }
     };
+    let results = found.as_ref().map(results_view);
     if live {
         let mut ctx = Context::new();
         ctx.insert("results", &results);
@@ -83,7 +84,7 @@ pub async fn search(
         let w = workspace.map(|w| w.to_string()).unwrap_or_default();
         format!("/search?q={}&w={w}&page={page}", encode(q))
     };
-    if let Some(r) = &results {
+    if let Some(r) = &found {
         ctx.insert("prev_url", &(r.page > 1).then(|| link(r.page - 1)));
         ctx.insert("next_url", &r.more.then(|| link(r.page + 1)));
     }
@@ -94,4 +95,16 @@ pub async fn search(
     let workspaces = crate::domain::sessions::list_workspaces(&state.db, &user.0.actor).await?;
     ctx.insert("workspaces", &workspaces);
     render::page(&state, &req, "pages/search.html", "partials/_search.html", ctx)
+}
+
+/// A results page as the templates show it: each hit's snippet rendered as HTML, escaped with
+/// the matched words marked.
+fn results_view(r: &crate::domain::search::ResultsPage) -> serde_json::Value {
+    let mut view = serde_json::to_value(r).unwrap_or_default();
+    if let Some(hits) = view.get_mut("hits").and_then(|h| h.as_array_mut()) {
+        for (shown, hit) in hits.iter_mut().zip(&r.hits) {
+            shown["snippet_html"] = crate::web::escape::highlight(&hit.snippet).into();
+        }
+    }
+    view
 }
