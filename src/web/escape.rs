@@ -57,8 +57,11 @@ mod tests {
     #[test]
     fn snippets_are_escaped_and_only_their_marks_are_markup() {
         use crate::model::search::Snippet;
-        let s = Snippet { text: "…a <b>bold</b> & \"x\"…".into(), marks: Vec::from([8..12]) };
-        assert_eq!(highlight(&s), "…a &lt;b&gt;<mark>bold</mark>&lt;/b&gt; &amp; &quot;x&quot;…");
+        let s = Snippet { text: "…a <b>bold</b> & \"x\"…".into(), marks: vec![8..12, 20..21] };
+        assert_eq!(
+            highlight(&s),
+            "…a &lt;b&gt;<mark>bold</mark>&lt;/b&gt; &amp; &quot;<mark>x</mark>&quot;…"
+        );
         // Ranges that do not fall on the text are ignored, never a panic.
         let odd = Snippet { text: "żółw".into(), marks: vec![1..2, 3..99] };
         assert_eq!(highlight(&odd), "żółw");
