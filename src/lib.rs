@@ -134,6 +134,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         tracing::warn!(interrupted, "replies cut off by the last shutdown are marked interrupted");
     }
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
+    let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -148,6 +149,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         blobs,
         files: file_settings(&config_files),
         search,
+        deletions,
         queries,
     })
 }

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod authz;
+pub mod deletion;
 pub mod files;
 pub mod gateway;
 pub mod mcp;

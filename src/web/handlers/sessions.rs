@@ -297,7 +297,7 @@ pub async fn delete_message(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    let active = state.runs.is_active(session_id);
+    let active = state.deletions.session_is_live(session_id);
     match sessions::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
         Ok(_) => {
             // The index drops the removed messages when a search next meets them.

@@ -164,14 +164,7 @@ pub async fn delete(
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
     let actor = &user.0.actor;
-    // Sessions with a live answer keep it running otherwise; stop them first.
-    let sessions = sessions::workspace_session_ids(&state.db, actor, workspace_id).await?;
-    if sessions.iter().any(|id| state.runs.is_active(*id)) {
-        return Err(WebError::Conflict(
-            "An answer is still being written in this workspace: stop it first.".into(),
-        ));
-    }
-    let sessions = sessions::workspace_session_ids(&state.db, actor, workspace_id).await.unwrap_or_default();
+    let sessions = state.deletions.workspace(actor, workspace_id).await?;
     sessions::delete_workspace(&state.db, actor, workspace_id).await?;
     for s in sessions {
         state.search.forget_session(s);
@@ -246,11 +239,8 @@ pub async fn delete_session(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let session = sessions::get_session(&state.db, &user.0.actor, session_id).await?;
-    if state.runs.is_active(session.id) {
-        return Err(WebError::Conflict("An answer is still being written: stop it first.".into()));
-    }
-    sessions::delete_session(&state.db, &user.0.actor, session.id).await?;
-    state.after_deletion(Some(session.id));
+    state.deletions.session(&user.0.actor, session_id).await?;
+    sessions::delete_session(&state.db, &user.0.actor, session_id).await?;
+    state.after_deletion(Some(session_id));
     after_session_change(&state, &req, &user, session_id, true).await
 }

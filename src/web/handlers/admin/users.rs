@@ -163,16 +163,7 @@ pub async fn delete_user(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
-    let sessions = admin::user_session_ids(&state.db, &admin.1, id).await?;
-    let live: Vec<Uuid> = sessions.into_iter().filter(|s| state.runs.is_active(*s)).collect();
-    if !live.is_empty() {
-        for s in &live {
-            state.runs.cancel(*s);
-        }
-        return Err(WebError::Conflict(
-            "This user has answers being written; they are being stopped. Try again in a moment.".into(),
-        ));
-    }
+    state.deletions.user(&admin.1, id).await?;
     let who = origin(&req, &state, &admin.0);
     let result = admin::delete_user(&state.db, &admin.1, &who, id).await.map(|s| {
         format!("{} was deleted with {} sessions and {} messages.", s.email, s.sessions, s.messages)
