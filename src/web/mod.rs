@@ -1,5 +1,6 @@
 //! The HTTP layer: routes, extractors, middleware, error mapping and rendering. No SQL here.
 
+pub mod api_caller;
 pub mod assets;
 pub mod charts;
 pub mod client;

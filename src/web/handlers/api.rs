@@ -1,44 +1,23 @@
 //! The `/v1` gateway: Arbor's providers offered in the OpenAI format, authenticated by API
 //! tokens. Errors come back in the caller's format with the status its SDK expects.
 
-use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::domain::DomainError;
-use crate::domain::accounts::api_tokens::{self, Refusal, TokenCaller};
+use crate::domain::accounts::api_tokens::TokenCaller;
 use crate::domain::gateway::{self, Finished, OpenError, Opened};
 use crate::domain::providers::aliases;
 use crate::gateway::{ApiError, anthropic, openai};
 use crate::providers::types::{ProviderError, ProviderEvent};
 use crate::state::AppState;
-use crate::web::extractors::bearer_token;
+use crate::web::api_caller::{ApiCaller, error_response};
 
 /// The largest request body the gateway reads (inline images included).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
-
-/// The caller's token: `Authorization: Bearer …` or `x-api-key`, either scope.
-async fn caller(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiError> {
-    let token = bearer_token(req).ok_or_else(|| {
-        ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
-    })?;
-    match api_tokens::authenticate(&state.db, token).await {
-        Ok(Ok(caller)) => Ok(caller),
-        Ok(Err(Refusal::Invalid)) => Err(ApiError::new(
-            401,
-            "authentication",
-            "The API token is not valid (unknown, revoked or expired).",
-        )),
-        Ok(Err(Refusal::Disabled)) => Err(ApiError::new(403, "permission", "This account is disabled.")),
-        Err(e) => {
-            tracing::error!(error = %e, "token check failed");
-            Err(ApiError::new(500, "internal", "Something went wrong on our side."))
-        }
-    }
-}
 
 /// A domain refusal in API terms.
 fn from_domain(e: DomainError, model: &str) -> ApiError {
@@ -82,15 +61,6 @@ fn from_provider(e: &ProviderError) -> ApiError {
 /// An error in the OpenAI shape.
 fn openai_error(e: &ApiError) -> HttpResponse {
     error_response(e, openai::error_body(e))
-}
-
-/// An error's status and `Retry-After` with the body of the caller's format.
-fn error_response(e: &ApiError, body: Value) -> HttpResponse {
-    let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
-    if let Some(secs) = e.retry_after {
-        res.insert_header((header::RETRY_AFTER, secs.to_string()));
-    }
-    res.json(body)
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes.
@@ -141,11 +111,7 @@ fn event_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
 }
 
 /// `GET /v1/models`: the models this token's user may use, then their aliases.
-pub async fn models(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
-    let caller = match caller(&state, &req).await {
-        Ok(c) => c,
-        Err(e) => return openai_error(&e),
-    };
+pub async fn models(state: web::Data<AppState>, ApiCaller(caller): ApiCaller) -> HttpResponse {
     let mut data: Vec<Value> = state
         .engine
         .providers()
@@ -172,13 +138,9 @@ pub async fn models(state: web::Data<AppState>, req: HttpRequest) -> HttpRespons
 /// model names, streamed or whole.
 pub async fn chat_completions(
     state: web::Data<AppState>,
-    req: HttpRequest,
+    ApiCaller(caller): ApiCaller,
     payload: web::Payload,
 ) -> HttpResponse {
-    let caller = match caller(&state, &req).await {
-        Ok(c) => c,
-        Err(e) => return openai_error(&e),
-    };
     let parsed = match read_json(payload).await.and_then(|body| openai::parse_request(&body)) {
         Ok(p) => p,
         Err(e) => return openai_error(&e),
@@ -322,11 +284,11 @@ fn anthropic_error(e: &ApiError) -> HttpResponse {
 }
 
 /// `POST /v1/messages`: Anthropic Messages, served by whichever provider the model names.
-pub async fn messages(state: web::Data<AppState>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let caller = match caller(&state, &req).await {
-        Ok(c) => c,
-        Err(e) => return anthropic_error(&e),
-    };
+pub async fn messages(
+    state: web::Data<AppState>,
+    ApiCaller(caller): ApiCaller,
+    payload: web::Payload,
+) -> HttpResponse {
     let parsed = match read_json(payload).await.and_then(|body| anthropic::parse_request(&body)) {
         Ok(p) => p,
         Err(e) => return anthropic_error(&e),
@@ -415,13 +377,9 @@ fn stream_message(
 /// Arbor's estimate with a `Warning: 199` header saying so.
 pub async fn count_tokens(
     state: web::Data<AppState>,
-    req: HttpRequest,
+    ApiCaller(caller): ApiCaller,
     payload: web::Payload,
 ) -> HttpResponse {
-    let caller = match caller(&state, &req).await {
-        Ok(c) => c,
-        Err(e) => return anthropic_error(&e),
-    };
     // count_tokens takes the messages body without max_tokens.
     let body = match read_json(payload).await {
         Ok(mut b) => {

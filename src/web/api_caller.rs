@@ -1,0 +1,113 @@
+//! Who calls the `/v1` API: the `ApiCaller` extractor checks the API token (`Authorization:
+//! Bearer …` or `x-api-key`, either scope) before the handler runs, and refuses in the
+//! caller's dialect: the Anthropic shape under `/v1/messages`, the OpenAI shape elsewhere.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, dev::Payload, web};
+use serde_json::Value;
+
+use crate::domain::accounts::api_tokens::{self, Refusal, TokenCaller};
+use crate::gateway::{ApiError, anthropic, openai};
+use crate::state::AppState;
+use crate::web::extractors::bearer_token;
+
+/// The wire format a `/v1` route speaks, for its errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's `{"error": {...}}`.
+    OpenAi,
+    /// Anthropic's `{"type": "error", "error": {...}}`.
+    Anthropic,
+}
+
+impl Dialect {
+    /// The dialect of the route a request is for.
+    pub fn of(req: &HttpRequest) -> Dialect {
+        if req.path().starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi }
+    }
+
+    /// An error in this dialect, with its status and `Retry-After`.
+    pub fn error(self, e: &ApiError) -> HttpResponse {
+        let body = match self {
+            Dialect::OpenAi => openai::error_body(e),
+            Dialect::Anthropic => anthropic::error_body(e),
+        };
+        error_response(e, body)
+    }
+}
+
+/// An error's status and `Retry-After` with the body of the caller's format.
+pub fn error_response(e: &ApiError, body: Value) -> HttpResponse {
+    let mut res = HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY));
+    if let Some(secs) = e.retry_after {
+        res.insert_header((header::RETRY_AFTER, secs.to_string()));
+    }
+    res.json(body)
+}
+
+/// An API caller whose token was checked.
+#[derive(Debug, Clone)]
+pub struct ApiCaller(pub TokenCaller);
+
+/// A refused API call, already in the caller's dialect.
+#[derive(Debug)]
+pub struct ApiRefusal {
+    error: ApiError,
+    dialect: Dialect,
+}
+
+impl std::fmt::Display for ApiRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error.message)
+    }
+}
+
+impl ResponseError for ApiRefusal {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.error.status).unwrap_or(StatusCode::UNAUTHORIZED)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        self.dialect.error(&self.error)
+    }
+}
+
+async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiError> {
+    let token = bearer_token(req).ok_or_else(|| {
+        ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
+    })?;
+    match api_tokens::authenticate(&state.db, token).await {
+        Ok(Ok(caller)) => Ok(caller),
+        Ok(Err(Refusal::Invalid)) => Err(ApiError::new(
+            401,
+            "authentication",
+            "The API token is not valid (unknown, revoked or expired).",
+        )),
+        Ok(Err(Refusal::Disabled)) => Err(ApiError::new(403, "permission", "This account is disabled.")),
+        Err(e) => {
+            tracing::error!(error = %e, "token check failed");
+            Err(ApiError::new(500, "internal", "Something went wrong on our side."))
+        }
+    }
+}
+
+impl FromRequest for ApiCaller {
+    type Error = ApiRefusal;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let dialect = Dialect::of(&req);
+            let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+                let error = ApiError::new(500, "internal", "Something went wrong on our side.");
+                return Err(ApiRefusal { error, dialect });
+            };
+            check(&state, &req).await.map(ApiCaller).map_err(|error| ApiRefusal { error, dialect })
+        })
+    }
+}
