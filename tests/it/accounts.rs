@@ -281,6 +281,27 @@ async fn change_password() {
     let (user, _) =
         arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
     let s = app.login_full(&user).await;
+    // Another browser, a full-access token and an API-only token, all made before the change.
+    let other_browser = app.login_full(&user).await;
+    let actor = arbor::domain::accounts::Actor::for_tests(&user);
+    let origin = arbor::domain::audit::Origin::system();
+    let token = |scope| {
+        let (db, actor, origin) = (&app.state.db, &actor, &origin);
+        async move {
+            arbor::domain::accounts::api_tokens::create(db, actor, origin, "t", scope, None)
+                .await
+                .unwrap()
+                .token
+                .expose()
+                .to_string()
+        }
+    };
+    let full = token(arbor::domain::accounts::api_tokens::Scope::Full).await;
+    let api_only = token(arbor::domain::accounts::api_tokens::Scope::Api).await;
+    let with_token = |path: &str, token: &str| {
+        app.client.get(app.url(path)).header("Authorization", format!("Bearer {token}")).send()
+    };
+    assert_eq!(with_token("/account/sessions", &full).await.unwrap().status(), 200);
     let res = app.post_form("/account/password", "current=wrong&new=another+long+password", Some(&s)).await;
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("current password is not correct"));
@@ -296,9 +317,40 @@ async fn change_password() {
         )
         .await;
     assert_eq!(res.status(), 200);
-    assert!(res.text().await.unwrap().contains("Your password has been changed."));
+    let page = res.text().await.unwrap();
+    assert!(page.contains("Your password has been changed."), "{page}");
+    // Signed out: the browser that signed up and the other one; revoked: the full token only.
+    assert!(page.contains("signed out (2)") && page.contains("revoked (1)"), "{page}");
+    // This browser stays signed in; the other one, and the full-access token, are done.
+    assert_eq!(app.get("/account/sessions", Some(&s.cookie)).await.status(), 200);
+    assert_eq!(app.get("/account/sessions", Some(&other_browser.cookie)).await.status(), 401);
+    assert_eq!(with_token("/account/sessions", &full).await.unwrap().status(), 401);
+    assert_eq!(with_token("/v1/models", &api_only).await.unwrap().status(), 200);
     assert_eq!(sign_in(&app, "ada@example.com", PASSWORD).await.status(), 401);
     assert_eq!(sign_in(&app, "ada@example.com", "another long password").await.status(), 303);
+}
+
+/// SECURITY.md 57: guessing the current password is limited like signing in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_current_password_check_is_rate_limited() {
+    let app = signup_app().await;
+    sign_up(&app, "ada@example.com").await;
+    let (user, _) =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let s = app.login_full(&user).await;
+    let limit = app.state.config.auth.login_attempts_per_account_per_minute;
+    for _ in 0..limit {
+        let res =
+            app.post_form("/account/password", "current=guess&new=another+long+password", Some(&s)).await;
+        assert_eq!(res.status(), 400);
+    }
+    // Past the limit even the right password waits, and nothing changes.
+    let body = format!("current={}&new=another+long+password", urlenc(PASSWORD));
+    let res = app.post_form("/account/password", &body, Some(&s)).await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().get("retry-after").is_some());
+    assert!(res.text().await.unwrap().contains("Too many attempts"));
+    assert_eq!(sign_in(&app, "ada@example.com", PASSWORD).await.status(), 303);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

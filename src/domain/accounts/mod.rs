@@ -99,10 +99,11 @@ pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult
 pub async fn change_password(
     db: &Db,
     actor: &Actor,
+    this_session: &str,
     current: &str,
     new: &str,
     min_len: usize,
-) -> DomainResult<()> {
+) -> DomainResult<PasswordChanged> {
     let stored = users::password_hash(db, actor.user_id()).await?;
     if stored.is_none() {
         return Err(DomainError::Invalid(
@@ -115,7 +116,26 @@ pub async fn change_password(
     check_password(new, min_len)?;
     let hash = passwords::hash(new.to_string()).await.map_err(DomainError::Invalid)?;
     users::set_password(db, actor.user_id(), &hash).await?;
-    Ok(())
+    // Whoever knew the old password may hold a browser session or a full-access token made
+    // with it: both end now. API-only tokens cannot change the account and stay.
+    let sessions_ended = auth_sessions::delete_others(db, actor.user_id(), this_session).await?;
+    let tokens_revoked = crate::storage::repos::api_tokens::revoke_scope(
+        db,
+        actor.user_id(),
+        api_tokens::Scope::Full.as_str(),
+        chrono::Utc::now(),
+    )
+    .await?;
+    Ok(PasswordChanged { sessions_ended, tokens_revoked })
+}
+
+/// What a password change ended besides the old password.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PasswordChanged {
+    /// Other browser sessions signed out.
+    pub sessions_ended: u64,
+    /// Full-access API tokens revoked.
+    pub tokens_revoked: u64,
 }
 
 /// When no admin exists, issues a new one-time setup token (older links stop working).

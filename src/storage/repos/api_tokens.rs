@@ -50,3 +50,15 @@ pub async fn touch(db: &Db, id: Uuid, at: DateTime<Utc>) -> StorageResult<()> {
         .await?;
     Ok(())
 }
+
+/// Revokes a user's live tokens of this scope; how many.
+pub async fn revoke_scope(db: &Db, user: Uuid, scope: &str, at: DateTime<Utc>) -> StorageResult<u64> {
+    let done = api_token::Entity::update_many()
+        .col_expr(api_token::Column::RevokedAt, Expr::value(at))
+        .filter(api_token::Column::UserId.eq(user))
+        .filter(api_token::Column::Scope.eq(scope))
+        .filter(api_token::Column::RevokedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected)
+}

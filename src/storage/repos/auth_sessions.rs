@@ -89,6 +89,16 @@ pub async fn delete_for_user(db: &Db, user_id: Uuid) -> StorageResult<u64> {
     Ok(res.rows_affected)
 }
 
+/// Deletes every session of a user but `keep` (the one making the request).
+pub async fn delete_others(db: &Db, user_id: Uuid, keep: &str) -> StorageResult<u64> {
+    let res = auth_session::Entity::delete_many()
+        .filter(auth_session::Column::UserId.eq(user_id))
+        .filter(auth_session::Column::Id.ne(keep))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected)
+}
+
 /// A session as listed to its owner.
 #[derive(Debug, Clone)]
 pub struct SessionListing {

@@ -85,7 +85,7 @@ fn password_page(
     req: &HttpRequest,
     user: &CurrentUser,
     error: Option<&str>,
-    done: bool,
+    done: Option<accounts::PasswordChanged>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = Context::new();
@@ -110,7 +110,7 @@ pub async fn password_form(
     req: HttpRequest,
     user: CurrentUser,
 ) -> Result<HttpResponse, WebError> {
-    password_page(&state, &req, &user, None, false, StatusCode::OK)
+    password_page(&state, &req, &user, None, None, StatusCode::OK)
 }
 
 /// Form of the password page.
@@ -128,10 +128,23 @@ pub async fn change_password(
     form: web::Form<PasswordForm>,
 ) -> Result<HttpResponse, WebError> {
     let min = state.config.auth.min_password_length;
-    match accounts::change_password(&state.db, &user.0.actor, &form.current, &form.new, min).await {
-        Ok(()) => password_page(&state, &req, &user, None, true, StatusCode::OK),
+    // The current-password check is a password guess like a sign-in: limited the same way.
+    let limit = state.config.auth.login_attempts_per_account_per_minute;
+    let key = format!("password:{}", user.0.actor.user_id());
+    if let Err(retry) = state.login_limiter.check(&key, limit, std::time::Duration::from_secs(60)) {
+        let secs = retry.0.as_secs().max(1);
+        let msg = format!("Too many attempts. Try again in {secs} seconds.");
+        let mut res = password_page(&state, &req, &user, Some(&msg), None, StatusCode::TOO_MANY_REQUESTS)?;
+        if let Ok(v) = secs.to_string().parse() {
+            res.headers_mut().insert(actix_web::http::header::RETRY_AFTER, v);
+        }
+        return Ok(res);
+    }
+    let session = user.0.session_id.clone();
+    match accounts::change_password(&state.db, &user.0.actor, &session, &form.current, &form.new, min).await {
+        Ok(done) => password_page(&state, &req, &user, None, Some(done), StatusCode::OK),
         Err(DomainError::Invalid(msg)) => {
-            password_page(&state, &req, &user, Some(&msg), false, StatusCode::BAD_REQUEST)
+            password_page(&state, &req, &user, Some(&msg), None, StatusCode::BAD_REQUEST)
         }
         Err(e) => Err(e.into()),
     }
