@@ -107,6 +107,16 @@ pub struct AgentConfig {
     pub shell_timeout_secs: u64,
     /// Output kept per stream of a shell command, bytes.
     pub shell_max_output_bytes: usize,
+    /// Data segment each process of a shell command may use, MiB.
+    pub shell_memory_mb: u64,
+    /// Processes a shell command may run at once (itself and everything it starts).
+    pub shell_max_processes: u32,
+    /// Largest file a shell command may write, MiB.
+    pub shell_max_file_mb: u64,
+    /// CPU time each process of a shell command may use, seconds.
+    pub shell_cpu_secs: u64,
+    /// Size of the sandbox's private /tmp, MiB.
+    pub shell_tmp_mb: u64,
     /// Whether shell commands may run without bubblewrap when it is missing (never unasked).
     pub allow_unsandboxed_shell: bool,
     /// Longest a web fetch may take, seconds.

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 
-pub use shell::Sandbox;
+pub use shell::{ProcessLimits, Sandbox};
 
 /// How risky a call is; the approval policy reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -99,6 +99,8 @@ pub struct ShellLimits {
     pub sandbox: Sandbox,
     /// Host paths (data dir, config file, master-key file) that must not be readable from the sandbox.
     pub hidden_paths: Vec<PathBuf>,
+    /// Memory, processes, file size, CPU time and /tmp size of each command.
+    pub limits: ProcessLimits,
 }
 
 impl Default for ShellLimits {
@@ -108,6 +110,7 @@ impl Default for ShellLimits {
             max_output_bytes: 64 * 1024,
             sandbox: Sandbox::Unsandboxed,
             hidden_paths: Vec::new(),
+            limits: ProcessLimits::default(),
         }
     }
 }

@@ -21,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+pub use limits::ProcessLimits;
+
 use super::paths::{self, Resolved};
 use super::{Args, RUN_SHELL_COMMAND, Root, ToolEnv, ToolOutput};
 
@@ -78,7 +80,7 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 async fn probe(bwrap: &Path) -> Result<(), String> {
     let mut command = Command::new(bwrap);
     command
-        .args(bwrap_args(&[], &[], Path::new("/tmp"), Path::new("/tmp")))
+        .args(bwrap_args(&[], &[], Path::new("/tmp"), Path::new("/tmp"), ProcessLimits::default().tmp_bytes))
         .args(["--", "/bin/sh", "-c", "true"])
         .env_clear()
         .stdin(Stdio::null())
@@ -118,7 +120,7 @@ impl Mount {
 }
 
 /// The bubblewrap arguments (before `--`) for a command in `cwd` with the given folders and masks.
-fn bwrap_args(roots: &[Root], hidden: &[PathBuf], cwd: &Path, home: &Path) -> Vec<OsString> {
+fn bwrap_args(roots: &[Root], hidden: &[PathBuf], cwd: &Path, home: &Path, tmp_bytes: u64) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut add = |items: &[&OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = OsStr::new;
@@ -143,7 +145,8 @@ fn bwrap_args(roots: &[Root], hidden: &[PathBuf], cwd: &Path, home: &Path) -> Ve
             Err(_) => {}
         }
     }
-    add(&[s("--proc"), s("/proc"), s("--dev"), s("/dev"), s("--tmpfs"), s("/tmp")]);
+    let tmp_size = OsString::from(tmp_bytes.max(4096).to_string());
+    add(&[s("--proc"), s("/proc"), s("--dev"), s("/dev"), s("--size"), &tmp_size, s("--tmpfs"), s("/tmp")]);
 
     let mut mounts: Vec<Mount> = roots.iter().map(|r| Mount::Bind(r.path.clone())).collect();
     mounts.extend(masks(roots, hidden, &visible_system));
@@ -321,15 +324,19 @@ async fn run(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
     let mut cmd = match &env.shell.sandbox {
         Sandbox::Bubblewrap(bwrap) => {
             let mut cmd = Command::new(bwrap);
-            cmd.args(bwrap_args(&env.roots, &env.shell.hidden_paths, &cwd, &root.path))
-                .args(["--", "/bin/sh", "-c", command])
+            let limits = &env.shell.limits;
+            cmd.args(bwrap_args(&env.roots, &env.shell.hidden_paths, &cwd, &root.path, limits.tmp_bytes))
+                .args(["--", "/bin/sh", "-c", &limits.prologue(true), "sh", command])
                 .env_clear()
                 .current_dir("/");
             cmd
         }
         Sandbox::Unsandboxed => {
             let mut cmd = Command::new("/bin/sh");
-            cmd.args(["-c", command]).env_clear().envs(minimal_env(&root.path)).current_dir(&cwd);
+            cmd.args(["-c", &env.shell.limits.prologue(false), "sh", command])
+                .env_clear()
+                .envs(minimal_env(&root.path))
+                .current_dir(&cwd);
             cmd
         }
     };
@@ -351,16 +358,29 @@ async fn run(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
         readers.0.push(tokio::spawn(drain(stderr, cap, err.clone())));
     }
 
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    let root_pid = child.id().unwrap_or(0);
+    let waited = tokio::select! {
+        waited = tokio::time::timeout(timeout, child.wait()) => Ok(waited),
+        count = env.shell.limits.watch_processes(root_pid) => Err(count),
+    };
     // Stops whatever the command left running in the background, and on timeout the command itself.
     drop(group);
     let status = match waited {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(e)) => return Err(format!("Waiting for the command failed: {e}.")),
-        Err(_) => {
+        Ok(Ok(Ok(status))) => Some(status),
+        Ok(Ok(Err(e))) => return Err(format!("Waiting for the command failed: {e}.")),
+        Ok(Err(_)) => {
             let _ = child.start_kill();
             let _ = tokio::time::timeout(GRACE, child.wait()).await;
             None
+        }
+        Err(count) => {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(GRACE, child.wait()).await;
+            return Err(format!(
+                "The command started {count} processes, more than the limit of {}, and was stopped \
+                 with everything it started.",
+                env.shell.limits.processes
+            ));
         }
     };
     for reader in &mut readers.0 {
@@ -382,7 +402,10 @@ fn render(status: Option<ExitStatus>, stdout: &Capture, stderr: &Capture) -> Str
     let mut text = match status {
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => format!("exit code {code}\n"),
-            (None, Some(signal)) => format!("killed by signal {signal}\n"),
+            (None, Some(signal)) => match limits::signal_note(signal) {
+                Some(note) => format!("killed by signal {signal} ({note})\n"),
+                None => format!("killed by signal {signal}\n"),
+            },
             (None, None) => "exit status unknown\n".to_string(),
         },
         None => String::new(),
@@ -411,5 +434,6 @@ fn render(status: Option<ExitStatus>, stdout: &Capture, stderr: &Capture) -> Str
     text
 }
 
+mod limits;
 #[cfg(test)]
 mod tests;

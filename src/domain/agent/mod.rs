@@ -17,7 +17,7 @@ use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
 use crate::storage::repos::agent as repo;
-use crate::tools::{self, FetchLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
+use crate::tools::{self, FetchLimits, ProcessLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
 mod todos;
 pub use todos::*;
@@ -426,7 +426,12 @@ pub struct AgentSettings {
     pub write_max_bytes: usize,
     /// Paths no tool process may read (data dir, config file, key file).
     pub hidden_paths: Vec<PathBuf>,
+    /// Resource limits of each shell command.
+    pub shell_limits: ProcessLimits,
 }
+
+/// One mebibyte, for the limits configured in MiB.
+const MIB: u64 = 1024 * 1024;
 
 impl AgentSettings {
     /// Settings from the configuration and the detected sandbox.
@@ -444,6 +449,13 @@ impl AgentSettings {
             read_max_bytes: config.read_max_bytes.max(1024),
             write_max_bytes: config.write_max_bytes.max(1024),
             hidden_paths,
+            shell_limits: ProcessLimits {
+                memory_bytes: config.shell_memory_mb.max(16).saturating_mul(MIB),
+                processes: config.shell_max_processes.max(4),
+                file_bytes: config.shell_max_file_mb.max(1).saturating_mul(MIB),
+                cpu_secs: config.shell_cpu_secs.max(1),
+                tmp_bytes: config.shell_tmp_mb.max(1).saturating_mul(MIB),
+            },
         }
     }
 
@@ -462,6 +474,7 @@ impl AgentSettings {
             read_max_bytes: 256 * 1024,
             write_max_bytes: 2 * 1024 * 1024,
             hidden_paths: Vec::new(),
+            shell_limits: ProcessLimits::default(),
         }
     }
 
@@ -486,6 +499,7 @@ impl AgentSettings {
                 max_output_bytes: self.shell_max_output,
                 sandbox: self.sandbox.clone(),
                 hidden_paths: self.hidden_paths.clone(),
+                limits: self.shell_limits.clone(),
             },
             fetch: FetchLimits {
                 timeout: self.fetch_timeout,

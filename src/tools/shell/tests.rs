@@ -212,7 +212,7 @@ fn arguments_mask_hidden_paths_in_order() {
         base.join("missing"),
         PathBuf::from("/etc/hostname"),
     ];
-    let args = bwrap_args(&roots, &hidden, &roots[0].path, &roots[0].path);
+    let args = bwrap_args(&roots, &hidden, &roots[0].path, &roots[0].path, 1 << 20);
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
     for flag in
@@ -347,4 +347,88 @@ async fn sandbox_timeout_stops_the_command() {
     assert!(out.is_error && out.content.starts_with("The command timed out after 1 s"), "{}", out.content);
     let out = sh(&w, json!({"command": "echo hi; exit 7", "cwd": "ws/sub"})).await;
     assert_eq!(out.content, "exit code 7\n--- stdout ---\nhi\n");
+}
+
+/// A sandboxed world with small limits, so each test exceeds one quickly.
+async fn limited_world() -> World {
+    let mut w = world(bubblewrap().await);
+    w.env.shell.limits = ProcessLimits {
+        memory_bytes: 64 << 20,
+        processes: 32,
+        file_bytes: 1 << 20,
+        cpu_secs: 1,
+        tmp_bytes: 512 << 10,
+    };
+    w.env.shell.timeout = Duration::from_secs(30);
+    w
+}
+
+/// The next command runs normally: the limit ended only the command that hit it.
+async fn still_runs(w: &World) {
+    let out = sh(w, json!({"command": "echo alive"})).await;
+    assert_eq!(out.content, "exit code 0\n--- stdout ---\nalive\n");
+}
+
+#[tokio::test]
+async fn a_memory_hog_fails_alone() {
+    let w = limited_world().await;
+    let out = sh(&w, json!({"command": "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}"})).await;
+    assert!(!out.content.starts_with("exit code 0"), "{}", out.content);
+    assert!(!out.content.contains("200000000"), "the hog got its memory: {}", out.content);
+    still_runs(&w).await;
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_stopped_with_everything_it_started() {
+    let w = limited_world().await;
+    let started = Instant::now();
+    let out = sh(&w, json!({"command": "f() { f | f & }; f; sleep 20"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("more than the limit of 32"), "{}", out.content);
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    still_runs(&w).await;
+}
+
+#[tokio::test]
+async fn a_huge_write_stops_at_the_file_size_limit() {
+    let w = limited_world().await;
+    let out = sh(&w, json!({"command": "head -c 10000000 /dev/zero > big"})).await;
+    assert!(
+        out.content.contains("killed by signal 25 (the file size limit was reached)")
+            || out.content.starts_with("exit code 153"),
+        "{}",
+        out.content
+    );
+    let size = std::fs::metadata(w.base.join("ws/big")).unwrap().len();
+    assert!(size <= 1 << 20, "{size} bytes written");
+    still_runs(&w).await;
+}
+
+#[tokio::test]
+async fn a_cpu_spin_stops_at_the_cpu_limit() {
+    let w = limited_world().await;
+    let started = Instant::now();
+    let out = sh(&w, json!({"command": "while :; do :; done"})).await;
+    assert!(
+        out.content.contains("killed by signal 24 (the CPU time limit was reached)")
+            || out.content.contains("killed by signal 9")
+            || out.content.starts_with("exit code 152"),
+        "{}",
+        out.content
+    );
+    // One CPU second, on a busy machine spread over more wall time; far below the 30 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(25), "took {:?}", started.elapsed());
+    still_runs(&w).await;
+}
+
+#[tokio::test]
+async fn the_sandbox_tmp_is_size_capped_and_limits_cannot_be_raised() {
+    let w = limited_world().await;
+    let out = sh(&w, json!({"command": "head -c 800000 /dev/zero > /tmp/big; echo rc=$?"})).await;
+    assert!(out.content.contains("rc=1") && out.content.contains("No space left"), "{}", out.content);
+    for raise in ["ulimit -d unlimited", "ulimit -f unlimited", "ulimit -t unlimited"] {
+        let out = sh(&w, json!({"command": format!("{raise} && echo raised")})).await;
+        assert!(!out.content.contains("raised"), "{raise}: {}", out.content);
+    }
+    still_runs(&w).await;
 }
