@@ -5,7 +5,7 @@
 //! the same folder and are renamed over the target, so a reader never sees half a file.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
@@ -77,6 +77,7 @@ fn list_directory(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String
             _ => loc.io_error(&e),
         })?
     };
+    paths::refuse_hidden(&dir, &loc.display, &env.shell.hidden_paths)?;
     let mut names = Vec::new();
     let mut more = false;
     for entry in dir.entries().map_err(|e| loc.io_error(&e))? {
@@ -132,7 +133,7 @@ struct Opened {
 }
 
 /// Opens an existing regular file for reading; `Ok(None)` if nothing is there.
-fn open_existing(root: &Dir, loc: &Location<'_>) -> Result<Option<Opened>, String> {
+fn open_existing(root: &Dir, loc: &Location<'_>, hidden: &[PathBuf]) -> Result<Option<Opened>, String> {
     let mut options = OpenOptions::new();
     // Non-blocking so that a FIFO planted in the folder cannot hang the open.
     let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
@@ -142,6 +143,7 @@ fn open_existing(root: &Dir, loc: &Location<'_>) -> Result<Option<Opened>, Strin
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(loc.io_error(&e)),
     };
+    paths::refuse_hidden(&file, &loc.display, hidden)?;
     let meta = file.metadata().map_err(|e| loc.io_error(&e))?;
     if meta.is_dir() {
         return Err(format!("{} is a folder, not a file; use list_directory to see its files.", loc.display));
@@ -168,7 +170,7 @@ fn read_file(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
     }
     let loc = resolve_file(env, READ_FILE, path)?;
     let root = loc.open_root()?;
-    let opened = open_existing(&root, &loc)?
+    let opened = open_existing(&root, &loc, &env.shell.hidden_paths)?
         .ok_or_else(|| format!("{} does not exist. Use list_directory to see what is there.", loc.display))?;
     let max = env.read_max_bytes.max(1);
     if start.is_none() && end.is_none() {
@@ -296,8 +298,13 @@ struct Existing {
     mode: u32,
 }
 
-fn read_existing(root: &Dir, loc: &Location<'_>, max: usize) -> Result<Option<Existing>, String> {
-    let Some(opened) = open_existing(root, loc)? else { return Ok(None) };
+fn read_existing(
+    root: &Dir,
+    loc: &Location<'_>,
+    max: usize,
+    hidden: &[PathBuf],
+) -> Result<Option<Existing>, String> {
+    let Some(opened) = open_existing(root, loc, hidden)? else { return Ok(None) };
     // Too large to diff or edit: write_file still replaces it, without a diff.
     if opened.size > max as u64 {
         return Ok(Some(Existing { text: None, size: opened.size, mode: opened.mode }));
@@ -312,7 +319,13 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to the file: through a temporary file renamed over it, or, when the name is a
 /// symbolic link (which must then point inside the folder), into the file the link points to.
-fn write_atomic(root: &Dir, loc: &Location<'_>, bytes: &[u8], mode: Option<u32>) -> Result<(), String> {
+fn write_atomic(
+    root: &Dir,
+    loc: &Location<'_>,
+    bytes: &[u8],
+    mode: Option<u32>,
+    hidden: &[PathBuf],
+) -> Result<(), String> {
     let name = loc.rel.file_name().ok_or_else(|| format!("{} does not name a file.", loc.display))?;
     let parent = loc.rel.parent().unwrap_or(Path::new(""));
     let dir = if parent.as_os_str().is_empty() {
@@ -321,6 +334,7 @@ fn write_atomic(root: &Dir, loc: &Location<'_>, bytes: &[u8], mode: Option<u32>)
         root.create_dir_all(parent).map_err(|e| loc.io_error(&e))?;
         root.open_dir(parent).map_err(|e| loc.io_error(&e))?
     };
+    paths::refuse_hidden(&dir, &loc.display, hidden)?;
     let write_all = |mut file: File| -> std::io::Result<()> {
         file.write_all(bytes)?;
         file.sync_all()
@@ -371,8 +385,14 @@ fn write_file(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
     }
     let loc = resolve_file(env, WRITE_FILE, path)?;
     let root = loc.open_root()?;
-    let existing = read_existing(&root, &loc, env.write_max_bytes)?;
-    write_atomic(&root, &loc, content.as_bytes(), existing.as_ref().map(|e| e.mode))?;
+    let existing = read_existing(&root, &loc, env.write_max_bytes, &env.shell.hidden_paths)?;
+    write_atomic(
+        &root,
+        &loc,
+        content.as_bytes(),
+        existing.as_ref().map(|e| e.mode),
+        &env.shell.hidden_paths,
+    )?;
     let lines = content.lines().count();
     match existing {
         Some(Existing { text: None, size, .. }) => Ok(ToolOutput::ok(format!(
@@ -420,7 +440,7 @@ fn edit_file(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
     }
     let loc = resolve_file(env, EDIT_FILE, path)?;
     let root = loc.open_root()?;
-    let existing = read_existing(&root, &loc, env.write_max_bytes)?
+    let existing = read_existing(&root, &loc, env.write_max_bytes, &env.shell.hidden_paths)?
         .ok_or_else(|| format!("{} does not exist; use write_file to create it.", loc.display))?;
     let Some(old) = existing.text else {
         return Err(if existing.size > env.write_max_bytes as u64 {
@@ -468,7 +488,7 @@ fn edit_file(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
             env.write_max_bytes
         ));
     }
-    write_atomic(&root, &loc, new.as_bytes(), Some(existing.mode))?;
+    write_atomic(&root, &loc, new.as_bytes(), Some(existing.mode), &env.shell.hidden_paths)?;
     let (diff, added, removed) = diff(&loc.display, &old, &new);
     Ok(ToolOutput {
         content: format!("edited {}: +{added} \u{2212}{removed}", loc.display),

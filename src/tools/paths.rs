@@ -8,6 +8,7 @@
 //! control or invisible characters, no backslashes, no lookalike dots, bounded lengths.
 
 use std::io;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 
 use cap_std::ambient_authority;
@@ -93,6 +94,32 @@ pub(crate) fn io_message(err: &io::Error, shown: &str) -> String {
 pub(crate) fn is_escape(err: &io::Error) -> bool {
     err.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error())
         || (err.kind() == io::ErrorKind::PermissionDenied && err.raw_os_error().is_none())
+}
+
+/// Refuses what was opened when it is one of the server's own files: inside a hidden path (the
+/// data folder, the configuration, the master key file) by the kernel's own name for the opened
+/// file, or the same file by identity. So neither a symbolic nor a hard link inside an exposed
+/// (or admin-allowed host) folder reaches them (SECURITY.md 59).
+pub(crate) fn refuse_hidden(opened: impl AsFd, shown: &str, hidden: &[PathBuf]) -> Result<(), String> {
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    let fd = opened.as_fd();
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok();
+    let identity = rustix::fs::fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
+    for path in hidden {
+        let Ok(hidden_real) = std::fs::canonicalize(path) else { continue };
+        let inside = real.as_ref().is_some_and(|r| r.starts_with(&hidden_real));
+        let same = identity.is_some()
+            && rustix::fs::stat(&hidden_real).ok().map(|s| (s.st_dev, s.st_ino)) == identity;
+        if inside || same {
+            return Err(format!(
+                "{shown} is one of the server's own files (its data, configuration or key), which no \
+                 tool may use."
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a model-given path and finds the exposed folder it starts with; touches nothing.

@@ -321,24 +321,29 @@ async fn run(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String> {
     let limit = env.shell.timeout.max(Duration::from_secs(1));
     let timeout = requested.map_or(limit, |secs| Duration::from_secs(secs).min(limit));
 
-    let mut cmd = match &env.shell.sandbox {
+    let limits = &env.shell.limits;
+    let (program, args): (PathBuf, Vec<OsString>) = match &env.shell.sandbox {
         Sandbox::Bubblewrap(bwrap) => {
-            let mut cmd = Command::new(bwrap);
-            let limits = &env.shell.limits;
-            cmd.args(bwrap_args(&env.roots, &env.shell.hidden_paths, &cwd, &root.path, limits.tmp_bytes))
-                .args(["--", "/bin/sh", "-c", &limits.prologue(true), "sh", command])
-                .env_clear()
-                .current_dir("/");
-            cmd
+            let mut args =
+                bwrap_args(&env.roots, &env.shell.hidden_paths, &cwd, &root.path, limits.tmp_bytes);
+            args.extend(["--", "/bin/sh", "-c", &limits.prologue(true), "sh", command].map(OsString::from));
+            (bwrap.clone(), args)
         }
         Sandbox::Unsandboxed => {
-            let mut cmd = Command::new("/bin/sh");
-            cmd.args(["-c", &env.shell.limits.prologue(false), "sh", command])
-                .env_clear()
-                .envs(minimal_env(&root.path))
-                .current_dir(&cwd);
-            cmd
+            let args = ["-c", &limits.prologue(false), "sh", command].map(OsString::from).to_vec();
+            (PathBuf::from("/bin/sh"), args)
         }
+    };
+    let cgroup = limits::PidsCgroup::create(limits.processes);
+    let (program, args) = match &cgroup {
+        Some(cgroup) => cgroup.wrap(&program, args),
+        None => (program, args),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_clear();
+    match &env.shell.sandbox {
+        Sandbox::Bubblewrap(_) => cmd.current_dir("/"),
+        Sandbox::Unsandboxed => cmd.envs(minimal_env(&root.path)).current_dir(&cwd),
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -507,3 +507,41 @@ fn diff_and_counting_helpers() {
     assert_eq!(count_occurrences("ééé", "é"), 3);
     assert_eq!(count_occurrences("abc", "d"), 0);
 }
+
+#[test]
+fn the_servers_own_files_are_refused_even_inside_a_folder() {
+    // An admin-allowed host folder that holds the configuration file, the data folder and a hard
+    // link to the master key file kept elsewhere.
+    let mut w = world();
+    let notes = w.base.join("notes");
+    std::fs::write(notes.join("arbor.toml"), "[server]\n").unwrap();
+    std::fs::create_dir(notes.join("data")).unwrap();
+    std::fs::write(notes.join("data/arbor.db"), "db").unwrap();
+    std::fs::write(w.base.join("outside/master.key"), "KEY").unwrap();
+    std::fs::hard_link(w.base.join("outside/master.key"), notes.join("key-link")).unwrap();
+    std::os::unix::fs::symlink("arbor.toml", notes.join("conf-link")).unwrap();
+    std::fs::write(notes.join("fine.txt"), "fine\n").unwrap();
+    w.env.shell.hidden_paths =
+        vec![notes.join("arbor.toml"), notes.join("data"), w.base.join("outside/master.key")];
+
+    for path in ["notes/arbor.toml", "notes/key-link", "notes/conf-link", "notes/data/arbor.db"] {
+        let message = w.err("read_file", json!({"path": path}));
+        assert!(message.contains("one of the server's own files"), "{path}: {message}");
+        let message = w.err("write_file", json!({"path": path, "content": "x"}));
+        assert!(message.contains("one of the server's own files"), "{path}: {message}");
+        let message = w.err("edit_file", json!({"path": path, "old_text": "d", "new_text": "x"}));
+        assert!(message.contains("one of the server's own files"), "{path}: {message}");
+    }
+    let message = w.err("write_file", json!({"path": "notes/data/new.txt", "content": "x"}));
+    assert!(message.contains("one of the server's own files"), "{message}");
+    let message = w.err("list_directory", json!({"path": "notes/data"}));
+    assert!(message.contains("one of the server's own files"), "{message}");
+    // Nothing changed, and the rest of the folder works as before.
+    assert_eq!(std::fs::read_to_string(notes.join("arbor.toml")).unwrap(), "[server]\n");
+    assert_eq!(std::fs::read_to_string(w.base.join("outside/master.key")).unwrap(), "KEY");
+    assert!(!notes.join("data/new.txt").exists());
+    assert_eq!(std::fs::read_to_string(notes.join("data/arbor.db")).unwrap(), "db");
+    assert!(w.ok("read_file", json!({"path": "notes/fine.txt"})).content.contains("fine"));
+    w.ok("write_file", json!({"path": "notes/new.txt", "content": "new"}));
+    assert!(w.ok("list_directory", json!({"path": "notes"})).content.contains("fine.txt"));
+}

