@@ -84,7 +84,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     prompting::set_renderer((!renderer.is_empty()).then(|| std::path::PathBuf::from(renderer)));
     let (db, queries) = storage::connect_counted(&config).await?;
     storage::migrate_up(&db).await?;
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let env = vault::handover::process_env();
     let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
     let runs = RunRegistry::new(config.events.channel_capacity);

@@ -170,7 +170,7 @@ fn load_config(
     bind: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
 ) -> Result<Config, ExitCode> {
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let env = arbor::vault::handover::process_env();
     let overrides = CliOverrides { config_file: cli_config, bind, data_dir };
     match config::load(&overrides, &env) {
         Ok(loaded) => {
@@ -195,6 +195,13 @@ fn main() -> ExitCode {
     // One TLS stack for every outbound client: rustls with ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve { .. }) {
+        // Before the runtime starts any thread: the key must leave the environment first.
+        if let Err(message) = arbor::vault::handover::hand_over_or_receive() {
+            eprintln!("cannot start: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

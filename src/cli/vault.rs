@@ -18,7 +18,7 @@ pub(crate) async fn vault_status(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let env = arbor::vault::handover::process_env();
     let configured = match arbor::vault::configured_key(&env, &config.data_dir) {
         Ok(k) => k,
         Err(e) => {
@@ -83,7 +83,7 @@ pub(crate) async fn vault_rotate(config: Config, new_key_file: &std::path::Path,
             return ExitCode::FAILURE;
         }
     }
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let env = arbor::vault::handover::process_env();
     let old = match Vault::open(&db, &env, &config.data_dir).await {
         Ok(v) => v,
         Err(VaultError::Mismatch { expected, .. }) if expected == new_key.key_id() => {

@@ -4,6 +4,7 @@
 //! which holds the master key in memory by design.
 
 pub mod crypto;
+pub mod handover;
 pub mod rotate;
 pub mod store;
 

@@ -124,6 +124,58 @@ async fn a_wrong_or_missing_master_key_stops_the_server_and_changes_nothing() {
     db.close().await.unwrap();
 }
 
+/// SECURITY.md 59: a key given as `ARBOR_MASTER_KEY` opens the vault, yet the running server's
+/// environment (what `/proc/<pid>/environ` shows, and what every child would inherit) lacks it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_master_key_from_the_environment_leaves_the_servers_environment() {
+    init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let serve = || {
+        let mut cmd = arbor(dir.path());
+        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")]);
+        cmd
+    };
+    // First start generates the key; then it moves out of the data folder, so only the
+    // environment can supply it (without it the server refuses to start, see above).
+    let mut child = Child(serve().stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    assert!(wait_healthy(&healthz, Duration::from_secs(20)).await);
+    let _ = child.0.kill();
+    wait_exit(&mut child.0, Duration::from_secs(10)).expect("stopped");
+    let key_file = arbor::vault::default_key_file(&dir.path().join("data"));
+    let key = arbor::vault::parse_key(&std::fs::read(&key_file).unwrap()).unwrap();
+    std::fs::rename(&key_file, dir.path().join("backup.key")).unwrap();
+    let hex: String = key.bytes().iter().map(|b| format!("{b:02x}")).collect();
+
+    let mut child = Child(
+        serve().env("ARBOR_MASTER_KEY", &hex).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+    );
+    assert!(wait_healthy(&healthz, Duration::from_secs(20)).await, "the vault opened with the key");
+    let environ = std::fs::read(format!("/proc/{}/environ", child.0.id())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.split('\0').any(|v| v.starts_with("ARBOR_MASTER_KEY=")), "{environ}");
+    assert!(!environ.contains(&hex), "the key's value is nowhere in the environment");
+    assert!(environ.contains("ARBOR_MASTER_KEY_ON_STDIN=1"), "the key was handed over: {environ}");
+    assert!(!key_file.exists(), "no key file was written for it");
+    let _ = child.0.kill();
+    wait_exit(&mut child.0, Duration::from_secs(10)).expect("stopped");
+
+    // After the handover the vault still checks the key: a wrong one stops the server (exit 2).
+    let wrong: String = Key::generate().bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let out = serve().env("ARBOR_MASTER_KEY", &wrong).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vault master key mismatch"));
+    // An oversized value is refused before it is copied anywhere.
+    let out = serve().env("ARBOR_MASTER_KEY", "a".repeat(5000)).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("longer than 4096 bytes"));
+    // The internal variable set by hand, with no key on standard input, is explained.
+    let out = serve().env("ARBOR_MASTER_KEY_ON_STDIN", "1").stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unset it"));
+}
+
 /// A stored secret's raw row.
 async fn secret_row(db: &arbor::storage::Db, id: uuid::Uuid) -> (Vec<u8>, i32) {
     use sea_orm::EntityTrait;
