@@ -77,7 +77,7 @@ fn list_directory(arguments: &Value, env: &ToolEnv) -> Result<ToolOutput, String
             _ => loc.io_error(&e),
         })?
     };
-    paths::refuse_hidden(&dir, &loc.display, &env.shell.hidden_paths)?;
+    paths::refuse_hidden(&dir, &loc, &env.shell.hidden_paths)?;
     let mut names = Vec::new();
     let mut more = false;
     for entry in dir.entries().map_err(|e| loc.io_error(&e))? {
@@ -143,7 +143,7 @@ fn open_existing(root: &Dir, loc: &Location<'_>, hidden: &[PathBuf]) -> Result<O
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(loc.io_error(&e)),
     };
-    paths::refuse_hidden(&file, &loc.display, hidden)?;
+    paths::refuse_hidden(&file, loc, hidden)?;
     let meta = file.metadata().map_err(|e| loc.io_error(&e))?;
     if meta.is_dir() {
         return Err(format!("{} is a folder, not a file; use list_directory to see its files.", loc.display));
@@ -334,7 +334,7 @@ fn write_atomic(
         root.create_dir_all(parent).map_err(|e| loc.io_error(&e))?;
         root.open_dir(parent).map_err(|e| loc.io_error(&e))?
     };
-    paths::refuse_hidden(&dir, &loc.display, hidden)?;
+    paths::refuse_hidden(&dir, loc, hidden)?;
     let write_all = |mut file: File| -> std::io::Result<()> {
         file.write_all(bytes)?;
         file.sync_all()

@@ -99,23 +99,30 @@ pub(crate) fn is_escape(err: &io::Error) -> bool {
 /// Refuses what was opened when it is one of the server's own files: inside a hidden path (the
 /// data folder, the configuration, the master key file) by the kernel's own name for the opened
 /// file, or the same file by identity. So neither a symbolic nor a hard link inside an exposed
-/// (or admin-allowed host) folder reaches them (SECURITY.md 59).
-pub(crate) fn refuse_hidden(opened: impl AsFd, shown: &str, hidden: &[PathBuf]) -> Result<(), String> {
+/// (or admin-allowed host) folder reaches them (SECURITY.md 59). A hidden path that holds the
+/// exposed folder itself (every workspace folder lives in the data folder) hides nothing: the
+/// tools cannot leave that folder, so only hidden paths inside it matter, as in the sandbox.
+pub(crate) fn refuse_hidden(opened: impl AsFd, loc: &Location<'_>, hidden: &[PathBuf]) -> Result<(), String> {
     if hidden.is_empty() {
         return Ok(());
     }
     let fd = opened.as_fd();
     let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok();
     let identity = rustix::fs::fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
+    let root_real = std::fs::canonicalize(&loc.root.path).ok();
     for path in hidden {
         let Ok(hidden_real) = std::fs::canonicalize(path) else { continue };
+        if root_real.as_ref().is_some_and(|r| r.starts_with(&hidden_real)) {
+            continue;
+        }
         let inside = real.as_ref().is_some_and(|r| r.starts_with(&hidden_real));
         let same = identity.is_some()
             && rustix::fs::stat(&hidden_real).ok().map(|s| (s.st_dev, s.st_ino)) == identity;
         if inside || same {
             return Err(format!(
-                "{shown} is one of the server's own files (its data, configuration or key), which no \
-                 tool may use."
+                "{} is one of the server's own files (its data, configuration or key), which no \
+                 tool may use.",
+                loc.display
             ));
         }
     }

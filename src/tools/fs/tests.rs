@@ -544,4 +544,12 @@ fn the_servers_own_files_are_refused_even_inside_a_folder() {
     assert!(w.ok("read_file", json!({"path": "notes/fine.txt"})).content.contains("fine"));
     w.ok("write_file", json!({"path": "notes/new.txt", "content": "new"}));
     assert!(w.ok("list_directory", json!({"path": "notes"})).content.contains("fine.txt"));
+    // A hidden folder that holds the exposed folder itself (the data folder holds every
+    // workspace's folder) hides nothing inside it; the hidden paths inside it stay refused.
+    w.env.shell.hidden_paths.push(w.base.clone());
+    assert!(w.ok("read_file", json!({"path": "notes/fine.txt"})).content.contains("fine"));
+    w.ok("write_file", json!({"path": "notes/newer.txt", "content": "new"}));
+    assert!(w.ok("list_directory", json!({"path": "notes"})).content.contains("newer.txt"));
+    let message = w.err("read_file", json!({"path": "notes/key-link"}));
+    assert!(message.contains("one of the server's own files"), "{message}");
 }
