@@ -144,6 +144,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         mailer,
         oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),
+        passwords: auth::passwords::Hasher::default(),
         usage,
         vault,
         blobs,

@@ -406,10 +406,18 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
         AdminAction::Create { email, name, password_file } => match read_password(password_file) {
             Ok(password) => {
                 let min = config.auth.min_password_length;
-                accounts::create_local(&db, &email, &name, &password, min, accounts::Role::Admin)
-                    .await
-                    .map(|u| format!("created administrator {}", u.email))
-                    .map_err(|e| e.to_string())
+                accounts::create_local(
+                    &db,
+                    &arbor::auth::passwords::Hasher::default(),
+                    &email,
+                    &name,
+                    &password,
+                    min,
+                    accounts::Role::Admin,
+                )
+                .await
+                .map(|u| format!("created administrator {}", u.email))
+                .map_err(|e| e.to_string())
             }
             Err(e) => Err(e),
         },

@@ -43,6 +43,8 @@ pub struct AppState {
     pub engine: crate::domain::runs::RunEngine,
     /// Sign-in attempt counters.
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
+    /// Password hashing, at most one hash per core at once (SECURITY.md 53).
+    pub passwords: crate::auth::passwords::Hasher,
     /// The opened key vault.
     pub vault: crate::vault::Vault,
     /// Writes the API's usage rows in batches.

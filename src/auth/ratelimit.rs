@@ -1,13 +1,28 @@
 //! A small fixed-window rate limiter for sign-in attempts, in memory, per instance.
+//!
+//! Bounded whatever arrives (SECURITY.md 53): keys are kept as 64-bit keyed hashes, never as
+//! the text sent, and the table holds at most [`CAPACITY`] windows. When it is full, windows
+//! that are over go first, then the oldest quarter: an attacker who floods it with fresh keys
+//! can only make the limiter forget old windows early, never make it grow.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The most windows kept at once (about 24 bytes each).
+pub const CAPACITY: usize = 65_536;
 
 /// Counts attempts per key per window.
 #[derive(Clone, Default)]
 pub struct RateLimiter {
-    inner: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
+    inner: Arc<Mutex<Windows>>,
+}
+
+#[derive(Default)]
+struct Windows {
+    hasher: std::collections::hash_map::RandomState,
+    counts: HashMap<u64, (Instant, u32)>,
 }
 
 /// How long to wait before trying again.
@@ -18,12 +33,12 @@ impl RateLimiter {
     /// Counts one attempt for `key`; refuses once `limit` attempts were made within `window`.
     pub fn check(&self, key: &str, limit: u32, window: Duration) -> Result<(), RetryAfter> {
         let now = Instant::now();
-        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() > 100_000 {
-            // Bounded memory: forget windows that are over.
-            map.retain(|_, (start, _)| now.duration_since(*start) < window);
+        let mut windows = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let id = windows.hasher.hash_one(key);
+        if windows.counts.len() >= CAPACITY && !windows.counts.contains_key(&id) {
+            windows.make_room(now, window);
         }
-        let entry = map.entry(key.to_string()).or_insert((now, 0));
+        let entry = windows.counts.entry(id).or_insert((now, 0));
         if now.duration_since(entry.0) >= window {
             *entry = (now, 0);
         }
@@ -34,6 +49,31 @@ impl RateLimiter {
         }
         entry.1 += 1;
         Ok(())
+    }
+
+    /// How many windows are kept now.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).counts.len()
+    }
+
+    /// Whether no window is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Windows {
+    /// Drops the windows that are over, then, if still full, the oldest quarter.
+    fn make_room(&mut self, now: Instant, window: Duration) {
+        self.counts.retain(|_, (start, _)| now.duration_since(*start) < window);
+        if self.counts.len() < CAPACITY {
+            return;
+        }
+        let mut starts: Vec<Instant> = self.counts.values().map(|(start, _)| *start).collect();
+        let quarter = starts.len() / 4;
+        let (_, cutoff, _) = starts.select_nth_unstable(quarter);
+        let cutoff = *cutoff;
+        self.counts.retain(|_, (start, _)| *start > cutoff);
     }
 }
 
@@ -61,5 +101,21 @@ mod tests {
         assert!(rl.check("a", 1, w).is_err());
         std::thread::sleep(Duration::from_millis(40));
         assert!(rl.check("a", 1, w).is_ok());
+    }
+
+    #[test]
+    fn a_flood_of_distinct_keys_never_grows_past_capacity() {
+        let rl = RateLimiter::default();
+        let w = Duration::from_secs(60);
+        let long = "x".repeat(1000);
+        for i in 0..(CAPACITY * 3) {
+            assert!(rl.check(&format!("account:{i}{long}"), 5, w).is_ok());
+            assert!(rl.len() <= CAPACITY);
+        }
+        // A key under attack now is still counted and limited.
+        for _ in 0..5 {
+            assert!(rl.check("account:victim", 5, w).is_ok());
+        }
+        assert!(rl.check("account:victim", 5, w).is_err());
     }
 }

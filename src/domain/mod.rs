@@ -36,6 +36,10 @@ pub enum DomainError {
     /// seconds until trying again may work.
     #[error("{0}")]
     Limited(String, u64),
+    /// The server is at a fixed capacity for this kind of work (e.g. password hashing); the
+    /// message is safe to show, the number is the seconds until trying again may work.
+    #[error("{0}")]
+    Busy(String, u64),
     /// Storage failed; details are logged, not shown.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -49,6 +53,19 @@ impl From<crate::vault::store::StoreError> for DomainError {
             StoreError::Empty => DomainError::Invalid("Paste the key; it cannot be empty.".into()),
             // Crypto failures and storage errors are logged, never shown.
             other => DomainError::Storage(crate::storage::StorageError::Corrupt(other.to_string())),
+        }
+    }
+}
+
+impl From<crate::auth::passwords::PasswordError> for DomainError {
+    fn from(e: crate::auth::passwords::PasswordError) -> Self {
+        use crate::auth::passwords::PasswordError;
+        match e {
+            PasswordError::Busy => DomainError::Busy(
+                "The server is busy checking other sign-ins. Try again in a few seconds.".into(),
+                2,
+            ),
+            PasswordError::Failed(m) => DomainError::Storage(crate::storage::StorageError::Corrupt(m)),
         }
     }
 }

@@ -22,6 +22,30 @@ pub fn client_ip(req: &HttpRequest, trusted: &[IpAddr]) -> Option<IpAddr> {
         .or(Some(peer))
 }
 
+/// The client's address as rate limits count it: an IPv4 address as is, an IPv6 address by its
+/// /64 (one subscriber gets a whole /64, so counting single addresses would let one client
+/// rotate through billions of them). Empty when the address is unknown.
+pub fn client_bucket(req: &HttpRequest, trusted: &[IpAddr]) -> String {
+    match client_ip(req, trusted) {
+        None => String::new(),
+        Some(ip) => limit_bucket(ip),
+    }
+}
+
+/// See [`client_bucket`].
+pub fn limit_bucket(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
 /// A redirect after a POST: `HX-Redirect` for htmx, 303 otherwise.
 pub fn see_other(req: &HttpRequest, location: &str) -> HttpResponse {
     if super::render::is_htmx(req) {
@@ -55,6 +79,18 @@ pub fn origin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_clients_are_counted_by_their_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:ffff:ffff:ffff".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(limit_bucket(a), limit_bucket(b));
+        assert_eq!(limit_bucket(a), "2001:db8:1:2::/64");
+        assert_ne!(limit_bucket(a), limit_bucket(other));
+        assert_eq!(limit_bucket("::ffff:192.0.2.7".parse().unwrap()), "192.0.2.7");
+        assert_eq!(limit_bucket("192.0.2.7".parse().unwrap()), "192.0.2.7");
+    }
 
     #[test]
     fn return_paths_never_leave_the_site() {

@@ -38,6 +38,9 @@ pub enum WebError {
     /// A dependency is down; the text is shown.
     #[error("{0}")]
     Unavailable(String),
+    /// At capacity for now (503); the text is shown, the number is `Retry-After` in seconds.
+    #[error("{0}")]
+    Busy(String, u64),
     /// A bug or an outage; the detail is logged, never shown.
     #[error("internal error")]
     Internal(String),
@@ -51,6 +54,7 @@ impl From<DomainError> for WebError {
             DomainError::Invalid(m) => WebError::BadRequest(m),
             DomainError::Conflict(m) => WebError::Conflict(m),
             DomainError::Limited(m, secs) => WebError::TooManyRequests(m, secs),
+            DomainError::Busy(m, secs) => WebError::Busy(m, secs),
             DomainError::Storage(s) => WebError::Internal(s.to_string()),
         }
     }
@@ -73,6 +77,7 @@ impl WebError {
             | WebError::BadRequest(m)
             | WebError::Conflict(m)
             | WebError::Unavailable(m)
+            | WebError::Busy(m, _)
             | WebError::TooManyRequests(m, _) => m.clone(),
         }
     }
@@ -86,7 +91,7 @@ impl ResponseError for WebError {
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
-            WebError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::Unavailable(_) | WebError::Busy(..) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -99,7 +104,7 @@ impl ResponseError for WebError {
         let message = self.public_message();
         let mut builder = HttpResponse::build(self.status_code());
         builder.content_type("text/plain; charset=utf-8");
-        if let WebError::TooManyRequests(_, secs) = self {
+        if let WebError::TooManyRequests(_, secs) | WebError::Busy(_, secs) = self {
             builder.insert_header((actix_web::http::header::RETRY_AFTER, secs.to_string()));
         }
         let mut res = builder.body(message.clone());

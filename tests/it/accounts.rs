@@ -207,6 +207,91 @@ async fn sign_in_attempts_are_limited_per_account_and_per_address() {
     assert_eq!(sign_in(&app, "someone@example.com", "whatever-long").await.status(), 429);
 }
 
+/// A sign-in from `from` (a trusted proxy forwards it) with a form body as given.
+async fn sign_in_from(app: &TestApp, from: impl AsRef<str>, body: String) -> reqwest::Response {
+    app.client
+        .post(app.url("/login"))
+        .header("Origin", app.origin())
+        .header("X-Forwarded-For", from.as_ref())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// SECURITY.md 53: a sign-in flood with 1 MiB emails from many addresses is refused before any
+/// work, the limiter keeps nothing for it, IPv6 addresses in one /64 count as one client, and
+/// password hashing beyond the server's capacity is refused with 503 and Retry-After.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_flood_is_refused_early_and_bounded() {
+    let app = TestApp::spawn_with(|c| {
+        c.auth.allow_signup = true;
+        c.auth.trusted_proxies = vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
+        c.auth.login_attempts_per_ip_per_minute = 3;
+        c.auth.login_attempts_per_account_per_minute = 1000;
+        c.server.max_body_bytes = 2 * 1024 * 1024;
+    })
+    .await;
+    sign_up(&app, "ada@example.com").await;
+    let kept = app.state.login_limiter.len();
+
+    // 1 MiB emails from 100 addresses: each refused at once (400), and nothing is remembered.
+    let huge = format!("{}%40example.com", "a".repeat(1024 * 1024));
+    for i in 0..100 {
+        let res = sign_in_from(&app, &format!("198.51.100.{i}"), format!("email={huge}&password=x")).await;
+        assert_eq!(res.status(), 400);
+        let page = res.text().await.unwrap();
+        assert!(
+            page.contains("Enter a valid email address and password."),
+            "{}",
+            &page[..200.min(page.len())]
+        );
+        assert!(page.len() < 64 * 1024, "the email is not echoed back");
+    }
+    assert_eq!(app.state.login_limiter.len(), kept, "the flood left nothing in the limiter");
+    assert!(app.state.login_limiter.len() <= arbor::auth::ratelimit::CAPACITY);
+
+    // Addresses in one IPv6 /64 are one client: the fourth attempt is refused.
+    for i in 1..=3 {
+        let from = format!("2001:db8:7:7:{i:x}::{i:x}");
+        let res =
+            sign_in_from(&app, &from, format!("email=v6-{i}%40example.com&password=whatever-long")).await;
+        assert_eq!(res.status(), 401, "attempt {i}");
+    }
+    let res =
+        sign_in_from(&app, "2001:db8:7:7:ffff::9", "email=v6%40example.com&password=x-long".into()).await;
+    assert_eq!(res.status(), 429);
+    // Another /64 is another client.
+    let res = sign_in_from(&app, "2001:db8:7:8::1", "email=v6%40example.com&password=x-long".into()).await;
+    assert_eq!(res.status(), 401);
+
+    // Many sign-ins at once from many addresses: no more hashes run than the server has cores,
+    // a few wait, the rest are told to come back (503 + Retry-After); none fails.
+    let attempts = (0..150).map(|i| {
+        sign_in_from(&app, format!("192.0.2.{i}"), format!("email=u{i}%40example.com&password=whatever-long"))
+    });
+    let results = futures_util::future::join_all(attempts).await;
+    let mut busy = 0;
+    for res in results {
+        match res.status().as_u16() {
+            401 => {}
+            503 => {
+                busy += 1;
+                assert!(res.headers().contains_key("retry-after"));
+                assert!(res.text().await.unwrap().contains("busy checking other sign-ins"));
+            }
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert!(busy > 0, "a flood beyond the hashing capacity is refused");
+    // Once it is over, the right password signs in.
+    let res =
+        sign_in_from(&app, "192.0.2.200", format!("email=ada%40example.com&password={}", urlenc(PASSWORD)))
+            .await;
+    assert_eq!(res.status(), 303);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_out_ends_the_session_server_side() {
     let app = signup_app().await;

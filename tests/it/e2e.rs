@@ -67,6 +67,7 @@ async fn sign_in_with_a_local_account_in_the_browser() {
     let app = TestApp::spawn().await;
     arbor::domain::accounts::create_local(
         &app.state.db,
+        &app.state.passwords,
         "ada@example.com",
         "Ada",
         "correct horse battery",

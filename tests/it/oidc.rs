@@ -172,6 +172,7 @@ async fn emails_never_link_accounts_unless_allowed_and_verified() {
         .await;
         let admin = arbor::domain::accounts::create_local(
             &app.state.db,
+            &app.state.passwords,
             "admin@example.com",
             "Admin",
             "correct horse battery",

@@ -3,7 +3,6 @@
 use chrono::{Duration, Utc};
 use uuid::Uuid;
 
-use crate::auth::passwords;
 use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::accounts::{self, Role, User, UserStatus};
 use crate::domain::authz::Admin;
@@ -60,6 +59,7 @@ pub async fn open_by_id(db: &Db, id: Uuid) -> DomainResult<Invitation> {
 /// transaction, so a link can create at most one account.
 pub async fn accept_local(
     db: &Db,
+    hasher: &crate::auth::passwords::Hasher,
     token: &str,
     display_name: &str,
     password: &str,
@@ -81,7 +81,7 @@ pub async fn accept_local(
     } else {
         name.to_string()
     };
-    let hash = passwords::hash(password.to_string()).await.map_err(DomainError::Invalid)?;
+    let hash = hasher.hash(password.to_string()).await?;
     let txn = crate::storage::Tx::begin(db).await?;
     let user =
         users::insert(txn.conn(), &invitation.email, &name, invitation.role, UserStatus::Active).await?;

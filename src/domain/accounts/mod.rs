@@ -56,6 +56,7 @@ fn clean_display_name(name: &str, email: &str) -> DomainResult<String> {
 /// Creates a local account with the given role.
 pub async fn create_local(
     db: &Db,
+    hasher: &passwords::Hasher,
     email: &str,
     display_name: &str,
     password: &str,
@@ -70,12 +71,17 @@ pub async fn create_local(
             "We could not create that account. If you already have one, sign in instead.".into(),
         ));
     }
-    let hash = passwords::hash(password.to_string()).await.map_err(DomainError::Invalid)?;
+    let hash = hasher.hash(password.to_string()).await?;
     Ok(users::insert_local(db, &email, &display_name, role, &hash).await?)
 }
 
 /// Checks a local sign-in. Unknown email and wrong password fail alike, in the same time.
-pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult<User> {
+pub async fn sign_in_local(
+    db: &Db,
+    hasher: &passwords::Hasher,
+    email: &str,
+    password: &str,
+) -> DomainResult<User> {
     let found = match normalize_email(email) {
         Ok(email) => users::find_local_by_email(db, &email).await?,
         Err(_) => None,
@@ -84,7 +90,7 @@ pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult
         Some((user, hash)) => (Some(user), Some(hash)),
         None => (None, None),
     };
-    if !passwords::verify(password.to_string(), hash).await {
+    if !hasher.verify(password.to_string(), hash).await? {
         return Err(DomainError::Invalid(BAD_CREDENTIALS.into()));
     }
     let user = user.ok_or_else(|| DomainError::Invalid(BAD_CREDENTIALS.into()))?;
@@ -98,6 +104,7 @@ pub async fn sign_in_local(db: &Db, email: &str, password: &str) -> DomainResult
 /// Changes the actor's own password after checking the current one.
 pub async fn change_password(
     db: &Db,
+    hasher: &passwords::Hasher,
     actor: &Actor,
     this_session: &str,
     current: &str,
@@ -110,11 +117,11 @@ pub async fn change_password(
             "Your account signs in through your organisation; it has no password here.".into(),
         ));
     }
-    if !passwords::verify(current.to_string(), stored).await {
+    if !hasher.verify(current.to_string(), stored).await? {
         return Err(DomainError::Invalid("The current password is not correct.".into()));
     }
     check_password(new, min_len)?;
-    let hash = passwords::hash(new.to_string()).await.map_err(DomainError::Invalid)?;
+    let hash = hasher.hash(new.to_string()).await?;
     users::set_password(db, actor.user_id(), &hash).await?;
     // Whoever knew the old password may hold a browser session or a full-access token made
     // with it: both end now. API-only tokens cannot change the account and stay.

@@ -141,7 +141,17 @@ pub async fn change_password(
         return Ok(res);
     }
     let session = user.0.session_id.clone();
-    match accounts::change_password(&state.db, &user.0.actor, &session, &form.current, &form.new, min).await {
+    match accounts::change_password(
+        &state.db,
+        &state.passwords,
+        &user.0.actor,
+        &session,
+        &form.current,
+        &form.new,
+        min,
+    )
+    .await
+    {
         Ok(done) => password_page(&state, &req, &user, None, Some(done), StatusCode::OK),
         Err(DomainError::Invalid(msg)) => {
             password_page(&state, &req, &user, Some(&msg), None, StatusCode::BAD_REQUEST)

@@ -33,6 +33,9 @@ fn from_domain(e: DomainError, model: &str) -> ApiError {
         DomainError::Limited(m, secs) => {
             ApiError { status: 429, kind: "rate_limit", message: m, param: None, retry_after: Some(secs) }
         }
+        DomainError::Busy(m, secs) => {
+            ApiError { status: 503, kind: "overloaded", message: m, param: None, retry_after: Some(secs) }
+        }
         DomainError::Storage(s) => {
             tracing::error!(error = %s, "gateway storage failure");
             ApiError::new(500, "internal", "Something went wrong on our side.")

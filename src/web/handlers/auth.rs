@@ -147,6 +147,11 @@ pub async fn login_form(
     login_page(&state, &req, LoginView { next: &next, email: "", error: None, setup }, StatusCode::OK)
 }
 
+/// The longest email address there is (RFC 3696: 64 + 1 + 255).
+const MAX_EMAIL_BYTES: usize = 320;
+/// Passwords are at most 1024 characters, so at most this many bytes.
+const MAX_PASSWORD_BYTES: usize = 4 * 1024;
+
 /// Form of the sign-in page.
 #[derive(Deserialize)]
 pub struct LoginForm {
@@ -167,7 +172,14 @@ pub async fn login(
     let next = safe_return_to(form.next.as_deref());
     let setup = open_setup_token(&state, &req).await?.is_some();
     let cfg = &state.config.auth;
-    let ip = client_ip(&req, &cfg.trusted_proxies).map(|ip| ip.to_string()).unwrap_or_default();
+    // Refused before any work or allocation sized by it: no address is longer than 320 bytes
+    // (RFC 3696), and no password Arbor accepts is longer than 1024 characters.
+    if form.email.len() > MAX_EMAIL_BYTES || form.password.len() > MAX_PASSWORD_BYTES {
+        let msg = "Enter a valid email address and password.";
+        let view = LoginView { next: &next, email: "", error: Some(msg), setup };
+        return login_page(&state, &req, view, StatusCode::BAD_REQUEST);
+    }
+    let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
     let minute = Duration::from_secs(60);
     let account = form.email.trim().to_lowercase();
     let limited = state
@@ -190,7 +202,7 @@ pub async fn login(
         }
         return Ok(res);
     }
-    match accounts::sign_in_local(&state.db, &form.email, &form.password).await {
+    match accounts::sign_in_local(&state.db, &state.passwords, &form.email, &form.password).await {
         Ok(user) => {
             tracing::info!(user = %user.id, "signed in with a password");
             finish_sign_in(&state, &req, &user, &next).await
@@ -299,7 +311,7 @@ pub async fn signup(
         return Err(WebError::NotFound);
     }
     let cfg = &state.config.auth;
-    let ip = client_ip(&req, &cfg.trusted_proxies).map(|ip| ip.to_string()).unwrap_or_default();
+    let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
     if state
         .login_limiter
         .check(&format!("signup:{ip}"), cfg.login_attempts_per_ip_per_minute, Duration::from_secs(60))
@@ -316,6 +328,7 @@ pub async fn signup(
     }
     match accounts::create_local(
         &state.db,
+        &state.passwords,
         &form.email,
         &form.display_name,
         &form.password,

@@ -200,7 +200,16 @@ pub async fn accept(
         return Err(WebError::NotFound);
     }
     let min = state.config.auth.min_password_length;
-    match invitations::accept_local(&state.db, &token, &form.display_name, &form.password, min).await {
+    match invitations::accept_local(
+        &state.db,
+        &state.passwords,
+        &token,
+        &form.display_name,
+        &form.password,
+        min,
+    )
+    .await
+    {
         Ok(user) => {
             tracing::info!(user = %user.id, "invitation accepted");
             super::auth::finish_sign_in(&state, &req, &user, "/").await

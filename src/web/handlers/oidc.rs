@@ -35,9 +35,7 @@ pub async fn start(
 ) -> Result<HttpResponse, WebError> {
     let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
     let cfg = &state.config.auth;
-    let ip = crate::web::client::client_ip(&req, &cfg.trusted_proxies)
-        .map(|ip| ip.to_string())
-        .unwrap_or_default();
+    let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
     if let Err(retry) = state.login_limiter.check(
         &format!("oidc:{ip}"),
         cfg.login_attempts_per_ip_per_minute,
