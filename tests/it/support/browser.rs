@@ -323,7 +323,11 @@ impl Browser {
 
     /// Clicks an element found earlier.
     pub async fn click_element(&self, el: &Element) -> Result<()> {
-        self.cmd(Method::POST, &format!("/element/{}/click", el.id), json!({})).await.map(drop)
+        match self.cmd(Method::POST, &format!("/element/{}/click", el.id), json!({})).await {
+            // The click landed and started a navigation before chromedriver answered: done.
+            Err(err) if err.webdriver_code() == Some("aborted by navigation") => Ok(()),
+            other => other.map(drop),
+        }
     }
 
     /// Returns the rendered (visible) text of the first element matching the CSS selector.
@@ -389,7 +393,13 @@ impl Browser {
         loop {
             match self.find(css).await {
                 Ok(el) => return Ok(el),
-                Err(err) if err.webdriver_code() == Some("no such element") => {}
+                // Not there yet, or the page is being replaced under us (a redirect after a
+                // click): keep polling until the new page has the element.
+                Err(err)
+                    if matches!(
+                        err.webdriver_code(),
+                        Some("no such element" | "aborted by navigation" | "stale element reference")
+                    ) => {}
                 Err(err) => return Err(err),
             }
             if Instant::now() >= deadline {
