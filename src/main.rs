@@ -312,10 +312,14 @@ async fn serve(config: Config) -> ExitCode {
     };
     let public_url = state.config.public_url();
     match arbor::domain::accounts::open_setup(&state.db).await {
-        Ok(Some(token)) => tracing::warn!(
-            "No administrator yet. Open {public_url}/setup/{token} and sign in to become the administrator \
-             (this link works once; a new one is printed at each start until then), or run `arbor admin create`."
-        ),
+        Ok(Some(token)) => {
+            // The link goes to the terminal, never into the log: logs are shipped and kept.
+            tracing::warn!("No administrator yet: the one-time setup link is printed on standard output.");
+            println!(
+                "No administrator yet. Open {public_url}/setup/{token} and sign in to become the administrator \
+                 (this link works once; a new one is printed at each start until then), or run `arbor admin create`."
+            );
+        }
         Ok(None) => {}
         Err(e) => {
             eprintln!("cannot prepare the setup link: {e}");

@@ -34,6 +34,19 @@ pub fn security_headers(https: bool) -> DefaultHeaders {
     h
 }
 
+/// Paths whose last segment is a secret (a one-time setup or invitation token).
+const SECRET_PATHS: &[&str] = &["/setup/", "/invite/"];
+
+/// The path as it may be logged: a token in it is replaced by `…`.
+pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    for prefix in SECRET_PATHS {
+        if path.starts_with(prefix) && path.len() > prefix.len() {
+            return format!("{prefix}…").into();
+        }
+    }
+    path.into()
+}
+
 /// Gives each request an id and a span, and logs one line when it completes. The query string is
 /// never logged: it may carry tokens.
 pub async fn request_context(
@@ -42,7 +55,8 @@ pub async fn request_context(
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = Uuid::now_v7();
     req.extensions_mut().insert(RequestId(id));
-    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.path());
+    let path = loggable_path(req.path());
+    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %path);
     let started = Instant::now();
     let result = next.call(req).instrument(span.clone()).await;
     let _entered = span.enter();

@@ -179,6 +179,12 @@ pub fn table() -> Vec<RouteEntry> {
         ),
         entry(
             Method::POST,
+            "/s/{session_id}/messages/{message_id}/open",
+            User,
+            web::post().to(sessions::open_message),
+        ),
+        entry(
+            Method::POST,
             "/s/{session_id}/messages/{message_id}/delete",
             User,
             web::post().to(sessions::delete_message),

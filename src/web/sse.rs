@@ -21,7 +21,7 @@ fn event(name: &'static str, html: String) -> sse::Event {
 /// One tool call card.
 fn tool_card(name: &str, arguments: &str) -> String {
     format!(
-        "<div class=\"tool-call\"><span class=\"tool-name\">{}</span><pre class=\"tool-args\">{}</pre></div>",
+        "<div class=\"tool-call\" hx-disable><span class=\"tool-name\">{}</span><pre class=\"tool-args\">{}</pre></div>",
         escape_text(name),
         escape_text(arguments)
     )
@@ -33,8 +33,8 @@ pub fn live_html(thoughts: &str, text: &str, tool_calls: &[(String, String)]) ->
     let open = if thoughts.is_empty() { "" } else { " open" };
     let tools: String = tool_calls.iter().map(|(n, a)| tool_card(n, a)).collect();
     format!(
-        "<details class=\"thoughts\"{open}><summary>Thinking</summary><div class=\"thought-body\">{}</div></details>\
-<div class=\"answer\">{}</div><div class=\"tool-calls\">{tools}</div>",
+        "<details class=\"thoughts\"{open}><summary>Thinking</summary><div class=\"thought-body\" hx-disable>{}</div></details>\
+<div class=\"answer\" hx-disable>{}</div><div class=\"tool-calls\">{tools}</div>",
         span("thought-text", thoughts),
         span("answer-text", text),
     )
@@ -60,7 +60,7 @@ pub fn run_event(e: &RunEvent) -> Option<sse::Event> {
             event("usage", format!("<span class=\"usage\">{input} in · {output} out</span>"))
         }
         RunEvent::Error(m) => {
-            event("error", format!("<div class=\"flash flash-error\">{}</div>", escape_text(m)))
+            event("error", format!("<div class=\"flash flash-error\" hx-disable>{}</div>", escape_text(m)))
         }
         RunEvent::Done { .. } | RunEvent::Advance { .. } => return None,
     })
@@ -150,6 +150,17 @@ pub fn session_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_content_containers_carry_hx_disable() {
+        let html = live_html("thinking", "<b hx-get=\"/x\">answer</b>", &[("shell".into(), "{}".into())]);
+        for class in ["thought-body", "answer", "tool-call"] {
+            let at = html.find(&format!("class=\"{class}\"")).unwrap();
+            let tag = &html[html[..at].rfind('<').unwrap()..at + html[at..].find('>').unwrap()];
+            assert!(tag.contains("hx-disable"), "{tag}");
+        }
+        assert!(!html.contains("<b hx-get"), "model text stays escaped");
+    }
 
     #[test]
     fn escape_text_neutralises_markup_and_quotes() {

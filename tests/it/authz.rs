@@ -403,6 +403,12 @@ fn cases() -> Vec<Case> {
             OWNER_ONLY(400),
         ),
         post(
+            "/s/{session_id}/messages/{message_id}/open",
+            |ids| format!("/s/{}/messages/{}/open", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(303),
+        ),
+        post(
             "/s/{session_id}/messages/{message_id}/select",
             |ids| format!("/s/{}/messages/{}/select", ids.session, ids.answer),
             "",
@@ -496,7 +502,12 @@ fn every_route_has_an_authorization_case() {
 }
 
 /// A user message and a stopped answer with some text, written straight to the database.
-async fn stopped_answer(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
+async fn stopped_answer(
+    app: &TestApp,
+    owner: &arbor::domain::accounts::User,
+    session: Uuid,
+    client_id: &str,
+) -> Uuid {
     use arbor::domain::sessions::tree::{MessageStatus, Role as R};
     use arbor::providers::types::Part;
     use arbor::storage::repos::messages::{self, NewMessage, NewRun, Outcome};
@@ -509,7 +520,7 @@ async fn stopped_answer(app: &TestApp, owner: &arbor::domain::accounts::User, se
         parts: &text,
         model: None,
         status: MessageStatus::Complete,
-        client_id: Some("authz-seed"),
+        client_id: Some(client_id),
     };
     let reply = NewMessage {
         id: answer,
@@ -726,9 +737,16 @@ async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSessi
     req.send().await.unwrap().status().as_u16()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_route_answers_each_caller_as_its_row_says() {
-    let app = TestApp::spawn().await;
+/// The people of the walk and the objects the rows act on.
+struct World {
+    other: arbor::domain::accounts::User,
+    owner: arbor::domain::accounts::User,
+    admin: arbor::domain::accounts::User,
+    disabled_session: TestSession,
+    ids: Ids,
+}
+
+async fn world(app: &TestApp) -> World {
     let owner = app.create_user("owner@example.com", Role::Member).await;
     let other = app.create_user("other@example.com", Role::Member).await;
     let admin = app.create_user("admin@example.com", Role::Admin).await;
@@ -743,13 +761,13 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     )
     .await
     .unwrap();
-    let answer = stopped_answer(&app, &owner, session).await;
+    let answer = stopped_answer(app, &owner, session, "authz-seed").await;
     let ids = Ids {
         session,
         answer,
-        question: question_of(&app, session, answer).await,
-        workspace: workspace_of(&app, &owner, session).await,
-        spare_workspace: spare_workspace(&app, &owner).await,
+        question: question_of(app, session, answer).await,
+        workspace: workspace_of(app, &owner, session).await,
+        spare_workspace: spare_workspace(app, &owner).await,
         spare_session: app.create_session(&owner).await.1,
         owner_spare_session: app.login_full(&owner).await.id,
         invite_token: invite.token,
@@ -768,11 +786,18 @@ async fn every_route_answers_each_caller_as_its_row_says() {
         upload: Uuid::nil(),
         blob: String::new(),
     };
-    let ids = console_objects(&app, &admin, &owner, ids).await;
-    let ids = agent_objects(&app, &owner, session, ids).await;
+    let ids = console_objects(app, &admin, &owner, ids).await;
+    let ids = agent_objects(app, &owner, session, ids).await;
     let disabled_session = app.login_full(&disabled).await;
     arbor::storage::repos::users::set_status(&app.state.db, disabled.id, UserStatus::Disabled).await.unwrap();
 
+    World { other, owner, admin, disabled_session, ids }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_each_caller_as_its_row_says() {
+    let app = TestApp::spawn().await;
+    let World { other, owner, admin, disabled_session, ids } = world(&app).await;
     let access_of =
         |c: &Case| specs().into_iter().find(|s| s.method == c.method && s.path == c.pattern).unwrap().access;
     for case in cases() {
@@ -796,6 +821,91 @@ async fn every_route_answers_each_caller_as_its_row_says() {
             assert_eq!(call(&app, &case, &path, Some(&forged)).await, 401, "forged cookie on {path}");
         }
     }
+}
+
+/// SECURITY.md 60: no GET changes anything. Every GET row of the walk, for every caller,
+/// leaves every row of every table as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_get_route_changes_the_database() {
+    let app = TestApp::spawn().await;
+    let World { other, owner, admin, disabled_session, ids } = world(&app).await;
+    // One browser session per caller, made before the first digest.
+    let callers = [
+        None,
+        Some(app.login_full(&other).await),
+        Some(app.login_full(&owner).await),
+        Some(app.login_full(&admin).await),
+        Some(disabled_session),
+    ];
+    let gets: Vec<Case> = cases().into_iter().filter(|c| c.method == Method::GET).collect();
+    assert!(gets.len() > 30, "the walk covers the GET routes");
+    // A second branch becomes the active one, so the first question is off the active path:
+    // showing it with `?at=` must not select it.
+    stopped_answer(&app, &owner, ids.session, "authz-second-branch").await;
+    let actor = arbor::domain::accounts::Actor::for_tests(&owner);
+    let active =
+        arbor::domain::sessions::conversation(&app.state.db, &actor, ids.session).await.unwrap().path;
+    assert!(!active.iter().any(|m| m.id == ids.question), "the question is on another branch");
+    // A first pass lets one-time bookkeeping happen (a session's first sight), then the digest.
+    for case in &gets {
+        for caller in &callers {
+            call(&app, case, &(case.path)(&ids), caller.as_ref()).await;
+        }
+    }
+    // The search indexer records its progress in the background; let it finish first.
+    app.state.search.settle().await;
+    let before = crate::support::digest::tables(&app.state.db).await;
+    assert!(before.len() > 10 && before.values().any(|rows| !rows.is_empty()));
+    for case in &gets {
+        let path = (case.path)(&ids);
+        for caller in &callers {
+            call(&app, case, &path, caller.as_ref()).await;
+        }
+        // A search hit's link too: it focuses, it does not select.
+        let at = format!("/s/{}?at={}", ids.session, ids.question);
+        call(&app, case, &at, callers[2].as_ref()).await;
+        app.state.search.settle().await;
+        let after = crate::support::digest::tables(&app.state.db).await;
+        let changed = crate::support::digest::changes(&before, &after);
+        assert!(changed.is_empty(), "GET {path} changed the database: {changed:#?}");
+    }
+}
+
+/// Every opening tag with `class="{class}…"` in `html` carries `hx-disable`; returns how many.
+fn all_disabled(html: &str, class: &str) -> usize {
+    let needle = format!("class=\"{class}");
+    let mut seen = 0;
+    for (at, _) in html.match_indices(&needle) {
+        let start = html[..at].rfind('<').unwrap();
+        let end = at + html[at..].find('>').unwrap();
+        let tag = &html[start..=end];
+        assert!(tag.contains(" hx-disable"), "a content container without hx-disable: {tag}");
+        seen += 1;
+    }
+    seen
+}
+
+/// SECURITY.md 60 (`hx-disable`): on the session page and the search page, every container of
+/// user or model text carries `hx-disable`, so markup in it can never drive htmx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_of_user_and_model_content_carry_hx_disable() {
+    let app = TestApp::spawn().await;
+    let World { owner, ids, .. } = world(&app).await;
+    let owner_session = app.login_full(&owner).await;
+    let page = app.get(&format!("/s/{}", ids.session), Some(&owner_session.cookie)).await;
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(all_disabled(&html, "msg-body") >= 2, "the question and the answer");
+    for class in
+        ["thought-body", "tool-output", "tool-call", "diff", "msg-files", "flash flash-error msg-error"]
+    {
+        all_disabled(&html, class);
+    }
+    app.state.search.settle().await;
+    let res = app.get("/search?q=partial", Some(&owner_session.cookie)).await;
+    let html = res.text().await.unwrap();
+    assert!(all_disabled(&html, "hit-snippet") >= 1, "{html}");
+    assert!(all_disabled(&html, "hit-title") >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

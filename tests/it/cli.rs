@@ -204,7 +204,8 @@ fn migrate_status_down_and_up() {
     assert!(!run(&["migrate", "status"]).contains("pending"));
 }
 
-/// `arbor serve` in `dir` with stderr going to `dir/server.log`, once it answers /healthz.
+/// `arbor serve` in `dir` with stderr (the log) going to `dir/server.log` and stdout to
+/// `dir/server.out`, once it answers /healthz.
 async fn serve_logging_to_file(
     dir: &std::path::Path,
     env: &[(&str, &str)],
@@ -215,27 +216,41 @@ async fn serve_logging_to_file(
     let mut cmd = arbor(dir);
     cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("server.out")).unwrap())
         .stderr(std::fs::File::create(&log).unwrap());
     let child = Child(cmd.spawn().unwrap());
     assert!(wait_healthy(&format!("http://127.0.0.1:{port}/healthz"), Duration::from_secs(20)).await);
     (port, log, child)
 }
 
+/// SECURITY.md 60 (tokens): the first start prints a one-time setup link on standard output;
+/// neither it nor an invitation token reaches the log, also when the links are opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn first_start_prints_a_one_time_setup_link() {
+async fn first_start_prints_a_one_time_setup_link_and_the_log_never_holds_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let (port, log, mut child) = serve_logging_to_file(dir.path(), &[]).await;
-    sigterm(&child.0);
-    wait_exit(&mut child.0, Duration::from_secs(15)).expect("stops");
-    let text = std::fs::read_to_string(&log).unwrap();
+    let out = std::fs::read_to_string(dir.path().join("server.out")).unwrap();
     let marker = format!("http://127.0.0.1:{port}/setup/");
-    let at = text.find(&marker).unwrap_or_else(|| panic!("no setup link in the log: {text}"));
-    let token: String = text[at + marker.len()..]
+    let at = out.find(&marker).unwrap_or_else(|| panic!("no setup link on standard output: {out}"));
+    let token: String = out[at + marker.len()..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
     assert_eq!(token.len(), 43, "{token}");
+    // Open the links, as a browser (and an invitee with a made-up token) would.
+    let invite = "i".repeat(43);
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for path in [format!("/setup/{token}"), format!("/invite/{invite}"), format!("/setup/{token}?x=1")] {
+        let res = client.get(format!("http://127.0.0.1:{port}{path}")).send().await.unwrap();
+        assert!(res.status().as_u16() < 500, "{path}: {}", res.status());
+    }
+    sigterm(&child.0);
+    wait_exit(&mut child.0, Duration::from_secs(15)).expect("stops");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("setup link is printed on standard output"), "{text}");
+    assert!(text.contains("/setup/…") && text.contains("/invite/…"), "the requests are logged: {text}");
+    assert!(!text.contains(&token), "the setup token is in the log: {text}");
+    assert!(!text.contains(&invite), "the invitation token is in the log: {text}");
 }
 
 #[test]

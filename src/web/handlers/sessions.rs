@@ -24,14 +24,11 @@ pub async fn show(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    // A search hit: its branch becomes the active path, and the page shows it.
+    // A message to show (a search hit, after `open` made its branch the active one). A GET
+    // never changes anything: a message off the active path is simply not focused.
     let focus = match web::Query::<ShowQuery>::from_query(req.query_string()).ok().and_then(|q| q.at.clone())
     {
-        Some(raw) => {
-            let id = parse_id(&raw)?;
-            sessions::select_message(&state.db, &user.0.actor, session_id, id).await?;
-            Some(id)
-        }
+        Some(raw) => Some(parse_id(&raw)?),
         None => None,
     };
     let ctx = session_context_at(&state, &user, session_id, true, focus).await?;
@@ -288,6 +285,19 @@ pub async fn select(
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
+}
+
+/// `POST /s/{session_id}/messages/{message_id}/open`: a search hit was chosen: its branch
+/// becomes the active path, and the browser goes to the page focused on it.
+pub async fn open_message(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    Ok(see_other(&req, &format!("/s/{session_id}?at={message_id}#m-{message_id}")))
 }
 
 /// `POST /s/{session_id}/messages/{message_id}/delete`: deletes the message and its branch.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod digest;
 pub mod idp;
 pub mod mock_upstream;
 pub mod rogue_idp;
