@@ -41,7 +41,7 @@ async fn sign_up_is_off_by_default() {
         arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
             .await
             .unwrap()
-            .is_none()
+            .is_empty()
     );
 }
 
@@ -66,8 +66,12 @@ async fn sign_up_then_sign_in_with_safe_cookies() {
     assert!(home.contains("Welcome, Ada"));
     assert!(home.contains(r#"<meta name="csrf-token""#));
 
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(user.role, Role::Member);
 
     let res = sign_in(&app, "ada@example.com", PASSWORD).await;
@@ -85,8 +89,12 @@ async fn posted_role_fields_are_ignored_at_sign_up() {
         urlenc(PASSWORD)
     );
     assert_eq!(app.post_form("/signup", &body, None).await.status(), 303);
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "eve@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "eve@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(user.role, Role::Member);
 }
 
@@ -127,8 +135,12 @@ async fn wrong_password_and_unknown_email_look_the_same() {
 async fn a_disabled_user_cannot_sign_in() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     arbor::storage::repos::users::set_status(&app.state.db, user.id, UserStatus::Disabled).await.unwrap();
     let res = sign_in(&app, "ada@example.com", PASSWORD).await;
     assert_eq!(res.status(), 403);
@@ -140,8 +152,12 @@ async fn a_pre_set_cookie_is_not_kept_after_sign_in() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
     // An attacker's own valid session planted in the victim's browser is ended by sign-in.
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     let planted = app.login(&user).await;
     let res = app
         .client
@@ -296,8 +312,12 @@ async fn a_sign_in_flood_is_refused_early_and_bounded() {
 async fn sign_out_ends_the_session_server_side() {
     let app = signup_app().await;
     let cookie = session_cookie_from(&sign_up(&app, "ada@example.com").await).unwrap();
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     let s = app.login_full(&user).await;
     let res = app.post_form("/logout", "", Some(&s)).await;
     assert_eq!(res.status(), 303);
@@ -363,8 +383,12 @@ async fn sessions_page_lists_and_revokes_only_your_own() {
 async fn change_password() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     let s = app.login_full(&user).await;
     // Another browser, a full-access token and an API-only token, all made before the change.
     let other_browser = app.login_full(&user).await;
@@ -420,8 +444,12 @@ async fn change_password() {
 async fn the_current_password_check_is_rate_limited() {
     let app = signup_app().await;
     sign_up(&app, "ada@example.com").await;
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     let s = app.login_full(&user).await;
     let limit = app.state.config.auth.login_attempts_per_account_per_minute;
     for _ in 0..limit {
@@ -498,6 +526,8 @@ async fn the_setup_link_makes_exactly_one_admin_and_then_stops_working() {
     let (root, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "root@example.com")
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(root.role, Role::Admin);
     // Used once: the same cookie no longer opens sign-up, and no new link is issued.

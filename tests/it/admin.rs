@@ -374,6 +374,8 @@ async fn admins_disable_promote_and_delete_users_and_members_cannot_raise_themse
     let root = arbor::storage::repos::users::find_by_email(&app.state.db, "root@example.com")
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap()
         .0;
     assert_eq!(

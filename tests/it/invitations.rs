@@ -32,8 +32,12 @@ async fn without_mail_the_admin_gets_the_link_and_it_works_once() {
     let res = app.post_form(&path, "display_name=New+Admin&password=correct+horse+battery", None).await;
     assert_eq!(res.status(), 303);
     assert!(session_cookie_from(&res).is_some(), "signed in straight away");
-    let (user, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "new@example.com").await.unwrap().unwrap();
+    let (user, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "new@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(user.role, Role::Admin, "the invited role");
     assert_eq!(user.display_name, "New Admin");
 

@@ -89,6 +89,8 @@ async fn a_good_sign_in_creates_the_account_and_a_session() {
         let (user, hash) = arbor::storage::repos::users::find_by_email(&app.state.db, "ada@example.com")
             .await
             .unwrap()
+            .into_iter()
+            .next()
             .unwrap();
         assert!(hash.is_none(), "no password for provider accounts");
         assert_eq!(user.display_name, "Ada L");
@@ -193,6 +195,126 @@ async fn emails_never_link_accounts_unless_allowed_and_verified() {
     }
 }
 
+/// SECURITY.md 56: an OIDC sign-in with `email_verified=false` claiming someone else's address:
+/// the address is kept apart (shown as unverified), never stored as the account's email, never
+/// used for lookups or links; admin lookups by email find exactly one account or refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
+    use arbor::domain::accounts::{self, UserStatus};
+    use arbor::storage::repos::users;
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "Admin@Example.com", "email_verified": false, "name": "Mallory"}));
+    let app = app_with(&idp, |c| {
+        c.oidc.link_verified_email = true;
+        c.auth.local_accounts = arbor::config::Toggle::On;
+    })
+    .await;
+    let admin = accounts::create_local(
+        &app.state.db,
+        &app.state.passwords,
+        "admin@example.com",
+        "Admin",
+        "correct horse battery",
+        12,
+        Role::Admin,
+    )
+    .await
+    .unwrap();
+    assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+    use sea_orm::EntityTrait;
+    let rows = arbor::storage::entities::user::Entity::find().all(&app.state.db).await.unwrap();
+    let mallory = rows.iter().find(|u| u.id != admin.id).expect("a new account, not a link");
+    assert_eq!(mallory.email, "", "an unverified address is not the account's email");
+    assert_eq!(mallory.unverified_email.as_deref(), Some("admin@example.com"), "kept apart, normalised");
+    assert_eq!(mallory.role, "member");
+    assert!(!users::has_identity(&app.state.db, admin.id).await.unwrap(), "never linked");
+    // Every lookup by that email finds the real owner only.
+    let found = accounts::one_by_email(&app.state.db, "ADMIN@example.com ").await.unwrap().unwrap();
+    assert_eq!(found.id, admin.id);
+    assert_eq!(accounts::promote_by_email(&app.state.db, "admin@example.com").await.unwrap().id, admin.id);
+    let token = arbor::domain::accounts::api_tokens::issue_for_operator(
+        &app.state.db,
+        "admin@example.com",
+        "ops",
+        arbor::domain::accounts::api_tokens::Scope::Api,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!token.token.is_empty());
+    // The console shows the claim as unverified.
+    let admin_session = app.login_full(&admin).await;
+    let page = app.get("/admin/users", Some(&admin_session.cookie)).await.text().await.unwrap();
+    assert!(page.contains("unverified: admin@example.com") && page.contains("no verified email"), "{page}");
+
+    // Signing in again once the provider verified an address: that becomes the email.
+    idp.set_claims(json!({"email": "mallory@example.com", "email_verified": true, "name": "Mallory"}));
+    assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+    let again = arbor::storage::entities::user::Entity::find_by_id(mallory.id)
+        .one(&app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.email.as_str(), again.unverified_email.as_deref()), ("mallory@example.com", None));
+
+    // Two accounts with one verified email (made before links were allowed, say): every admin
+    // lookup by that email refuses, naming the reason, instead of picking one.
+    for _ in 0..2 {
+        users::insert(&app.state.db, "twin@example.com", "Twin", Role::Member, UserStatus::Active)
+            .await
+            .unwrap();
+    }
+    let refused = accounts::promote_by_email(&app.state.db, "twin@example.com").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("More than one account has the email twin@example.com"),
+        "{refused}"
+    );
+    let refused = arbor::domain::accounts::api_tokens::issue_for_operator(
+        &app.state.db,
+        "twin@example.com",
+        "ops",
+        arbor::domain::accounts::api_tokens::Scope::Api,
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("More than one account"), "{refused}");
+    let body = "name=twin-only&kind=openai&visibility=users&allowed_emails=twin%40example.com";
+    let res = app.post_form("/admin/providers", body, Some(&admin_session)).await;
+    assert_eq!(res.status(), 409);
+    assert!(res.text().await.unwrap().contains("More than one account"));
+    let res =
+        app.post_form("/admin/quotas", "email=twin%40example.com&tokens_day=5", Some(&admin_session)).await;
+    assert!(res.status() == 409 || res.status() == 400, "{}", res.status());
+
+    // JSON in attributes comes from a serializer: an address with a quote stays one value.
+    let quoted = users::insert(&app.state.db, "q\"x@example.com", "Q", Role::Member, UserStatus::Active)
+        .await
+        .unwrap();
+    let quota = arbor::domain::admin::quotas::Quota {
+        tokens_day: Some(5),
+        tokens_month: None,
+        micros_day: None,
+        micros_month: None,
+    };
+    arbor::domain::admin::quotas::set(
+        &app.state.db,
+        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
+        &arbor::domain::audit::Origin::cli(),
+        Some(quoted.id),
+        quota,
+        false,
+    )
+    .await
+    .unwrap();
+    let page = app.get("/admin/quotas", Some(&admin_session.cookie)).await.text().await.unwrap();
+    let at = page.find("hx-vals=\"").expect("the reset button") + "hx-vals=\"".len();
+    let raw = &page[at..at + page[at..].find('"').unwrap()];
+    let vals: serde_json::Value =
+        serde_json::from_str(&raw.replace("&quot;", "\"").replace("&#x2F;", "/")).unwrap();
+    assert_eq!(vals, json!({"email": "q\"x@example.com", "inherit": "on"}));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_subject_from_another_issuer_is_another_person() {
     let app = TestApp::spawn().await;
@@ -222,13 +344,21 @@ async fn roles_follow_the_admin_group_at_every_sign_in() {
     idp.set_claims(json!({"email": "ops@example.com", "email_verified": true, "groups": ["arbor-admins"]}));
     let app = app_with(&idp, |c| c.oidc.admin_groups = vec!["arbor-admins".into()]).await;
     assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
-    let (u, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com").await.unwrap().unwrap();
+    let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(u.role, Role::Admin);
     idp.set_claims(json!({"email": "ops@example.com", "email_verified": true, "groups": ["staff"]}));
     assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
-    let (u, _) =
-        arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com").await.unwrap().unwrap();
+    let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "ops@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(u.role, Role::Member, "removed from the group, no longer admin");
 }
 
@@ -263,6 +393,8 @@ async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
     let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "guest@elsewhere.com")
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(u.role, Role::Admin, "the invited role");
     assert_eq!(app.get(&format!("/invite/{}", inv.token), None).await.status(), 404, "used up");
@@ -288,6 +420,8 @@ async fn the_setup_link_works_with_a_provider_sign_in() {
     let (u, _) = arbor::storage::repos::users::find_by_email(&app.state.db, "first@example.com")
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(u.role, Role::Admin);
     assert!(arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().is_none());

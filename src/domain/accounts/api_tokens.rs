@@ -224,7 +224,7 @@ pub async fn issue_for_operator(
     days: Option<u32>,
 ) -> DomainResult<Created> {
     let email = crate::domain::accounts::normalize_email(email)?;
-    let (user, _) = users::find_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
+    let user = crate::domain::accounts::one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
     create(db, &Actor::verified(&user), &audit::Origin::cli(), name, scope, days).await
 }
 

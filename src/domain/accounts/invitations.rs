@@ -31,7 +31,7 @@ pub async fn create(
 ) -> DomainResult<NewInvitation> {
     let actor = admin.actor();
     let email = accounts::normalize_email(email)?;
-    if users::find_by_email(db, &email).await?.is_some() {
+    if accounts::email_taken(db, &email).await? {
         return Err(DomainError::Conflict(format!("{email} already has an account.")));
     }
     let token = random_token();
@@ -71,7 +71,7 @@ pub async fn accept_local(
     if name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(DomainError::Invalid("Use a name of at most 100 characters.".into()));
     }
-    if users::find_by_email(db, &invitation.email).await?.is_some() {
+    if accounts::email_taken(db, &invitation.email).await? {
         return Err(DomainError::Conflict(
             "An account with this email exists already. Sign in instead.".into(),
         ));

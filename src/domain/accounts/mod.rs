@@ -33,6 +33,27 @@ pub fn normalize_email(email: &str) -> DomainResult<String> {
     if valid { Ok(email) } else { Err(DomainError::Invalid("Enter a valid email address.".into())) }
 }
 
+/// The one account with this email, for work an admin does by email (allow-lists, quotas,
+/// `arbor admin promote`, `arbor admin token`). Only verified emails are looked up; when two
+/// accounts share one (possible with emails from before verification was checked), it refuses
+/// rather than pick one.
+pub async fn one_by_email(db: &Db, email: &str) -> DomainResult<Option<User>> {
+    let email = normalize_email(email)?;
+    let mut found = users::find_by_email(db, &email).await?;
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop().map(|(user, _)| user)),
+        _ => Err(DomainError::Conflict(format!(
+            "More than one account has the email {email}; change one of them in the admin console first."
+        ))),
+    }
+}
+
+/// Whether some account already has this (verified) email.
+pub async fn email_taken(db: &Db, email: &str) -> DomainResult<bool> {
+    Ok(!users::find_by_email(db, email).await?.is_empty())
+}
+
 /// Checks a new password against the length rule.
 pub fn check_password(password: &str, min_len: usize) -> DomainResult<()> {
     let n = password.chars().count();
@@ -66,7 +87,7 @@ pub async fn create_local(
     let email = normalize_email(email)?;
     check_password(password, min_len)?;
     let display_name = clean_display_name(display_name, &email)?;
-    if users::find_by_email(db, &email).await?.is_some() {
+    if email_taken(db, &email).await? {
         return Err(DomainError::Conflict(
             "We could not create that account. If you already have one, sign in instead.".into(),
         ));
@@ -181,7 +202,7 @@ pub async fn redeem_setup(db: &Db, token: &str, user_id: Uuid) -> DomainResult<b
 /// Makes an existing user an administrator (CLI).
 pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
     let email = normalize_email(email)?;
-    let (user, _) = users::find_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
+    let user = one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
     users::set_role(db, user.id, Role::Admin).await?;
     Ok(User { role: Role::Admin, ..user })
 }

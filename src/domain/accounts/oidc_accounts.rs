@@ -31,6 +31,23 @@ fn allowed(cfg: &OidcConfig, id: &VerifiedIdentity) -> bool {
     group_ok && domain_ok
 }
 
+/// The provider's email claim, split by whether the provider verified it: the verified one
+/// becomes the account's email; an unverified one is kept apart, shown as unverified and never
+/// used for lookups or links (SECURITY.md 56). A claim that is not a valid address is dropped.
+struct Emails {
+    verified: Option<String>,
+    unverified: Option<String>,
+}
+
+fn emails(id: &VerifiedIdentity) -> Emails {
+    let claim = id.email.as_deref().and_then(|e| crate::domain::accounts::normalize_email(e).ok());
+    if id.email_verified {
+        Emails { verified: claim, unverified: None }
+    } else {
+        Emails { verified: None, unverified: claim }
+    }
+}
+
 fn display_name(id: &VerifiedIdentity) -> String {
     id.name
         .clone()
@@ -60,21 +77,21 @@ pub async fn sign_in(
             "Your account at the identity provider may not use this Arbor.".into(),
         ));
     }
-    let email = id.email.clone().unwrap_or_default().to_lowercase();
+    let emails = emails(id);
     let name = display_name(id);
 
     if let Some(user) = users::find_by_identity(db, &id.issuer, &id.subject).await? {
-        return known_identity(db, cfg, id, user, &email, &name).await;
+        return known_identity(db, cfg, id, user, &emails, &name).await;
     }
 
     // 2. Linking by email, only when enabled and the provider verified the address, and only to
-    //    an account that has no provider identity yet.
+    //    the one account with that email, which has no provider identity yet.
     if cfg.link_verified_email
-        && id.email_verified
-        && !email.is_empty()
-        && let Some((user, _)) = users::find_by_email(db, &email).await?
+        && let Some(email) = emails.verified.as_deref()
+        && let [(user, _)] = users::find_by_email(db, email).await?.as_slice()
         && !users::has_identity(db, user.id).await?
     {
+        let user = user.clone();
         if user.status != UserStatus::Active {
             return Err(DomainError::Forbidden);
         }
@@ -85,14 +102,14 @@ pub async fn sign_in(
 
     // 3. A new account: the invited role, else the mapped role, else member.
     let role = invitation.as_ref().map(|i| i.role).or_else(|| mapped_role(cfg, id)).unwrap_or(Role::Member);
-    match create(db, id, &email, &name, role, invitation.as_ref().map(|i| i.id)).await {
+    match create(db, id, &emails, &name, role, invitation.as_ref().map(|i| i.id)).await {
         Ok(user) => {
             users::touch_login(db, user.id).await?;
             Ok(user)
         }
         // A concurrent first sign-in of the same person won the unique (issuer, subject) index.
         Err(e) => match users::find_by_identity(db, &id.issuer, &id.subject).await? {
-            Some(user) => known_identity(db, cfg, id, user, &email, &name).await,
+            Some(user) => known_identity(db, cfg, id, user, &emails, &name).await,
             None => Err(e),
         },
     }
@@ -102,14 +119,18 @@ pub async fn sign_in(
 async fn create(
     db: &Db,
     id: &VerifiedIdentity,
-    email: &str,
+    emails: &Emails,
     name: &str,
     role: Role,
     invitation: Option<Uuid>,
 ) -> DomainResult<User> {
     let txn = crate::storage::Tx::begin(db).await?;
+    let email = emails.verified.as_deref().unwrap_or("");
     let user = users::insert(txn.conn(), email, name, role, UserStatus::Active).await?;
     users::set_identity(txn.conn(), user.id, &id.issuer, &id.subject).await?;
+    if emails.unverified.is_some() {
+        users::set_profile(txn.conn(), user.id, None, emails.unverified.as_deref(), name).await?;
+    }
     if let Some(invitation_id) = invitation
         && !invitation_repo::mark_accepted(txn.conn(), invitation_id, user.id).await?
     {
@@ -126,13 +147,15 @@ async fn known_identity(
     cfg: &OidcConfig,
     id: &VerifiedIdentity,
     user: User,
-    email: &str,
+    emails: &Emails,
     name: &str,
 ) -> DomainResult<User> {
     if user.status != UserStatus::Active {
         return Err(DomainError::Forbidden);
     }
-    users::set_profile(db, user.id, if email.is_empty() { &user.email } else { email }, name).await?;
+    // A verified email replaces the account's; an unverified claim never does.
+    users::set_profile(db, user.id, emails.verified.as_deref(), emails.unverified.as_deref(), name).await?;
+    let user = User { email: emails.verified.clone().unwrap_or(user.email), ..user };
     let role = mapped_role(cfg, id).unwrap_or(user.role);
     if role != user.role {
         users::set_role(db, user.id, role).await?;

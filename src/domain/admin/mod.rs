@@ -37,6 +37,8 @@ pub struct UserRow {
     pub last_login_at: Option<DateTime<Utc>>,
     /// Whether they sign in through OpenID Connect.
     pub oidc: bool,
+    /// The email their provider sent without verifying it, shown apart.
+    pub unverified_email: Option<String>,
 }
 
 /// Users page size.
@@ -49,7 +51,14 @@ pub async fn list_users(db: &Db, admin: &Admin, query: &str, page: u64) -> Domai
     let mut out = Vec::with_capacity(rows.len());
     for m in rows {
         let (created_at, last_login_at, oidc) = (m.created_at, m.last_login_at, m.oidc_subject.is_some());
-        out.push(UserRow { user: users_repo::to_domain(m)?, created_at, last_login_at, oidc });
+        let unverified_email = m.unverified_email.clone();
+        out.push(UserRow {
+            user: users_repo::to_domain(m)?,
+            created_at,
+            last_login_at,
+            oidc,
+            unverified_email,
+        });
     }
     Ok((out, total))
 }
@@ -343,7 +352,7 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
     let mut allowed = Vec::new();
     for email in form.allowed_emails.split([',', '\n', ' ']).map(str::trim).filter(|e| !e.is_empty()) {
         let email = crate::domain::accounts::normalize_email(email)?;
-        let (user, _) = users_repo::find_by_email(db, &email)
+        let user = crate::domain::accounts::one_by_email(db, &email)
             .await?
             .ok_or_else(|| DomainError::Invalid(format!("There is no user {email}.")))?;
         allowed.push(user.id);
@@ -596,7 +605,7 @@ pub async fn user_emails(
 pub async fn user_by_email(db: &Db, admin: &Admin, email: &str) -> DomainResult<Option<Uuid>> {
     let _actor = admin.actor();
     let Ok(email) = crate::domain::accounts::normalize_email(email) else { return Ok(None) };
-    Ok(users_repo::find_by_email(db, &email).await?.map(|(u, _)| u.id))
+    Ok(crate::domain::accounts::one_by_email(db, &email).await?.map(|u| u.id))
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub struct Model {
     pub password_hash: Option<String>,
     pub last_login_at: Option<DateTimeUtc>,
     pub default_model: Option<String>,
+    /// An email the identity provider sent without verifying it: shown as such, never looked up.
+    pub unverified_email: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -37,6 +37,7 @@ pub async fn insert<C: sea_orm::ConnectionTrait>(
         password_hash: Set(None),
         last_login_at: Set(None),
         default_model: Set(None),
+        unverified_email: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -62,15 +63,27 @@ pub async fn set_status(db: &Db, id: Uuid, status: UserStatus) -> StorageResult<
     Ok(())
 }
 
-/// The user with this email (compared case-insensitively; emails are stored lower-case).
-pub async fn find_by_email(db: &Db, email: &str) -> StorageResult<Option<(User, Option<String>)>> {
-    use sea_orm::{ColumnTrait, QueryFilter};
-    let row = user::Entity::find().filter(user::Column::Email.eq(email.to_lowercase())).one(db).await?;
-    row.map(|m| {
-        let hash = m.password_hash.clone();
-        to_domain(m).map(|u| (u, hash))
-    })
-    .transpose()
+/// The users with this (verified) email, compared case-insensitively (emails are stored
+/// lower-case); at most two, enough to tell "one" from "more than one". An empty email (an
+/// account whose provider verified none) matches nothing.
+pub async fn find_by_email(db: &Db, email: &str) -> StorageResult<Vec<(User, Option<String>)>> {
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    let email = email.trim().to_lowercase();
+    if email.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = user::Entity::find()
+        .filter(user::Column::Email.eq(email))
+        .order_by_asc(user::Column::CreatedAt)
+        .limit(2)
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|m| {
+            let hash = m.password_hash.clone();
+            to_domain(m).map(|u| (u, hash))
+        })
+        .collect()
 }
 
 /// Inserts a local account with a password hash.
@@ -191,11 +204,19 @@ pub async fn set_identity<C: sea_orm::ConnectionTrait>(
     Ok(())
 }
 
-/// Refreshes the display data the provider sends.
-pub async fn set_profile(db: &Db, id: Uuid, email: &str, display_name: &str) -> StorageResult<()> {
+/// Refreshes the display data the provider sends: the verified email (kept as it was when
+/// `email` is `None`), the unverified one apart, and the name.
+pub async fn set_profile<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    email: Option<&str>,
+    unverified_email: Option<&str>,
+    display_name: &str,
+) -> StorageResult<()> {
     user::ActiveModel {
         id: Set(id),
-        email: Set(email.to_lowercase()),
+        email: email.map(|e| Set(e.to_lowercase())).unwrap_or_default(),
+        unverified_email: Set(unverified_email.map(str::to_string)),
         display_name: Set(display_name.to_string()),
         updated_at: Set(Utc::now()),
         ..Default::default()

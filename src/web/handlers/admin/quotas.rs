@@ -7,6 +7,9 @@ use crate::domain::admin::quotas;
 struct QuotaRow {
     id: Uuid,
     email: String,
+    /// The "use the default" button's `hx-vals`, made by a JSON serializer (never by pasting
+    /// text into JSON); the template escapes it for the attribute.
+    inherit_vals: String,
     quota: QuotaText,
 }
 
@@ -43,7 +46,8 @@ async fn quotas_page(
     let mut rows = Vec::new();
     for (id, q) in users {
         if let Some(email) = emails.get(&id) {
-            rows.push(QuotaRow { id, email: email.clone(), quota: quota_text(&q) });
+            let inherit_vals = serde_json::json!({ "email": email, "inherit": "on" }).to_string();
+            rows.push(QuotaRow { id, email: email.clone(), inherit_vals, quota: quota_text(&q) });
         }
     }
     rows.sort_by(|a, b| a.email.cmp(&b.email));

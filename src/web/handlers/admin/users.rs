@@ -14,6 +14,9 @@ pub struct UsersQuery {
 struct UserView {
     id: Uuid,
     email: String,
+    /// What the confirmations call them: the email, else the name.
+    label: String,
+    unverified_email: Option<String>,
     display_name: String,
     role: &'static str,
     status: &'static str,
@@ -37,7 +40,9 @@ async fn users_page(
         .map(|r| UserView {
             id: r.user.id,
             is_self: r.user.id == admin.0.user.id,
+            label: if r.user.email.is_empty() { r.user.display_name.clone() } else { r.user.email.clone() },
             email: r.user.email,
+            unverified_email: r.unverified_email,
             display_name: r.user.display_name,
             role: r.user.role.as_str(),
             status: r.user.status.as_str(),
