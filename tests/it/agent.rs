@@ -665,16 +665,94 @@ async fn a_subagent_works_on_a_side_branch_and_its_answer_returns_to_the_parent(
         branch.contains("Write notes/sub.txt saying hi") && branch.contains("Sub-agent: wrote it."),
         "{branch}"
     );
+}
 
-    // In suggest mode, delegating with a writing tool asks first.
+/// SECURITY.md 58: a sub-agent's calls are decided by the parent's rules, one call per
+/// approval, with the dialog on the parent's session page; delegating approves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_calls_are_decided_one_by_one_on_the_parents_page() {
     let s = agent("suggest", |_| {}).await;
     s.c.mock.enqueue(
         Provider::OpenAi,
-        calls(&[("s2", "subagent", json!({"task": "x", "tools": ["write_file"]}))]),
+        calls(&[("s2", "subagent", json!({"task": "Write two notes", "tools": ["write_file"]}))]),
     );
+    s.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[
+            ("w1", "write_file", json!({"path": "notes/one.txt", "content": "1"})),
+            ("w2", "write_file", json!({"path": "notes/two.txt", "content": "2"})),
+        ]),
+    );
+    s.c.mock.enqueue(Provider::OpenAi, says("Sub-agent: both written."));
+    s.c.mock.enqueue(Provider::OpenAi, says("All done."));
     s.c.send_ok("Delegate", MODEL).await;
-    s.paused().await;
-    assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 1);
+    let first = s.paused().await;
+    let rows = s.calls().await;
+    let delegation = rows.iter().find(|c| c.tool_name == "subagent").unwrap();
+    assert_eq!(delegation.decision.as_deref(), Some("auto"), "delegating runs nothing by itself");
+    let waiting = rows.iter().find(|c| c.id == first).unwrap();
+    assert_eq!((waiting.tool_name.as_str(), waiting.call_id.as_str()), ("write_file", "w1"));
+    assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 2, "the sub-agent asked to write");
+    assert!(!s.folder.join("one.txt").exists());
+    // The dialog is on the parent's page.
+    let page = s.c.app.get(&format!("/s/{}", s.c.session), Some(&s.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("/tool-calls/{first}/decision")), "{page}");
+
+    // One approval runs that one call; the next call asks again.
+    assert_eq!(s.decide(first, "yes", "").await.status(), 200);
+    let second = s.paused().await;
+    assert_ne!(second, first);
+    let rows = s.calls().await;
+    let waiting = rows.iter().find(|c| c.id == second).unwrap();
+    assert_eq!(waiting.call_id, "w2");
+    assert_eq!(std::fs::read_to_string(s.folder.join("one.txt")).unwrap(), "1");
+    assert!(!s.folder.join("two.txt").exists(), "the first approval did not cover the second call");
+    assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 2);
+    let page = s.c.app.get(&format!("/s/{}", s.c.session), Some(&s.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("/tool-calls/{second}/decision")), "{page}");
+
+    assert_eq!(s.decide(second, "yes", "").await.status(), 200);
+    assert_eq!(s.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(s.folder.join("two.txt")).unwrap(), "2");
+    let rows = s.calls().await;
+    for call in ["w1", "w2"] {
+        let row = rows.iter().find(|c| c.call_id == call).unwrap();
+        assert_eq!((row.status.as_str(), row.decision.as_deref()), ("executed", Some("yes")), "{call}");
+    }
+    assert_eq!(rows.iter().find(|c| c.tool_name == "subagent").unwrap().status, "executed");
+    assert_eq!(s.c.mock.requests_for(Provider::OpenAi).len(), 4);
+    assert_eq!(s.tool_results_sent(3)[0]["content"], "Sub-agent: both written.");
+    let path = s.path().await;
+    let roles: Vec<Role> = path.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(path[3].text(), "All done.");
+
+    // "No" on a sub-agent's call ends the whole run: nothing written, the model not asked again.
+    let n = agent("suggest", |_| {}).await;
+    n.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("s3", "subagent", json!({"task": "Write", "tools": ["write_file"]}))]),
+    );
+    n.c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("w3", "write_file", json!({"path": "notes/no.txt", "content": "x"}))]),
+    );
+    n.c.send_ok("Delegate", MODEL).await;
+    let call = n.paused().await;
+    assert_eq!(n.decide(call, "no", "").await.status(), 200);
+    assert_eq!(n.ended().await, "cancelled");
+    assert!(!n.folder.join("no.txt").exists());
+    assert_eq!(n.c.mock.requests_for(Provider::OpenAi).len(), 2);
+    let path = n.path().await;
+    let last = path.last().unwrap();
+    assert_eq!(last.role, Role::Tool);
+    let result = match last.parts.first() {
+        Some(arbor::providers::types::Part::ToolResult { content, is_error, .. }) => {
+            (content.clone(), *is_error)
+        }
+        other => panic!("{other:?}"),
+    };
+    assert!(result.1 && result.0.contains("refused"), "{result:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,19 @@ pub(super) enum Flow {
     Ended { status: &'static str, error: Option<String> },
 }
 
+/// What running an approved call came to.
+pub(super) enum Executed {
+    /// Its output.
+    Output(ToolOutput),
+    /// A sub-agent's own call waits for a person; the run pauses.
+    SubagentWaits,
+    /// A person refused a sub-agent's call with "no": the run ends.
+    SubagentRefused,
+}
+
+/// What a sub-agent's call result says while one of its calls waits for a decision.
+pub(super) const SUBAGENT_WAITS: &str = "The sub-agent paused for a decision on one of its tool calls.";
+
 /// What a decision did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decided {
@@ -62,9 +75,9 @@ pub enum Decided {
 
 /// A call as the model made it.
 pub(super) struct ModelCall {
-    id: String,
-    name: String,
-    arguments: Value,
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) arguments: Value,
 }
 
 pub(super) fn calls_in(parts: &[Part]) -> Vec<ModelCall> {
@@ -262,12 +275,7 @@ impl RunEngine {
         answer: Uuid,
     ) -> DomainResult<Flow> {
         let session = sessions::get_session(&self.db, &job.actor, job.session_id).await?;
-        let workspace = sessions::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
-        let mode = agent::effective_mode(
-            session.approval_mode.as_deref(),
-            &workspace.approval_mode,
-            self.agent.loosest,
-        );
+        let mode = self.approval_mode(job, &session).await?;
         let answer_message =
             messages::find_message(&self.db, session.id, answer).await?.ok_or(DomainError::NotFound)?;
         let mut last = answer;
@@ -292,9 +300,13 @@ impl RunEngine {
             )
             .await?;
             if let Some(result) = row.result_message_id {
-                let answered = messages::find_message(&self.db, session.id, result)
-                    .await?
-                    .is_some_and(|m| m.status != MessageStatus::Streaming);
+                // A sub-agent waiting for a decision left its result saying so, and its row
+                // approved: it is not answered until the sub-agent finishes.
+                let waiting_subagent = row.tool_name == "subagent" && row.status == "approved";
+                let answered = !waiting_subagent
+                    && messages::find_message(&self.db, session.id, result)
+                        .await?
+                        .is_some_and(|m| m.status != MessageStatus::Streaming);
                 if answered {
                     last = result;
                     if row.decision.as_deref() == Some("no") {
@@ -308,35 +320,14 @@ impl RunEngine {
                     // Nothing runs for a tool that does not exist; the model is told so.
                     None => false,
                     Some(tool) => {
-                        let ask = if tool.spec.name == "subagent" {
-                            crate::domain::runs::subagent::subagent_needs_confirmation(
-                                &job.tools,
-                                &call.arguments,
-                                mode,
-                                self.agent.sandboxed(),
-                            )
-                        } else {
-                            agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed())
-                        };
-                        if !ask {
-                            repo::set_call_status(&self.db, row.id, "approved", Some("auto")).await?;
-                            true
-                        } else if agent::rule_allows(
-                            &self.db,
-                            job.owner_id,
-                            session.id,
-                            session.workspace_id,
-                            tool,
-                            &call.arguments,
-                        )
-                        .await?
+                        if !self
+                            .approved_without_asking(job, &session, mode, tool, &call.arguments, row.id)
+                            .await?
                         {
-                            repo::set_call_status(&self.db, row.id, "approved", Some("rule")).await?;
-                            true
-                        } else {
                             repo::await_confirmation(&self.db, job.run_id).await?;
                             return Ok(Flow::Paused);
                         }
+                        true
                     }
                 },
                 "approved" => true,
@@ -375,9 +366,21 @@ impl RunEngine {
                     out = self.execute(job, &session, &call, offered.as_ref()) => Some(out),
                 };
                 match run {
-                    Some(out) => {
+                    Some(Executed::Output(out)) => {
                         let status = if out.is_error { "failed" } else { "executed" };
                         (out, status)
+                    }
+                    Some(Executed::SubagentWaits) => {
+                        // Readable while it waits (and after a restart); replaced when it is done.
+                        let waiting = ToolOutput::ok(SUBAGENT_WAITS);
+                        self.store_result(&call, result_id, &waiting, MessageStatus::Complete).await?;
+                        return Ok(Flow::Paused);
+                    }
+                    Some(Executed::SubagentRefused) => {
+                        let refused = ToolOutput::error(refusal(Some("no")));
+                        self.store_result(&call, result_id, &refused, MessageStatus::Complete).await?;
+                        repo::set_call_outcome(&self.db, row.id, "failed", None).await?;
+                        return Ok(Flow::Ended { status: "cancelled", error: None });
                     }
                     None => {
                         let stopped = ToolOutput {
@@ -430,11 +433,51 @@ impl RunEngine {
         session: &ChatSession,
         call: &ModelCall,
         tool: Option<&OfferedTool>,
-    ) -> ToolOutput {
+    ) -> Executed {
         if call.name == "subagent" {
             return self.run_subagent(job, session, job.message_id, &call.arguments).await;
         }
-        self.run_tool(job, session, &call.name, tool, &call.arguments).await
+        Executed::Output(self.run_tool(job, session, &call.name, tool, &call.arguments).await)
+    }
+
+    /// The approval mode for this session's calls.
+    pub(super) async fn approval_mode(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+    ) -> DomainResult<agent::ApprovalMode> {
+        let workspace = sessions::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
+        Ok(agent::effective_mode(
+            session.approval_mode.as_deref(),
+            &workspace.approval_mode,
+            self.agent.loosest,
+        ))
+    }
+
+    /// Decides a proposed call by the rules alone, recording why it may run; `false` means a
+    /// person must decide. The same rules hold for a sub-agent's calls (SECURITY.md 58). The
+    /// `subagent` call itself only delegates: each call the sub-agent makes is decided alone.
+    pub(super) async fn approved_without_asking(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+        mode: agent::ApprovalMode,
+        tool: &OfferedTool,
+        arguments: &Value,
+        row_id: Uuid,
+    ) -> DomainResult<bool> {
+        if tool.spec.name == "subagent" || !agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed())
+        {
+            repo::set_call_status(&self.db, row_id, "approved", Some("auto")).await?;
+            return Ok(true);
+        }
+        if agent::rule_allows(&self.db, job.owner_id, session.id, session.workspace_id, tool, arguments)
+            .await?
+        {
+            repo::set_call_status(&self.db, row_id, "approved", Some("rule")).await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Runs one tool call (not `subagent`): an MCP server's, `write_todo`, or a built-in.

@@ -52,9 +52,12 @@ impl RunEngine {
             .await?
             .ok_or(DomainError::NotFound)?;
         let reference = answer.model.clone().unwrap_or_default();
-        // Refusing ends the run without calling the model; anything else needs it again.
+        let all = messages::session_messages(&self.db, session.id).await?;
+        let resume_at = self.resume_answer(session.id, &all, answer.id).await?;
+        // Refusing ends the run without calling the model; anything else needs it again. A
+        // sub-agent's refused call ends its run through the parent, which records the refusal.
         let model = match decision {
-            Decision::No => None,
+            Decision::No if resume_at == answer.id => None,
             _ => Some(self.admit_model(actor, &reference).await?),
         };
         if decision == Decision::Explain {
@@ -62,7 +65,6 @@ impl RunEngine {
             self.explain(actor, &session, &row, &answer.id, model).await?;
             return Ok(Decided::Explained);
         }
-        let all = messages::session_messages(&self.db, session.id).await?;
         // The result goes under the last answered call of this answer, or the answer itself.
         let calls = repo::calls_of_message(&self.db, answer.id).await?;
         let parent = calls
@@ -143,9 +145,8 @@ impl RunEngine {
         match job {
             Some(job) => {
                 let engine = self.clone();
-                let answer_id = answer.id;
                 tokio::spawn(async move {
-                    engine.run_loop(job, publisher, Start::Calls { answer: answer_id }).await
+                    engine.run_loop(job, publisher, Start::Calls { answer: resume_at }).await
                 });
             }
             None => {
@@ -154,6 +155,31 @@ impl RunEngine {
             }
         }
         Ok(Decided::Resumed { result_message_id: result_id })
+    }
+
+    /// The answer a decision resumes the run at: the call's own, or, for a call a sub-agent
+    /// made, the parent's answer holding the `subagent` call (the sub-agent resumes inside it).
+    /// A sub-agent's branch starts with its task: a user message under the `subagent` result
+    /// that the result's path does not choose.
+    async fn resume_answer(
+        &self,
+        session_id: Uuid,
+        all: &[tree::Message],
+        answer_id: Uuid,
+    ) -> DomainResult<Uuid> {
+        let path = tree::path_to(all, answer_id);
+        for pair in path.windows(2).rev() {
+            let (above, below) = (&pair[0], &pair[1]);
+            if below.role == Role::User
+                && above.role == Role::Tool
+                && above.chosen_child_id != Some(below.id)
+                && let Some(row) = repo::call_by_result(&self.db, session_id, above.id).await?
+                && row.tool_name == "subagent"
+            {
+                return Ok(row.message_id);
+            }
+        }
+        Ok(answer_id)
     }
 
     /// Quota check and model resolution for a resumed run.

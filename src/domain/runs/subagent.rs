@@ -1,8 +1,10 @@
 //! The `subagent` tool: a nested run on a branch below the call's result, with its own
-//! system prompt and a subset of the parent's tools. Its messages are written whole (never
-//! left streaming), so stopping the parent leaves a readable branch; its final answer is the
-//! call's result. The branch hangs off the result without being chosen, so the parent's path
-//! goes on to its next answer while the sub-agent's work stays one sibling switch away.
+//! system prompt and a subset of the parent's tools. Its answers are written whole; its final
+//! answer is the call's result. The branch hangs off the result without being chosen, so the
+//! parent's path goes on to its next answer while the sub-agent's work stays one sibling switch
+//! away. Each call the sub-agent makes is decided like the parent's (SECURITY.md 58): where the
+//! parent would ask, the run pauses with the dialog on the parent's page, one call per
+//! decision, and the decision resumes the sub-agent from its branch.
 
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -11,13 +13,15 @@ use uuid::Uuid;
 
 use crate::domain::agent::{self, OfferedTool};
 use crate::domain::providers::describe_error;
+use crate::domain::runs::agent_loop::{Executed, calls_in, refusal};
 use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Accumulator, Job, RunEngine};
 use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, MessageStatus, MessageUsage, Role};
 use crate::providers::types::{Part, ProviderEvent};
+use crate::storage::repos::agent::{self as repo, NewToolCall};
 use crate::storage::repos::messages::{self, NewMessage};
-use crate::tools::ToolOutput;
+use crate::tools::{self, ToolOutput};
 
 /// Most model calls one sub-agent makes.
 pub const SUBAGENT_MAX_STEPS: usize = 20;
@@ -50,21 +54,6 @@ pub fn subagent_tools(parent: &[OfferedTool], args: &Value) -> Result<Vec<Offere
     Ok(out)
 }
 
-/// Whether a sub-agent call waits for a person: when any tool it would get does (approving
-/// the delegation approves its tools for that task).
-pub fn subagent_needs_confirmation(
-    parent: &[OfferedTool],
-    args: &Value,
-    mode: agent::ApprovalMode,
-    sandboxed: bool,
-) -> bool {
-    match subagent_tools(parent, args) {
-        Ok(tools) => tools.iter().any(|t| agent::needs_confirmation(t.risk, mode, sandboxed)),
-        // A bad call is answered with an error, which needs nobody's approval.
-        Err(_) => false,
-    }
-}
-
 fn text_of(parts: &[Part]) -> String {
     parts
         .iter()
@@ -72,52 +61,88 @@ fn text_of(parts: &[Part]) -> String {
         .collect()
 }
 
+/// The sub-agent's branch from its task down, following the chosen (else newest) children.
+fn side_path(all: &[tree::Message], task_id: Uuid) -> Vec<&tree::Message> {
+    let index = tree::TreeIndex::new(all);
+    let mut path = Vec::new();
+    let mut next = index.get(task_id);
+    while let Some(m) = next {
+        if path.len() > all.len() {
+            break;
+        }
+        path.push(m);
+        let kids = index.children(Some(m.id));
+        next =
+            m.chosen_child_id.and_then(|c| kids.iter().find(|k| k.id == c)).or_else(|| kids.last()).copied();
+    }
+    path
+}
+
+/// What working through a sub-agent answer's calls came to.
+enum SideCalls {
+    /// All answered; the next answer goes under `last`.
+    Next { last: Uuid },
+    /// One waits for a person.
+    Waits,
+    /// A person said no: the run ends.
+    Refused,
+}
+
 impl RunEngine {
-    /// Runs a sub-agent for the call whose result message is `result_id`.
+    /// Runs (or, after a decision, resumes) a sub-agent for the call whose result message is
+    /// `result_id`. Its state is the branch under that result, so a decision on one of its
+    /// calls, even after a restart, picks up where it waited.
     pub(super) async fn run_subagent(
         &self,
         job: &Job,
         session: &ChatSession,
         result_id: Uuid,
         args: &Value,
-    ) -> ToolOutput {
+    ) -> Executed {
         let task = args.get("task").and_then(Value::as_str).map(str::trim).unwrap_or_default();
         if task.is_empty() {
-            return ToolOutput::error("subagent needs \"task\": what the sub-agent should do.");
+            return Executed::Output(ToolOutput::error(
+                "subagent needs \"task\": what the sub-agent should do.",
+            ));
         }
         if task.chars().count() > MAX_TASK_CHARS {
-            return ToolOutput::error(format!("The task is longer than {MAX_TASK_CHARS} characters."));
+            return Executed::Output(ToolOutput::error(format!(
+                "The task is longer than {MAX_TASK_CHARS} characters."
+            )));
         }
         let system = match args.get("system_prompt") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.chars().count() <= MAX_TASK_CHARS => Some(s.clone()),
             Some(_) => {
-                return ToolOutput::error("\"system_prompt\" must be text of at most 20000 characters.");
+                return Executed::Output(ToolOutput::error(
+                    "\"system_prompt\" must be text of at most 20000 characters.",
+                ));
             }
         };
         let tools = match subagent_tools(&job.tools, args) {
             Ok(t) => t,
-            Err(m) => return ToolOutput::error(m),
+            Err(m) => return Executed::Output(ToolOutput::error(m)),
         };
         match self.subagent_steps(job, session, result_id, task, system.as_deref(), &tools).await {
             Ok(out) => out,
             Err(e) => {
                 tracing::error!(error = %e, "a sub-agent could not store its work");
-                ToolOutput::error("The sub-agent failed while storing its work.")
+                Executed::Output(ToolOutput::error("The sub-agent failed while storing its work."))
             }
         }
     }
 
-    async fn subagent_steps(
+    /// The sub-agent's task message under `result_id`: the one written before, or a new one.
+    async fn subagent_task(
         &self,
-        job: &Job,
         session: &ChatSession,
         result_id: Uuid,
         task: &str,
-        system: Option<&str>,
-        tools: &[OfferedTool],
-    ) -> Result<ToolOutput, crate::storage::StorageError> {
-        let reference = job.model.reference();
+    ) -> Result<Uuid, crate::storage::StorageError> {
+        let all = messages::session_messages(&self.db, session.id).await?;
+        if let Some(existing) = all.iter().find(|m| m.parent_id == Some(result_id) && m.role == Role::User) {
+            return Ok(existing.id);
+        }
         let task_id = Uuid::now_v7();
         let task_parts = [Part::Text { text: task.to_string() }];
         let task_message = NewMessage {
@@ -131,10 +156,49 @@ impl RunEngine {
         };
         // Not chosen: the parent's path continues past the result with its own next answer.
         messages::insert_detached(&self.db, session.id, &task_message).await?;
-        let mut last = task_id;
-        for _ in 0..SUBAGENT_MAX_STEPS {
+        Ok(task_id)
+    }
+
+    async fn subagent_steps(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+        result_id: Uuid,
+        task: &str,
+        system: Option<&str>,
+        tools: &[OfferedTool],
+    ) -> Result<Executed, crate::domain::DomainError> {
+        let reference = job.model.reference();
+        let task_id = self.subagent_task(session, result_id, task).await?;
+        let mode = self.approval_mode(job, session).await?;
+        loop {
             let all = messages::session_messages(&self.db, session.id).await?;
-            let full = tree::path_to(&all, last);
+            let side = side_path(&all, task_id);
+            let steps = side.iter().filter(|m| m.role == Role::Assistant).count();
+            let latest = side.iter().rev().find(|m| m.role == Role::Assistant).map(|m| (*m).clone());
+            let parent = match latest {
+                None => task_id,
+                Some(answer) if calls_in(&answer.parts).is_empty() => {
+                    let text = text_of(&answer.parts);
+                    let text = if text.trim().is_empty() {
+                        "The sub-agent finished without an answer.".into()
+                    } else {
+                        text
+                    };
+                    return Ok(Executed::Output(ToolOutput::ok(text)));
+                }
+                Some(answer) => match self.work_side_calls(job, session, &answer, tools, mode).await? {
+                    SideCalls::Next { last } => last,
+                    SideCalls::Waits => return Ok(Executed::SubagentWaits),
+                    SideCalls::Refused => return Ok(Executed::SubagentRefused),
+                },
+            };
+            if steps >= SUBAGENT_MAX_STEPS {
+                return Ok(Executed::Output(ToolOutput::error(format!(
+                    "The sub-agent did not finish within {SUBAGENT_MAX_STEPS} steps."
+                ))));
+            }
+            let full = tree::path_to(&all, parent);
             let from = full.iter().position(|m| m.id == task_id).unwrap_or(0);
             let mut request = context::render(&ContextInput {
                 system,
@@ -152,18 +216,18 @@ impl RunEngine {
             let mut stream = match job.model.chat.stream(&request).await {
                 Ok(s) => s,
                 Err(e) => {
-                    return Ok(ToolOutput::error(format!(
+                    return Ok(Executed::Output(ToolOutput::error(format!(
                         "The sub-agent's model call failed: {}",
                         describe_error(&e)
-                    )));
+                    ))));
                 }
             };
             while let Some(ev) = stream.next().await {
                 if let ProviderEvent::Error(e) = &ev {
-                    return Ok(ToolOutput::error(format!(
+                    return Ok(Executed::Output(ToolOutput::error(format!(
                         "The sub-agent's model call failed: {}",
                         describe_error(e)
-                    )));
+                    ))));
                 }
                 acc.apply(ev);
             }
@@ -171,10 +235,9 @@ impl RunEngine {
             if let Some(u) = usage {
                 self.record_usage(job, u, started).await;
             }
-            let answer_id = Uuid::now_v7();
             let answer = NewMessage {
-                id: answer_id,
-                parent_id: Some(last),
+                id: Uuid::now_v7(),
+                parent_id: Some(parent),
                 role: Role::Assistant,
                 parts: &acc.parts,
                 model: Some(&reference),
@@ -182,47 +245,108 @@ impl RunEngine {
                 client_id: None,
             };
             messages::insert_chosen(&self.db, session.id, &answer).await?;
-            last = answer_id;
-            let calls: Vec<(String, String, Value)> = acc
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::ToolCall { id, name, arguments, .. } => {
-                        Some((id.clone(), name.clone(), arguments.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if calls.is_empty() {
-                let text = text_of(&acc.parts);
-                let text = if text.trim().is_empty() {
-                    "The sub-agent finished without an answer.".into()
-                } else {
-                    text
-                };
-                return Ok(ToolOutput::ok(text));
+        }
+    }
+
+    /// Records, decides and runs the calls of one sub-agent answer, in order, under the same
+    /// rules as the parent's calls: one decision per call, asked on the parent's page.
+    async fn work_side_calls(
+        &self,
+        job: &Job,
+        session: &ChatSession,
+        answer: &tree::Message,
+        tools: &[OfferedTool],
+        mode: agent::ApprovalMode,
+    ) -> Result<SideCalls, crate::domain::DomainError> {
+        let mut last = answer.id;
+        for (position, call) in calls_in(&answer.parts).into_iter().enumerate() {
+            let offered = tools.iter().find(|t| t.spec.name == call.name);
+            let canonical = tools::canonical_arguments(&call.arguments);
+            let row = repo::ensure_call(
+                &self.db,
+                &NewToolCall {
+                    run_id: job.run_id,
+                    session_id: session.id,
+                    owner_id: job.owner_id,
+                    message_id: answer.id,
+                    call_id: &call.id,
+                    position: i32::try_from(position).unwrap_or(i32::MAX),
+                    tool_name: &call.name,
+                    arguments: &canonical,
+                    args_hash: &agent::call_hash(&call.name, &canonical),
+                    tool_digest: offered.map_or("", |t| t.digest.as_str()),
+                    risk: offered.map_or("exec", |t| t.risk.as_str()),
+                },
+            )
+            .await?;
+            if let Some(result) = row.result_message_id
+                && messages::find_message(&self.db, session.id, result)
+                    .await?
+                    .is_some_and(|m| m.status != MessageStatus::Streaming)
+            {
+                last = result;
+                if row.decision.as_deref() == Some("no") {
+                    return Ok(SideCalls::Refused);
+                }
+                continue;
             }
-            for (call_id, name, arguments) in calls {
-                let output = match tools.iter().find(|t| t.spec.name == name) {
-                    None => ToolOutput::error(format!("There is no tool named {name:?} here.")),
-                    Some(tool) => self.run_tool(job, session, &name, Some(tool), &arguments).await,
-                };
-                let parts =
-                    [Part::ToolResult { call_id, name, content: output.content, is_error: output.is_error }];
-                let id = Uuid::now_v7();
-                let result = NewMessage {
-                    id,
-                    parent_id: Some(last),
-                    role: Role::Tool,
-                    parts: &parts,
-                    model: None,
-                    status: MessageStatus::Complete,
-                    client_id: None,
-                };
-                messages::insert_chosen(&self.db, session.id, &result).await?;
-                last = id;
+            let approved = match (row.status.as_str(), offered) {
+                ("proposed", Some(tool)) => {
+                    if !self
+                        .approved_without_asking(job, session, mode, tool, &call.arguments, row.id)
+                        .await?
+                    {
+                        repo::await_confirmation(&self.db, job.run_id).await?;
+                        return Ok(SideCalls::Waits);
+                    }
+                    true
+                }
+                ("approved", Some(_)) => true,
+                _ => false,
+            };
+            let result_id = match row.result_message_id {
+                Some(id) => id,
+                None => {
+                    let id = Uuid::now_v7();
+                    let placeholder = NewMessage {
+                        id,
+                        parent_id: Some(last),
+                        role: Role::Tool,
+                        parts: &[],
+                        model: None,
+                        status: MessageStatus::Streaming,
+                        client_id: None,
+                    };
+                    repo::open_message(&self.db, session.id, job.run_id, &placeholder, Some(row.id)).await?;
+                    id
+                }
+            };
+            let (output, status) = match offered {
+                None => {
+                    (ToolOutput::error(format!("There is no tool named {:?} here.", call.name)), "failed")
+                }
+                Some(tool) if approved => {
+                    let out = self.run_tool(job, session, &call.name, Some(tool), &call.arguments).await;
+                    let status = if out.is_error { "failed" } else { "executed" };
+                    (out, status)
+                }
+                Some(_) => (ToolOutput::error(refusal(row.decision.as_deref())), "denied"),
+            };
+            let parts = [Part::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: output.content.clone(),
+                is_error: output.is_error,
+            }];
+            repo::close_message(&self.db, result_id, &parts, MessageStatus::Complete, None, None).await?;
+            if status != "denied" {
+                repo::set_call_outcome(&self.db, row.id, status, output.diff.as_deref()).await?;
+            }
+            last = result_id;
+            if row.decision.as_deref() == Some("no") {
+                return Ok(SideCalls::Refused);
             }
         }
-        Ok(ToolOutput::error(format!("The sub-agent did not finish within {SUBAGENT_MAX_STEPS} steps.")))
+        Ok(SideCalls::Next { last })
     }
 }

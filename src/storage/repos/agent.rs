@@ -92,6 +92,19 @@ pub async fn calls_of_message(db: &Db, message_id: Uuid) -> StorageResult<Vec<to
         .await?)
 }
 
+/// The session's call whose result is this message, if any.
+pub async fn call_by_result(
+    db: &Db,
+    session_id: Uuid,
+    result_id: Uuid,
+) -> StorageResult<Option<tool_call::Model>> {
+    Ok(tool_call::Entity::find()
+        .filter(tool_call::Column::SessionId.eq(session_id))
+        .filter(tool_call::Column::ResultMessageId.eq(result_id))
+        .one(db)
+        .await?)
+}
+
 /// Every call recorded in a session (for showing statuses on cards).
 pub async fn calls_of_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<tool_call::Model>> {
     Ok(tool_call::Entity::find()
