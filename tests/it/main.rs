@@ -12,6 +12,7 @@ mod authz;
 mod canary;
 mod cli;
 mod crash;
+mod csp;
 mod e2e;
 mod events;
 mod files;
