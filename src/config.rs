@@ -56,6 +56,20 @@ pub struct Config {
     pub files: FilesConfig,
     /// Chat search.
     pub search: SearchConfig,
+    /// What one member may hold at once.
+    pub limits: LimitsConfig,
+}
+
+/// What one member may hold at once (SECURITY.md 54).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Answers being written at once.
+    pub runs_per_member: usize,
+    /// Live event streams at once.
+    pub streams_per_member: usize,
+    /// Uploads being received at once.
+    pub uploads_per_member: usize,
 }
 
 /// Chat search.

@@ -10,6 +10,7 @@ pub mod domain;
 pub mod events;
 pub mod gateway;
 pub mod index;
+pub mod limits;
 pub mod mail;
 pub mod model;
 pub mod netguard;
@@ -87,7 +88,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let env = vault::handover::process_env();
     let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
-    let runs = RunRegistry::new(config.events.channel_capacity);
+    let runs =
+        RunRegistry::new(config.events.channel_capacity).with_owner_limit(config.limits.runs_per_member);
     let oidc = auth::oidc::Oidc::new(&config.oidc, &config.public_url())
         .map_err(|e| StartupError::Oidc(e.to_string()))?
         .map(Arc::new);
@@ -145,6 +147,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         oidc,
         login_limiter: auth::ratelimit::RateLimiter::default(),
         passwords: auth::passwords::Hasher::default(),
+        streams: limits::MemberSlots::default(),
+        uploads: limits::MemberSlots::default(),
         usage,
         vault,
         blobs,
@@ -168,6 +172,7 @@ pub fn file_settings(c: &config::FilesConfig) -> domain::files::FileSettings {
         },
         upload_ttl: Duration::from_secs(c.upload_ttl_hours.saturating_mul(3600)),
         gc_grace: Duration::from_secs(3600),
+        reservations: domain::files::Reservations::default(),
     }
 }
 

@@ -43,6 +43,10 @@ pub struct AppState {
     pub engine: crate::domain::runs::RunEngine,
     /// Sign-in attempt counters.
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
+    /// Live event streams each member holds (SECURITY.md 54).
+    pub streams: crate::limits::MemberSlots,
+    /// Uploads each member is sending (SECURITY.md 54).
+    pub uploads: crate::limits::MemberSlots,
     /// Password hashing, at most one hash per core at once (SECURITY.md 53).
     pub passwords: crate::auth::passwords::Hasher,
     /// The opened key vault.

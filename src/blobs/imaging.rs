@@ -36,6 +36,14 @@ impl Default for ImageLimits {
     }
 }
 
+/// The server-wide gate on image decoding.
+fn decoders() -> &'static tokio::sync::Semaphore {
+    static DECODERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    DECODERS.get_or_init(|| {
+        tokio::sync::Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+    })
+}
+
 /// A processed image, ready to be stored.
 pub struct Prepared {
     /// The image to store: resized (longest side ≤ `max_side`; PNG stays PNG, JPEG stays JPEG, WebP
@@ -71,6 +79,9 @@ impl std::fmt::Debug for Prepared {
 /// `max_pixels` pixels is [`BlobError::ImageTooLarge`], decided from the header alone.
 pub async fn prepare_image(bytes: Vec<u8>, kind: Kind, limits: &ImageLimits) -> Result<Prepared, BlobError> {
     let limits = *limits;
+    // A decode may take hundreds of MB and a core for a while: no more run at once than the
+    // machine has cores, whoever sent them (SECURITY.md 54); the rest wait their turn.
+    let _permit = decoders().acquire().await.map_err(|_| BlobError::BadImage)?;
     match tokio::task::spawn_blocking(move || prepare(bytes, kind, &limits)).await {
         Ok(result) => result,
         // A decoder that panics on hostile input means a bad image, not a failed request.

@@ -141,6 +141,15 @@ impl Config {
         if !(10..=600_000).contains(&self.search.commit_interval_ms) {
             return bad("search.commit_interval_ms", "must be between 10 and 600000");
         }
+        for (key, value) in [
+            ("limits.runs_per_member", self.limits.runs_per_member),
+            ("limits.streams_per_member", self.limits.streams_per_member),
+            ("limits.uploads_per_member", self.limits.uploads_per_member),
+        ] {
+            if !(1..=10_000).contains(&value) {
+                return bad(key, "must be between 1 and 10000");
+            }
+        }
         if self.events.channel_capacity < 16 {
             return bad("events.channel_capacity", "must be at least 16");
         }

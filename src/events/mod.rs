@@ -5,7 +5,7 @@
 
 pub mod registry;
 
-pub use registry::{Envelope, RunPublisher, RunRegistry, RunSnapshot, Subscription};
+pub use registry::{BeginError, Envelope, RunPublisher, RunRegistry, RunSnapshot, Subscription};
 
 use uuid::Uuid;
 

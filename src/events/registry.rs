@@ -67,6 +67,8 @@ pub struct Subscription {
 }
 
 struct LiveRun {
+    /// Whose run it is, when counted against a per-member limit.
+    owner: Option<Uuid>,
     snapshot: RunSnapshot,
     sender: broadcast::Sender<Arc<Envelope>>,
     cancel: watch::Sender<bool>,
@@ -82,6 +84,22 @@ struct Inner {
 pub struct RunRegistry {
     inner: Arc<Mutex<Inner>>,
     capacity: usize,
+    /// Most live runs one member may have at once (SECURITY.md 54).
+    per_owner: usize,
+}
+
+/// Why a run could not begin.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BeginError {
+    /// The session already has a live run.
+    #[error("this session already has a running reply")]
+    AlreadyRunning,
+    /// The member has as many live runs as they may.
+    #[error("too many replies at once")]
+    TooMany {
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// Returned when a session already has a live run.
@@ -92,7 +110,50 @@ pub struct AlreadyRunning;
 impl RunRegistry {
     /// An empty registry whose per-session channels buffer `capacity` events.
     pub fn new(capacity: usize) -> Self {
-        RunRegistry { inner: Arc::new(Mutex::new(Inner::default())), capacity: capacity.max(16) }
+        RunRegistry {
+            inner: Arc::new(Mutex::new(Inner::default())),
+            capacity: capacity.max(16),
+            per_owner: usize::MAX,
+        }
+    }
+
+    /// The same registry, allowing each member at most `max` live runs at once.
+    pub fn with_owner_limit(mut self, max: usize) -> Self {
+        self.per_owner = max.max(1);
+        self
+    }
+
+    /// Like [`RunRegistry::begin`], for a run of `owner`, who may have only so many at once.
+    pub fn begin_owned(
+        &self,
+        owner: Uuid,
+        session_id: Uuid,
+        run_id: Uuid,
+        message_id: Option<Uuid>,
+    ) -> Result<RunPublisher, BeginError> {
+        let mut inner = self.lock();
+        if inner.runs.contains_key(&session_id) {
+            return Err(BeginError::AlreadyRunning);
+        }
+        if inner.runs.values().filter(|r| r.owner == Some(owner)).count() >= self.per_owner {
+            return Err(BeginError::TooMany { max: self.per_owner });
+        }
+        Ok(self.insert(&mut inner, Some(owner), session_id, run_id, message_id))
+    }
+
+    fn insert(
+        &self,
+        inner: &mut Inner,
+        owner: Option<Uuid>,
+        session_id: Uuid,
+        run_id: Uuid,
+        message_id: Option<Uuid>,
+    ) -> RunPublisher {
+        let (sender, _) = broadcast::channel(self.capacity);
+        let (cancel, cancelled) = watch::channel(false);
+        let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
+        inner.runs.insert(session_id, LiveRun { owner, snapshot, sender, cancel });
+        RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -112,11 +173,7 @@ impl RunRegistry {
         if inner.runs.contains_key(&session_id) {
             return Err(AlreadyRunning);
         }
-        let (sender, _) = broadcast::channel(self.capacity);
-        let (cancel, cancelled) = watch::channel(false);
-        let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
-        inner.runs.insert(session_id, LiveRun { snapshot, sender, cancel });
-        Ok(RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false })
+        Ok(self.insert(&mut inner, None, session_id, run_id, message_id))
     }
 
     /// Asks a session's live run to stop; false when none is running.

@@ -18,6 +18,7 @@ mod events;
 mod files;
 mod gateway;
 mod invitations;
+mod limits;
 mod migrations;
 mod oidc;
 mod oidc_real;

@@ -17,6 +17,9 @@ use crate::storage::Db;
 use crate::storage::entities::attachment;
 use crate::storage::repos::files::{self as repo, NewUpload};
 
+mod reservations;
+pub use reservations::{Reservation, Reservations};
+
 /// Upload limits and image handling.
 #[derive(Debug, Clone)]
 pub struct FileSettings {
@@ -30,6 +33,8 @@ pub struct FileSettings {
     pub upload_ttl: Duration,
     /// Unreferenced blobs younger than this are kept (an upload may be on its way).
     pub gc_grace: Duration,
+    /// Bytes promised to uploads being processed.
+    pub reservations: Reservations,
 }
 
 impl Default for FileSettings {
@@ -40,6 +45,7 @@ impl Default for FileSettings {
             images: ImageLimits::default(),
             upload_ttl: Duration::from_secs(24 * 3600),
             gc_grace: Duration::from_secs(3600),
+            reservations: Reservations::default(),
         }
     }
 }
@@ -109,13 +115,8 @@ pub async fn upload(
             readable_size(i64::try_from(settings.max_file_bytes).unwrap_or(i64::MAX))
         )));
     }
-    let used = u64::try_from(repo::user_bytes(db, actor.user_id()).await?).unwrap_or(0);
-    if used + size > settings.user_quota_bytes {
-        return Err(DomainError::Invalid(format!(
-            "Your files would take more than {}, your storage limit: remove some first.",
-            readable_size(i64::try_from(settings.user_quota_bytes).unwrap_or(i64::MAX))
-        )));
-    }
+    let reservation =
+        settings.reservations.reserve(db, actor.user_id(), size, settings.user_quota_bytes).await?;
     let name = blobs::clean_file_name(file_name);
     let kind = Kind::sniff(&bytes);
     let (main, main_kind, thumb, dims) = if kind.is_raster_image() {
@@ -150,6 +151,7 @@ pub async fn upload(
         },
     )
     .await?;
+    reservation.release().await;
     // A collection may have taken a file it thought unreferenced between our write and our row:
     // the row now protects it, so write it again if it went.
     if !store.exists(&stored.hash).await {
@@ -169,6 +171,18 @@ pub async fn upload(
         size: readable_size(row.size),
         mime: row.mime,
     })
+}
+
+/// Refuses an upload from its declared length, before its body is read: too large for one
+/// file, or more than the actor's quota holds with what is stored and being uploaded.
+pub async fn check_room(db: &Db, settings: &FileSettings, actor: &Actor, declared: u64) -> DomainResult<()> {
+    if declared > settings.max_file_bytes {
+        return Err(DomainError::Invalid(format!(
+            "The file is larger than {} (the limit per file).",
+            readable_size(i64::try_from(settings.max_file_bytes).unwrap_or(i64::MAX))
+        )));
+    }
+    settings.reservations.check(db, actor.user_id(), declared, settings.user_quota_bytes).await
 }
 
 /// Removes one of the actor's unsent uploads.

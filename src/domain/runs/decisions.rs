@@ -74,8 +74,10 @@ impl RunEngine {
             .rfind(|id| all.iter().any(|m| m.id == *id))
             .unwrap_or(answer.id);
         let result_id = Uuid::now_v7();
-        let publisher = match self.registry.begin(session.id, run.id, Some(result_id)) {
+        let publisher = match self.registry.begin_owned(actor.user_id(), session.id, run.id, Some(result_id))
+        {
             Ok(p) => p,
+            Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(super::begin_refused(e)),
             Err(_) => {
                 // Another tab's decision holds the run: it is recorded in a moment.
                 for _ in 0..40 {

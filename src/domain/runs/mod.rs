@@ -122,6 +122,19 @@ fn busy() -> DomainError {
     DomainError::Conflict("A reply is still being written: stop it or wait for it to finish.".into())
 }
 
+/// A run that could not begin, in the person's terms.
+fn begin_refused(e: crate::events::BeginError) -> DomainError {
+    match e {
+        crate::events::BeginError::AlreadyRunning => busy(),
+        crate::events::BeginError::TooMany { max } => DomainError::Limited(
+            format!(
+                "You have {max} replies being written at once, the most allowed: wait for one to finish."
+            ),
+            5,
+        ),
+    }
+}
+
 fn gen_params(session: &ChatSession) -> GenParams {
     // Settings saved by an older version or edited by hand fall back to provider defaults.
     serde_json::from_value(session.params.clone()).unwrap_or_default()
@@ -382,19 +395,21 @@ impl RunEngine {
 
         let run_id = Uuid::now_v7();
         let (user_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
-        let publisher = match self.registry.begin(session.id, run_id, Some(assistant_id)) {
-            Ok(p) => p,
-            Err(_) => {
-                // The same submit may be a moment ahead of us, its turn not yet written.
-                for _ in 0..20 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
-                        return Ok(existing);
+        let publisher =
+            match self.registry.begin_owned(actor.user_id(), session.id, run_id, Some(assistant_id)) {
+                Ok(p) => p,
+                Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(begin_refused(e)),
+                Err(_) => {
+                    // The same submit may be a moment ahead of us, its turn not yet written.
+                    for _ in 0..20 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
+                            return Ok(existing);
+                        }
                     }
+                    return Err(busy());
                 }
-                return Err(busy());
-            }
-        };
+            };
         let all = repo::session_messages(&self.db, session.id).await?;
         let leaf = match replacing {
             None => tree::active_path(&all, session.active_root_id).last().map(|m| m.id),
@@ -527,7 +542,10 @@ impl RunEngine {
         let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
-        let publisher = self.registry.begin(session.id, run_id, Some(assistant_id)).map_err(|_| busy())?;
+        let publisher = self
+            .registry
+            .begin_owned(actor.user_id(), session.id, run_id, Some(assistant_id))
+            .map_err(begin_refused)?;
         let assistant = answer_placeholder(assistant_id, parent, &reference);
         let run = NewRun {
             id: run_id,
@@ -573,7 +591,10 @@ impl RunEngine {
         let resolved = self.admit(actor, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let run_id = Uuid::now_v7();
-        let publisher = self.registry.begin(session.id, run_id, Some(old.id)).map_err(|_| busy())?;
+        let publisher = self
+            .registry
+            .begin_owned(actor.user_id(), session.id, run_id, Some(old.id))
+            .map_err(begin_refused)?;
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id(),

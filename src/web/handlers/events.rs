@@ -31,6 +31,14 @@ pub async fn session_events(
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
     let session = domain::sessions::get_session(&state.db, &user.0.actor, session_id).await?;
+    // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
+    let max = state.config.limits.streams_per_member;
+    let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
+        WebError::TooManyRequests(
+            format!("You have {max} live pages open, the most allowed: close some tabs and reload."),
+            5,
+        )
+    })?;
     let waiting_for = match &query.m {
         Some(raw) => {
             let id = Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?;
@@ -47,6 +55,8 @@ pub async fn session_events(
         .filter(|s| waiting_for.is_none() || s.snapshot.message_id == waiting_for);
     let keepalive = Duration::from_secs(state.config.events.keepalive_secs);
     let stream = sse::session_stream(state.runs.clone(), session.id, first).then(move |item| {
+        // The slot lives as long as the stream, and is given back when the browser goes.
+        let _slot = &slot;
         let (state, user) = (state.clone(), user.clone());
         async move {
             match item {

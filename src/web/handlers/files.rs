@@ -31,10 +31,30 @@ fn refusal(state: &AppState, status: StatusCode, message: &str) -> Result<HttpRe
 /// `POST /uploads?name=…`: the body is the file. Answers with its chip for the composer.
 pub async fn upload(
     state: web::Data<AppState>,
+    req: actix_web::HttpRequest,
     user: CurrentUser,
     query: web::Query<UploadQuery>,
     mut body: web::Payload,
 ) -> Result<HttpResponse, WebError> {
+    // One member may send only so many files at once (SECURITY.md 54).
+    let max = state.config.limits.uploads_per_member;
+    let Some(_slot) = state.uploads.try_take(user.0.actor.user_id(), max) else {
+        let message = format!("You are sending {max} files already: wait for one to finish.");
+        return refusal(&state, StatusCode::TOO_MANY_REQUESTS, &message);
+    };
+    // A declared length that cannot fit is refused before a byte of the body is read.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(declared) = declared {
+        match files::check_room(&state.db, &state.files, &user.0.actor, declared).await {
+            Ok(()) => {}
+            Err(DomainError::Invalid(m)) => return refusal(&state, StatusCode::PAYLOAD_TOO_LARGE, &m),
+            Err(e) => return Err(e.into()),
+        }
+    }
     let limit = usize::try_from(state.files.max_file_bytes).unwrap_or(usize::MAX);
     let mut bytes: Vec<u8> = Vec::new();
     while let Some(chunk) = body.next().await {
