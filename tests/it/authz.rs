@@ -10,23 +10,23 @@ use crate::support::{TestApp, TestSession};
 
 /// What each caller gets.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Expect {
-    anonymous: u16,
-    other_member: u16,
-    owner: u16,
-    admin: u16,
+pub(crate) struct Expect {
+    pub(crate) anonymous: u16,
+    pub(crate) other_member: u16,
+    pub(crate) owner: u16,
+    pub(crate) admin: u16,
 }
 
 /// How to call a route with the owner's objects, and what each caller gets.
-struct Case {
-    method: Method,
-    pattern: &'static str,
-    path: fn(&Ids) -> String,
-    body: &'static str,
-    expect: Expect,
+pub(crate) struct Case {
+    pub(crate) method: Method,
+    pub(crate) pattern: &'static str,
+    pub(crate) path: fn(&Ids) -> String,
+    pub(crate) body: &'static str,
+    pub(crate) expect: Expect,
 }
 
-struct Ids {
+pub(crate) struct Ids {
     session: Uuid,
     /// A stopped answer in the owner's session.
     answer: Uuid,
@@ -89,7 +89,7 @@ const fn OWNER_ONLY(owner: u16) -> Expect {
 /// A signed-in user's own page.
 const OWN_PAGE: Expect = Expect { anonymous: 401, other_member: 200, owner: 200, admin: 200 };
 
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     let get = |pattern, path: fn(&Ids) -> String, expect| Case {
         method: Method::GET,
         pattern,
@@ -738,15 +738,15 @@ async fn call(app: &TestApp, case: &Case, path: &str, session: Option<&TestSessi
 }
 
 /// The people of the walk and the objects the rows act on.
-struct World {
-    other: arbor::domain::accounts::User,
-    owner: arbor::domain::accounts::User,
-    admin: arbor::domain::accounts::User,
-    disabled_session: TestSession,
-    ids: Ids,
+pub(crate) struct World {
+    pub(crate) other: arbor::domain::accounts::User,
+    pub(crate) owner: arbor::domain::accounts::User,
+    pub(crate) admin: arbor::domain::accounts::User,
+    pub(crate) disabled_session: TestSession,
+    pub(crate) ids: Ids,
 }
 
-async fn world(app: &TestApp) -> World {
+pub(crate) async fn world(app: &TestApp) -> World {
     let owner = app.create_user("owner@example.com", Role::Member).await;
     let other = app.create_user("other@example.com", Role::Member).await;
     let admin = app.create_user("admin@example.com", Role::Admin).await;

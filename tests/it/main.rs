@@ -19,6 +19,7 @@ mod files;
 mod gateway;
 mod invitations;
 mod limits;
+mod malformed;
 mod migrations;
 mod oidc;
 mod oidc_real;
