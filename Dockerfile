@@ -28,10 +28,12 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY migration/Cargo.toml migration/
 # A stub build.rs makes cargo compile the [build-dependencies] in this layer too. Every
-# workspace member needs at least an empty crate root, or the manifest does not load.
-RUN mkdir -p src migration/src \
+# workspace member needs at least an empty crate root, and every [[bench]] target in Cargo.toml
+# its file, or the manifest does not load (scripts/check-dockerfile catches a missing one).
+RUN mkdir -p src migration/src benches \
  && echo 'fn main() {}' > src/main.rs \
  && echo 'fn main() {}' > build.rs \
+ && for bench in streaming session_page search; do echo 'fn main() {}' > "benches/$bench.rs"; done \
  && touch migration/src/lib.rs \
  && cargo build --profile dist --locked
 
@@ -44,6 +46,7 @@ COPY migration/src ./migration/src
 COPY config ./config
 COPY templates ./templates
 COPY static ./static
+COPY benches ./benches
 # COPY keeps the files' original mtimes, which are older than the stub artifacts built above;
 # cargo's freshness check is mtime-based, so without the touch it would consider the stubs
 # up to date and ship an empty binary.
