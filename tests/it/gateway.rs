@@ -637,3 +637,76 @@ async fn bad_token_and_alias_forms_are_refused_with_a_reason() {
     assert!(arbor::domain::providers::aliases::list(&api.app.state.db, &actor).await.unwrap().is_empty());
     assert!(arbor::domain::accounts::api_tokens::list(&api.app.state.db, &actor).await.unwrap().is_empty());
 }
+
+/// SECURITY.md 19: the gateway is stateless (every request carries its whole conversation), so
+/// there is no chat, session or conversation id to take over; this shows that naming another
+/// member's session, message or user in any of the fields clients use for that (`user`,
+/// `conversation_id`, `session_id`, `previous_response_id`, `metadata`) reaches none of it: the
+/// upstream request holds only what the caller sent, and the other member's session is unchanged.
+#[tokio::test]
+async fn another_members_session_ids_in_an_api_call_reach_nothing_of_theirs() {
+    let api = api_with(|_| {}).await;
+    // Ada's session with a secret in it.
+    let (_, ada_session) = api.app.create_session(&api.user).await;
+    let secret = "ADA-PRIVATE-PLAN-7731";
+    let parts = [arbor::providers::types::Part::Text { text: secret.into() }];
+    let ada_message = uuid::Uuid::now_v7();
+    arbor::storage::repos::messages::insert_chosen(
+        &api.app.state.db,
+        ada_session,
+        &arbor::storage::repos::messages::NewMessage {
+            id: ada_message,
+            parent_id: None,
+            role: arbor::domain::sessions::tree::Role::User,
+            parts: &parts,
+            model: None,
+            status: arbor::domain::sessions::tree::MessageStatus::Complete,
+            client_id: None,
+        },
+    )
+    .await
+    .unwrap();
+    let before =
+        arbor::storage::repos::messages::session_messages(&api.app.state.db, ada_session).await.unwrap();
+
+    // Bob's own API token.
+    let bob = api.app.create_user("bob@example.com", Role::Member).await;
+    let bob_s = api.app.login_full(&bob).await;
+    let res = api
+        .app
+        .post_form("/settings/tokens", "name=bob&scope=api&expires_days=", Some(&bob_s))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let at = res.find("class=\"token-value\">").unwrap() + "class=\"token-value\">".len();
+    let bob_token = res[at..].split('<').next().unwrap().to_string();
+
+    for stream in [false, true] {
+        // Arbor streams from the provider whether or not the client asked for a stream.
+        api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let mut body = hello("openai/gpt-4o-mini", stream);
+        body["user"] = json!(api.user.id.to_string());
+        body["conversation_id"] = json!(ada_session.to_string());
+        body["session_id"] = json!(ada_session.to_string());
+        body["previous_response_id"] = json!(ada_message.to_string());
+        body["metadata"] =
+            json!({ "session_id": ada_session.to_string(), "message_id": ada_message.to_string() });
+        let res = api.chat(&bob_token, body).await;
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        assert_eq!(status, 200, "{text}");
+        assert!(!text.contains(secret), "Ada's message came back to Bob");
+    }
+    for request in api.mock.requests_for(Provider::OpenAi) {
+        let sent = request.body_text();
+        assert!(!sent.contains(secret), "Ada's message was sent upstream for Bob: {sent}");
+        assert!(!sent.contains(&ada_session.to_string()), "Ada's session id was passed upstream: {sent}");
+    }
+    let after =
+        arbor::storage::repos::messages::session_messages(&api.app.state.db, ada_session).await.unwrap();
+    assert_eq!(after.len(), before.len(), "Ada's session is unchanged");
+    // Bob's usage is his own; nothing was recorded against Ada.
+    let rows = usage_rows(&api.app, 1).await;
+    assert!(rows.iter().all(|r| r.user_id == Some(bob.id)), "usage recorded against someone else");
+}
