@@ -78,3 +78,61 @@ pub async fn request_context(
         }
     }
 }
+
+/// What a person is told when a form or link carries a NUL character.
+const NUL_REFUSED: &str = "Text may not contain NUL characters.";
+
+/// Refuses NUL characters in query strings and form bodies before any handler sees them: no
+/// text Arbor keeps may hold one (PostgreSQL refuses it in text columns, so it would otherwise
+/// fail as a storage error half-way through). Form bodies are read here, up to the body limit,
+/// and handed on unchanged; other bodies (uploads, JSON) are left to their readers.
+pub async fn refuse_nul(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    use futures_util::StreamExt as _;
+    if contains_nul(req.query_string().as_bytes()) {
+        return Err(super::WebError::BadRequest(NUL_REFUSED.into()).into());
+    }
+    let is_form =
+        req.headers().get(actix_web::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(
+            |v| v.trim_start().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"),
+        );
+    if is_form {
+        let limit = req
+            .app_data::<actix_web::web::Data<crate::state::AppState>>()
+            .map_or(1024 * 1024, |s| s.config.server.max_body_bytes);
+        let mut payload = req.take_payload();
+        let mut body = bytes::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > limit {
+                return Err(actix_web::error::ErrorPayloadTooLarge("That request is too large."));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if contains_nul(&body) {
+            return Err(super::WebError::BadRequest(NUL_REFUSED.into()).into());
+        }
+        req.set_payload(actix_web::dev::Payload::from(body.freeze()));
+    }
+    next.call(req).await
+}
+
+/// A raw NUL byte, or one percent-encoded (`%00`; a typed `%` arrives as `%25`).
+fn contains_nul(raw: &[u8]) -> bool {
+    raw.contains(&0) || raw.windows(3).any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_is_found_raw_and_percent_encoded_only() {
+        assert!(contains_nul(b"a=b%00c"));
+        assert!(contains_nul(b"a=b\0"));
+        assert!(!contains_nul(b"a=100%2500&b=%25%30%30"), "a typed % arrives as %25");
+        assert!(!contains_nul(b"a=%0A%20"));
+    }
+}

@@ -47,6 +47,7 @@ pub fn build_app(
         .app_data(web::FormConfig::default().limit(body_limit))
         .app_data(web::JsonConfig::default().limit(body_limit))
         // Innermost first: CSRF refusals become error pages, which get security headers and are logged.
+        .wrap(from_fn(middleware::refuse_nul))
         .wrap(from_fn(csrf::csrf_guard))
         .wrap(ErrorHandlers::new().default_handler(error::render_error_page))
         .wrap(middleware::security_headers(https))
