@@ -12,14 +12,7 @@ use crate::support::mock_upstream::{Provider, Reply};
 use crate::support::{TestApp, TestSession};
 
 /// Percent-encodes a form value.
-pub(crate) fn enc(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+pub(crate) use crate::support::urlencode as enc;
 
 /// The id in `/admin/providers/{id}` of a redirect.
 fn provider_id_from(res: &reqwest::Response) -> Uuid {

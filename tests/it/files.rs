@@ -8,6 +8,7 @@ use crate::agent::says;
 use crate::runs::{Chat, chat_with};
 use crate::support::TestSession;
 use crate::support::mock_upstream::Provider;
+use crate::support::urlencode;
 
 const MODEL: &str = "openai/gpt-4o-mini";
 
@@ -30,15 +31,6 @@ async fn upload(c: &Chat, s: &TestSession, name: &str, bytes: Vec<u8>) -> reqwes
         .send()
         .await
         .unwrap()
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The upload id and blob hash in an upload's chip.

@@ -5,6 +5,7 @@ use actix_web::http::Method;
 use arbor::domain::accounts::api_tokens::Scope;
 
 use crate::authz::{Case, World, cases, world};
+use crate::support::urlencode;
 use crate::support::{TestApp, TestSession};
 
 /// Values that break naive parsing: huge, control and bidi characters, NUL, numbers out of
@@ -24,15 +25,6 @@ fn hostile_values() -> Vec<String> {
         "../../etc/passwd".into(),
         "00000000-0000-0000-0000-000000000000".into(),
     ]
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The form's field names from the row's body (`a=1&b=2`), plus one the route does not know.

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::runs::{Chat, chat_with, form, streaming_id};
 use crate::support::mock_upstream::{Provider, Reply};
+use crate::support::urlencode;
 
 const MODEL: &str = "openai/gpt-4o-mini";
 
@@ -350,15 +351,6 @@ async fn the_system_prompt_template_is_rendered_previewed_and_checked() {
     assert_eq!(res.status(), 400);
     let res = c.app.post_form(&format!("/s/{}/settings", c.session), "temperature=7", Some(&c.s)).await;
     assert_eq!(res.status(), 400);
-}
-
-fn urlencode(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

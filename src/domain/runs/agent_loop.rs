@@ -281,24 +281,8 @@ impl RunEngine {
         let mut last = answer;
         for (position, call) in calls_in(&answer_message.parts).into_iter().enumerate() {
             let offered = job.tools.iter().find(|t| t.spec.name == call.name).cloned();
-            let canonical = tools::canonical_arguments(&call.arguments);
-            let row = repo::ensure_call(
-                &self.db,
-                &NewToolCall {
-                    run_id: job.run_id,
-                    session_id: session.id,
-                    owner_id: job.owner_id,
-                    message_id: answer,
-                    call_id: &call.id,
-                    position: i32::try_from(position).unwrap_or(i32::MAX),
-                    tool_name: &call.name,
-                    arguments: &canonical,
-                    args_hash: &agent::call_hash(&call.name, &canonical),
-                    tool_digest: offered.as_ref().map_or("", |t| t.digest.as_str()),
-                    risk: offered.as_ref().map_or("exec", |t| t.risk.as_str()),
-                },
-            )
-            .await?;
+            let row =
+                self.record_tool_call(job, session.id, answer, position, &call, offered.as_ref()).await?;
             if let Some(result) = row.result_message_id {
                 // A sub-agent waiting for a decision left its result saying so, and its row
                 // approved: it is not answered until the sub-agent finishes.
@@ -335,20 +319,7 @@ impl RunEngine {
             };
             let result_id = match row.result_message_id {
                 Some(id) => id,
-                None => {
-                    let id = Uuid::now_v7();
-                    let placeholder = NewMessage {
-                        id,
-                        parent_id: Some(last),
-                        role: Role::Tool,
-                        parts: &[],
-                        model: None,
-                        status: MessageStatus::Streaming,
-                        client_id: None,
-                    };
-                    repo::open_message(&self.db, session.id, job.run_id, &placeholder, Some(row.id)).await?;
-                    id
-                }
+                None => self.open_result(job, session.id, last, row.id).await?,
             };
             if result_id != job.message_id {
                 publisher.advance(result_id);
@@ -438,6 +409,58 @@ impl RunEngine {
             return self.run_subagent(job, session, job.message_id, &call.arguments).await;
         }
         Executed::Output(self.run_tool(job, session, &call.name, tool, &call.arguments).await)
+    }
+
+    /// Records a call of an answer (once: a resumed run finds the same row).
+    pub(super) async fn record_tool_call(
+        &self,
+        job: &Job,
+        session_id: Uuid,
+        answer: Uuid,
+        position: usize,
+        call: &ModelCall,
+        offered: Option<&OfferedTool>,
+    ) -> DomainResult<crate::storage::entities::tool_call::Model> {
+        let canonical = tools::canonical_arguments(&call.arguments);
+        Ok(repo::ensure_call(
+            &self.db,
+            &NewToolCall {
+                run_id: job.run_id,
+                session_id,
+                owner_id: job.owner_id,
+                message_id: answer,
+                call_id: &call.id,
+                position: i32::try_from(position).unwrap_or(i32::MAX),
+                tool_name: &call.name,
+                arguments: &canonical,
+                args_hash: &agent::call_hash(&call.name, &canonical),
+                tool_digest: offered.map_or("", |t| t.digest.as_str()),
+                risk: offered.map_or("exec", |t| t.risk.as_str()),
+            },
+        )
+        .await?)
+    }
+
+    /// Opens the (streaming) result message of a call under `parent`; returns its id.
+    pub(super) async fn open_result(
+        &self,
+        job: &Job,
+        session_id: Uuid,
+        parent: Uuid,
+        row_id: Uuid,
+    ) -> DomainResult<Uuid> {
+        let id = Uuid::now_v7();
+        let placeholder = NewMessage {
+            id,
+            parent_id: Some(parent),
+            role: Role::Tool,
+            parts: &[],
+            model: None,
+            status: MessageStatus::Streaming,
+            client_id: None,
+        };
+        repo::open_message(&self.db, session_id, job.run_id, &placeholder, Some(row_id)).await?;
+        Ok(id)
     }
 
     /// The approval mode for this session's calls.

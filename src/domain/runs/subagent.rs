@@ -19,9 +19,9 @@ use crate::domain::runs::{Accumulator, Job, RunEngine};
 use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, MessageStatus, MessageUsage, Role};
 use crate::providers::types::{Part, ProviderEvent};
-use crate::storage::repos::agent::{self as repo, NewToolCall};
+use crate::storage::repos::agent as repo;
 use crate::storage::repos::messages::{self, NewMessage};
-use crate::tools::{self, ToolOutput};
+use crate::tools::ToolOutput;
 
 /// Most model calls one sub-agent makes.
 pub const SUBAGENT_MAX_STEPS: usize = 20;
@@ -261,24 +261,7 @@ impl RunEngine {
         let mut last = answer.id;
         for (position, call) in calls_in(&answer.parts).into_iter().enumerate() {
             let offered = tools.iter().find(|t| t.spec.name == call.name);
-            let canonical = tools::canonical_arguments(&call.arguments);
-            let row = repo::ensure_call(
-                &self.db,
-                &NewToolCall {
-                    run_id: job.run_id,
-                    session_id: session.id,
-                    owner_id: job.owner_id,
-                    message_id: answer.id,
-                    call_id: &call.id,
-                    position: i32::try_from(position).unwrap_or(i32::MAX),
-                    tool_name: &call.name,
-                    arguments: &canonical,
-                    args_hash: &agent::call_hash(&call.name, &canonical),
-                    tool_digest: offered.map_or("", |t| t.digest.as_str()),
-                    risk: offered.map_or("exec", |t| t.risk.as_str()),
-                },
-            )
-            .await?;
+            let row = self.record_tool_call(job, session.id, answer.id, position, &call, offered).await?;
             if let Some(result) = row.result_message_id
                 && messages::find_message(&self.db, session.id, result)
                     .await?
@@ -306,20 +289,7 @@ impl RunEngine {
             };
             let result_id = match row.result_message_id {
                 Some(id) => id,
-                None => {
-                    let id = Uuid::now_v7();
-                    let placeholder = NewMessage {
-                        id,
-                        parent_id: Some(last),
-                        role: Role::Tool,
-                        parts: &[],
-                        model: None,
-                        status: MessageStatus::Streaming,
-                        client_id: None,
-                    };
-                    repo::open_message(&self.db, session.id, job.run_id, &placeholder, Some(row.id)).await?;
-                    id
-                }
+                None => self.open_result(job, session.id, last, row.id).await?,
             };
             let (output, status) = match offered {
                 None => {

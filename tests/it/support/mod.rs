@@ -264,3 +264,13 @@ pub fn session_cookie_from(res: &reqwest::Response) -> Option<String> {
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
+
+/// Percent-encodes a form or query value (everything but ASCII letters, digits, `-`, `_`, `.`).
+pub fn urlencode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
