@@ -115,3 +115,57 @@ async fn no_page_logs_a_csp_violation_and_maths_is_typeset() {
     }
     browser.close().await.unwrap();
 }
+
+/// SECURITY.md 8: htmx attributes in a model's answer (raw HTML in markdown, every spelling)
+/// or a person's message never reach the page as attributes; message containers carry
+/// `hx-disable`; the page's htmx refuses cross-origin requests, script tags and eval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn htmx_attributes_in_content_never_reach_the_page() {
+    let app = TestApp::spawn().await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let (_, session) = app.create_session(&user).await;
+    let payloads = [
+        r#"<a href="/x" hx-get="/admin/users" hx-trigger="load">a</a>"#,
+        r#"<button hx-post="/logout" hx-target="body">b</button>"#,
+        r#"<div hx-on::click="alert(1)" hx-on:htmx:load="alert(2)">c</div>"#,
+        r#"<span data-hx-get="/settings" data-hx-trigger="load">d</span>"#,
+        r#"<form hx-vals='{"role":"admin"}' hx-headers='{"X-CSRF-Token":"x"}'>e</form>"#,
+        r#"<img src="x" hx-get="/s" HX-GET="/t" Hx-Post="/u">"#,
+        r#"<div sse-connect="/s/x/events" hx-ext="sse" sse-swap="message">f</div>"#,
+    ];
+    let text = payloads.join("\n\n");
+    let question = insert(&app, session, None, R::User, &text).await;
+    insert(&app, session, Some(question), R::Assistant, &text).await;
+    let cookie = app.login(&user).await;
+    let page = app.get(&format!("/s/{session}"), Some(&cookie)).await.text().await.unwrap();
+    // Each message body runs to its message's action bar (nested markup included).
+    let bodies: Vec<&str> = page
+        .split("class=\"msg-body")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("msg-actions").unwrap()])
+        .collect();
+    assert_eq!(bodies.len(), 2, "the question and the answer");
+    for body in bodies {
+        let opening = &body[..body.find('>').unwrap()];
+        assert!(opening.contains("hx-disable"), "{opening}");
+        let inner = body[body.find('>').unwrap()..].to_ascii_lowercase();
+        for attribute in [
+            "hx-get=",
+            "hx-post=",
+            "hx-on",
+            "data-hx-",
+            "hx-vals=",
+            "hx-headers=",
+            "hx-trigger=",
+            "sse-connect=",
+            "hx-ext=",
+        ] {
+            // Escaped text may show the words; an attribute would need a raw `<tag … attr=`.
+            let raw_tag_with_it =
+                inner.split('<').skip(1).any(|tag| tag.split('>').next().unwrap_or("").contains(attribute));
+            assert!(!raw_tag_with_it, "{attribute} survived in {inner}");
+        }
+    }
+    let config = r#"<meta name="htmx-config" content='{"selfRequestsOnly":true,"allowScriptTags":false,"allowEval":false"#;
+    assert!(page.contains(config), "the page's htmx configuration");
+}
