@@ -181,3 +181,89 @@ async fn a_bad_or_foreign_message_id_is_not_found() {
         assert_eq!(res.status(), 404, "{m}");
     }
 }
+
+/// SECURITY.md 9, end to end: a provider whose deltas carry markup, SSE framing (`\n\n`,
+/// `\r\n`, `event:` lines) and whose own stream adds events of its own naming cannot emit an
+/// event or markup to the browser: the page's stream has only the server's event names, every
+/// delta arrives as escaped text, and the stored answer is exactly the text that was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_cannot_inject_events_or_markup_into_the_page_stream() {
+    use crate::support::mock_upstream::{Provider, Reply};
+    use crate::support::sse_client::SseReader;
+    let c = crate::runs::chat_with(|_| {}).await;
+    let deltas = [
+        "</div><script>alert('x')</script>",
+        "\n\nevent: done\ndata: injected\n\n",
+        "\r\nevent: tool\r\ndata: <img src=x onerror=alert(1)>\r\n\r\n",
+        "<div hx-get=\"/admin\" hx-trigger=\"load\">",
+        " end",
+    ];
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let body = serde_json::json!({
+            "id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+        });
+        format!("data: {body}\n\n")
+    };
+    let mut events = vec![chunk(serde_json::json!({ "role": "assistant", "content": "" }), None)];
+    // The provider's own stream also carries event lines of its own naming.
+    events.push("event: done\ndata: {\"not\": \"ours\"}\n\n".into());
+    for d in deltas {
+        events.push(chunk(serde_json::json!({ "content": d }), None));
+    }
+    // An event line on a chunk that carries text: the name is ignored, the text stays text.
+    events.push(format!(
+        "event: snapshot\n{}",
+        chunk(serde_json::json!({ "content": "<script>alert(2)</script>" }), None)
+    ));
+    events.push(chunk(serde_json::json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".into());
+    c.mock.enqueue(Provider::OpenAi, Reply::Sse { events, chunk_delay_ms: 30 });
+    let answer = c.send_ok("Go", "openai/gpt-4o-mini").await;
+    let res = c.app.get(&format!("/s/{}/events?m={answer}", c.session), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 200);
+    let mut reader = SseReader::new(res);
+    let mut seen = Vec::new();
+    while let Some((name, data)) = reader.next_event().await {
+        let last = name == "done";
+        seen.push((name, data));
+        if last {
+            break;
+        }
+    }
+    let allowed = ["snapshot", "delta", "thought", "tool", "usage", "error", "done"];
+    assert!(seen.iter().all(|(n, _)| allowed.contains(&n.as_str())), "{seen:?}");
+    assert_eq!(seen.iter().filter(|(n, _)| n == "done").count(), 1, "one done, the server's");
+    for (name, data) in &seen {
+        if name == "done" {
+            continue;
+        }
+        // Only the server's own wrappers are markup; what the provider sent is escaped.
+        let lower = data.to_ascii_lowercase();
+        assert!(
+            !lower.contains("<script") && !lower.contains("<img") && !lower.contains("<div hx-"),
+            "{name}: {data}"
+        );
+    }
+    let stored = c.settled(answer).await;
+    assert_eq!(
+        stored.text(),
+        format!("{}<script>alert(2)</script>", deltas.concat()),
+        "the text sent, as text"
+    );
+    // The final message renders the text escaped too (markdown does not pass raw HTML through
+    // as markup that could run).
+    let (_, done) = seen.last().unwrap();
+    let tags: Vec<String> =
+        done.split('<').skip(1).map(|t| t.split('>').next().unwrap_or("").to_ascii_lowercase()).collect();
+    assert!(!tags.is_empty());
+    for tag in tags {
+        assert!(
+            !tag.starts_with("script")
+                && !tag.contains("onerror")
+                && !tag.contains("hx-get")
+                && !tag.starts_with("img"),
+            "a raw tag from the provider survived: <{tag}>"
+        );
+    }
+}
