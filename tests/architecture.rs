@@ -116,3 +116,50 @@ fn no_source_file_is_two_concerns() {
     }
     assert!(long.is_empty(), "files over {LIMIT} lines of code:\n{}", long.join("\n"));
 }
+
+/// SECURITY.md 10: every template is autoescaped (`.html`), and each `| safe` in them takes only
+/// sanitizer output or markup built by escaping code: the rendered markdown (ammonia), the
+/// search snippet (text escaped, `<mark>` added) and the usage charts (every label escaped, see
+/// `web::charts` tests). A new `| safe` fails here until it is added with its reason.
+#[test]
+fn every_safe_filter_takes_sanitizer_output_only() {
+    let allowed = [
+        ("partials/_message.html", "m.html"),
+        ("partials/_search_hit.html", "h.snippet_html"),
+        ("partials/_admin_usage.html", "chart_tokens"),
+        ("partials/_admin_usage.html", "chart_cost"),
+        ("partials/_admin_usage.html", "chart_users"),
+        ("partials/_admin_usage.html", "chart_models"),
+    ];
+    let templates = root().join("templates");
+    let mut stack = vec![templates.clone()];
+    let mut found = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("readable templates folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(&templates).expect("inside").display().to_string();
+            assert!(rel.ends_with(".html"), "{rel}: templates must end in .html to be autoescaped");
+            let text = fs::read_to_string(&path).expect("readable template");
+            for (at, _) in text.match_indices("safe") {
+                let open = text[..at].rfind("{{").unwrap_or(0);
+                let close = text[..at].rfind("}}").map_or(0, |c| c + 2);
+                if open < close || !text[open..at].contains('|') {
+                    continue; // not inside an expression's filter
+                }
+                let variable = text[open + 2..at].split('|').next().unwrap_or("").trim().to_string();
+                found.push((rel.clone(), variable));
+            }
+        }
+    }
+    for (file, variable) in &found {
+        assert!(
+            allowed.iter().any(|(f, v)| f == file && v == variable),
+            "{file}: `{variable} | safe` is not known sanitizer output"
+        );
+    }
+    assert_eq!(found.len(), allowed.len(), "every allowed `| safe` is still there: {found:?}");
+}
