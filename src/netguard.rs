@@ -351,8 +351,39 @@ fn parse_v4_part(part: &str) -> Option<u64> {
     u64::from_str_radix(digits, radix).ok()
 }
 
+/// Where host names are looked up: the system resolver in the server, a stub in tests (to play a
+/// rebinding DNS server).
+pub trait Resolver: Send + Sync {
+    /// The host's addresses, each once, in the resolver's order; none if it does not resolve.
+    fn lookup<'a>(&'a self, host: &'a str, port: u16)
+    -> futures_util::future::BoxFuture<'a, Vec<SocketAddr>>;
+}
+
+/// The system's resolver, with [`RESOLVE_TIMEOUT`].
+pub struct SystemResolver;
+
+impl Resolver for SystemResolver {
+    fn lookup<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> futures_util::future::BoxFuture<'a, Vec<SocketAddr>> {
+        Box::pin(resolve(host, port))
+    }
+}
+
 /// Checks a member-supplied URL and resolves its host; refuses it if any address is blocked and not allowed.
 pub async fn check_url(url: &str, allowed: &AllowedRanges) -> Result<Target, GuardError> {
+    check_url_with(url, allowed, &SystemResolver).await
+}
+
+/// [`check_url`] with the given resolver, consulted once: the [`Target`] carries the addresses
+/// it answered, and [`pinned_client`] connects to those only.
+pub async fn check_url_with(
+    url: &str,
+    allowed: &AllowedRanges,
+    resolver: &dyn Resolver,
+) -> Result<Target, GuardError> {
     let url = Url::parse(url.trim()).map_err(|_| GuardError::InvalidUrl)?;
     check_shape(&url)?;
     let host = url.host_str().filter(|h| !h.is_empty()).ok_or(GuardError::MissingHost)?.to_string();
@@ -372,7 +403,7 @@ pub async fn check_url(url: &str, allowed: &AllowedRanges) -> Result<Target, Gua
     {
         return Err(blocked_host(reason));
     }
-    let addrs = resolve(&host, port).await;
+    let addrs = resolver.lookup(&host, port).await;
     if addrs.is_empty() {
         return Err(name_blocked.map_or(GuardError::Unresolvable, blocked_host));
     }

@@ -331,3 +331,85 @@ async fn pinned_client_uses_the_checked_addresses() {
     assert!(request.starts_with("get /path http/1.1\r\n"), "{request}");
     assert!(request.contains(&format!("host: pinned.invalid:{}\r\n", addr.port())), "{request}");
 }
+
+/// A DNS server that answers `first` once, then `later` (a rebinding attack), counting queries.
+struct Rebinding {
+    first: Vec<SocketAddr>,
+    later: Vec<SocketAddr>,
+    queries: std::sync::atomic::AtomicUsize,
+}
+
+impl Resolver for Rebinding {
+    fn lookup<'a>(
+        &'a self,
+        _host: &'a str,
+        _port: u16,
+    ) -> futures_util::future::BoxFuture<'a, Vec<SocketAddr>> {
+        let n = self.queries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let answer = if n == 0 { self.first.clone() } else { self.later.clone() };
+        Box::pin(async move { answer })
+    }
+}
+
+/// SECURITY.md 2: a resolver that answers a public address and loopback together is refused; one
+/// that answers an allowed address at the check and loopback afterwards (rebinding) changes
+/// nothing: the connection goes to the checked address, the loopback listener is never touched,
+/// and the name is looked up once.
+#[tokio::test]
+async fn dns_rebinding_cannot_reach_loopback() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    // Public and loopback in one answer: refused, whatever comes first.
+    let mixed = Rebinding {
+        first: vec!["93.184.216.34:80".parse().unwrap(), "127.0.0.1:80".parse().unwrap()],
+        later: vec![],
+        queries: Default::default(),
+    };
+    let refused = check_url_with("http://rebind.example/", &AllowedRanges::none(), &mixed).await;
+    assert!(matches!(refused, Err(GuardError::BlockedResolved { .. })), "{refused:?}");
+
+    // The "public" side here is 127.0.0.2, allowed by the admin; loopback 127.0.0.1 is not.
+    let checked = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let port = checked.local_addr().unwrap().port();
+    let victim = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = checked.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut request = Vec::new();
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&buf[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    let dns = Rebinding {
+        first: vec![SocketAddr::new("127.0.0.2".parse().unwrap(), port)],
+        later: vec![SocketAddr::new("127.0.0.1".parse().unwrap(), port)],
+        queries: Default::default(),
+    };
+    let allowed = AllowedRanges::parse("127.0.0.2/32").unwrap();
+    let url = format!("http://rebind.example:{port}/x");
+    let target = check_url_with(&url, &allowed, &dns).await.unwrap();
+    assert_eq!(target.addrs, dns.first);
+    let client = pinned_client(&target, reqwest::Client::builder()).unwrap();
+    for _ in 0..2 {
+        // Two requests: neither looks the name up again.
+        let res = client.get(target.url.clone()).send().await;
+        if let Ok(res) = res {
+            assert_eq!(res.status(), reqwest::StatusCode::OK);
+        }
+    }
+    let request = server.await.unwrap().to_ascii_lowercase();
+    assert!(request.contains(&format!("host: rebind.example:{port}\r\n")), "{request}");
+    assert_eq!(dns.queries.load(std::sync::atomic::Ordering::SeqCst), 1, "looked up once");
+    let touched = tokio::time::timeout(std::time::Duration::from_millis(300), victim.accept()).await;
+    assert!(touched.is_err(), "the loopback listener was reached");
+}
