@@ -413,3 +413,41 @@ async fn dns_rebinding_cannot_reach_loopback() {
     let touched = tokio::time::timeout(std::time::Duration::from_millis(300), victim.accept()).await;
     assert!(touched.is_err(), "the loopback listener was reached");
 }
+
+/// SECURITY.md 4, every form named: other schemes, `data:`, credentials hiding a host, a
+/// backslash before `@`, mixed case and IDN spellings of blocked names, each refused; and the
+/// URL that was checked is the one connected (the target keeps the parsed `Url`, whose host is
+/// the checked one, with no re-parse of the text).
+#[tokio::test]
+async fn every_url_trick_is_refused_and_the_checked_url_is_the_one_used() {
+    for url in [
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:70/_x",
+        "ftp://127.0.0.1/",
+        "data:text/plain,hi",
+        "FILE:///x",
+    ] {
+        assert_eq!(check(url).await.unwrap_err(), GuardError::UnsupportedScheme, "{url}");
+    }
+    // Credentials are refused outright: `evil@127.0.0.1` is a user name in front of loopback.
+    assert_eq!(check("http://evil@127.0.0.1/").await.unwrap_err(), GuardError::Credentials);
+    // WHATWG URL parsing reads `\` as `/` for http(s): the host is 127.0.0.1, refused.
+    let err = check("http://127.0.0.1\\@example.com/").await.unwrap_err();
+    assert!(matches!(err, GuardError::BlockedAddress { .. }), "{err:?}");
+    for url in
+        ["http://LocalHost/", "http://localhost./", "http://LOCALHOST:8080/", "http://ｌｏｃａｌｈｏｓｔ/"]
+    {
+        let err = check(url).await.unwrap_err();
+        assert!(
+            matches!(err, GuardError::BlockedHost { .. } | GuardError::BlockedAddress { .. }),
+            "{url}: {err:?}"
+        );
+    }
+    // Full-width digits and dots become ASCII in parsing, so they are loopback too.
+    let err = check("http://１２７．０．０．１/").await.unwrap_err();
+    assert!(matches!(err, GuardError::BlockedAddress { .. }), "{err:?}");
+    // The checked Url is kept: its host is the one that was resolved and checked.
+    let t = check("http://93.184.215.14/a/../b?x=1").await.unwrap();
+    assert_eq!(t.url.host_str(), Some("93.184.215.14"));
+    assert_eq!(t.url.as_str(), "http://93.184.215.14/b?x=1");
+}
