@@ -41,8 +41,7 @@ pub struct Tx(sea_orm::DatabaseTransaction);
 impl Tx {
     /// Begins a transaction.
     pub async fn begin(db: &Db) -> StorageResult<Tx> {
-        use sea_orm::TransactionTrait;
-        Ok(Tx(db.begin().await?))
+        Ok(Tx(begin_write(db).await?))
     }
 
     /// The connection that runs queries inside the transaction.
@@ -59,6 +58,19 @@ impl Tx {
     pub async fn rollback(self) -> StorageResult<()> {
         Ok(self.0.rollback().await?)
     }
+}
+
+/// Begins a transaction that will write. On SQLite it takes the write lock at `BEGIN`
+/// (`BEGIN IMMEDIATE`): a deferred transaction that reads first and writes later cannot upgrade
+/// its lock once another connection has written (WAL returns SQLITE_BUSY at once, whatever the
+/// busy timeout), which under load turned a delete into a 500. PostgreSQL ignores the mode.
+pub async fn begin_write(db: &Db) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr> {
+    use sea_orm::{SqliteTransactionMode, TransactionOptions, TransactionTrait};
+    db.begin_with_options(TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..Default::default()
+    })
+    .await
 }
 
 /// Shorthand for storage results.

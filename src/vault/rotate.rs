@@ -5,7 +5,6 @@
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
 };
 
 use super::crypto::{self, Key, WrappedKey};
@@ -69,7 +68,7 @@ pub async fn rotate(
         if rows.is_empty() {
             break;
         }
-        let txn = db.begin().await.map_err(storage)?;
+        let txn = crate::storage::begin_write(db).await.map_err(storage)?;
         for row in &rows {
             let version = u32::try_from(row.dek_version).unwrap_or(0);
             let w = WrappedKey {
@@ -111,7 +110,7 @@ pub async fn rotate(
             })?;
         }
     }
-    let txn = db.begin().await.map_err(storage)?;
+    let txn = crate::storage::begin_write(db).await.map_err(storage)?;
     let meta = vault_meta::Entity::find_by_id(1).one(&txn).await?.ok_or(VaultError::MissingKey)?;
     let mut meta: vault_meta::ActiveModel = meta.into();
     meta.kek_id = Set(to.clone());

@@ -4,10 +4,7 @@
 
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
 use super::Vault;
@@ -197,7 +194,7 @@ impl Vault {
         if value.is_empty() {
             return Err(StoreError::Empty);
         }
-        let txn = db.begin().await?;
+        let txn = crate::storage::begin_write(db).await?;
         let existing = match replace {
             Some(id) => Some(
                 vault_secret::Entity::find_by_id(id)

@@ -5,7 +5,7 @@
 
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
 use super::messages::{NewMessage, choose, insert_message, parts_json, to_i64};
@@ -185,7 +185,7 @@ pub async fn open_message(
     m: &NewMessage<'_>,
     answers_call: Option<Uuid>,
 ) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     insert_message(&txn, session_id, m, Utc::now()).await?;
     choose(&txn, session_id, m.parent_id, m.id).await?;
     run::Entity::update_many()
@@ -290,7 +290,7 @@ pub struct DecisionRecord<'a> {
 /// it first), the run from `awaiting_confirmation` to `running`, and the call's result message
 /// is opened. False, with nothing changed, when the call was no longer waiting.
 pub async fn record_decision(db: &Db, session_id: Uuid, d: &DecisionRecord<'_>) -> StorageResult<bool> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
     let won = tool_call::Entity::update_many()
         .col_expr(tool_call::Column::Status, Expr::value(d.status))
@@ -333,7 +333,7 @@ pub async fn record_decision(db: &Db, session_id: Uuid, d: &DecisionRecord<'_>) 
 /// Ends a paused run without running its call (Stop while a decision was awaited). False when
 /// it was not paused.
 pub async fn cancel_paused(db: &Db, run_id: Uuid, decided_by: Uuid) -> StorageResult<bool> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
     let ended = run::Entity::update_many()
         .col_expr(run::Column::Status, Expr::value("cancelled"))
@@ -432,7 +432,7 @@ pub async fn delete_rule(db: &Db, user_id: Uuid, id: Uuid) -> StorageResult<bool
 
 /// Replaces a session's todo list in one transaction.
 pub async fn replace_todos(db: &Db, session_id: Uuid, items: &[(String, String)]) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     todo::Entity::delete_many().filter(todo::Column::SessionId.eq(session_id)).exec(&txn).await?;
     let now = Utc::now();
     for (i, (text, status)) in items.iter().enumerate() {

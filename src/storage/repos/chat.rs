@@ -4,7 +4,6 @@ use chrono::Utc;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -150,7 +149,7 @@ pub async fn session_with_client_id(db: &Db, owner_id: Uuid, client_id: &str) ->
 /// Deletes the owner's session; messages and runs go with it (links between messages are cut
 /// first, so the cascade stays one level deep).
 pub async fn delete_session(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     super::messages::unlink_session_messages(&txn, id).await?;
     chat_session::Entity::delete_many()
         .filter(chat_session::Column::Id.eq(id))
@@ -214,7 +213,7 @@ pub async fn workspace_session_ids<C: sea_orm::ConnectionTrait>(
 
 /// Deletes the owner's workspace with its sessions and their messages.
 pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let sessions = workspace_session_ids(&txn, owner_id, id).await?;
     for session in sessions {
         super::messages::unlink_session_messages(&txn, session).await?;

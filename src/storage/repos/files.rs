@@ -6,7 +6,6 @@ use chrono::Utc;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -51,7 +50,7 @@ async fn ensure_blob<C: ConnectionTrait>(db: &C, hash: &str, size: i64, mime: &s
 
 /// In one transaction: the blob rows (if new) and the upload referencing them.
 pub async fn insert_upload(db: &Db, u: &NewUpload<'_>) -> StorageResult<upload::Model> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     ensure_blob(&txn, u.hash, u.size, u.mime).await?;
     if let Some((hash, size, mime)) = u.thumb {
         ensure_blob(&txn, hash, size, mime).await?;

@@ -5,10 +5,7 @@
 
 use chrono::Utc;
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
 use crate::model::messages::{Message, MessageStatus, MessageUsage, Role};
@@ -326,7 +323,7 @@ pub async fn insert_detached(db: &Db, session_id: Uuid, m: &NewMessage<'_>) -> S
 
 /// Inserts a finished message and makes it its parent's chosen child. One transaction.
 pub async fn insert_chosen(db: &Db, session_id: Uuid, m: &NewMessage<'_>) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     insert_message(&txn, session_id, m, Utc::now()).await?;
     choose(&txn, session_id, m.parent_id, m.id).await?;
     txn.commit().await?;
@@ -404,7 +401,7 @@ pub async fn insert_noted_turn(
     run: &NewRun,
     uploads: &[Uuid],
 ) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let mut now = Utc::now();
     if let Some(note) = note {
         insert_message(&txn, session_id, note, now).await?;
@@ -441,7 +438,7 @@ pub async fn insert_answer(
     assistant: &NewMessage<'_>,
     run: &NewRun,
 ) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     insert_message(&txn, session_id, assistant, Utc::now()).await?;
     choose(&txn, session_id, assistant.parent_id, assistant.id).await?;
     insert_run(&txn, session_id, run).await?;
@@ -452,7 +449,7 @@ pub async fn insert_answer(
 
 /// In one transaction: an existing message goes back to `streaming` and a run resumes it.
 pub async fn resume_message(db: &Db, session_id: Uuid, message_id: Uuid, run: &NewRun) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     message::Entity::update_many()
         .col_expr(message::Column::Status, Expr::value(MessageStatus::Streaming.as_str()))
         .col_expr(message::Column::Error, Expr::value(Option::<String>::None))
@@ -494,7 +491,7 @@ pub struct Outcome<'a> {
 
 /// In one transaction: the message's final state and the run's end.
 pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
     let mut update = message::Entity::update_many()
         .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))
@@ -526,7 +523,7 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
 /// every message on it chooses the next one. One transaction.
 pub async fn select_path(db: &Db, session_id: Uuid, path: &[Uuid]) -> StorageResult<()> {
     let Some(root) = path.first() else { return Ok(()) };
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     choose(&txn, session_id, None, *root).await?;
     for pair in path.windows(2) {
         choose(&txn, session_id, Some(pair[0]), pair[1]).await?;
@@ -546,7 +543,7 @@ pub async fn delete_branch(
     parent: Option<Uuid>,
     next_choice: Option<Uuid>,
 ) -> StorageResult<u64> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let mut deleted = 0;
     for chunk in ids.chunks(500) {
         message::Entity::update_many()

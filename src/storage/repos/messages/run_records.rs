@@ -51,7 +51,7 @@ pub fn usage_model(u: &UsageRow<'_>) -> usage::ActiveModel {
 
 /// After a crash: runs left `running` become `interrupted`, and so do their messages (text kept).
 pub async fn interrupt_orphans(db: &Db) -> StorageResult<u64> {
-    let txn = db.begin().await?;
+    let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
     let runs = run::Entity::update_many()
         .col_expr(run::Column::Status, Expr::value("interrupted"))
