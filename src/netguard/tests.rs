@@ -293,16 +293,10 @@ fn next_hop_resolves_and_refuses_other_schemes() {
     assert_eq!(next_hop(&current, "http://[::1"), Err(GuardError::InvalidUrl));
 }
 
-/// The pinned client connects to the checked address whatever DNS says, keeps the `Host` header
-/// and does not follow redirects.
-#[tokio::test]
-async fn pinned_client_uses_the_checked_addresses() {
+/// Accepts one connection, reads its request head, answers `response`; yields the request.
+fn answer_once(listener: tokio::net::TcpListener, response: &'static str) -> tokio::task::JoinHandle<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
+    tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut buf = vec![0u8; 4096];
         let mut request = Vec::new();
@@ -313,11 +307,22 @@ async fn pinned_client_uses_the_checked_addresses() {
             }
             request.extend_from_slice(&buf[..n]);
         }
-        let response = "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\
-                        Connection: close\r\n\r\n";
         socket.write_all(response.as_bytes()).await.unwrap();
         String::from_utf8_lossy(&request).into_owned()
-    });
+    })
+}
+
+/// The pinned client connects to the checked address whatever DNS says, keeps the `Host` header
+/// and does not follow redirects.
+#[tokio::test]
+async fn pinned_client_uses_the_checked_addresses() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = answer_once(
+        listener,
+        "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
     // `.invalid` never resolves, so reaching the listener proves the pin.
     let target = Target {
         url: Url::parse(&format!("http://pinned.invalid:{}/path", addr.port())).unwrap(),
@@ -357,7 +362,6 @@ impl Resolver for Rebinding {
 /// and the name is looked up once.
 #[tokio::test]
 async fn dns_rebinding_cannot_reach_loopback() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     // Public and loopback in one answer: refused, whatever comes first.
@@ -373,23 +377,7 @@ async fn dns_rebinding_cannot_reach_loopback() {
     let checked = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let port = checked.local_addr().unwrap().port();
     let victim = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-    let server = tokio::spawn(async move {
-        let (mut socket, _) = checked.accept().await.unwrap();
-        let mut buf = vec![0u8; 4096];
-        let mut request = Vec::new();
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).await.unwrap();
-            if n == 0 {
-                break;
-            }
-            request.extend_from_slice(&buf[..n]);
-        }
-        socket
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-            .await
-            .unwrap();
-        String::from_utf8_lossy(&request).into_owned()
-    });
+    let server = answer_once(checked, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
     let dns = Rebinding {
         first: vec![SocketAddr::new("127.0.0.2".parse().unwrap(), port)],
         later: vec![SocketAddr::new("127.0.0.1".parse().unwrap(), port)],

@@ -60,6 +60,21 @@ fn flow_cookie(res: &reqwest::Response) -> String {
         .to_string()
 }
 
+/// A local administrator, admin@example.com, beside the provider's accounts.
+async fn local_admin(app: &TestApp) -> arbor::domain::accounts::User {
+    arbor::domain::accounts::create_local(
+        &app.state.db,
+        &app.state.passwords,
+        "admin@example.com",
+        "Admin",
+        "correct horse battery",
+        12,
+        Role::Admin,
+    )
+    .await
+    .unwrap()
+}
+
 async fn user_count(app: &TestApp) -> u64 {
     use sea_orm::{EntityTrait, PaginatorTrait};
     arbor::storage::entities::user::Entity::find().count(&app.state.db).await.unwrap()
@@ -172,17 +187,7 @@ async fn emails_never_link_accounts_unless_allowed_and_verified() {
             c.auth.local_accounts = arbor::config::Toggle::On;
         })
         .await;
-        let admin = arbor::domain::accounts::create_local(
-            &app.state.db,
-            &app.state.passwords,
-            "admin@example.com",
-            "Admin",
-            "correct horse battery",
-            12,
-            Role::Admin,
-        )
-        .await
-        .unwrap();
+        let admin = local_admin(&app).await;
         let res = sign_in_with(&app, "", "").await;
         assert_eq!(res.status(), 303);
         let cookie = session_cookie_from(&res).unwrap();
@@ -209,17 +214,7 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
         c.auth.local_accounts = arbor::config::Toggle::On;
     })
     .await;
-    let admin = accounts::create_local(
-        &app.state.db,
-        &app.state.passwords,
-        "admin@example.com",
-        "Admin",
-        "correct horse battery",
-        12,
-        Role::Admin,
-    )
-    .await
-    .unwrap();
+    let admin = local_admin(&app).await;
     assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
     use sea_orm::EntityTrait;
     let rows = arbor::storage::entities::user::Entity::find().all(&app.state.db).await.unwrap();

@@ -92,6 +92,19 @@ pub(super) fn calls_in(parts: &[Part]) -> Vec<ModelCall> {
         .collect()
 }
 
+/// The empty, streaming tool result a call's outcome is written into.
+pub(super) fn result_placeholder(id: Uuid, parent: Uuid) -> NewMessage<'static> {
+    NewMessage {
+        id,
+        parent_id: Some(parent),
+        role: Role::Tool,
+        parts: &[],
+        model: None,
+        status: MessageStatus::Streaming,
+        client_id: None,
+    }
+}
+
 /// What the model is told when a call was refused.
 pub(super) fn refusal(decision: Option<&str>) -> String {
     match decision {
@@ -450,16 +463,8 @@ impl RunEngine {
         row_id: Uuid,
     ) -> DomainResult<Uuid> {
         let id = Uuid::now_v7();
-        let placeholder = NewMessage {
-            id,
-            parent_id: Some(parent),
-            role: Role::Tool,
-            parts: &[],
-            model: None,
-            status: MessageStatus::Streaming,
-            client_id: None,
-        };
-        repo::open_message(&self.db, session_id, job.run_id, &placeholder, Some(row_id)).await?;
+        repo::open_message(&self.db, session_id, job.run_id, &result_placeholder(id, parent), Some(row_id))
+            .await?;
         Ok(id)
     }
 

@@ -15,7 +15,7 @@ use crate::events::{RunEvent, RunPublisher};
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
 use crate::storage::entities::tool_call;
 use crate::storage::repos::agent::{self as repo, DecisionRecord};
-use crate::storage::repos::messages::{self as messages, NewMessage};
+use crate::storage::repos::messages;
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::sync::Arc;
@@ -92,15 +92,7 @@ impl RunEngine {
                 ));
             }
         };
-        let result = NewMessage {
-            id: result_id,
-            parent_id: Some(parent),
-            role: Role::Tool,
-            parts: &[],
-            model: None,
-            status: MessageStatus::Streaming,
-            client_id: None,
-        };
+        let result = result_placeholder(result_id, parent);
         let (status, stored) = match decision {
             Decision::Yes | Decision::Always => ("approved", decision.as_str()),
             _ => ("denied", decision.as_str()),
