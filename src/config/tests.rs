@@ -104,6 +104,16 @@ fn validation_names_key() {
     let e = env(&[("ARBOR_DATABASE__MAX_CONNECTIONS", "0")]);
     let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
     assert!(err.contains("database.max_connections"), "{err}");
+    for (var, key, value) in [
+        ("ARBOR_LIMITS__RUNS_PER_MEMBER", "limits.runs_per_member", "0"),
+        ("ARBOR_LIMITS__STREAMS_PER_MEMBER", "limits.streams_per_member", "100000"),
+        ("ARBOR_LIMITS__UPLOADS_PER_MEMBER", "limits.uploads_per_member", "0"),
+    ] {
+        let err = load(&CliOverrides::default(), &env(&[(var, value)])).unwrap_err().to_string();
+        assert!(err.contains(key), "{err}");
+    }
+    let err = load(&CliOverrides::default(), &env(&[("ARBOR_LIMITS__RUNS_PER_MEMBER", "-1")])).unwrap_err();
+    assert!(err.to_string().contains("limits.runs_per_member"), "{err}");
 }
 
 #[test]
