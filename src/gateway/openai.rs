@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use crate::providers::types::{
-    ChatMessage, ChatRequest, ChatRole, FinishReason, GenParams, Part, ReasoningEffort, ToolSpec, Usage,
+    ChatMessage, ChatRequest, ChatRole, FinishReason, GenParams, Part, ReasoningEffort, ToolChoice, ToolSpec,
+    Usage,
 };
 
 /// What a chat completion request asks for, besides the conversation.
@@ -87,6 +88,7 @@ fn user_parts(content: &Value, param: &str) -> Result<Vec<Part>, ApiError> {
 fn parse_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
     let Some(tools) = tools.filter(|t| !t.is_null()) else { return Ok(Vec::new()) };
     let list = tools.as_array().ok_or_else(|| ApiError::invalid("tools must be an array.", Some("tools")))?;
+    super::check_tool_count(list.len())?;
     list.iter()
         .enumerate()
         .map(|(i, t)| {
@@ -256,6 +258,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
             ));
         }
     };
+    let tool_choice = parse_tool_choice(obj.get("tool_choice"))?;
     let stream = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let include_usage =
         body.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
@@ -268,8 +271,45 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             messages: out,
             tools: parse_tools(obj.get("tools"))?,
-            params: GenParams { temperature, max_output_tokens, reasoning_effort, thinking_budget: None },
+            params: GenParams {
+                temperature,
+                max_output_tokens,
+                reasoning_effort,
+                thinking_budget: None,
+                tool_choice,
+            },
         },
+    })
+}
+
+/// `tool_choice`: `"auto"`, `"none"`, `"required"`, or `{"type": "function", "function":
+/// {"name": …}}` (Chat Completions) / `{"type": "function", "name": …}` (Responses).
+pub fn parse_tool_choice(v: Option<&Value>) -> Result<Option<ToolChoice>, ApiError> {
+    let bad =
+        || ApiError::invalid("tool_choice must be auto, none, required or a function.", Some("tool_choice"));
+    Ok(match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(match s.as_str() {
+            "auto" => ToolChoice::Auto,
+            "none" => ToolChoice::None,
+            "required" => ToolChoice::Required,
+            _ => return Err(bad()),
+        }),
+        Some(Value::Object(o)) => {
+            let name = o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty());
+            match (o.get("type").and_then(Value::as_str), name) {
+                (Some("function"), Some(name)) => Some(ToolChoice::Tool(name.to_string())),
+                // Built-in tool choices (`file_search`, `allowed_tools`, …) leave the choice to the model.
+                (Some(_), _) => Some(ToolChoice::Auto),
+                _ => return Err(bad()),
+            }
+        }
+        Some(_) => return Err(bad()),
     })
 }
 

@@ -15,6 +15,34 @@ pub const ROUTES: &[(&str, &str, &str, Option<&str>, &str)] = &[
     ),
     (
         "post",
+        "/v1/embeddings",
+        "OpenAI embeddings from any provider that has them (OpenAI-compatible ones such as Ollama and vLLM, Gemini): `input` a string or up to 2048 strings, `encoding_format` float or base64.",
+        Some("EmbeddingsRequest"),
+        "A `list` of `embedding` objects with `usage`.",
+    ),
+    (
+        "post",
+        "/v1/responses",
+        "OpenAI Responses, served by the provider the model names: `instructions`, `input` (a string or items), function tools, `reasoning.effort`, `previous_response_id` (your own stored responses only); `stream: true` for the documented event sequence.",
+        Some("ResponsesRequest"),
+        "A `response` object, or a stream from `response.created` to `response.completed` (`response.failed` on an error).",
+    ),
+    (
+        "get",
+        "/v1/responses/{id}",
+        "A response you stored (`store` is on by default).",
+        None,
+        "The `response` object.",
+    ),
+    (
+        "delete",
+        "/v1/responses/{id}",
+        "Deletes a response you stored.",
+        None,
+        "`{\"id\", \"object\": \"response\", \"deleted\": true}`.",
+    ),
+    (
+        "post",
         "/v1/messages",
         "Anthropic Messages, served by the provider the model names; `stream: true` for server-sent events.",
         Some("MessagesRequest"),
@@ -28,12 +56,27 @@ pub const ROUTES: &[(&str, &str, &str, Option<&str>, &str)] = &[
         "`{\"input_tokens\": n}`.",
     ),
     ("get", "/v1/openapi.json", "This document.", None, "The OpenAPI document."),
+    (
+        "get",
+        "/v1beta/models",
+        "Google GenAI `models.list`: the models this token's user may use, then their aliases (`name` is `models/{provider}/{model}`).",
+        None,
+        "`{\"models\": [...]}`.",
+    ),
+    ("get", "/v1beta/models/{target:.*}", "Google GenAI `models.get`: one model.", None, "A model."),
+    (
+        "post",
+        "/v1beta/models/{target:.*}",
+        "Google GenAI: `{model}:generateContent`, `{model}:streamGenerateContent` (`?alt=sse` for server-sent events, else a JSON array), `{model}:countTokens`, `{model}:embedContent` and `{model}:batchEmbedContents`. The key may come as `x-goog-api-key` or `?key=`.",
+        Some("GenerateContentRequest"),
+        "A `GenerateContentResponse`, a stream of them, or `{\"totalTokens\": n}`.",
+    ),
 ];
 
 fn error_schema() -> Value {
     json!({
         "type": "object",
-        "description": "OpenAI routes answer `{\"error\": {message, type, param, code}}`; Anthropic routes `{\"type\": \"error\", \"error\": {type, message}}`.",
+        "description": "OpenAI routes answer `{\"error\": {message, type, param, code}}`; Anthropic routes `{\"type\": \"error\", \"error\": {type, message}}`; Google GenAI routes (`/v1beta`) `{\"error\": {code, message, status}}`. Unknown routes and methods answer 404 and 405 in the same shapes.",
     })
 }
 
@@ -54,7 +97,7 @@ pub fn document() -> Value {
             }
         });
         if *path != "/v1/openapi.json" {
-            op["security"] = json!([{ "bearer": [] }, { "apiKey": [] }]);
+            op["security"] = json!([{ "bearer": [] }, { "apiKey": [] }, { "googApiKey": [] }]);
         }
         if let Some(schema) = request {
             op["requestBody"] = json!({
@@ -62,7 +105,9 @@ pub fn document() -> Value {
                 "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } }
             });
         }
-        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        // The actix pattern `{target:.*}` is the template `{target}`.
+        let template = path.replace(":.*}", "}");
+        let entry = paths.entry(template).or_insert_with(|| json!({}));
         entry[*method] = op;
     }
     json!({
@@ -70,13 +115,14 @@ pub fn document() -> Value {
         "info": {
             "title": "Arbor gateway",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Arbor's providers in the OpenAI and Anthropic formats. `model` may be `provider/model`, a model id, `model$alias`, one of your aliases, or a comma-separated fallback chain; the response's `model` names the one that answered.",
+            "description": "Arbor's providers in the OpenAI, Anthropic and Google GenAI formats. `model` may be `provider/model`, a model id, `model$alias`, one of your aliases, or a comma-separated fallback chain; the response's `model` names the one that answered.",
         },
         "paths": paths,
         "components": {
             "securitySchemes": {
                 "bearer": { "type": "http", "scheme": "bearer", "description": "An Arbor API token (`arb_…`)." },
-                "apiKey": { "type": "apiKey", "in": "header", "name": "x-api-key" }
+                "apiKey": { "type": "apiKey", "in": "header", "name": "x-api-key" },
+                "googApiKey": { "type": "apiKey", "in": "header", "name": "x-goog-api-key" }
             },
             "schemas": {
                 "ChatCompletionRequest": {
@@ -106,6 +152,43 @@ pub fn document() -> Value {
                         "stream": { "type": "boolean" },
                         "temperature": { "type": "number", "minimum": 0, "maximum": 1 },
                         "thinking": { "type": "object" }
+                    }
+                },
+                "EmbeddingsRequest": {
+                    "type": "object",
+                    "required": ["model", "input"],
+                    "properties": {
+                        "model": { "type": "string" },
+                        "input": {},
+                        "encoding_format": { "type": "string", "enum": ["float", "base64"] }
+                    }
+                },
+                "ResponsesRequest": {
+                    "type": "object",
+                    "required": ["model", "input"],
+                    "properties": {
+                        "model": { "type": "string" },
+                        "instructions": { "type": "string" },
+                        "input": {},
+                        "tools": { "type": "array", "items": { "type": "object" } },
+                        "tool_choice": {},
+                        "reasoning": { "type": "object", "properties": { "effort": { "type": "string" }, "summary": { "type": "string" } } },
+                        "max_output_tokens": { "type": "integer", "minimum": 1 },
+                        "previous_response_id": { "type": "string" },
+                        "store": { "type": "boolean" },
+                        "stream": { "type": "boolean" }
+                    }
+                },
+                "GenerateContentRequest": {
+                    "type": "object",
+                    "required": ["contents"],
+                    "properties": {
+                        "contents": { "type": "array", "items": { "type": "object" } },
+                        "systemInstruction": { "type": "object" },
+                        "tools": { "type": "array", "items": { "type": "object" } },
+                        "toolConfig": { "type": "object" },
+                        "generationConfig": { "type": "object" },
+                        "safetySettings": { "type": "array" }
                     }
                 },
                 "Error": error_schema()

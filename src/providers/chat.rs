@@ -3,7 +3,7 @@
 use futures_util::future::BoxFuture;
 
 use super::client::{Endpoint, EventStream, ProviderClient, RetryPolicy, WireFormat};
-use super::types::{ChatRequest, ProviderError};
+use super::types::{ChatRequest, Embeddings, ProviderError};
 
 /// Streams chat requests, lists models and counts tokens for one configured provider.
 pub trait ChatProvider: Send + Sync {
@@ -13,6 +13,12 @@ pub trait ChatProvider: Send + Sync {
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>>;
     /// The prompt's size in tokens; `None` where the provider has no counting endpoint.
     fn count_tokens<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<Option<u64>, ProviderError>>;
+    /// Embeddings of `inputs` by `model`; `None` where the provider has no embeddings endpoint.
+    fn embed<'a>(
+        &'a self,
+        model: &'a str,
+        inputs: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>>;
 }
 
 /// What every HTTP provider shares: the client, where to call and how to retry.
@@ -34,6 +40,14 @@ impl Http {
 
     fn count_tokens<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
         Box::pin(self.client.count_tokens(&self.endpoint, req))
+    }
+
+    fn embed<'a>(
+        &'a self,
+        model: &'a str,
+        inputs: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
+        Box::pin(self.client.embed(&self.endpoint, model, inputs))
     }
 }
 
@@ -59,6 +73,9 @@ macro_rules! http_provider {
             }
             fn count_tokens<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
                 self.0.count_tokens(req)
+            }
+            fn embed<'a>(&'a self, model: &'a str, inputs: &'a [String]) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
+                self.0.embed(model, inputs)
             }
         }
     };

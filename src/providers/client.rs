@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 
 use super::sse::{SseEvent, SseParser};
-use super::types::{ChatRequest, ProviderError, ProviderEvent, StreamParseError};
+use super::types::{ChatRequest, Embeddings, ProviderError, ProviderEvent, StreamParseError};
 use super::{anthropic, gemini, openai};
 use crate::secret::Secret;
 
@@ -349,6 +349,39 @@ impl ProviderClient {
         };
         let body = self.exchange(ep, b).await?;
         parse(&body).map(Some).map_err(|e| parse_failure(&e))
+    }
+
+    /// Embeddings of `inputs`, where the provider has an embeddings endpoint (`None`: it has
+    /// none; Anthropic offers no embeddings).
+    pub async fn embed(
+        &self,
+        ep: &Endpoint,
+        model: &str,
+        inputs: &[String],
+    ) -> Result<Option<Embeddings>, ProviderError> {
+        let (b, parse): (_, ParseFn<Embeddings>) = match ep.format {
+            WireFormat::Anthropic => return Ok(None),
+            WireFormat::OpenAi => (
+                self.http
+                    .post(openai::embeddings_endpoint(&ep.base_url))
+                    .json(&openai::build_embeddings(model, inputs)),
+                openai::parse_embeddings,
+            ),
+            WireFormat::Gemini => (
+                self.http
+                    .post(gemini::embeddings_endpoint(&ep.base_url, model))
+                    .json(&gemini::build_embeddings(model, inputs)),
+                gemini::parse_embeddings,
+            ),
+        };
+        let body = self.exchange(ep, b).await?;
+        let out = parse(&body).map_err(|e| parse_failure(&e))?;
+        if out.vectors.len() != inputs.len() {
+            return Err(parse_failure(&StreamParseError(
+                "the provider returned a different number of embeddings".into(),
+            )));
+        }
+        Ok(Some(out))
     }
 
     fn parse_error(format: WireFormat, status: u16, retry_after: Option<&str>, body: &[u8]) -> ProviderError {

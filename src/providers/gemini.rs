@@ -46,7 +46,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::sse::SseEvent;
 use super::types::*;
@@ -92,6 +92,50 @@ pub fn models_endpoint(base_url: &str) -> String {
 /// URL of `countTokens` for `model`.
 pub fn count_tokens_endpoint(base_url: &str, model: &str) -> String {
     format!("{}/{}:countTokens", api_root(base_url), model_path(model))
+}
+
+/// URL of `batchEmbedContents` for `model`.
+pub fn embeddings_endpoint(base_url: &str, model: &str) -> String {
+    format!("{}/{}:batchEmbedContents", api_root(base_url), model_path(model))
+}
+
+/// The body of a `batchEmbedContents` call: one request per input.
+pub fn build_embeddings(model: &str, inputs: &[String]) -> Value {
+    let name = format!("models/{}", bare_model(model));
+    let requests: Vec<Value> = inputs
+        .iter()
+        .map(|text| json!({ "model": name, "content": { "parts": [{ "text": text }] } }))
+        .collect();
+    json!({ "requests": requests })
+}
+
+/// A `batchEmbedContents` answer: `embeddings[].values` (Gemini reports no token count).
+pub fn parse_embeddings(body: &[u8]) -> Result<Embeddings, StreamParseError> {
+    parse_embeddings_inner(body).map_err(StreamParseError)
+}
+
+fn parse_embeddings_inner(body: &[u8]) -> Result<Embeddings, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("embeddings: {e}"))?;
+    let list = v
+        .get("embeddings")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "embeddings: no embeddings".to_string())?;
+    let vectors = list
+        .iter()
+        .map(|e| {
+            e.get("values")
+                .and_then(Value::as_array)
+                .ok_or_else(|| "embeddings: an item has no values".to_string())?
+                .iter()
+                .map(|x| {
+                    x.as_f64()
+                        .map(|f| f as f32)
+                        .ok_or_else(|| "embeddings: a value is not a number".to_string())
+                })
+                .collect::<Result<Vec<f32>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Embeddings { vectors, input_tokens: None })
 }
 
 /// `https://host[/prefix]/v1beta`: the base with a version segment, added when it has none.
@@ -150,6 +194,9 @@ pub fn build_request(req: &ChatRequest) -> Value {
     }
     if let Some(tools) = build_tools(&req.tools) {
         body.insert("tools".into(), tools);
+        if let Some(choice) = &req.params.tool_choice {
+            body.insert("toolConfig".into(), tool_config(choice));
+        }
     }
     if let Some(config) = generation_config(&req.params) {
         body.insert("generationConfig".into(), config);
@@ -289,6 +336,17 @@ fn build_tools(tools: &[ToolSpec]) -> Option<Value> {
         })
         .collect();
     Some(Value::Array(vec![object([("functionDeclarations", Value::Array(declarations))])]))
+}
+
+/// `toolConfig` for a tool choice: Gemini's function-calling mode, with the one allowed name.
+fn tool_config(choice: &ToolChoice) -> Value {
+    let config = match choice {
+        ToolChoice::Auto => json!({ "mode": "AUTO" }),
+        ToolChoice::None => json!({ "mode": "NONE" }),
+        ToolChoice::Required => json!({ "mode": "ANY" }),
+        ToolChoice::Tool(name) => json!({ "mode": "ANY", "allowedFunctionNames": [name] }),
+    };
+    json!({ "functionCallingConfig": config })
 }
 
 /// The sanitized parameters, or `None` for a tool without arguments: Gemini rejects an `OBJECT`

@@ -40,6 +40,46 @@ pub fn models_endpoint(base_url: &str) -> String {
     format!("{base}/models")
 }
 
+/// The embeddings URL (`POST /embeddings`) under an API base URL.
+pub fn embeddings_endpoint(base_url: &str) -> String {
+    let base = base_url.trim().trim_end_matches('/');
+    let base = base.strip_suffix("/chat/completions").unwrap_or(base);
+    format!("{base}/embeddings")
+}
+
+/// The body of an embeddings request (floats, so every compatible server understands it).
+pub fn build_embeddings(model: &str, inputs: &[String]) -> Value {
+    json!({ "model": model, "input": inputs, "encoding_format": "float" })
+}
+
+/// An embeddings answer: `data[].embedding` put in `index` order, `usage.prompt_tokens`.
+pub fn parse_embeddings(body: &[u8]) -> Result<Embeddings, StreamParseError> {
+    parse_embeddings_inner(body).map_err(StreamParseError)
+}
+
+fn parse_embeddings_inner(body: &[u8]) -> Result<Embeddings, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("embeddings: {e}"))?;
+    let data = v.get("data").and_then(Value::as_array).ok_or_else(|| "embeddings: no data".to_string())?;
+    let mut indexed: Vec<(u64, Vec<f32>)> = Vec::with_capacity(data.len());
+    for (i, d) in data.iter().enumerate() {
+        let vector = d
+            .get("embedding")
+            .and_then(Value::as_array)
+            .ok_or_else(|| "embeddings: an item has no embedding array".to_string())?
+            .iter()
+            .map(|x| {
+                x.as_f64().map(|f| f as f32).ok_or_else(|| "embeddings: a value is not a number".to_string())
+            })
+            .collect::<Result<Vec<f32>, _>>()?;
+        indexed.push((d.get("index").and_then(Value::as_u64).unwrap_or(i as u64), vector));
+    }
+    indexed.sort_by_key(|(i, _)| *i);
+    Ok(Embeddings {
+        vectors: indexed.into_iter().map(|(_, v)| v).collect(),
+        input_tokens: v.pointer("/usage/prompt_tokens").and_then(Value::as_u64),
+    })
+}
+
 /// The JSON body of a chat completions request.
 ///
 /// - The system prompt (when non-empty) is the first message, role `system` (OpenAI maps it to
@@ -54,7 +94,7 @@ pub fn models_endpoint(base_url: &str) -> String {
 ///   there are only tool calls. Thoughts are not sent back: the format has no input for them
 ///   (DeepSeek even rejects `reasoning_content` in input messages). An assistant message left
 ///   with neither text nor tool calls is omitted, as are images in assistant messages.
-/// - `tools` only when there are some; `temperature`, `reasoning_effort` when set.
+/// - `tools` only when there are some, with `tool_choice` when one was asked for; `temperature`, `reasoning_effort` when set.
 /// - The output limit is `max_completion_tokens`, not `max_tokens`: OpenAI deprecated
 ///   `max_tokens` and its reasoning models (o-series, GPT-5) reject it, while
 ///   `max_completion_tokens` bounds visible and reasoning tokens together. vLLM, Ollama and
@@ -81,6 +121,9 @@ pub fn build_request(req: &ChatRequest, stream: bool) -> Value {
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = &req.params.tool_choice {
+            body.insert("tool_choice".into(), tool_choice_json(choice));
+        }
     }
     if let Some(temperature) = req.params.temperature.and_then(f32_to_json) {
         body.insert("temperature".into(), temperature);
@@ -562,3 +605,13 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<String>, StreamParseError> {
 
 #[cfg(test)]
 mod tests;
+
+/// `tool_choice` in the Chat Completions spelling.
+fn tool_choice_json(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => Value::from("auto"),
+        ToolChoice::None => Value::from("none"),
+        ToolChoice::Required => Value::from("required"),
+        ToolChoice::Tool(name) => json!({ "type": "function", "function": { "name": name } }),
+    }
+}

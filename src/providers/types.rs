@@ -119,6 +119,23 @@ pub struct GenParams {
     pub reasoning_effort: Option<ReasoningEffort>,
     /// Thinking budget in tokens (Anthropic `budget_tokens`, Gemini `thinkingBudget`).
     pub thinking_budget: Option<u32>,
+    /// Whether and which tool the model must call (`None`: the provider's default, auto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// Whether the model may, must or must not call a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call, any tool.
+    Required,
+    /// A call of this tool.
+    Tool(String),
 }
 
 /// Everything one model call needs.
@@ -134,6 +151,15 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// Generation settings.
     pub params: GenParams,
+}
+
+/// Embedding vectors for a list of inputs, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Embeddings {
+    /// One vector per input.
+    pub vectors: Vec<Vec<f32>>,
+    /// Input tokens the provider reported, if it did.
+    pub input_tokens: Option<u64>,
 }
 
 /// Why the model stopped.

@@ -11,7 +11,7 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, dev::Payl
 use serde_json::Value;
 
 use crate::domain::accounts::api_tokens::{self, Refusal, TokenCaller};
-use crate::gateway::{ApiError, anthropic, openai};
+use crate::gateway::{ApiError, anthropic, gemini, openai};
 use crate::state::AppState;
 use crate::web::extractors::bearer_token;
 
@@ -22,12 +22,21 @@ pub enum Dialect {
     OpenAi,
     /// Anthropic's `{"type": "error", "error": {...}}`.
     Anthropic,
+    /// Google's `{"error": {"code", "message", "status"}}`.
+    Gemini,
 }
 
 impl Dialect {
     /// The dialect of the route a request is for.
     pub fn of(req: &HttpRequest) -> Dialect {
-        if req.path().starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi }
+        let path = req.path();
+        if path.starts_with("/v1/messages") {
+            Dialect::Anthropic
+        } else if path.starts_with("/v1beta/") || path == "/v1beta" {
+            Dialect::Gemini
+        } else {
+            Dialect::OpenAi
+        }
     }
 
     /// An error in this dialect, with its status and `Retry-After`.
@@ -35,6 +44,7 @@ impl Dialect {
         let body = match self {
             Dialect::OpenAi => openai::error_body(e),
             Dialect::Anthropic => anthropic::error_body(e),
+            Dialect::Gemini => gemini::error_body(e),
         };
         error_response(e, body)
     }
@@ -76,8 +86,20 @@ impl ResponseError for ApiRefusal {
     }
 }
 
+/// The key as Google's clients send it: `x-goog-api-key`, else `?key=` (the query string is
+/// never logged).
+fn google_key(req: &HttpRequest) -> Option<&str> {
+    if let Some(key) = req.headers().get("x-goog-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(key.trim()).filter(|k| !k.is_empty());
+    }
+    req.query_string()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+        .filter(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'))
+}
+
 async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiError> {
-    let token = bearer_token(req).ok_or_else(|| {
+    let token = bearer_token(req).or_else(|| google_key(req)).ok_or_else(|| {
         ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
     })?;
     match api_tokens::authenticate(&state.db, token).await {

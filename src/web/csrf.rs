@@ -16,8 +16,8 @@ use crate::state::AppState;
 /// Header carrying the session's CSRF token.
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
 
-/// Paths authenticated by bearer tokens instead of cookies (the `/v1` API, later).
-const EXEMPT_PREFIXES: &[&str] = &["/v1/"];
+/// Paths authenticated by API tokens instead of cookies (the gateway's APIs).
+const EXEMPT_PREFIXES: &[&str] = &["/v1/", "/v1beta/"];
 
 fn is_safe(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)

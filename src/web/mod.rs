@@ -53,5 +53,14 @@ pub fn build_app(
         .wrap(middleware::security_headers(https))
         .wrap(from_fn(middleware::request_context))
         .configure(routes::configure)
-        .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(WebError::NotFound) }))
+        .default_service(web::to(not_found))
+}
+
+/// No route matched: a JSON error in the API's dialect under `/v1` and `/v1beta`, else the
+/// HTML "not found" page.
+async fn not_found(req: actix_web::HttpRequest) -> Result<actix_web::HttpResponse, WebError> {
+    if handlers::api::is_api_path(req.path()) {
+        return Ok(handlers::api::no_route(req).await);
+    }
+    Err(WebError::NotFound)
 }

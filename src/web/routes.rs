@@ -58,9 +58,16 @@ pub fn table() -> Vec<RouteEntry> {
         // The API authenticates by token inside the handler; cookies are not accepted there.
         entry(Method::GET, "/v1/models", Public, web::get().to(api::models)),
         entry(Method::POST, "/v1/chat/completions", Public, web::post().to(api::chat_completions)),
+        entry(Method::POST, "/v1/embeddings", Public, web::post().to(api::embeddings)),
+        entry(Method::POST, "/v1/responses", Public, web::post().to(api::create_response)),
+        entry(Method::GET, "/v1/responses/{id}", Public, web::get().to(api::get_response)),
+        entry(Method::DELETE, "/v1/responses/{id}", Public, web::delete().to(api::delete_response)),
         entry(Method::POST, "/v1/messages", Public, web::post().to(api::messages)),
         entry(Method::POST, "/v1/messages/count_tokens", Public, web::post().to(api::count_tokens)),
         entry(Method::GET, "/v1/openapi.json", Public, web::get().to(api::openapi)),
+        entry(Method::GET, "/v1beta/models", Public, web::get().to(api::gemini_models)),
+        entry(Method::GET, "/v1beta/models/{target:.*}", Public, web::get().to(api::gemini_model)),
+        entry(Method::POST, "/v1beta/models/{target:.*}", Public, web::post().to(api::gemini_post)),
         entry(Method::POST, "/login", Public, web::post().to(auth::login)),
         entry(Method::POST, "/logout", Public, web::post().to(auth::logout)),
         entry(Method::GET, "/signup", Public, web::get().to(auth::signup_form)),
@@ -221,6 +228,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     for (path, routes) in by_path {
         let mut resource = web::resource(path);
+        if handlers::api::is_api_path(path) {
+            resource = resource.default_service(web::to(handlers::api::wrong_method));
+        }
         for route in routes {
             resource = resource.route(route);
         }
@@ -272,7 +282,7 @@ mod tests {
             .collect();
         let mut served: Vec<(String, String)> = specs()
             .into_iter()
-            .filter(|s| s.path.starts_with("/v1/"))
+            .filter(|s| crate::web::handlers::api::is_api_path(s.path))
             .map(|s| (s.method.to_string(), s.path.to_string()))
             .collect();
         documented.sort();
@@ -281,5 +291,6 @@ mod tests {
         let doc = crate::gateway::openapi::document();
         assert_eq!(doc["openapi"], "3.1.0");
         assert!(doc["paths"]["/v1/chat/completions"]["post"]["requestBody"].is_object());
+        assert!(doc["paths"]["/v1beta/models/{target}"]["post"]["requestBody"].is_object());
     }
 }

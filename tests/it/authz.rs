@@ -116,6 +116,24 @@ pub(crate) fn cases() -> Vec<Case> {
         post("/v1/messages", |_| "/v1/messages".into(), "{}", all(401)),
         post("/v1/messages/count_tokens", |_| "/v1/messages/count_tokens".into(), "{}", all(401)),
         get("/v1/openapi.json", |_| "/v1/openapi.json".into(), all(200)),
+        post("/v1/embeddings", |_| "/v1/embeddings".into(), "{}", all(401)),
+        post("/v1/responses", |_| "/v1/responses".into(), "{}", all(401)),
+        get("/v1/responses/{id}", |_| "/v1/responses/resp_1".into(), all(401)),
+        Case {
+            method: Method::DELETE,
+            pattern: "/v1/responses/{id}",
+            path: |_| "/v1/responses/resp_1".into(),
+            body: "",
+            expect: all(401),
+        },
+        get("/v1beta/models", |_| "/v1beta/models".into(), all(401)),
+        get("/v1beta/models/{target:.*}", |_| "/v1beta/models/openai/gpt-4o-mini".into(), all(401)),
+        post(
+            "/v1beta/models/{target:.*}",
+            |_| "/v1beta/models/gemini-2.5-flash:generateContent".into(),
+            "{}",
+            all(401),
+        ),
         post("/login", |_| "/login".into(), "email=nobody%40example.com&password=wrong-password", all(401)),
         post("/logout", |_| "/logout".into(), "", all(303)),
         // Self sign-up is off by default, and the setup link is closed once an admin exists.
@@ -946,7 +964,10 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         let send = |headers: Vec<(&'static str, String)>| {
             let mut req = app
                 .client
-                .post(app.url(&path))
+                .request(
+                    reqwest::Method::from_bytes(case.method.as_str().as_bytes()).unwrap(),
+                    app.url(&path),
+                )
                 .header("Content-Type", "application/x-www-form-urlencoded")
                 .body(case.body);
             for (k, v) in headers {
@@ -962,7 +983,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
             ("Sec-Fetch-Site", "cross-site".into()),
         ])
         .await;
-        if path.starts_with("/v1/") {
+        if arbor::web::handlers::api::is_api_path(&path) {
             // The API takes tokens only: a browser's cookie, whatever its origin, is no credential.
             assert_eq!(cross, 401, "cookies do not authorize {path}");
             continue;

@@ -9,14 +9,14 @@ use crate::runs::use_mock;
 use crate::support::mock_upstream::{self, MockUpstream, Provider, Reply};
 use crate::support::{TestApp, TestSession};
 
-struct Api {
-    app: TestApp,
-    mock: MockUpstream,
-    s: TestSession,
+pub(crate) struct Api {
+    pub(crate) app: TestApp,
+    pub(crate) mock: MockUpstream,
+    pub(crate) s: TestSession,
     user: arbor::domain::accounts::User,
 }
 
-async fn api_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Api {
+pub(crate) async fn api_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Api {
     let mock = mock_upstream::start().await.unwrap();
     let app = TestApp::spawn_with(|c| {
         use_mock(c, &mock);
@@ -30,7 +30,7 @@ async fn api_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Api {
 }
 
 /// Creates a token through the settings page and returns it (shown once).
-async fn token(api: &Api, scope: &str, days: &str) -> String {
+pub(crate) async fn token(api: &Api, scope: &str, days: &str) -> String {
     let res = api
         .app
         .post_form(
@@ -47,7 +47,7 @@ async fn token(api: &Api, scope: &str, days: &str) -> String {
 }
 
 impl Api {
-    async fn call(&self, path: &str, token: &str, body: Option<Value>) -> reqwest::Response {
+    pub(crate) async fn call(&self, path: &str, token: &str, body: Option<Value>) -> reqwest::Response {
         let req = match body {
             Some(b) => self.app.client.post(self.app.url(path)).json(&b),
             None => self.app.client.get(self.app.url(path)),
@@ -75,7 +75,7 @@ fn data_lines(body: &str) -> Vec<String> {
 }
 
 /// The usage rows once there are `n` (the API writes them in the background, in batches).
-async fn usage_rows(app: &TestApp, n: usize) -> Vec<arbor::storage::entities::usage::Model> {
+pub(crate) async fn usage_rows(app: &TestApp, n: usize) -> Vec<arbor::storage::entities::usage::Model> {
     use sea_orm::EntityTrait;
     let began = std::time::Instant::now();
     loop {
@@ -466,14 +466,22 @@ fn sdk_python() -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_openai_and_anthropic_sdks_work_against_the_gateway() {
+async fn the_official_openai_anthropic_and_google_sdks_work_against_the_gateway() {
     let python = sdk_python();
     assert!(
         python.exists(),
         "{} is missing: run scripts/test (it installs tests/sdk/requirements.txt into a venv)",
         python.display()
     );
-    let api = api_with(|_| {}).await;
+    let api = api_with(|c| {
+        // The embedding models, enabled beside the chat models.
+        for (provider, model) in [("openai", "text-embedding-3-small"), ("gemini", "gemini-embedding-001")] {
+            if let Some(p) = c.llm.providers.get_mut(provider) {
+                p.models.push(model.into());
+            }
+        }
+    })
+    .await;
     let t = token(&api, "api", "").await;
     for reply in ["openai/text.sse", "openai/text.sse", "openai/tool_calls_parallel.sse"] {
         api.mock.enqueue(Provider::OpenAi, Reply::fixture(reply));
@@ -486,8 +494,29 @@ async fn the_official_openai_and_anthropic_sdks_work_against_the_gateway() {
         "anthropic/text.sse",
         "anthropic/tool_use_parallel.sse",
         "anthropic/count_tokens.json",
+        "anthropic/text.sse",
     ] {
         api.mock.enqueue(Provider::Anthropic, Reply::fixture(reply));
+    }
+    // Responses: create, stream (continuing it), tools; embeddings; Google GenAI: cross-provider.
+    for reply in [
+        "openai/text.sse",
+        "openai/text.sse",
+        "openai/tool_calls_parallel.sse",
+        "openai/embeddings.json",
+        "openai/text.sse",
+    ] {
+        api.mock.enqueue(Provider::OpenAi, Reply::fixture(reply));
+    }
+    // Google GenAI: generate, stream, count tokens, function calling, embeddings.
+    for reply in [
+        "gemini/text.sse",
+        "gemini/text.sse",
+        "gemini/count_tokens.json",
+        "gemini/function_calls_parallel.sse",
+        "gemini/batch_embed.json",
+    ] {
+        api.mock.enqueue(Provider::Gemini, Reply::fixture(reply));
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/check.py");
     let out = tokio::process::Command::new(&python)
@@ -500,7 +529,12 @@ async fn the_official_openai_and_anthropic_sdks_work_against_the_gateway() {
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let paths: Vec<String> = api.mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\nupstream calls: {paths:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for check in [
         "openai.create",
         "openai.stream",
@@ -512,14 +546,40 @@ async fn the_official_openai_and_anthropic_sdks_work_against_the_gateway() {
         "anthropic.count_tokens",
         "anthropic.errors",
         "anthropic.cross",
+        "anthropic.beta_fields",
+        "responses.create",
+        "responses.stream",
+        "responses.tools",
+        "responses.stored",
+        "openai.unknown_route",
+        "openai.embeddings",
+        "genai.embed",
+        "genai.generate",
+        "genai.stream",
+        "genai.count_tokens",
+        "genai.tools",
+        "genai.cross",
+        "genai.errors",
     ] {
         assert!(stdout.lines().any(|l| l == format!("ok {check}")), "{check} did not pass:\n{stdout}");
     }
     assert_eq!(
-        api.mock.pending(Provider::OpenAi) + api.mock.pending(Provider::Anthropic),
+        api.mock.pending(Provider::OpenAi)
+            + api.mock.pending(Provider::Anthropic)
+            + api.mock.pending(Provider::Gemini),
         0,
         "every reply was used"
     );
+    // The continued response carried the first one's turn upstream.
+    let continued = api
+        .mock
+        .requests_for(Provider::OpenAi)
+        .into_iter()
+        .filter_map(|r| r.json().ok())
+        .find(|b| b["messages"].as_array().is_some_and(|m| m.len() == 4))
+        .expect("the continued response sent the chain");
+    assert_eq!(continued["messages"][0]["content"], "Be kind.", "the chain's instructions");
+    assert_eq!(continued["messages"][2]["content"], "Hello! How can I help you today? 👋");
     assert!(api.mock.problems().is_empty(), "{:?}", api.mock.problems());
 }
 

@@ -110,7 +110,7 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
         // A fresh browser session per row: a row may sign its caller out.
         let (owner_s, admin_s) = (app.login_full(&owner).await, app.login_full(&admin).await);
         let session = caller_for(&case, &owner_s, &admin_s);
-        let bearer = path.starts_with("/v1/").then_some(token.expose());
+        let bearer = arbor::web::handlers::api::is_api_path(&path).then_some(token.expose());
         let mut record = |status: u16, what: String| {
             tried += 1;
             if status >= 500 {
@@ -137,7 +137,7 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
             let status = send(&app, &case.method, &path, body, content_type, session, bearer).await;
             record(status, format!("{len} bytes of {content_type}"));
         }
-        if path.starts_with("/v1/") {
+        if arbor::web::handlers::api::is_api_path(&path) {
             for body in [
                 "null",
                 "[]",

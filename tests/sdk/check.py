@@ -1,4 +1,4 @@
-"""Drives Arbor's /v1 gateway with the official OpenAI and Anthropic Python SDKs.
+"""Drives Arbor's gateway with the official OpenAI, Anthropic and Google GenAI Python SDKs.
 
 Run by tests/it/gateway.rs against a running server whose mock upstream has the replies queued
 in the order below. Prints one line per check; exits non-zero at the first failure.
@@ -10,6 +10,9 @@ import sys
 
 import anthropic
 import openai
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 origin, token = sys.argv[1], sys.argv[2]
 oa = openai.OpenAI(api_key=token, base_url=f"{origin}/v1", max_retries=0)
@@ -100,3 +103,93 @@ with an.messages.stream(model="openai/gpt-4o-mini", max_tokens=256, messages=[{"
     streamed = "".join(s.text_stream)
 assert streamed == "Hello! How can I help you today? 👋", streamed
 ok("anthropic.cross")
+
+# The fields Claude Code sends: a system-role message inside messages, adaptive thinking, an
+# effort, context management, cache control; what the model cannot take comes back named.
+raw = an.messages.with_raw_response.create(
+    model="anthropic/claude-sonnet-4-5",
+    max_tokens=1024,
+    system=[{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}],
+    messages=[{"role": "user", "content": "Hi"}, {"role": "system", "content": "The user is in Oslo."}],
+    extra_body={"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}, "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}},
+    extra_headers={"anthropic-beta": "context-management-2025-06-27,effort-2025-11-24"},
+)
+m = raw.parse()
+assert m.content[0].text.startswith("Hello!"), m
+assert "context_management" in raw.headers.get("warning", ""), raw.headers
+ok("anthropic.beta_fields")
+
+# --- OpenAI Responses ---------------------------------------------------------------------
+r = oa.responses.create(model="openai/gpt-4o-mini", instructions="Be kind.", input="Hi")
+assert r.status == "completed" and r.output_text == "Hello! How can I help you today? 👋", r
+assert r.usage.total_tokens > 0 and r.model == "openai/gpt-4o-mini", r
+ok("responses.create")
+
+with oa.responses.stream(model="openai/gpt-4o-mini", input="Hi", previous_response_id=r.id) as s:
+    deltas = [e.delta for e in s if e.type == "response.output_text.delta"]
+    final = s.get_final_response()
+assert "".join(deltas) == "Hello! How can I help you today? 👋" == final.output_text, deltas
+assert final.previous_response_id == r.id and final.usage.output_tokens > 0, final
+ok("responses.stream")
+
+weather = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+r3 = oa.responses.create(model="openai/gpt-4o-mini", input="Weather in Paris and London?", tools=weather)
+calls = [o for o in r3.output if o.type == "function_call"]
+assert [c.name for c in calls] == ["get_weather", "get_local_time"], r3
+assert all(c.arguments.startswith("{") and c.call_id.startswith("call_") for c in calls), r3
+ok("responses.tools")
+
+assert oa.responses.retrieve(r.id).output_text == r.output_text
+oa.responses.delete(r.id)
+expect(openai.NotFoundError, lambda: oa.responses.retrieve(r.id))
+expect(openai.NotFoundError, lambda: oa.responses.create(model="openai/gpt-4o-mini", input="Hi", previous_response_id=r.id))
+expect(openai.BadRequestError, lambda: oa.responses.create(model="openai/gpt-4o-mini", input=[]))
+ok("responses.stored")
+
+e = expect(openai.NotFoundError, lambda: oa.post("/no/such/route", cast_to=object, body={}))
+assert e.body is not None, e
+ok("openai.unknown_route")
+
+e = oa.embeddings.create(model="openai/text-embedding-3-small", input=["first", "second"])
+assert [d.index for d in e.data] == [0, 1] and len(e.data[0].embedding) == 4, e
+assert abs(e.data[0].embedding[0] - 0.0023064255) < 1e-6 and e.usage.prompt_tokens == 8, e
+ok("openai.embeddings")
+
+# --- Google GenAI -------------------------------------------------------------------------
+g = genai.Client(api_key=token, http_options=genai_types.HttpOptions(base_url=origin, api_version="v1beta"))
+sky = "The sky looks blue because sunlight is scattered by the gases"
+r = g.models.generate_content(model="gemini-2.5-flash", contents="Why is the sky blue?", config=genai_types.GenerateContentConfig(system_instruction="Be brief."))
+assert r.text.startswith(sky) and r.usage_metadata.total_token_count == 67, r
+ok("genai.generate")
+
+text = "".join(c.text or "" for c in g.models.generate_content_stream(model="gemini-2.5-flash", contents="Why is the sky blue?"))
+assert text.startswith(sky) and text.endswith("before it reaches you."), text
+ok("genai.stream")
+
+n = g.models.count_tokens(model="gemini-2.5-flash", contents="Why is the sky blue?")
+assert n.total_tokens == 31, n
+ok("genai.count_tokens")
+
+decl = genai_types.FunctionDeclaration(name="get_weather", description="Weather.", parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}})
+r = g.models.generate_content(
+    model="gemini-2.5-flash",
+    contents="Weather in Paris and London?",
+    config=genai_types.GenerateContentConfig(tools=[genai_types.Tool(function_declarations=[decl])], automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True)),
+)
+assert r.function_calls and all(c.name == "get_weather" for c in r.function_calls), r
+ok("genai.tools")
+
+emb = g.models.embed_content(model="gemini-embedding-001", contents="Why is the sky blue?")
+assert len(emb.embeddings) == 1 and abs(emb.embeddings[0].values[0] - 0.013168523) < 1e-6, emb
+ok("genai.embed")
+
+r = g.models.generate_content(model="gpt-4o-mini", contents="Hi")
+assert r.text == "Hello! How can I help you today? 👋", r
+ok("genai.cross")
+
+e = expect(genai_errors.ClientError, lambda: g.models.generate_content(model="no-such-model", contents="Hi"))
+assert e.code == 404 and e.status == "NOT_FOUND", e
+bad = genai.Client(api_key="arb_wrong", http_options=genai_types.HttpOptions(base_url=origin, api_version="v1beta"))
+e = expect(genai_errors.ClientError, lambda: bad.models.generate_content(model="gemini-2.5-flash", contents="Hi"))
+assert e.code == 401 and e.status == "UNAUTHENTICATED", e
+ok("genai.errors")

@@ -2,6 +2,8 @@
 //! chains, `provider/model`, `model$alias`), opening the first one that starts answering, and
 //! recording what it cost. Quotas and rate limits apply as in the UI; usage is marked `api`.
 
+pub mod stored;
+
 use std::time::Instant;
 
 use uuid::Uuid;
@@ -14,7 +16,7 @@ use crate::domain::runs::context;
 use crate::domain::sessions::tree::MessageUsage;
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::client::EventStream;
-use crate::providers::types::{ChatRequest, ProviderError, Usage};
+use crate::providers::types::{ChatRequest, Embeddings, ProviderError, Usage};
 use crate::storage::Db;
 use crate::storage::repos::messages as repo;
 use crate::storage::usage_writer::UsageWriter;
@@ -155,19 +157,140 @@ pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, 
             true,
         ),
     };
-    providers.spend_tokens(actor.user_id(), &opened_model.provider, u.input_tokens + u.output_tokens);
-    let usage = MessageUsage::priced(&u, &opened_model.info, estimated);
+    write_usage(usage_writer, providers, actor, opened_model, u, estimated, started);
+}
+
+/// Queues one usage row for a gateway call and counts its tokens against the rate limit.
+fn write_usage(
+    usage_writer: &UsageWriter,
+    providers: &Providers,
+    actor: &Actor,
+    model: &ResolvedModel,
+    u: Usage,
+    estimated: bool,
+    started: Instant,
+) {
+    providers.spend_tokens(actor.user_id(), &model.provider, u.input_tokens + u.output_tokens);
     let row = repo::UsageRow {
         user_id: actor.user_id(),
         session_id: None,
         message_id: None,
-        provider: &opened_model.provider,
-        model: &opened_model.model,
-        usage,
+        provider: &model.provider,
+        model: &model.model,
+        usage: MessageUsage::priced(&u, &model.info, estimated),
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         via: "api",
     };
     usage_writer.write(&row);
+}
+
+/// Embeddings of `inputs` by the first model of `chain` that has them (quota checked first),
+/// with their usage recorded; the model that answered.
+pub async fn embed(
+    db: &Db,
+    providers: &Providers,
+    usage_writer: &UsageWriter,
+    actor: &Actor,
+    chain: &[String],
+    inputs: &[String],
+) -> Result<(ResolvedModel, Embeddings), OpenError> {
+    quotas::check(db, actor.user_id()).await.map_err(OpenError::Domain)?;
+    let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
+    let mut last: Option<OpenError> = None;
+    for reference in chain {
+        let model = match providers.resolve_with(actor, reference, &own) {
+            Ok(m) => m,
+            Err(e) => {
+                last = Some(OpenError::Domain(e));
+                continue;
+            }
+        };
+        let started = Instant::now();
+        match model.chat.embed(&model.model, inputs).await {
+            Ok(Some(out)) => {
+                let chars: usize = inputs.iter().map(String::len).sum();
+                let input_tokens = out.input_tokens.unwrap_or_else(|| context::estimate_tokens(chars));
+                let u = Usage { input_tokens, output_tokens: 0, cached_input_tokens: 0 };
+                write_usage(usage_writer, providers, actor, &model, u, out.input_tokens.is_none(), started);
+                return Ok((model, out));
+            }
+            Ok(None) => {
+                last = Some(OpenError::Domain(DomainError::Invalid(format!(
+                    "{reference} does not offer embeddings."
+                ))));
+            }
+            Err(e) => last = Some(OpenError::Provider(e)),
+        }
+    }
+    Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
+}
+
+/// A token count for a request: exact when the serving provider can count, else Arbor's
+/// estimate (about four characters a token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The count.
+    pub tokens: u64,
+    /// Whether it is the estimate.
+    pub estimated: bool,
+}
+
+/// Counts `request`'s input tokens with the first model `requested` stands for.
+pub async fn count_tokens(
+    db: &Db,
+    providers: &Providers,
+    actor: &Actor,
+    requested: &str,
+    request: &ChatRequest,
+) -> DomainResult<Counted> {
+    let chain = chain(db, providers, actor, requested).await?;
+    let estimate =
+        Counted { tokens: context::estimate_tokens(context::request_chars(request)), estimated: true };
+    let Some(first) = chain.first() else { return Ok(estimate) };
+    let model = providers.resolve(actor, first).await?;
+    let mut request = request.clone();
+    request.model = model.model.clone();
+    match model.chat.count_tokens(&request).await {
+        Ok(Some(tokens)) => Ok(Counted { tokens, estimated: false }),
+        Ok(None) => Ok(estimate),
+        Err(e) => {
+            tracing::info!(status = e.status, "count_tokens: the provider could not count");
+            Ok(estimate)
+        }
+    }
+}
+
+/// One model the gateway lists: `provider/model`, or an alias with its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// What a caller sends as `model`.
+    pub id: String,
+    /// The provider's name, or `alias`.
+    pub owner: String,
+    /// What an alias stands for.
+    pub target: Option<String>,
+    /// The context window and output limit, when known.
+    pub limits: (Option<u64>, Option<u64>),
+}
+
+/// The models `actor` may call through the gateway, then their aliases.
+pub async fn listing(db: &Db, providers: &Providers, actor: &Actor) -> DomainResult<Vec<Listed>> {
+    let mut out: Vec<Listed> = Vec::new();
+    for (entry, ids) in providers.offered(actor).await {
+        for raw in ids {
+            let (id, _) = crate::domain::providers::split_alias(&raw);
+            let reference = format!("{}/{id}", entry.name);
+            let limits = providers
+                .model_info(&reference)
+                .filter(|m| m.known)
+                .map_or((None, None), |m| (Some(u64::from(m.context_window)), Some(u64::from(m.max_output))));
+            out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
+        }
+    }
+    for a in aliases::list(db, actor).await? {
+        out.push(Listed { id: a.alias, owner: "alias".into(), target: Some(a.target), limits: (None, None) });
+    }
+    Ok(out)
 }
 
 /// A fresh response id.

@@ -22,10 +22,12 @@ pub struct Alias {
     pub target: String,
 }
 
-/// Whether an alias name is well-formed: `[A-Za-z0-9_-]+`, at most 64.
+/// Whether an alias name is well-formed: `[A-Za-z0-9._-]+`, at most 64, not starting with a
+/// dot. Dots are allowed because the names tools hard-code have them (`gemini-2.5-pro`).
 pub fn valid_alias(name: &str) -> bool {
     (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 /// The actor's aliases by name.
@@ -49,7 +51,9 @@ pub async fn lookup(db: &Db, actor: &Actor, name: &str) -> DomainResult<Option<S
 pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &str) -> DomainResult<Alias> {
     let name = name.trim();
     if !valid_alias(name) {
-        return Err(DomainError::Invalid("An alias may use letters, digits, - and _ (at most 64).".into()));
+        return Err(DomainError::Invalid(
+            "An alias may use letters, digits, ., - and _ (at most 64), like \"gemini-2.5-pro\".".into(),
+        ));
     }
     let models: Vec<&str> = target.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
     if models.is_empty() || models.len() > 10 {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::config::ProviderKind;
 use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat};
 use crate::providers::client::{EventStream, ProviderClient, RetryPolicy};
-use crate::providers::types::{ChatRequest, ProviderError};
+use crate::providers::types::{ChatRequest, Embeddings, ProviderError};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::vault::Vault;
@@ -242,6 +242,7 @@ enum Op<'r> {
     Stream(&'r ChatRequest),
     Models,
     Count(&'r ChatRequest),
+    Embed(&'r str, &'r [String]),
 }
 
 /// What the call produced.
@@ -249,6 +250,7 @@ enum Out {
     Stream(EventStream),
     Models(Vec<String>),
     Count(Option<u64>),
+    Embedded(Option<Embeddings>),
 }
 
 impl Op<'_> {
@@ -257,6 +259,7 @@ impl Op<'_> {
             Op::Stream(req) => Out::Stream(p.stream(req).await?),
             Op::Models => Out::Models(p.list_models().await?),
             Op::Count(req) => Out::Count(p.count_tokens(req).await?),
+            Op::Embed(model, inputs) => Out::Embedded(p.embed(model, inputs).await?),
         })
     }
 }
@@ -288,6 +291,19 @@ impl ChatProvider for KeyedChat {
         Box::pin(async move {
             match self.with_key("count_tokens", Op::Count(req)).await? {
                 Out::Count(n) => Ok(n),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+
+    fn embed<'a>(
+        &'a self,
+        model: &'a str,
+        inputs: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("embeddings", Op::Embed(model, inputs)).await? {
+                Out::Embedded(e) => Ok(e),
                 _ => Err(mismatch()),
             }
         })

@@ -405,7 +405,7 @@ pub fn parse_params(form: &SessionForm) -> DomainResult<GenParams> {
         "high" => Some(ReasoningEffort::High),
         _ => return Err(DomainError::Invalid("Choose a reasoning effort from the list.".into())),
     };
-    Ok(GenParams { temperature, max_output_tokens, reasoning_effort, thinking_budget })
+    Ok(GenParams { temperature, max_output_tokens, reasoning_effort, thinking_budget, tool_choice: None })
 }
 
 /// Exposed folders from the form: relative, plain names, no `..`.

@@ -17,6 +17,15 @@ pub fn build_request(req: &ChatRequest, stream: bool) -> Value {
     body.insert("messages".into(), Value::Array(build_messages(&req.messages)));
     if !req.tools.is_empty() {
         body.insert("tools".into(), Value::Array(req.tools.iter().map(tool_json).collect()));
+        if let Some(choice) = &req.params.tool_choice {
+            let choice = match choice {
+                ToolChoice::Auto => json!({ "type": "auto" }),
+                ToolChoice::None => json!({ "type": "none" }),
+                ToolChoice::Required => json!({ "type": "any" }),
+                ToolChoice::Tool(name) => json!({ "type": "tool", "name": name }),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
     }
     match budget {
         Some(budget) => {

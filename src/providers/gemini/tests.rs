@@ -612,6 +612,7 @@ fn full_request_body() {
             max_output_tokens: Some(1024),
             reasoning_effort: None,
             thinking_budget: Some(2048),
+            tool_choice: None,
         },
     };
     let expected = json!({

@@ -889,6 +889,7 @@ fn full_request() {
             max_output_tokens: Some(4096),
             reasoning_effort: Some(ReasoningEffort::High),
             thinking_budget: Some(2048),
+            tool_choice: None,
         },
     };
     assert_eq!(

@@ -18,6 +18,7 @@ pub mod provider_key;
 pub mod quota;
 pub mod run;
 pub mod setup_token;
+pub mod stored_response;
 pub mod todo;
 pub mod tool_call;
 pub mod upload;

@@ -14,5 +14,6 @@ pub mod providers;
 pub mod quotas;
 pub mod search;
 pub mod setup_tokens;
+pub mod stored_responses;
 pub mod usage;
 pub mod users;

@@ -11,13 +11,13 @@
 //! percent-encodes it), `?query` is kept in the recorded path but not used for routing.
 //!
 //! - OpenAI, base URL `{base_url}/openai/v1`: `POST /openai/v1/chat/completions`,
-//!   `GET /openai/v1/models`.
+//!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`.
 //! - Anthropic, base URL `{base_url}/anthropic` (or `{base_url}/anthropic/v1`):
 //!   `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`,
 //!   `GET /anthropic/v1/models`.
 //! - Gemini, base URL `{base_url}/gemini` (or `{base_url}/gemini/v1beta`):
 //!   `POST /gemini/v1beta/models/{model}:streamGenerateContent?alt=sse`, `…:generateContent`,
-//!   `…:countTokens`, `GET /gemini/v1beta/models`.
+//!   `…:countTokens`, `…:batchEmbedContents`, `GET /gemini/v1beta/models`.
 //!
 //! The base URLs follow the official SDKs' conventions (OpenAI's includes `/v1`, Anthropic's and
 //! Gemini's do not); [`MockUpstream::url`] returns them. Anything else (a doubled `/v1`, a
@@ -26,8 +26,10 @@
 //! # Scripting
 //!
 //! Each provider has a FIFO queue; every routed request of that provider, whatever its endpoint
-//! (models and token counts included), takes the next reply. An empty queue is answered 500 with a
-//! body naming the provider and request, and listed in [`MockUpstream::problems`].
+//! (models and token counts included), takes the next reply. An empty queue falls back to the
+//! provider's responder ([`MockUpstream::respond_with`]), which builds a reply from the request;
+//! without one it is answered 500 with a body naming the provider and request, and listed in
+//! [`MockUpstream::problems`].
 //!
 //! # Wire behaviour
 //!
@@ -202,9 +204,13 @@ struct Shared {
     inner: Mutex<Inner>,
 }
 
+/// Answers a request from what it asks (see [`MockUpstream::respond_with`]).
+pub type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     queues: HashMap<Provider, VecDeque<Reply>>,
+    responders: HashMap<Provider, Responder>,
     requests: Vec<RecordedRequest>,
     chunk_times: Vec<Instant>,
     problems: Vec<String>,
@@ -246,6 +252,17 @@ impl MockUpstream {
     /// Queues `reply` as the answer to the next unanswered request for `provider`.
     pub fn enqueue(&self, provider: Provider, reply: Reply) {
         self.shared.lock().queues.entry(provider).or_default().push_back(reply);
+    }
+
+    /// Answers `provider`'s requests that find its queue empty with `respond(request)`: a
+    /// scripted upstream for clients whose number and order of calls a test cannot know (the
+    /// coding CLIs make side calls of their own).
+    pub fn respond_with(
+        &self,
+        provider: Provider,
+        respond: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        self.shared.lock().responders.insert(provider, Arc::new(respond));
     }
 
     /// How many queued replies for `provider` no request has taken yet.
@@ -345,7 +362,16 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             body: request.body,
             received_at: Instant::now(),
         });
-        provider.map(|p| (p, inner.counter, inner.queues.get_mut(&p).and_then(VecDeque::pop_front)))
+        let queued =
+            provider.map(|p| (p, inner.counter, inner.queues.get_mut(&p).and_then(VecDeque::pop_front)));
+        // An empty queue falls back to the provider's responder, if a test set one.
+        match queued {
+            Some((p, n, None)) => {
+                let answer = inner.responders.get(&p).cloned().zip(inner.requests.last().cloned());
+                Some((p, n, answer.map(|(respond, recorded)| respond(&recorded))))
+            }
+            other => other,
+        }
     };
     let what = format!("{} {}", request.method, request.target);
     match reply {
@@ -374,13 +400,18 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 /// Which provider serves `method path` (the path without its query), if any.
 fn route(method: &str, path: &str) -> Option<Provider> {
     match (method, path) {
-        ("POST", "/openai/v1/chat/completions") | ("GET", "/openai/v1/models") => Some(Provider::OpenAi),
+        ("POST", "/openai/v1/chat/completions" | "/openai/v1/embeddings") | ("GET", "/openai/v1/models") => {
+            Some(Provider::OpenAi)
+        }
         ("POST", "/anthropic/v1/messages" | "/anthropic/v1/messages/count_tokens")
         | ("GET", "/anthropic/v1/models") => Some(Provider::Anthropic),
         ("GET", "/gemini/v1beta/models") => Some(Provider::Gemini),
         ("POST", _) => {
             let (model, action) = path.strip_prefix("/gemini/v1beta/models/")?.rsplit_once(':')?;
-            let known = matches!(action, "streamGenerateContent" | "generateContent" | "countTokens");
+            let known = matches!(
+                action,
+                "streamGenerateContent" | "generateContent" | "countTokens" | "batchEmbedContents"
+            );
             (known && !model.is_empty() && !model.contains('/')).then_some(Provider::Gemini)
         }
         _ => None,

@@ -1,0 +1,116 @@
+//! `POST /v1/messages` and `/v1/messages/count_tokens`: Anthropic Messages, served by whichever
+//! provider the model names.
+
+use actix_web::http::header;
+use actix_web::{HttpResponse, web};
+use serde_json::json;
+
+use super::{ApiCaller, StreamFormat, begin, collect, from_domain, pump, read_json, with_warning};
+use crate::domain::gateway;
+use crate::domain::runs::context;
+use crate::gateway::{ApiError, anthropic};
+use crate::providers::types::{ProviderEvent, Usage};
+use crate::state::AppState;
+use crate::web::api_caller::error_response;
+
+/// An error in the Anthropic shape.
+fn anthropic_error(e: &ApiError) -> HttpResponse {
+    error_response(e, anthropic::error_body(e))
+}
+
+/// The `message_start … message_stop` stream, or the whole `message`.
+struct Message {
+    id: String,
+    model: String,
+    input_estimate: u64,
+    writer: anthropic::Writer,
+}
+
+impl StreamFormat for Message {
+    fn open(&mut self) -> Option<String> {
+        Some(anthropic::Writer::start(&self.id, &self.model, self.input_estimate))
+    }
+
+    fn event(&mut self, ev: ProviderEvent) -> Option<String> {
+        Some(self.writer.push(ev))
+    }
+
+    fn failed(&mut self, e: &ApiError) -> String {
+        anthropic::error_event(e)
+    }
+
+    fn close(&mut self) -> Option<String> {
+        Some(self.writer.finish())
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.writer.usage
+    }
+
+    fn produced(&self) -> usize {
+        self.writer.produced
+    }
+}
+
+/// `POST /v1/messages`: Anthropic Messages, streamed or whole. What the serving model cannot
+/// take is named in a `Warning` header rather than refused.
+pub async fn messages(
+    state: web::Data<AppState>,
+    ApiCaller(caller): ApiCaller,
+    payload: web::Payload,
+) -> HttpResponse {
+    let parsed = match read_json(payload).await.and_then(|body| anthropic::parse_request(&body)) {
+        Ok(p) => p,
+        Err(e) => return anthropic_error(&e),
+    };
+    let opened = match begin(&state, &caller, &parsed.model, &parsed.request).await {
+        Ok(o) => o,
+        Err(e) => return anthropic_error(&e),
+    };
+    let warning = parsed.dropped.warning();
+    let mut format = Message {
+        id: gateway::response_id("msg_"),
+        model: opened.model.reference(),
+        input_estimate: context::estimate_tokens(context::request_chars(&parsed.request)),
+        writer: anthropic::Writer::default(),
+    };
+    if parsed.stream {
+        let res = pump(state.into_inner(), caller, parsed.request, opened, format, "text/event-stream");
+        return with_warning(res, warning);
+    }
+    if let Err(e) = collect(&state, &caller, &parsed.request, opened, &mut format).await {
+        return anthropic_error(&e);
+    }
+    with_warning(HttpResponse::Ok().json(format.writer.message(&format.id, &format.model)), warning)
+}
+
+/// `POST /v1/messages/count_tokens`: exact when the serving provider can count, otherwise
+/// Arbor's estimate with a `Warning: 199` header saying so.
+pub async fn count_tokens(
+    state: web::Data<AppState>,
+    ApiCaller(caller): ApiCaller,
+    payload: web::Payload,
+) -> HttpResponse {
+    // count_tokens takes the messages body without max_tokens.
+    let body = match read_json(payload).await {
+        Ok(mut b) => {
+            if let Some(o) = b.as_object_mut() {
+                o.entry("max_tokens").or_insert(json!(1));
+            }
+            b
+        }
+        Err(e) => return anthropic_error(&e),
+    };
+    let parsed = match anthropic::parse_request(&body) {
+        Ok(p) => p,
+        Err(e) => return anthropic_error(&e),
+    };
+    let providers = state.engine.providers();
+    match gateway::count_tokens(&state.db, providers, &caller.actor, &parsed.model, &parsed.request).await {
+        Ok(c) if !c.estimated => HttpResponse::Ok().json(json!({ "input_tokens": c.tokens })),
+        Ok(c) => HttpResponse::Ok()
+            .insert_header((header::WARNING, super::ESTIMATE_WARNING))
+            .json(json!({ "input_tokens": c.tokens })),
+        Err(e) => anthropic_error(&from_domain(e, &parsed.model)),
+    }
+}
