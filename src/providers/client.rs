@@ -107,6 +107,19 @@ impl Decoder {
     }
 }
 
+/// The caller's `anthropic-beta` header on a passed-through Anthropic request: only plain
+/// feature names (letters, digits, `-`, `_`, `.`, commas), at most 1 KiB.
+fn with_beta(b: reqwest::RequestBuilder, req: &ChatRequest) -> reqwest::RequestBuilder {
+    let beta =
+        req.passthrough.as_ref().and_then(|p| p.beta.as_deref()).filter(|v| {
+            v.len() <= 1024 && v.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.,".contains(&c))
+        });
+    match beta {
+        Some(v) => b.header("anthropic-beta", v),
+        None => b,
+    }
+}
+
 /// Replaces every occurrence of the key, and `key=…` query values, in a message.
 pub fn redact(message: &str, key: &Secret) -> String {
     let mut out =
@@ -285,9 +298,10 @@ impl ProviderClient {
             WireFormat::OpenAi => {
                 self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true))
             }
-            WireFormat::Anthropic => {
-                self.http.post(anthropic::endpoint(&ep.base_url)).json(&anthropic::build_request(req, true))
-            }
+            WireFormat::Anthropic => with_beta(
+                self.http.post(anthropic::endpoint(&ep.base_url)).json(&anthropic::build_request(req, true)),
+                req,
+            ),
             WireFormat::Gemini => self
                 .http
                 .post(gemini::endpoint(&ep.base_url, &req.model, true))
@@ -335,9 +349,12 @@ impl ProviderClient {
         let (b, parse): (_, ParseFn<u64>) = match ep.format {
             WireFormat::OpenAi => return Ok(None),
             WireFormat::Anthropic => (
-                self.http
-                    .post(anthropic::count_tokens_endpoint(&ep.base_url))
-                    .json(&anthropic::build_count_tokens(req)),
+                with_beta(
+                    self.http
+                        .post(anthropic::count_tokens_endpoint(&ep.base_url))
+                        .json(&anthropic::build_count_tokens(req)),
+                    req,
+                ),
                 anthropic::parse_count_tokens,
             ),
             WireFormat::Gemini => (

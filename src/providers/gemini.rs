@@ -51,9 +51,11 @@ use serde_json::{Map, Value, json};
 use super::sse::SseEvent;
 use super::types::*;
 
+mod embeddings;
 mod errors;
 mod schema;
 
+pub use embeddings::{build_embeddings, embeddings_endpoint, parse_embeddings};
 use errors::error_from_status;
 #[cfg(test)]
 use errors::*;
@@ -92,50 +94,6 @@ pub fn models_endpoint(base_url: &str) -> String {
 /// URL of `countTokens` for `model`.
 pub fn count_tokens_endpoint(base_url: &str, model: &str) -> String {
     format!("{}/{}:countTokens", api_root(base_url), model_path(model))
-}
-
-/// URL of `batchEmbedContents` for `model`.
-pub fn embeddings_endpoint(base_url: &str, model: &str) -> String {
-    format!("{}/{}:batchEmbedContents", api_root(base_url), model_path(model))
-}
-
-/// The body of a `batchEmbedContents` call: one request per input.
-pub fn build_embeddings(model: &str, inputs: &[String]) -> Value {
-    let name = format!("models/{}", bare_model(model));
-    let requests: Vec<Value> = inputs
-        .iter()
-        .map(|text| json!({ "model": name, "content": { "parts": [{ "text": text }] } }))
-        .collect();
-    json!({ "requests": requests })
-}
-
-/// A `batchEmbedContents` answer: `embeddings[].values` (Gemini reports no token count).
-pub fn parse_embeddings(body: &[u8]) -> Result<Embeddings, StreamParseError> {
-    parse_embeddings_inner(body).map_err(StreamParseError)
-}
-
-fn parse_embeddings_inner(body: &[u8]) -> Result<Embeddings, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("embeddings: {e}"))?;
-    let list = v
-        .get("embeddings")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "embeddings: no embeddings".to_string())?;
-    let vectors = list
-        .iter()
-        .map(|e| {
-            e.get("values")
-                .and_then(Value::as_array)
-                .ok_or_else(|| "embeddings: an item has no values".to_string())?
-                .iter()
-                .map(|x| {
-                    x.as_f64()
-                        .map(|f| f as f32)
-                        .ok_or_else(|| "embeddings: a value is not a number".to_string())
-                })
-                .collect::<Result<Vec<f32>, _>>()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Embeddings { vectors, input_tokens: None })
 }
 
 /// `https://host[/prefix]/v1beta`: the base with a version segment, added when it has none.

@@ -151,6 +151,21 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// Generation settings.
     pub params: GenParams,
+    /// A caller's Anthropic Messages body to send as it came (model and stream set by Arbor),
+    /// when an Anthropic provider serves a `/v1/messages` call: fields Arbor does not model
+    /// (`cache_control`, `context_management`, server tools) reach Anthropic unchanged.
+    /// Other providers use the neutral fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<Passthrough>,
+}
+
+/// A request body passed through to a provider of the caller's own wire format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Passthrough {
+    /// The body as the caller sent it.
+    pub body: serde_json::Value,
+    /// The caller's `anthropic-beta` header, if any.
+    pub beta: Option<String>,
 }
 
 /// Embedding vectors for a list of inputs, in order.

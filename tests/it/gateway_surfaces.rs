@@ -245,3 +245,51 @@ async fn a_stream_cut_by_the_upstream_fails_in_each_dialect_and_is_recorded_once
     // Waits (at most ten seconds) for a third row that must never come.
     assert_eq!(crate::gateway::usage_rows(&api.app, 3).await.len(), 2, "nothing recorded twice");
 }
+
+#[tokio::test]
+async fn an_anthropic_provider_receives_the_callers_body_and_betas_as_they_came() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    let body = |model: &str| {
+        json!({
+            "model": model, "max_tokens": 64,
+            "system": [{ "type": "text", "text": "Be kind.", "cache_control": { "type": "ephemeral" } }],
+            "messages": [{ "role": "user", "content": "Hi" }, { "role": "system", "content": "The user is in Oslo." }],
+            "thinking": { "type": "adaptive" },
+            "context_management": { "edits": [{ "type": "clear_thinking_20251015", "keep": "all" }] },
+            "tools": [{ "type": "web_search_20250305", "name": "web_search", "max_uses": 1 }]
+        })
+    };
+    let send = |model: &'static str| {
+        api.app
+            .client
+            .post(api.app.url("/v1/messages"))
+            .header("x-api-key", &t)
+            .header("anthropic-beta", "context-management-2025-06-27,effort-2025-11-24")
+            .json(&body(model))
+            .send()
+    };
+    api.mock.enqueue(Provider::Anthropic, Reply::fixture("anthropic/text.sse"));
+    let res = send("anthropic/claude-sonnet-4-5").await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.headers().get("warning").is_none(), "nothing was left out");
+    let sent = &api.mock.requests_for(Provider::Anthropic)[0];
+    assert_eq!(sent.header("anthropic-beta"), Some("context-management-2025-06-27,effort-2025-11-24"));
+    let upstream = sent.json().unwrap();
+    let mut expected = body("claude-sonnet-4-5");
+    expected["stream"] = json!(true);
+    assert_eq!(upstream, expected, "the caller's body, with only model and stream set by Arbor");
+    assert!(!sent.body_text().contains(&t), "the caller's token is not passed on");
+
+    // Another vendor's provider gets what has a counterpart, and the rest is named.
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send("openai/gpt-4o-mini").await.unwrap();
+    assert_eq!(res.status(), 200);
+    let warning = res.headers()["warning"].to_str().unwrap().to_string();
+    for named in ["cache_control", "context_management", "web_search_20250305 tools"] {
+        assert!(warning.contains(named), "{named} not in {warning}");
+    }
+    let sent = api.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    assert_eq!(sent["messages"][0]["content"], "Be kind.\n\nThe user is in Oslo.");
+    assert!(sent.get("context_management").is_none());
+}

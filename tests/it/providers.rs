@@ -21,6 +21,7 @@ fn request() -> ChatRequest {
         }],
         tools: vec![],
         params: GenParams::default(),
+        passthrough: None,
     }
 }
 

@@ -125,6 +125,7 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         messages,
         tools: Vec::new(),
         params: input.params.clone(),
+        passthrough: None,
     }
 }
 

@@ -207,6 +207,7 @@ impl RunEngine {
                 messages: Vec::new(),
                 tools: Vec::new(),
                 params: params.clone(),
+                passthrough: None,
             },
             model,
             system,

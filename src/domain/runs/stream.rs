@@ -321,6 +321,7 @@ impl RunEngine {
             }],
             tools: Vec::new(),
             params: GenParams { max_output_tokens: Some(32), ..GenParams::default() },
+            passthrough: None,
         };
         let started = Instant::now();
         let call = async {

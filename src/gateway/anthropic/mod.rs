@@ -386,6 +386,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
                 thinking_budget,
                 tool_choice: parse_tool_choice(obj.get("tool_choice"))?,
             },
+            passthrough: None,
         },
         dropped,
     })

@@ -366,6 +366,7 @@ pub fn parse_request(model: &str, body: &Value) -> Result<Parsed, ApiError> {
                 thinking_budget,
                 tool_choice,
             },
+            passthrough: None,
         },
         dropped,
     })

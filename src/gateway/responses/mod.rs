@@ -403,6 +403,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
                 thinking_budget: None,
                 tool_choice,
             },
+            passthrough: None,
         },
         echo,
         dropped,

@@ -5,8 +5,15 @@ use serde_json::{Map, Value, json};
 use super::super::types::*;
 use super::{DEFAULT_MAX_TOKENS, MIN_THINKING_BUDGET};
 
-/// The Messages API body for `req`, streamed or not.
+/// The Messages API body for `req`, streamed or not. A caller's own Messages body
+/// ([`ChatRequest::passthrough`]) is sent as it came, with only `model` and `stream` set.
 pub fn build_request(req: &ChatRequest, stream: bool) -> Value {
+    if let Some(Value::Object(caller)) = req.passthrough.as_ref().map(|p| &p.body) {
+        let mut body = caller.clone();
+        body.insert("model".into(), Value::String(req.model.clone()));
+        body.insert("stream".into(), Value::Bool(stream));
+        return Value::Object(body);
+    }
     let budget = thinking_budget(&req.params);
     let mut body = Map::new();
     body.insert("model".into(), Value::String(req.model.clone()));
@@ -46,9 +53,19 @@ pub fn build_request(req: &ChatRequest, stream: bool) -> Value {
 pub fn build_count_tokens(req: &ChatRequest) -> Value {
     let mut body = build_request(req, false);
     if let Value::Object(map) = &mut body {
-        map.remove("max_tokens");
-        map.remove("stream");
-        map.remove("temperature");
+        // What `count_tokens` refuses: the generation settings.
+        for key in [
+            "max_tokens",
+            "stream",
+            "temperature",
+            "top_p",
+            "top_k",
+            "stop_sequences",
+            "metadata",
+            "service_tier",
+        ] {
+            map.remove(key);
+        }
     }
     body
 }

@@ -532,6 +532,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         messages,
         tools: Vec::new(),
         params: GenParams::default(),
+        passthrough: None,
     }
 }
 
@@ -614,6 +615,7 @@ fn full_request_body() {
             thinking_budget: Some(2048),
             tool_choice: None,
         },
+        passthrough: None,
     };
     let expected = json!({
         "contents": [

@@ -792,6 +792,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         messages,
         tools: vec![],
         params: GenParams::default(),
+        passthrough: None,
     }
 }
 
@@ -891,6 +892,7 @@ fn full_request() {
             thinking_budget: Some(2048),
             tool_choice: None,
         },
+        passthrough: None,
     };
     assert_eq!(
         build_request(&req, true),

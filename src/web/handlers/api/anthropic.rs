@@ -2,20 +2,30 @@
 //! provider the model names.
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, web};
-use serde_json::json;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
 
 use super::{ApiCaller, StreamFormat, begin, collect, from_domain, pump, read_json, with_warning};
+use crate::config::ProviderKind;
 use crate::domain::gateway;
 use crate::domain::runs::context;
 use crate::gateway::{ApiError, anthropic};
-use crate::providers::types::{ProviderEvent, Usage};
+use crate::providers::types::{Passthrough, ProviderEvent, Usage};
 use crate::state::AppState;
 use crate::web::api_caller::error_response;
 
 /// An error in the Anthropic shape.
 fn anthropic_error(e: &ApiError) -> HttpResponse {
     error_response(e, anthropic::error_body(e))
+}
+
+/// Parses a Messages body and keeps it, with the caller's `anthropic-beta` header, for an
+/// Anthropic provider to receive as it came.
+fn parse_with_passthrough(body: Value, req: &HttpRequest) -> Result<anthropic::Parsed, ApiError> {
+    let mut parsed = anthropic::parse_request(&body)?;
+    let beta = req.headers().get("anthropic-beta").and_then(|v| v.to_str().ok()).map(str::to_string);
+    parsed.request.passthrough = Some(Passthrough { body, beta });
+    Ok(parsed)
 }
 
 /// The `message_start … message_stop` stream, or the whole `message`.
@@ -52,14 +62,16 @@ impl StreamFormat for Message {
     }
 }
 
-/// `POST /v1/messages`: Anthropic Messages, streamed or whole. What the serving model cannot
+/// `POST /v1/messages`: Anthropic Messages, streamed or whole. An Anthropic provider receives
+/// the body as it came (with the caller's `anthropic-beta`); for another provider what it cannot
 /// take is named in a `Warning` header rather than refused.
 pub async fn messages(
     state: web::Data<AppState>,
     ApiCaller(caller): ApiCaller,
+    req: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    let parsed = match read_json(payload).await.and_then(|body| anthropic::parse_request(&body)) {
+    let mut parsed = match read_json(payload).await.and_then(|body| parse_with_passthrough(body, &req)) {
         Ok(p) => p,
         Err(e) => return anthropic_error(&e),
     };
@@ -67,7 +79,11 @@ pub async fn messages(
         Ok(o) => o,
         Err(e) => return anthropic_error(&e),
     };
-    let warning = parsed.dropped.warning();
+    // An Anthropic provider gets the body as it came: nothing was left out.
+    let warning = if opened.model.kind == ProviderKind::Anthropic { None } else { parsed.dropped.warning() };
+    if opened.model.kind != ProviderKind::Anthropic {
+        parsed.request.passthrough = None;
+    }
     let mut format = Message {
         id: gateway::response_id("msg_"),
         model: opened.model.reference(),
@@ -89,6 +105,7 @@ pub async fn messages(
 pub async fn count_tokens(
     state: web::Data<AppState>,
     ApiCaller(caller): ApiCaller,
+    req: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
     // count_tokens takes the messages body without max_tokens.
@@ -101,7 +118,7 @@ pub async fn count_tokens(
         }
         Err(e) => return anthropic_error(&e),
     };
-    let parsed = match anthropic::parse_request(&body) {
+    let parsed = match parse_with_passthrough(body, &req) {
         Ok(p) => p,
         Err(e) => return anthropic_error(&e),
     };
