@@ -57,7 +57,9 @@ impl ModelInfo {
             input_per_mtok: None,
             output_per_mtok: None,
             cached_per_mtok: None,
-            tools: false,
+            // Offered: nearly every current model calls tools, and one that refuses them is
+            // remembered after its first 400 (`Providers::refuses_tools`).
+            tools: true,
             vision: false,
             reasoning: false,
             known: false,

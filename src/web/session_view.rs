@@ -300,24 +300,34 @@ pub struct GaugeView {
     pub percent: u64,
     /// Whether the window size is a conservative default (unknown model).
     pub assumed: bool,
+    /// Whether `used` is Arbor's estimate (the provider reported no usage).
+    pub estimated: bool,
 }
 
 /// The gauge for a conversation under a model.
 pub fn gauge(conv: &Conversation, info: Option<&ModelInfo>) -> Option<GaugeView> {
     let info = info?;
-    let used = conv
+    let reported = conv
         .path
         .iter()
         .rev()
         .find_map(|m| m.usage.filter(|_| m.role == Role::Assistant))
         .map_or(0, |u| u.input + u.output);
-    let window = info.context_window.max(1);
-    Some(GaugeView {
-        used,
-        window: info.context_window,
-        percent: (used.saturating_mul(100) / u64::from(window)).min(100),
-        assumed: !info.known,
-    })
+    // A provider that reports no usage (many local servers) still fills the window: the
+    // path's text is counted at about four characters a token.
+    let (used, estimated) = if reported == 0 {
+        let chars: usize = conv.path.iter().map(|m| m.text().len()).sum();
+        (crate::domain::runs::context::estimate_tokens(chars), true)
+    } else {
+        (reported, false)
+    };
+    let window = u64::from(info.context_window.max(1));
+    // A non-empty session never reads 0 %: anything used rounds up to 1.
+    let percent = match used {
+        0 => 0,
+        n => n.saturating_mul(100).div_ceil(window).clamp(1, 100),
+    };
+    Some(GaugeView { used, window: info.context_window, percent, assumed: !info.known, estimated })
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl Agent {
     }
 
     /// The active path's messages, root first.
-    async fn path(&self) -> Vec<arbor::domain::sessions::tree::Message> {
+    pub(crate) async fn path(&self) -> Vec<arbor::domain::sessions::tree::Message> {
         let actor = Actor::for_tests(&self.c.user);
         arbor::domain::sessions::conversation(self.db(), &actor, self.c.session).await.unwrap().path
     }

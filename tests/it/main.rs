@@ -10,6 +10,7 @@ mod admin;
 mod agent;
 mod authz;
 mod canary;
+mod capabilities;
 mod cli;
 mod clients;
 mod crash;

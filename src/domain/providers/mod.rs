@@ -45,6 +45,9 @@ pub struct Providers {
     retry: RetryPolicy,
     catalog: Catalog,
     discovered: Mutex<HashMap<String, (Instant, Vec<String>)>>,
+    /// `provider/model` references whose upstream refused tool definitions: not offered
+    /// tools again until the server restarts.
+    refuses_tools: Mutex<std::collections::HashSet<String>>,
     ttl: Duration,
     default_model: String,
     vault: Option<VaultAccess>,
@@ -111,6 +114,7 @@ impl Providers {
             },
             catalog,
             discovered: Mutex::new(HashMap::new()),
+            refuses_tools: Mutex::new(std::collections::HashSet::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
             vault: None,
@@ -283,7 +287,7 @@ impl Providers {
             provider: entry.name.clone(),
             kind: entry.kind,
             model: model.to_string(),
-            info: self.catalog.lookup(entry.family(), model),
+            info: self.learned(&entry.name, model, self.catalog.lookup(entry.family(), model)),
             chat,
         };
         // An own key or personal endpoint reaches every model: only a `$alias` is dropped.
@@ -361,7 +365,25 @@ impl Providers {
                 _ => Family::OpenAi,
             }),
         };
-        Some(self.catalog.lookup(family, model))
+        Some(self.learned(name, model, self.catalog.lookup(family, model)))
+    }
+
+    /// The catalog's facts with what Arbor learned from the provider itself.
+    fn learned(&self, provider: &str, model: &str, mut info: ModelInfo) -> ModelInfo {
+        let reference = format!("{provider}/{model}");
+        if self.refuses_tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&reference) {
+            info.tools = false;
+        }
+        info
+    }
+
+    /// Remembers that `reference`'s upstream refused tool definitions: it is not offered tools
+    /// again (until the server restarts).
+    pub fn note_refuses_tools(&self, reference: &str) {
+        self.refuses_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(reference.to_string());
     }
 
     /// Model ids of one provider: enabled/configured, else discovered (cached), else curated.

@@ -86,12 +86,50 @@ impl RunEngine {
             _ = publisher.cancelled() => None,
             r = job.model.chat.stream(&job.request) => Some(r),
         };
+        let connected = match connected {
+            Some(Err(e)) if refuses_tools(&e) && !job.request.tools.is_empty() => {
+                Some(self.again_without_tools(job, publisher, &mut acc).await)
+            }
+            other => other,
+        };
         let end = match connected {
             None => End::Stopped,
             Some(Err(e)) => End::Failed(describe_error(&e)),
             Some(Ok(stream)) => self.pump(job, publisher, stream, &mut acc).await,
         };
         (acc, end)
+    }
+
+    /// The model's upstream refused the tool definitions (a model nothing was known about):
+    /// say so in the reply, remember it for the model, and ask again without tools.
+    async fn again_without_tools(
+        &self,
+        job: &Job,
+        publisher: &mut RunPublisher,
+        acc: &mut Accumulator,
+    ) -> Result<crate::providers::client::EventStream, crate::providers::types::ProviderError> {
+        let reference = job.model.reference();
+        tracing::info!(model = %reference, "the upstream refused tool definitions; asking again without them");
+        self.providers().note_refuses_tools(&reference);
+        let notice = format!(
+            "{reference} does not take tool definitions, so it answers without tools; Arbor will not offer it tools again.\n\n"
+        );
+        acc.apply(ProviderEvent::ThoughtDelta(notice.clone()));
+        publisher.publish(RunEvent::Thought(notice));
+        let mut request = job.request.clone();
+        request.tools.clear();
+        request.params.tool_choice = None;
+        tokio::select! {
+            biased;
+            _ = publisher.cancelled() => Err(crate::providers::types::ProviderError {
+                status: 0,
+                kind: "cancelled".into(),
+                message: "stopped".into(),
+                retryable: false,
+                retry_after_secs: None,
+            }),
+            r = job.model.chat.stream(&request) => r,
+        }
     }
 
     /// Reads the stream to its end, publishing and saving as it goes.
@@ -463,4 +501,15 @@ impl Accumulator {
             ProviderEvent::Finish(_) | ProviderEvent::Error(_) => {}
         }
     }
+}
+
+/// Whether an upstream refused a request because of its tools: a 400 (or 422) whose message
+/// names tools or functions, as OpenAI-compatible servers without tool support answer.
+fn refuses_tools(e: &crate::providers::types::ProviderError) -> bool {
+    let message = e.message.to_ascii_lowercase();
+    matches!(e.status, 400 | 422)
+        && ["tool", "function"].iter().any(|w| message.contains(w))
+        && ["not support", "unsupported", "does not", "doesn't", "not allowed", "unknown", "invalid"]
+            .iter()
+            .any(|w| message.contains(w))
 }

@@ -132,7 +132,7 @@ fn unknown_model_gets_conservative_defaults() {
             input_per_mtok: None,
             output_per_mtok: None,
             cached_per_mtok: None,
-            tools: false,
+            tools: true,
             vision: false,
             reasoning: false,
             known: false,
