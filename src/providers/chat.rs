@@ -3,6 +3,7 @@
 use futures_util::future::BoxFuture;
 
 use super::client::{Endpoint, EventStream, ProviderClient, RetryPolicy, WireFormat};
+use super::discovery::Discovered;
 use super::types::{ChatRequest, Embeddings, ProviderError};
 
 /// Streams chat requests, lists models and counts tokens for one configured provider.
@@ -13,6 +14,8 @@ pub trait ChatProvider: Send + Sync {
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, ProviderError>>;
     /// The prompt's size in tokens; `None` where the provider has no counting endpoint.
     fn count_tokens<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<Option<u64>, ProviderError>>;
+    /// What the provider's own API says `model` can do.
+    fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>>;
     /// Embeddings of `inputs` by `model`; `None` where the provider has no embeddings endpoint.
     fn embed<'a>(
         &'a self,
@@ -49,6 +52,10 @@ impl Http {
     ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
         Box::pin(self.client.embed(&self.endpoint, model, inputs))
     }
+
+    fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>> {
+        Box::pin(self.client.discover(&self.endpoint, model))
+    }
 }
 
 macro_rules! http_provider {
@@ -76,6 +83,9 @@ macro_rules! http_provider {
             }
             fn embed<'a>(&'a self, model: &'a str, inputs: &'a [String]) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
                 self.0.embed(model, inputs)
+            }
+            fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>> {
+                self.0.discover(model)
             }
         }
     };

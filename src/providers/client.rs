@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 
+use super::discovery::{self, Discovered};
 use super::sse::{SseEvent, SseParser};
 use super::types::{ChatRequest, Embeddings, ProviderError, ProviderEvent, StreamParseError};
 use super::{anthropic, gemini, openai};
@@ -366,6 +367,38 @@ impl ProviderClient {
         };
         let body = self.exchange(ep, b).await?;
         parse(&body).map(Some).map_err(|e| parse_failure(&e))
+    }
+
+    /// What the provider's own API says about `model`: its model list, and for an
+    /// OpenAI-compatible server that said too little, Ollama's `/api/show` (a server without
+    /// it answers 404, which says nothing). Empty for Anthropic, whose list has no limits.
+    pub async fn discover(&self, ep: &Endpoint, model: &str) -> Result<Discovered, ProviderError> {
+        match ep.format {
+            WireFormat::Anthropic => Ok(Discovered::default()),
+            WireFormat::Gemini => {
+                let body = self.exchange(ep, self.http.get(gemini::models_endpoint(&ep.base_url))).await?;
+                Ok(discovery::from_gemini_models(&body, model))
+            }
+            WireFormat::OpenAi => {
+                let listed =
+                    match self.exchange(ep, self.http.get(openai::models_endpoint(&ep.base_url))).await {
+                        Ok(body) => discovery::from_openai_models(&body, model),
+                        Err(_) => Discovered::default(),
+                    };
+                if listed.context_window.is_some() && listed.tools.is_some() {
+                    return Ok(listed);
+                }
+                let show = self
+                    .http
+                    .post(openai::ollama_show_endpoint(&ep.base_url))
+                    .json(&serde_json::json!({ "model": model }));
+                let shown = match self.exchange(ep, show).await {
+                    Ok(body) => discovery::from_ollama_show(&body),
+                    Err(_) => Discovered::default(),
+                };
+                Ok(listed.or(shown))
+            }
+        }
     }
 
     /// Embeddings of `inputs`, where the provider has an embeddings endpoint (`None`: it has

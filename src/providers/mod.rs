@@ -3,6 +3,7 @@ pub mod anthropic;
 pub mod catalog;
 pub mod chat;
 pub mod client;
+pub mod discovery;
 pub mod gemini;
 pub mod openai;
 pub mod sse;

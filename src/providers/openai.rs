@@ -42,6 +42,15 @@ pub fn models_endpoint(base_url: &str) -> String {
     format!("{base}/models")
 }
 
+/// Ollama's native `POST /api/show` beside its OpenAI-compatible base URL
+/// (`http://host:11434/v1` → `http://host:11434/api/show`).
+pub fn ollama_show_endpoint(base_url: &str) -> String {
+    let base = base_url.trim().trim_end_matches('/');
+    let base = base.strip_suffix("/chat/completions").unwrap_or(base);
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    format!("{root}/api/show")
+}
+
 /// The JSON body of a chat completions request.
 ///
 /// - The system prompt (when non-empty) is the first message, role `system` (OpenAI maps it to

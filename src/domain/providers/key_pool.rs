@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::config::ProviderKind;
 use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat};
 use crate::providers::client::{EventStream, ProviderClient, RetryPolicy};
+use crate::providers::discovery::Discovered;
 use crate::providers::types::{ChatRequest, Embeddings, ProviderError};
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -243,6 +244,7 @@ enum Op<'r> {
     Models,
     Count(&'r ChatRequest),
     Embed(&'r str, &'r [String]),
+    Discover(&'r str),
 }
 
 /// What the call produced.
@@ -251,6 +253,7 @@ enum Out {
     Models(Vec<String>),
     Count(Option<u64>),
     Embedded(Option<Embeddings>),
+    Discovered(Discovered),
 }
 
 impl Op<'_> {
@@ -260,6 +263,7 @@ impl Op<'_> {
             Op::Models => Out::Models(p.list_models().await?),
             Op::Count(req) => Out::Count(p.count_tokens(req).await?),
             Op::Embed(model, inputs) => Out::Embedded(p.embed(model, inputs).await?),
+            Op::Discover(model) => Out::Discovered(p.discover(model).await?),
         })
     }
 }
@@ -291,6 +295,15 @@ impl ChatProvider for KeyedChat {
         Box::pin(async move {
             match self.with_key("count_tokens", Op::Count(req)).await? {
                 Out::Count(n) => Ok(n),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+
+    fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("discover", Op::Discover(model)).await? {
+                Out::Discovered(d) => Ok(d),
                 _ => Err(mismatch()),
             }
         })

@@ -26,6 +26,7 @@ use crate::netguard::AllowedRanges;
 use crate::providers::catalog::{Catalog, Family, ModelInfo};
 use crate::providers::chat::ChatProvider;
 use crate::providers::client::{ProviderClient, RetryPolicy};
+use crate::providers::discovery::Discovered;
 use crate::secret::Secret;
 use crate::storage::entities::{provider, provider_key};
 use crate::vault::Vault;
@@ -48,6 +49,9 @@ pub struct Providers {
     /// `provider/model` references whose upstream refused tool definitions: not offered
     /// tools again until the server restarts.
     refuses_tools: Mutex<std::collections::HashSet<String>>,
+    /// What each provider's API said about models the catalog does not know, by
+    /// `provider/model`, refreshed after `ttl`.
+    capabilities: Mutex<HashMap<String, (Instant, Discovered)>>,
     ttl: Duration,
     default_model: String,
     vault: Option<VaultAccess>,
@@ -55,6 +59,15 @@ pub struct Providers {
     limits: RateLimits,
     cooldown: Duration,
     member_ranges: Arc<AllowedRanges>,
+}
+
+/// The catalog family of a provider kind.
+fn family_of(kind: ProviderKind) -> Family {
+    match kind {
+        ProviderKind::Anthropic => Family::Anthropic,
+        ProviderKind::Gemini => Family::Gemini,
+        _ => Family::OpenAi,
+    }
 }
 
 /// Why the registry could not be built; names the setting.
@@ -115,6 +128,7 @@ impl Providers {
             catalog,
             discovered: Mutex::new(HashMap::new()),
             refuses_tools: Mutex::new(std::collections::HashSet::new()),
+            capabilities: Mutex::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
             vault: None,
@@ -268,7 +282,45 @@ impl Providers {
     /// the call against the provider's rate limits.
     pub async fn resolve(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
         let own = self.own_keys(actor).await?;
-        self.resolve_with(actor, reference, &own)
+        let mut model = self.resolve_with(actor, reference, &own)?;
+        let catalog = self.catalog.lookup(family_of(model.kind), &model.model);
+        if !catalog.known {
+            self.learn_capabilities(&model).await;
+            model.info = self.learned(&model.provider, &model.model, catalog);
+        }
+        Ok(model)
+    }
+
+    /// Asks the provider what a model the catalog does not know can do, unless it was asked
+    /// within the cache's lifetime. A provider that cannot say (or takes longer than five
+    /// seconds) leaves the defaults; that answer is cached too.
+    async fn learn_capabilities(&self, model: &ResolvedModel) {
+        let reference = model.reference();
+        let fresh = |map: &HashMap<String, (Instant, Discovered)>| {
+            map.get(&reference).is_some_and(|(at, _)| at.elapsed() < self.ttl)
+        };
+        if fresh(&self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+            return;
+        }
+        let found = match tokio::time::timeout(Duration::from_secs(5), model.chat.discover(&model.model))
+            .await
+        {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                tracing::info!(model = %reference, status = e.status, "the provider could not say what the model can do");
+                Discovered::default()
+            }
+            Err(_) => Discovered::default(),
+        };
+        self.capabilities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(reference, (Instant::now(), found));
+    }
+
+    /// Forgets what providers said about models, so the next use asks again.
+    fn refresh_capabilities(&self) {
+        self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 
     /// As [`Providers::resolve`], with the actor's own keys already read (a fallback chain
@@ -368,9 +420,29 @@ impl Providers {
         Some(self.learned(name, model, self.catalog.lookup(family, model)))
     }
 
-    /// The catalog's facts with what Arbor learned from the provider itself.
+    /// The catalog's facts with what Arbor learned from the provider itself: what its API says
+    /// comes first, then a refusal of tools it answered with.
     fn learned(&self, provider: &str, model: &str, mut info: ModelInfo) -> ModelInfo {
         let reference = format!("{provider}/{model}");
+        let said = self
+            .capabilities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&reference)
+            .map(|(_, d)| d.clone());
+        if let Some(d) = said {
+            // A window the provider stated is not an assumption.
+            info.known |= d.context_window.is_some();
+            info.context_window = d.context_window.unwrap_or(info.context_window);
+            info.max_output = d.max_output.unwrap_or(info.max_output).min(info.context_window);
+            info.tools = d.tools.unwrap_or(info.tools);
+            info.vision = d.vision.unwrap_or(info.vision);
+            info.reasoning = d.reasoning.unwrap_or(info.reasoning);
+            if let Some((input, output)) = d.prices {
+                info.input_per_mtok = Some(input);
+                info.output_per_mtok = Some(output);
+            }
+        }
         if self.refuses_tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&reference) {
             info.tools = false;
         }
@@ -459,9 +531,11 @@ impl Providers {
         self.discovered().insert(name.to_string(), (Instant::now(), ids));
     }
 
-    /// Forgets every discovered list so the next picker asks the providers again.
+    /// Forgets every discovered list and what providers said about models, so the next
+    /// picker and the next run ask the providers again.
     pub fn refresh(&self) {
         self.discovered().clear();
+        self.refresh_capabilities();
     }
 
     /// Every provider the actor may call with the model entries it offers them (as configured:
