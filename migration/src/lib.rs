@@ -13,6 +13,7 @@ mod m20261123_000009_host_roots;
 mod m20261123_000010_blobs_search;
 mod m20261126_000011_unverified_email;
 mod m20261126_000012_stored_responses;
+mod m20261126_000013_model_overrides;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000010_blobs_search::Migration),
             Box::new(m20261126_000011_unverified_email::Migration),
             Box::new(m20261126_000012_stored_responses::Migration),
+            Box::new(m20261126_000013_model_overrides::Migration),
         ]
     }
 }

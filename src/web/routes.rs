@@ -91,6 +91,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/admin/providers/{id}", Admin, web::post().to(admin::update_provider)),
         entry(Method::POST, "/admin/providers/{id}/delete", Admin, web::post().to(admin::delete_provider)),
         entry(Method::POST, "/admin/providers/{id}/test", Admin, web::post().to(admin::test_provider)),
+        entry(Method::POST, "/admin/providers/{id}/models", Admin, web::post().to(admin::set_model_override)),
         entry(Method::POST, "/admin/providers/{id}/keys", Admin, web::post().to(admin::add_key)),
         entry(
             Method::POST,

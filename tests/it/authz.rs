@@ -209,6 +209,12 @@ pub(crate) fn cases() -> Vec<Case> {
             ADMIN_ONLY,
         ),
         post(
+            "/admin/providers/{id}/models",
+            |ids| format!("/admin/providers/{}/models", ids.provider),
+            "model=authz-model&context_window=4096",
+            ADMIN_ONLY,
+        ),
+        post(
             "/admin/providers/{id}/keys",
             |ids| format!("/admin/providers/{}/keys", ids.provider),
             "label=authz&key=sk-authz-shared-1234",

@@ -80,3 +80,65 @@ async fn an_unknown_model_gets_tools_and_one_that_refuses_them_answers_without()
     assert_eq!((local.info.context_window, local.info.tools, local.info.vision), (131_072, true, true));
     assert!(local.info.known, "a stated window is not assumed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_states_what_a_model_can_do_and_the_console_says_where_each_fact_comes_from() {
+    use arbor::domain::accounts::Role;
+    let a = agent("auto-edit", |_| {}).await;
+    let admin = a.c.app.create_user("root@example.com", Role::Admin).await;
+    let admin = a.c.app.login_full(&admin).await;
+    let provider =
+        crate::admin::add_provider(&a.c.app, &admin, "team", &a.c.mock.url(Provider::OpenAi), "").await;
+    crate::admin::add_shared_key(&a.c.app, &admin, provider, "one", "sk-team-ONE-1111").await;
+    let page =
+        a.c.app.get(&format!("/admin/providers/{provider}"), Some(&admin.cookie)).await.text().await.unwrap();
+    let table = page.split("id=\"model-facts\"").nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(table.contains("<code>gpt-4o-mini</code>") && table.contains("(catalog)"), "{table}");
+    assert!(page.contains("hx-post=\"/admin/models/refresh\""), "the console can ask the providers again");
+    let res = a.c.app.post_form("/admin/models/refresh", "", Some(&admin)).await;
+    assert!(res.text().await.unwrap().contains("will be fetched again"));
+
+    // Bad input names the field and changes nothing.
+    for (body, needle) in [
+        ("model=gpt-4o-mini&context_window=-1", "context window"),
+        ("model=gpt-4o-mini&tools=perhaps", "tools"),
+        ("model=&tools=no", "Name the model"),
+        ("model=gpt-4o-mini&input_price=1e999", "input price"),
+    ] {
+        let res = a.c.app.post_form(&format!("/admin/providers/{provider}/models"), body, Some(&admin)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains(needle), "{body}");
+    }
+    assert!(a.c.app.state.engine.providers().overridden_models().is_empty());
+
+    // No tools and a 2,000-token window for this model, by the admin's word.
+    let res =
+        a.c.app
+            .post_form(
+                &format!("/admin/providers/{provider}/models"),
+                "model=gpt-4o-mini&tools=no&context_window=2000",
+                Some(&admin),
+            )
+            .await;
+    assert_eq!(res.status(), 200);
+    let page = res.text().await.unwrap();
+    let table = page.split("id=\"model-facts\"").nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(table.contains("no <span class=\"muted small source-admin\">(admin)</span>"), "{table}");
+    assert!(table.contains("2000 <span class=\"muted small source-admin\">(admin)</span>"), "{table}");
+    a.c.mock.enqueue(Provider::OpenAi, says("No tools here."));
+    a.c.send_ok("Hello", "team/gpt-4o-mini").await;
+    assert_eq!(a.ended().await, "completed");
+    let sent = a.c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
+    assert!(sent.get("tools").is_none(), "the admin said no tools: {sent}");
+    let session =
+        a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(session.contains(" of 2000 tokens"), "the gauge uses the admin's window");
+
+    // Clearing every field removes the override.
+    let res =
+        a.c.app
+            .post_form(&format!("/admin/providers/{provider}/models"), "model=gpt-4o-mini", Some(&admin))
+            .await;
+    assert_eq!(res.status(), 200);
+    assert!(a.c.app.state.engine.providers().overridden_models().is_empty());
+}

@@ -2,6 +2,7 @@
 //! admin-managed providers with encrypted shared keys. Every call checks that the actor is an
 //! admin and writes an audit row; none of them returns a key's value.
 
+pub mod model_overrides;
 pub mod quotas;
 pub mod usage;
 

@@ -8,6 +8,7 @@
 //! a personal provider whose base URL passes the SSRF guard at every call.
 
 pub mod aliases;
+mod capabilities;
 pub mod key_pool;
 pub mod user_keys;
 
@@ -33,6 +34,7 @@ use crate::vault::Vault;
 use crate::vault::store::{SecretKind, SecretMeta};
 
 mod entries;
+pub use capabilities::{CapabilityOverride, Fact, Source};
 pub use entries::*;
 
 /// Where a local Ollama answers when nobody configured one.
@@ -52,6 +54,8 @@ pub struct Providers {
     /// What each provider's API said about models the catalog does not know, by
     /// `provider/model`, refreshed after `ttl`.
     capabilities: Mutex<HashMap<String, (Instant, Discovered)>>,
+    /// Admins' word on models, by `provider/model` (loaded with the providers).
+    overrides: RwLock<HashMap<String, CapabilityOverride>>,
     ttl: Duration,
     default_model: String,
     vault: Option<VaultAccess>,
@@ -129,6 +133,7 @@ impl Providers {
             discovered: Mutex::new(HashMap::new()),
             refuses_tools: Mutex::new(std::collections::HashSet::new()),
             capabilities: Mutex::new(HashMap::new()),
+            overrides: RwLock::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
             vault: None,
@@ -163,6 +168,7 @@ impl Providers {
             })
             .collect();
         *self.managed.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
+        self.load_overrides(&access.db).await?;
         self.refresh();
         Ok(())
     }
@@ -418,44 +424,6 @@ impl Providers {
             }),
         };
         Some(self.learned(name, model, self.catalog.lookup(family, model)))
-    }
-
-    /// The catalog's facts with what Arbor learned from the provider itself: what its API says
-    /// comes first, then a refusal of tools it answered with.
-    fn learned(&self, provider: &str, model: &str, mut info: ModelInfo) -> ModelInfo {
-        let reference = format!("{provider}/{model}");
-        let said = self
-            .capabilities
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&reference)
-            .map(|(_, d)| d.clone());
-        if let Some(d) = said {
-            // A window the provider stated is not an assumption.
-            info.known |= d.context_window.is_some();
-            info.context_window = d.context_window.unwrap_or(info.context_window);
-            info.max_output = d.max_output.unwrap_or(info.max_output).min(info.context_window);
-            info.tools = d.tools.unwrap_or(info.tools);
-            info.vision = d.vision.unwrap_or(info.vision);
-            info.reasoning = d.reasoning.unwrap_or(info.reasoning);
-            if let Some((input, output)) = d.prices {
-                info.input_per_mtok = Some(input);
-                info.output_per_mtok = Some(output);
-            }
-        }
-        if self.refuses_tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&reference) {
-            info.tools = false;
-        }
-        info
-    }
-
-    /// Remembers that `reference`'s upstream refused tool definitions: it is not offered tools
-    /// again (until the server restarts).
-    pub fn note_refuses_tools(&self, reference: &str) {
-        self.refuses_tools
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(reference.to_string());
     }
 
     /// Model ids of one provider: enabled/configured, else discovered (cached), else curated.

@@ -13,6 +13,7 @@ pub mod login_flow;
 pub mod mcp_server;
 pub mod message;
 pub mod model_alias;
+pub mod model_override;
 pub mod provider;
 pub mod provider_key;
 pub mod quota;

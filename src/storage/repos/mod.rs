@@ -10,6 +10,7 @@ pub mod invitations;
 pub mod login_flows;
 pub mod mcp_servers;
 pub mod messages;
+pub mod model_overrides;
 pub mod providers;
 pub mod quotas;
 pub mod search;

@@ -243,9 +243,9 @@ pub async fn retry(
 /// `POST /admin/models/refresh`: forgets the discovered model lists.
 pub async fn refresh_models(state: web::Data<AppState>, _admin: AdminUser) -> HttpResponse {
     state.engine.providers().refresh();
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body("<p class=\"flash\">Model lists will be fetched again from the providers.</p>")
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(
+        "<p class=\"flash\">Model lists and what providers say about their models will be fetched again.</p>",
+    )
 }
 
 /// The edit form of a user message.

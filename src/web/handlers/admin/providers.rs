@@ -118,6 +118,7 @@ async fn provider_page(
         tpm: limit(p.tpm),
     };
     ctx.insert("f", &echo);
+    ctx.insert("model_facts", &admin::model_overrides::model_facts(state.engine.providers(), &p));
     ctx.insert("provider", &p);
     render::section(
         state,
@@ -153,6 +154,25 @@ pub async fn update_provider(
     let (flash, status) =
         match admin::update_provider(&state.db, state.engine.providers(), &admin.1, &who, id, &form).await {
             Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
+            Err(e) => refusal(e)?,
+        };
+    provider_page(&state, &req, &admin, id, flash, None, status).await
+}
+
+/// `POST /admin/providers/{id}/models`: an admin's word on what one model can do.
+pub async fn set_model_override(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<Uuid>,
+    form: web::Form<admin::model_overrides::OverrideForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = id.into_inner();
+    let who = origin(&req, &state, &admin.0);
+    let providers = state.engine.providers();
+    let (flash, status) =
+        match admin::model_overrides::set_override(&state.db, providers, &admin.1, &who, id, &form).await {
+            Ok(()) => (Flash::ok(format!("Saved what {} can do.", form.model.trim())), StatusCode::OK),
             Err(e) => refusal(e)?,
         };
     provider_page(&state, &req, &admin, id, flash, None, status).await

@@ -1,0 +1,50 @@
+//! Queries over `model_overrides`.
+
+use chrono::Utc;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+use crate::storage::entities::model_override;
+use crate::storage::{Db, StorageResult};
+
+/// Every override.
+pub async fn all(db: &Db) -> StorageResult<Vec<model_override::Model>> {
+    Ok(model_override::Entity::find().all(db).await?)
+}
+
+/// Writes one model's override (replacing the old one); a row of only `NULL`s is deleted.
+pub async fn put(db: &Db, row: model_override::Model) -> StorageResult<()> {
+    let empty = row.tools.is_none()
+        && row.vision.is_none()
+        && row.reasoning.is_none()
+        && row.context_window.is_none()
+        && row.max_output.is_none()
+        && row.input_per_mtok.is_none()
+        && row.output_per_mtok.is_none();
+    // The old row goes and the new one comes in one transaction.
+    let tx = crate::storage::begin_write(db).await?;
+    model_override::Entity::delete_many()
+        .filter(model_override::Column::Provider.eq(row.provider.clone()))
+        .filter(model_override::Column::Model.eq(row.model.clone()))
+        .exec(&tx)
+        .await?;
+    if empty {
+        tx.commit().await?;
+        return Ok(());
+    }
+    model_override::ActiveModel {
+        provider: Set(row.provider),
+        model: Set(row.model),
+        tools: Set(row.tools),
+        vision: Set(row.vision),
+        reasoning: Set(row.reasoning),
+        context_window: Set(row.context_window),
+        max_output: Set(row.max_output),
+        input_per_mtok: Set(row.input_per_mtok),
+        output_per_mtok: Set(row.output_per_mtok),
+        updated_at: Set(Utc::now()),
+    }
+    .insert(&tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
