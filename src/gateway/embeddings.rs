@@ -39,13 +39,8 @@ fn check_inputs(inputs: &[String], param: &str) -> Result<(), ApiError> {
 
 /// Parses `POST /v1/embeddings`.
 pub fn parse_openai(body: &Value) -> Result<Request, ApiError> {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::invalid("model is required.", Some("model")))?
-        .to_string();
+    let obj = body.as_object().ok_or_else(|| ApiError::invalid("The body must be a JSON object.", None))?;
+    let model = super::model_field(obj, "model is required.")?;
     let bad = || ApiError::invalid("input must be a string or an array of strings.", Some("input"));
     let inputs = match body.get("input") {
         Some(Value::String(s)) => vec![s.clone()],

@@ -9,6 +9,67 @@ pub mod openai;
 pub mod openapi;
 pub mod responses;
 
+/// The request's `model`: a non-empty string, trimmed.
+pub fn model_field(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    message: &str,
+) -> Result<String, ApiError> {
+    obj.get("model")
+        .and_then(serde_json::Value::as_str)
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::invalid(message, Some("model")))
+}
+
+/// An optional sampling temperature between 0 and `max`, named `param` when refused.
+pub fn temperature_field(
+    v: Option<&serde_json::Value>,
+    max: f64,
+    param: &str,
+) -> Result<Option<f32>, ApiError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v.as_f64().filter(|t| (0.0..=max).contains(t)).map(|t| Some(t as f32)).ok_or_else(|| {
+            ApiError::invalid(format!("temperature must be between 0 and {max}."), Some(param))
+        }),
+    }
+}
+
+/// An optional positive token count, named `param` when refused.
+pub fn tokens_field(v: Option<&serde_json::Value>, param: &str) -> Result<Option<u32>, ApiError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(format!("{param} must be a positive integer."), Some(param))),
+    }
+}
+
+/// The items of an optional `tools` array (at most [`MAX_TOOLS`]); none when absent.
+pub fn tools_array(v: Option<&serde_json::Value>) -> Result<&[serde_json::Value], ApiError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(&[]),
+        Some(serde_json::Value::Array(list)) => {
+            check_tool_count(list.len())?;
+            Ok(list)
+        }
+        Some(_) => Err(ApiError::invalid("tools must be an array.", Some("tools"))),
+    }
+}
+
+/// A word from a request that is safe to name in a header (a type or field name), else `other`.
+pub fn plain_word(word: &str) -> &str {
+    if !word.is_empty() && word.len() <= 40 && word.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        word
+    } else {
+        "other"
+    }
+}
+
 /// The most tools one request may offer (OpenAI's own limit is 128; Claude Code sends about
 /// 30): more is refused before any of them is copied.
 pub const MAX_TOOLS: usize = 512;

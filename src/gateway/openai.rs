@@ -235,13 +235,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
     if out.is_empty() {
         return Err(ApiError::invalid("messages needs at least one user message.", Some("messages")));
     }
-    let temperature =
-        match obj.get("temperature") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_f64().filter(|t| (0.0..=2.0).contains(t)).ok_or_else(|| {
-                ApiError::invalid("temperature must be between 0 and 2.", Some("temperature"))
-            })? as f32),
-        };
+    let temperature = super::temperature_field(obj.get("temperature"), 2.0, "temperature")?;
     let max_output_tokens = match number::<u32>(body, "max_completion_tokens")? {
         Some(n) => Some(n),
         None => number::<u32>(body, "max_tokens")?,

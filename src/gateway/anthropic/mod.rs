@@ -216,12 +216,7 @@ impl Conversation {
 }
 
 fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>, ApiError> {
-    let list = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(ApiError::invalid("tools must be an array.", Some("tools"))),
-    };
-    super::check_tool_count(list.len())?;
+    let list = super::tools_array(v)?;
     let mut out = Vec::new();
     for (i, t) in list.iter().enumerate() {
         note_cache_control(t, dropped);
@@ -284,13 +279,7 @@ fn effort(obj: &Map<String, Value>) -> Result<Option<ReasoningEffort>, ApiError>
 /// `model`; fields that name a URL or a key are never followed.
 pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
     let obj = body.as_object().ok_or_else(|| ApiError::invalid("The body must be a JSON object.", None))?;
-    let model = obj
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::invalid("model: Field required", Some("model")))?
-        .to_string();
+    let model = super::model_field(obj, "model: Field required")?;
     let max_tokens = obj
         .get("max_tokens")
         .and_then(Value::as_u64)
@@ -338,13 +327,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
     }
     let mut dropped = std::mem::take(&mut conv.dropped);
     let tools = parse_tools(obj.get("tools"), &mut dropped)?;
-    let temperature =
-        match obj.get("temperature") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_f64().filter(|t| (0.0..=1.0).contains(t)).ok_or_else(|| {
-                ApiError::invalid("temperature must be between 0 and 1.", Some("temperature"))
-            })? as f32),
-        };
+    let temperature = super::temperature_field(obj.get("temperature"), 1.0, "temperature")?;
     let effort = effort(obj)?;
     let (thinking_budget, reasoning_effort) =
         match obj.get("thinking").and_then(|t| t.get("type")).and_then(Value::as_str) {
@@ -367,8 +350,7 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
                 }
             }
             k if IGNORED.contains(&k) => {}
-            k if k.len() <= 40 && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') => dropped.add(k),
-            _ => dropped.add("unknown fields"),
+            k => dropped.add(super::plain_word(k)),
         }
     }
     Ok(Parsed {

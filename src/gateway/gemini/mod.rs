@@ -36,14 +36,7 @@ pub fn split_target(target: &str) -> Option<(&str, &str)> {
     (!model.is_empty()).then_some((model, method))
 }
 
-/// A word safe to name in a header, else `other`.
-fn plain(word: &str) -> &str {
-    if !word.is_empty() && word.len() <= 40 && word.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-        word
-    } else {
-        "other"
-    }
-}
+use super::plain_word as plain;
 
 /// Gemini's OpenAPI-style schema (`"type": "OBJECT"`) as JSON Schema (`"type": "object"`), for
 /// providers that take JSON Schema; `parametersJsonSchema` is already JSON Schema.
@@ -63,11 +56,7 @@ fn json_schema(v: &Value, depth: usize) -> Value {
 }
 
 fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>, ApiError> {
-    let list = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(ApiError::invalid("tools must be an array.", Some("tools"))),
-    };
+    let list = super::tools_array(v)?;
     let declared: usize = list
         .iter()
         .map(|t| t.get("functionDeclarations").and_then(Value::as_array).map_or(1, Vec::len))
@@ -309,23 +298,10 @@ pub fn parse_request(model: &str, body: &Value) -> Result<Parsed, ApiError> {
     let tools = parse_tools(obj.get("tools"), &mut dropped)?;
     let tool_choice = parse_tool_choice(obj.get("toolConfig"))?;
     let config = obj.get("generationConfig").cloned().unwrap_or(Value::Null);
-    let temperature = match config.get("temperature") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_f64().filter(|t| (0.0..=2.0).contains(t)).ok_or_else(|| {
-            ApiError::invalid("temperature must be between 0 and 2.", Some("generationConfig.temperature"))
-        })? as f32),
-    };
-    let max_output_tokens = match config.get("maxOutputTokens") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0).ok_or_else(|| {
-                ApiError::invalid(
-                    "maxOutputTokens must be a positive integer.",
-                    Some("generationConfig.maxOutputTokens"),
-                )
-            })?)
-        }
-    };
+    let temperature =
+        super::temperature_field(config.get("temperature"), 2.0, "generationConfig.temperature")?;
+    let max_output_tokens =
+        super::tokens_field(config.get("maxOutputTokens"), "generationConfig.maxOutputTokens")?;
     let (thinking_budget, reasoning_effort) = thinking(&config);
     if let Some(config) = config.as_object() {
         for key in config.keys() {

@@ -58,14 +58,7 @@ pub struct Echo {
     pub metadata: Value,
 }
 
-/// A word safe to name in a header, else `other`.
-fn plain(word: &str) -> &str {
-    if !word.is_empty() && word.len() <= 40 && word.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-        word
-    } else {
-        "other"
-    }
-}
+use super::plain_word as plain;
 
 /// The content of a message item: a string or content parts.
 fn content_parts(v: &Value, at: &str, dropped: &mut Dropped) -> Result<Vec<Part>, ApiError> {
@@ -246,12 +239,7 @@ impl Conversation {
 }
 
 fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>, ApiError> {
-    let list = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(ApiError::invalid("tools must be an array.", Some("tools"))),
-    };
-    super::check_tool_count(list.len())?;
+    let list = super::tools_array(v)?;
     let mut out = Vec::new();
     for (i, t) in list.iter().enumerate() {
         match t.get("type").and_then(Value::as_str) {
@@ -306,13 +294,7 @@ pub fn name_results(messages: &mut [ChatMessage]) -> Result<(), ApiError> {
 /// Parses a responses request body.
 pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
     let obj = body.as_object().ok_or_else(|| ApiError::invalid("The body must be a JSON object.", None))?;
-    let model = obj
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::invalid("model is required.", Some("model")))?
-        .to_string();
+    let model = super::model_field(obj, "model is required.")?;
     let previous_response_id = obj.get("previous_response_id").and_then(Value::as_str).map(str::to_string);
     let mut conv = Conversation { continues: previous_response_id.is_some(), ..Conversation::default() };
     let instructions = match obj.get("instructions") {
@@ -335,21 +317,8 @@ pub fn parse_request(body: &Value) -> Result<Parsed, ApiError> {
     }
     let mut dropped = std::mem::take(&mut conv.dropped);
     let tools = parse_tools(obj.get("tools"), &mut dropped)?;
-    let temperature =
-        match obj.get("temperature") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_f64().filter(|t| (0.0..=2.0).contains(t)).ok_or_else(|| {
-                ApiError::invalid("temperature must be between 0 and 2.", Some("temperature"))
-            })? as f32),
-        };
-    let max_output_tokens = match obj.get("max_output_tokens") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0).ok_or_else(|| {
-                ApiError::invalid("max_output_tokens must be a positive integer.", Some("max_output_tokens"))
-            })?)
-        }
-    };
+    let temperature = super::temperature_field(obj.get("temperature"), 2.0, "temperature")?;
+    let max_output_tokens = super::tokens_field(obj.get("max_output_tokens"), "max_output_tokens")?;
     let reasoning_effort = match obj.get("reasoning").and_then(|r| r.get("effort")).and_then(Value::as_str) {
         None | Some("none") => None,
         Some("minimal" | "low") => Some(ReasoningEffort::Low),
