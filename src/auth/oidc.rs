@@ -65,8 +65,18 @@ fn http_adapter(client: reqwest::Client) -> impl Fn(openidconnect::HttpRequest) 
             for (name, value) in response.headers() {
                 builder = builder.header(name, value);
             }
-            let body = response.bytes().await.map_err(|e| HttpError(e.to_string()))?;
-            builder.body(body.to_vec()).map_err(|e| HttpError(e.to_string()))
+            // Discovery documents, key sets and token answers are small: an identity provider
+            // cannot make Arbor hold more than this.
+            const MAX_IDP_BYTES: usize = 1024 * 1024;
+            let mut response = response;
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| HttpError(e.to_string()))? {
+                if body.len() + chunk.len() > MAX_IDP_BYTES {
+                    return Err(HttpError("the identity provider's answer is larger than 1 MiB".into()));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            builder.body(body).map_err(|e| HttpError(e.to_string()))
         })
     }
 }

@@ -147,6 +147,46 @@ fn transport_error(e: &reqwest::Error) -> ProviderError {
     }
 }
 
+/// The most a whole (non-streamed) answer may hold: model lists, token counts, discovery and
+/// embeddings (2,048 inputs of 3,072 dimensions as JSON fit).
+const MAX_ANSWER_BYTES: usize = 96 * 1024 * 1024;
+/// The most of an error body that is read (its message is shown shortened anyway).
+const MAX_ERROR_BYTES: usize = 64 * 1024;
+
+/// Reads a whole body, refusing one longer than `cap` before it is read (by its
+/// `Content-Length`) or as soon as it passes it, so a provider cannot make Arbor hold more.
+/// With `cut`, a longer body is cut at the cap instead (an error body: its start says what
+/// went wrong).
+async fn read_capped(
+    mut res: reqwest::Response,
+    cap: usize,
+    cut: bool,
+) -> Result<bytes::Bytes, ProviderError> {
+    let too_large = || ProviderError {
+        status: 0,
+        kind: "too_large".into(),
+        message: format!("the provider's answer is larger than {} MiB", cap / (1024 * 1024)),
+        retryable: false,
+        retry_after_secs: None,
+    };
+    if !cut && res.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(too_large());
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = res.chunk().await.map_err(|e| transport_error(&e))? {
+        let room = cap - body.len();
+        if chunk.len() > room {
+            if cut {
+                body.extend_from_slice(&chunk[..room]);
+                break;
+            }
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
 /// The provider sent nothing for longer than the idle timeout.
 fn idle_timeout_error() -> ProviderError {
     ProviderError {
@@ -325,7 +365,11 @@ impl ProviderClient {
         let status = res.status().as_u16();
         let ok = res.status().is_success();
         let retry_after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let body = res.bytes().await.map_err(|e| transport_error(&e))?;
+        let body = if ok {
+            read_capped(res, MAX_ANSWER_BYTES, false).await?
+        } else {
+            read_capped(res, MAX_ERROR_BYTES, true).await?
+        };
         if !ok {
             let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
             err.message = redact(&err.message, &ep.api_key);
@@ -458,7 +502,7 @@ impl ProviderClient {
         if !res.status().is_success() {
             let retry_after =
                 res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-            let body = tokio::time::timeout(self.idle_timeout, res.bytes())
+            let body = tokio::time::timeout(self.idle_timeout, read_capped(res, MAX_ERROR_BYTES, true))
                 .await
                 .ok()
                 .and_then(Result::ok)

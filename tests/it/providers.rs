@@ -317,3 +317,40 @@ async fn gemini_streams_function_calls_through_the_client_with_the_key_in_a_head
     assert!(!sent.path.contains("key="), "never in the URL: {}", sent.path);
     assert!(sent.path.contains(":streamGenerateContent?alt=sse"));
 }
+
+/// A provider cannot make Arbor hold an answer without bound: a whole answer past 96 MiB is
+/// refused (by its Content-Length before reading, or as it streams in chunks without one), and
+/// an error body is read only as far as its first 64 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_answers_from_a_provider_are_refused_without_being_held() {
+    use arbor::providers::client::{Endpoint, ProviderClient, WireFormat};
+    init_crypto();
+    let mock = mock_upstream::start().await.unwrap();
+    let ep = Endpoint {
+        format: WireFormat::OpenAi,
+        base_url: mock.url(Provider::OpenAi),
+        api_key: arbor::secret::Secret::new("sk-test-0123"),
+    };
+    let client =
+        ProviderClient::new(std::time::Duration::from_secs(5), std::time::Duration::from_secs(30)).unwrap();
+    let huge = format!("{{\"data\": [], \"pad\": \"{}\"}}", "x".repeat(100 * 1024 * 1024));
+    // With a Content-Length: refused before the body is read.
+    mock.enqueue(Provider::OpenAi, Reply::json(200, huge.clone()));
+    let e = client.list_models(&ep).await.expect_err("refused");
+    assert_eq!(e.kind, "too_large", "{e:?}");
+    // Chunked, without a length: refused once it passes the cap.
+    let chunks: Vec<String> =
+        huge.as_bytes().chunks(1024 * 1024).map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    mock.enqueue(Provider::OpenAi, Reply::Sse { events: chunks, chunk_delay_ms: 0 });
+    let e = client.list_models(&ep).await.expect_err("refused");
+    assert_eq!(e.kind, "too_large", "{e:?}");
+    // A 20 MiB error body: the error is still reported, from its start.
+    let error = format!(
+        "{{\"error\": {{\"message\": \"overloaded {}\", \"type\": \"server_error\"}}}}",
+        "y".repeat(20 * 1024 * 1024)
+    );
+    mock.enqueue(Provider::OpenAi, Reply::json(503, error));
+    let e = client.list_models(&ep).await.expect_err("an error");
+    assert_eq!(e.status, 503, "{e:?}");
+    assert!(e.message.len() < 70 * 1024, "the message is bounded: {} bytes", e.message.len());
+}
