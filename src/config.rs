@@ -171,6 +171,8 @@ pub struct LlmConfig {
     pub discovery_ttl_secs: u64,
     /// Offer a local Ollama automatically.
     pub detect_local_ollama: bool,
+    /// Where that Ollama is looked for (`http://127.0.0.1:11434`).
+    pub local_ollama_url: String,
     /// Delta coalescing window, milliseconds.
     pub coalesce_ms: u64,
     /// Partial-text flush interval, milliseconds.

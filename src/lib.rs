@@ -97,7 +97,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let mut providers = domain::providers::Providers::from_config(&config.llm)
         .map_err(|e| StartupError::Providers(e.to_string()))?;
     if config.llm.detect_local_ollama {
-        providers.detect_local_ollama(domain::providers::LOCAL_OLLAMA).await;
+        providers.detect_local_ollama(config.llm.local_ollama_url.trim().trim_end_matches('/')).await;
     }
     let providers = providers.with_vault(db.clone(), vault.clone());
     providers.reload().await.map_err(|e| StartupError::Providers(e.to_string()))?;

@@ -109,6 +109,11 @@ impl Config {
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");
         }
+        let ollama = self.llm.local_ollama_url.trim();
+        if self.llm.detect_local_ollama && !(ollama.starts_with("http://") || ollama.starts_with("https://"))
+        {
+            return bad("llm.local_ollama_url", "must be an http:// or https:// URL");
+        }
         if self.server.max_body_bytes < 1024 {
             return bad("server.max_body_bytes", "must be at least 1024");
         }

@@ -142,3 +142,37 @@ async fn an_admin_states_what_a_model_can_do_and_the_console_says_where_each_fac
     assert_eq!(res.status(), 200);
     assert!(a.c.app.state.engine.providers().overridden_models().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_ollama_is_detected_and_its_models_get_their_real_capabilities() {
+    use arbor::domain::accounts::{Actor, Role};
+
+    let mock = crate::support::mock_upstream::start().await.unwrap();
+    // Ollama's native routes beside its OpenAI-compatible `/v1`, as on an Ollama server.
+    mock.enqueue(Provider::OpenAi, Reply::json(200, r#"{"version":"0.12.6"}"#));
+    let ollama = format!("{}/openai", mock.base_url);
+    let app = crate::support::TestApp::spawn_with(|c| {
+        crate::runs::use_mock(c, &mock);
+        c.llm.detect_local_ollama = true;
+        c.llm.local_ollama_url = ollama.clone();
+    })
+    .await;
+    assert_eq!(mock.requests()[0].path, "/openai/api/version");
+    let providers = app.state.engine.providers();
+    let names: Vec<String> = providers.entries().into_iter().map(|e| e.name).collect();
+    let entry = providers
+        .entries()
+        .into_iter()
+        .find(|e| e.name == "ollama")
+        .unwrap_or_else(|| panic!("offered as \"ollama\": {names:?} {:?}", mock.problems()));
+    assert_eq!(entry.kind, arbor::config::ProviderKind::OpenAiCompatible);
+
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_show.json"));
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let model = providers.resolve(&Actor::for_tests(&user), "ollama/llama3.2:latest").await.unwrap();
+    assert_eq!((model.info.tools, model.info.vision, model.info.context_window), (true, true, 131_072));
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/openai/api/version", "/openai/v1/models", "/openai/api/show"]);
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+}

@@ -37,9 +37,6 @@ mod entries;
 pub use capabilities::{CapabilityOverride, Fact, Source};
 pub use entries::*;
 
-/// Where a local Ollama answers when nobody configured one.
-pub const LOCAL_OLLAMA: &str = "http://127.0.0.1:11434";
-
 /// The registry, built once at start and shared.
 pub struct Providers {
     configured: Vec<ProviderEntry>,

@@ -12,7 +12,8 @@
 //!
 //! - OpenAI, base URL `{base_url}/openai/v1`: `POST /openai/v1/chat/completions`,
 //!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`, and Ollama's native
-//!   `POST /openai/api/show` (beside the OpenAI-compatible base, as on an Ollama server).
+//!   `GET /openai/api/version` and `POST /openai/api/show` (beside the OpenAI-compatible base,
+//!   as on an Ollama server).
 //! - Anthropic, base URL `{base_url}/anthropic` (or `{base_url}/anthropic/v1`):
 //!   `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`,
 //!   `GET /anthropic/v1/models`.
@@ -402,7 +403,7 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 fn route(method: &str, path: &str) -> Option<Provider> {
     match (method, path) {
         ("POST", "/openai/v1/chat/completions" | "/openai/v1/embeddings" | "/openai/api/show")
-        | ("GET", "/openai/v1/models") => Some(Provider::OpenAi),
+        | ("GET", "/openai/v1/models" | "/openai/api/version") => Some(Provider::OpenAi),
         ("POST", "/anthropic/v1/messages" | "/anthropic/v1/messages/count_tokens")
         | ("GET", "/anthropic/v1/models") => Some(Provider::Anthropic),
         ("GET", "/gemini/v1beta/models") => Some(Provider::Gemini),
