@@ -67,7 +67,8 @@ macro_rules! http_provider {
         impl $name {
             /// A provider at `base_url` with `api_key`, using the shared client.
             pub fn new(client: ProviderClient, base_url: String, api_key: crate::secret::Secret, retry: RetryPolicy) -> Self {
-                $name(Http { client, endpoint: Endpoint { format: $format, base_url, api_key }, retry })
+                let endpoint = Endpoint { format: $format, base_url, api_key, reasoning_via_responses: false };
+                $name(Http { client, endpoint, retry })
             }
         }
 
@@ -96,6 +97,14 @@ http_provider!(
     OpenAiChat,
     WireFormat::OpenAi
 );
+impl OpenAiChat {
+    /// OpenAI itself: its reasoning models go through the Responses API for their summaries.
+    pub fn official(mut self) -> Self {
+        self.0.endpoint.reasoning_via_responses = true;
+        self
+    }
+}
+
 http_provider!(
     /// Anthropic Messages.
     AnthropicChat,

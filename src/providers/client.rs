@@ -39,6 +39,18 @@ pub struct Endpoint {
     pub base_url: String,
     /// The key to send; empty for servers without auth (a local Ollama).
     pub api_key: Secret,
+    /// OpenAI itself: its reasoning models are called through the Responses API, the only
+    /// one that streams their reasoning summaries.
+    pub reasoning_via_responses: bool,
+}
+
+impl Endpoint {
+    /// Whether `req` goes to the Responses API rather than Chat Completions.
+    fn via_responses(&self, req: &ChatRequest) -> bool {
+        self.reasoning_via_responses
+            && self.format == WireFormat::OpenAi
+            && openai::responses::is_reasoning_model(&req.model)
+    }
 }
 
 /// How often and how patiently to retry before the first token.
@@ -78,6 +90,7 @@ pub struct ProviderClient {
 
 enum Decoder {
     OpenAi(openai::StreamDecoder),
+    OpenAiResponses(openai::responses::StreamDecoder),
     Anthropic(anthropic::StreamDecoder),
     Gemini(gemini::StreamDecoder),
 }
@@ -94,6 +107,7 @@ impl Decoder {
     fn on_event(&mut self, ev: &SseEvent) -> Result<Vec<ProviderEvent>, StreamParseError> {
         match self {
             Decoder::OpenAi(d) => d.on_event(ev),
+            Decoder::OpenAiResponses(d) => d.on_event(ev),
             Decoder::Anthropic(d) => d.on_event(ev),
             Decoder::Gemini(d) => d.on_event(ev),
         }
@@ -102,6 +116,7 @@ impl Decoder {
     fn finish(&mut self) -> Result<Vec<ProviderEvent>, StreamParseError> {
         match self {
             Decoder::OpenAi(d) => d.finish(),
+            Decoder::OpenAiResponses(d) => d.finish(),
             Decoder::Anthropic(d) => d.finish(),
             Decoder::Gemini(d) => d.finish(),
         }
@@ -335,6 +350,10 @@ impl ProviderClient {
     }
 
     fn request(&self, ep: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+        if ep.via_responses(req) {
+            let url = openai::responses::endpoint(&ep.base_url);
+            return Self::authorize(ep, self.http.post(url).json(&openai::responses::build_request(req)));
+        }
         let b = match ep.format {
             WireFormat::OpenAi => {
                 self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true))
@@ -514,7 +533,11 @@ impl ProviderClient {
         let mut reading = Reading {
             body: Box::pin(res.bytes_stream()),
             parser: SseParser::new(),
-            decoder: Decoder::new(ep.format),
+            decoder: if ep.via_responses(req) {
+                Decoder::OpenAiResponses(openai::responses::StreamDecoder::new())
+            } else {
+                Decoder::new(ep.format)
+            },
             raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout: self.idle_timeout,

@@ -21,6 +21,7 @@ use super::types::*;
 
 mod embeddings;
 mod errors;
+pub mod responses;
 pub use embeddings::{build_embeddings, embeddings_endpoint, parse_embeddings};
 pub use errors::*;
 

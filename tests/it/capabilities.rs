@@ -176,3 +176,31 @@ async fn a_local_ollama_is_detected_and_its_models_get_their_real_capabilities()
     assert_eq!(paths, ["/openai/api/version", "/openai/v1/models", "/openai/api/show"]);
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openais_reasoning_models_answer_through_the_responses_api_with_their_summaries() {
+    let a = agent("suggest", |c| {
+        if let Some(p) = c.llm.providers.get_mut("openai") {
+            p.models.push("o4-mini".into());
+        }
+    })
+    .await;
+    a.c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/responses_reasoning.sse"));
+    a.c.send_ok("Why is the sky blue?", "openai/o4-mini").await;
+    assert_eq!(a.ended().await, "completed");
+    let sent = &a.c.mock.requests_for(Provider::OpenAi)[0];
+    assert_eq!(sent.path, "/openai/v1/responses");
+    let body = sent.json().unwrap();
+    assert_eq!(body["reasoning"]["summary"], "auto");
+    assert_eq!(body["model"], "o4-mini");
+    let path = a.path().await;
+    let answer = path.last().unwrap();
+    assert_eq!(answer.text(), "The sky is blue because air scatters blue light most.");
+    let parts = serde_json::to_string(&answer.parts).unwrap();
+    assert!(parts.contains("Rayleigh scattering favours short wavelengths."), "the summary is kept: {parts}");
+    // Models that are not reasoning models stay on Chat Completions.
+    a.c.mock.enqueue(Provider::OpenAi, says("Hi."));
+    a.c.send_ok("Hello", "openai/gpt-4o-mini").await;
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi)[1].path, "/openai/v1/chat/completions");
+}

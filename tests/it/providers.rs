@@ -163,6 +163,7 @@ mod retries {
             format: WireFormat::OpenAi,
             base_url: mock.url(Provider::OpenAi),
             api_key: Secret::new(KEY),
+            reasoning_via_responses: false,
         }
     }
 
@@ -304,6 +305,7 @@ async fn gemini_streams_function_calls_through_the_client_with_the_key_in_a_head
         format: WireFormat::Gemini,
         base_url: mock.url(Provider::Gemini),
         api_key: arbor::secret::Secret::new("AIza-test-key-0123"),
+        reasoning_via_responses: false,
     };
     let client =
         ProviderClient::new(std::time::Duration::from_secs(5), std::time::Duration::from_secs(5)).unwrap();
@@ -330,6 +332,7 @@ async fn oversized_answers_from_a_provider_are_refused_without_being_held() {
         format: WireFormat::OpenAi,
         base_url: mock.url(Provider::OpenAi),
         api_key: arbor::secret::Secret::new("sk-test-0123"),
+        reasoning_via_responses: false,
     };
     let client =
         ProviderClient::new(std::time::Duration::from_secs(5), std::time::Duration::from_secs(30)).unwrap();

@@ -140,9 +140,8 @@ impl KeyedChat {
     fn handle(&self, client: ProviderClient, key: Secret, retry: RetryPolicy) -> Box<dyn ChatProvider> {
         let base = self.base_url.clone();
         match self.kind {
-            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
-                Box::new(OpenAiChat::new(client, base, key, retry))
-            }
+            ProviderKind::OpenAi => Box::new(OpenAiChat::new(client, base, key, retry).official()),
+            ProviderKind::OpenAiCompatible => Box::new(OpenAiChat::new(client, base, key, retry)),
             ProviderKind::Anthropic => Box::new(AnthropicChat::new(client, base, key, retry)),
             ProviderKind::Gemini => Box::new(GeminiChat::new(client, base, key, retry)),
         }

@@ -11,6 +11,7 @@
 //! percent-encodes it), `?query` is kept in the recorded path but not used for routing.
 //!
 //! - OpenAI, base URL `{base_url}/openai/v1`: `POST /openai/v1/chat/completions`,
+//!   `POST /openai/v1/responses`,
 //!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`, and Ollama's native
 //!   `GET /openai/api/version` and `POST /openai/api/show` (beside the OpenAI-compatible base,
 //!   as on an Ollama server).
@@ -402,7 +403,13 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 /// Which provider serves `method path` (the path without its query), if any.
 fn route(method: &str, path: &str) -> Option<Provider> {
     match (method, path) {
-        ("POST", "/openai/v1/chat/completions" | "/openai/v1/embeddings" | "/openai/api/show")
+        (
+            "POST",
+            "/openai/v1/chat/completions"
+            | "/openai/v1/responses"
+            | "/openai/v1/embeddings"
+            | "/openai/api/show",
+        )
         | ("GET", "/openai/v1/models" | "/openai/api/version") => Some(Provider::OpenAi),
         ("POST", "/anthropic/v1/messages" | "/anthropic/v1/messages/count_tokens")
         | ("GET", "/anthropic/v1/models") => Some(Provider::Anthropic),
