@@ -158,9 +158,41 @@ pub async fn check_pragmas(db: &DatabaseConnection) -> StorageResult<()> {
     Ok(())
 }
 
-/// Applies every pending migration.
+/// Applies every pending migration, after refusing a database a newer Arbor migrated: this
+/// version would not know its tables, and its own migrations might undo the newer ones'.
 pub async fn migrate_up(db: &DatabaseConnection) -> StorageResult<()> {
+    refuse_newer_schema(db).await?;
     Migrator::up(db, None).await?;
+    Ok(())
+}
+
+/// An error when the database holds a migration this binary does not know.
+pub async fn refuse_newer_schema(db: &DatabaseConnection) -> StorageResult<()> {
+    let backend = db.get_database_backend();
+    let exists = match backend {
+        sea_orm::DbBackend::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'seaql_migrations'"
+        }
+        _ => {
+            "SELECT table_name FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name = 'seaql_migrations'"
+        }
+    };
+    if db.query_one_raw(Statement::from_string(backend, exists)).await?.is_none() {
+        return Ok(());
+    }
+    let rows =
+        db.query_all_raw(Statement::from_string(backend, "SELECT version FROM seaql_migrations")).await?;
+    let known: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
+    for row in rows {
+        let version: String = row.try_get_by_index(0)?;
+        if !known.contains(&version) {
+            return Err(StorageError::Check(format!(
+                "the database was migrated by a newer Arbor (it has migration {version}, which this version does \
+                 not know); run that newer version, or restore a backup taken before the upgrade"
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -44,6 +44,28 @@ async fn migrations_go_up_down_and_up_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_a_newer_arbor_migrated_is_refused_with_a_reason() {
+    let test_db = TestDb::fresh().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    // A fresh database and an up-to-date one are fine.
+    arbor::storage::migrate_up(&db).await.unwrap();
+    arbor::storage::migrate_up(&db).await.unwrap();
+    let backend = db.get_database_backend();
+    db.execute_raw(Statement::from_string(
+        backend,
+        "INSERT INTO seaql_migrations (version, applied_at) VALUES ('m20991231_000001_from_the_future', 0)",
+    ))
+    .await
+    .unwrap();
+    let err = arbor::storage::migrate_up(&db).await.unwrap_err().to_string();
+    assert!(err.contains("migrated by a newer Arbor"), "{err}");
+    assert!(err.contains("m20991231_000001_from_the_future"), "{err}");
+    // Nothing was changed by the refusal.
+    assert!(existing_tables(&db).await.iter().any(|t| t == "users"));
+    db.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_durability_settings_are_checked_at_start() {
     if TestDb::is_postgres() {
         // The PostgreSQL run checks connectivity instead; pragmas are SQLite-only.
