@@ -336,6 +336,13 @@ async fn serve(config: Config) -> ExitCode {
     };
     tracing::info!(%bind, %public_url, data_dir = %data_dir.display(), database = backend, "Arbor is listening");
     let stopped = server.await;
+    match engine.interrupt_for_shutdown().await {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::warn!(interrupted = n, "replies still being written at shutdown are marked interrupted")
+        }
+        Err(e) => tracing::error!(error = %e, "could not mark the live replies interrupted"),
+    }
     // MCP servers started by the agent go with us.
     engine.shutdown_mcp().await;
     match stopped {

@@ -30,8 +30,23 @@ async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path::Path, por
     child
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_continued() {
+/// The real server with a slow reply being written, and some of its text flushed.
+struct SlowReply {
+    mock: crate::support::mock_upstream::MockUpstream,
+    db: TestDb,
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    port: u16,
+    server: Child,
+    conn: sea_orm::DatabaseConnection,
+    session: Uuid,
+    answer: Uuid,
+    flushed: String,
+    cookie: String,
+    csrf: String,
+}
+
+async fn slow_reply(extra_config: &str) -> SlowReply {
     init_crypto();
     let mock = mock_upstream::start().await.unwrap();
     let db = TestDb::fresh().await;
@@ -44,14 +59,14 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
     std::fs::write(
         &config,
         format!(
-            "[llm]\ndetect_local_ollama = false\nflush_ms = 300\n[llm.providers.openai]\nkind = \"openai\"\n\
+            "{extra_config}[llm]\ndetect_local_ollama = false\nflush_ms = 300\n[llm.providers.openai]\nkind = \"openai\"\n\
              base_url = \"{}\"\napi_key = \"{}\"\nmodels = [\"gpt-4o-mini\"]\n",
             provider.base_url, provider.api_key
         ),
     )
     .unwrap();
     let port = free_port();
-    let mut server = serve(dir.path(), &db, &config, port).await;
+    let server = serve(dir.path(), &db, &config, port).await;
 
     // A user, a browser session and a chat session, written next to the running server.
     let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
@@ -112,6 +127,37 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
         assert!(began.elapsed() < Duration::from_secs(15), "nothing was flushed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    SlowReply {
+        mock,
+        db,
+        dir,
+        config,
+        port,
+        server,
+        conn,
+        session,
+        answer,
+        flushed,
+        cookie,
+        csrf: issued.csrf_secret,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_continued() {
+    let SlowReply { mock, db, dir, config, port, mut server, conn, session, answer, flushed, cookie, csrf } =
+        slow_reply("").await;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let origin = format!("http://127.0.0.1:{port}");
+    let post = |path: String, body: &'static str| {
+        http.post(format!("{origin}{path}"))
+            .header("Origin", &origin)
+            .header("Cookie", &cookie)
+            .header("X-CSRF-Token", &csrf)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
     server.0.kill().unwrap();
     wait_exit(&mut server.0, Duration::from_secs(10)).expect("killed");
     let full = {
@@ -166,4 +212,26 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
     // Closed inside the runtime: a pool left to the runtime's shutdown can spin in sqlx's
     // maintenance task and hang the test process.
     conn.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_live_reply_leaves_it_interrupted_with_its_text_and_nothing_streaming() {
+    let SlowReply { db, mut server, conn, session, answer, flushed, .. } =
+        slow_reply("[server]\nshutdown_timeout_secs = 1\n").await;
+    crate::cli::sigterm(&server.0);
+    let status = wait_exit(&mut server.0, Duration::from_secs(15)).expect("exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    // Without a restart: the reply is interrupted with its saved text, no run is left running.
+    let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
+    assert_eq!(m.status, MessageStatus::Interrupted);
+    assert!(m.text().starts_with(&flushed), "{:?}", m.text());
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let running = arbor::storage::entities::run::Entity::find()
+        .filter(arbor::storage::entities::run::Column::Status.eq("running"))
+        .count(&conn)
+        .await
+        .unwrap();
+    assert_eq!(running, 0, "no run is left running");
+    conn.close().await.unwrap();
+    drop(db);
 }

@@ -241,6 +241,15 @@ impl RunEngine {
         Ok(repo::interrupt_orphans(&self.db).await?)
     }
 
+    /// At shutdown, once the server stopped serving (live runs had its shutdown timeout to
+    /// end; the workers' tasks are gone with it): the runs still marked running are marked
+    /// interrupted with the text they saved, so nothing is left "streaming" and Continue picks
+    /// them up after the restart. One instance owns the database, as at start-up's
+    /// [`Self::recover`]. Returns how many.
+    pub async fn interrupt_for_shutdown(&self) -> DomainResult<u64> {
+        Ok(repo::interrupt_orphans(&self.db).await?)
+    }
+
     /// The model a session's next reply uses: the given one, the session's, the workspace's, or
     /// the instance default.
     async fn pick_model(
