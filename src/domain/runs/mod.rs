@@ -8,6 +8,7 @@
 pub mod agent_loop;
 pub mod context;
 pub mod decisions;
+mod recovery;
 mod stream;
 pub mod subagent;
 
@@ -234,20 +235,6 @@ impl RunEngine {
     /// The providers registry.
     pub fn providers(&self) -> &Arc<Providers> {
         &self.providers
-    }
-
-    /// Marks runs a crash left `running` as interrupted; returns how many.
-    pub async fn recover(&self) -> DomainResult<u64> {
-        Ok(repo::interrupt_orphans(&self.db).await?)
-    }
-
-    /// At shutdown, once the server stopped serving (live runs had its shutdown timeout to
-    /// end; the workers' tasks are gone with it): the runs still marked running are marked
-    /// interrupted with the text they saved, so nothing is left "streaming" and Continue picks
-    /// them up after the restart. One instance owns the database, as at start-up's
-    /// [`Self::recover`]. Returns how many.
-    pub async fn interrupt_for_shutdown(&self) -> DomainResult<u64> {
-        Ok(repo::interrupt_orphans(&self.db).await?)
     }
 
     /// The model a session's next reply uses: the given one, the session's, the workspace's, or
