@@ -58,6 +58,37 @@ pub struct Config {
     pub search: SearchConfig,
     /// What one member may hold at once.
     pub limits: LimitsConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+}
+
+/// Prometheus metrics at `/metrics`.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Serve them at all.
+    pub enabled: bool,
+    /// Bearer token a scraper sends on the main address.
+    pub token: String,
+    /// A separate address serving only `/metrics`, without a token; empty means the main one.
+    pub bind: String,
+}
+
+impl std::fmt::Debug for MetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsConfig")
+            .field("enabled", &self.enabled)
+            .field("token", &if self.token.is_empty() { "" } else { "****" })
+            .field("bind", &self.bind)
+            .finish()
+    }
+}
+
+impl MetricsConfig {
+    /// The separate address, when one is set.
+    pub fn separate_bind(&self) -> Option<SocketAddr> {
+        self.bind.trim().parse().ok()
+    }
 }
 
 /// What one member may hold at once (SECURITY.md 54).

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod index;
 pub mod limits;
 pub mod mail;
+pub mod metrics;
 pub mod model;
 pub mod netguard;
 pub mod prompting;
@@ -83,6 +84,10 @@ async fn agent_settings(config: &Config, env: &[(String, String)]) -> domain::ag
 pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let renderer = config.agent.prompt_renderer.trim();
     prompting::set_renderer((!renderer.is_empty()).then(|| std::path::PathBuf::from(renderer)));
+    // Before anything records: queue gauges count up and down from their first item.
+    if config.metrics.enabled {
+        metrics::install();
+    }
     let (db, queries) = storage::connect_counted(&config).await?;
     storage::migrate_up(&db).await?;
     let env = vault::handover::process_env();
@@ -183,7 +188,22 @@ pub fn serve(state: AppState, listener: TcpListener) -> Result<actix_web::dev::S
         n => n,
     };
     let shutdown = state.config.server.shutdown_timeout_secs;
+    let metrics_bind = state.config.metrics.separate_bind().filter(|_| state.config.metrics.enabled);
     let data = aweb::Data::new(state);
+    if let Some(addr) = metrics_bind {
+        let data = data.clone();
+        let metrics = HttpServer::new(move || {
+            actix_web::App::new()
+                .app_data(data.clone())
+                .app_data(web::extractors::MetricsListener)
+                .route("/metrics", aweb::get().to(web::handlers::health::metrics))
+        })
+        .workers(1)
+        .shutdown_timeout(1)
+        .bind(addr)?
+        .run();
+        tokio::spawn(metrics);
+    }
     let server = HttpServer::new(move || web::build_app(data.clone()))
         .workers(workers)
         .shutdown_timeout(shutdown)

@@ -30,6 +30,11 @@ impl MemberSlots {
         Some(Slot { slots: self.clone(), member })
     }
 
+    /// How many slots all members hold now.
+    pub fn total(&self) -> usize {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).values().sum()
+    }
+
     /// How many slots `member` holds now.
     pub fn held(&self, member: Uuid) -> usize {
         self.held.lock().unwrap_or_else(|p| p.into_inner()).get(&member).copied().unwrap_or(0)

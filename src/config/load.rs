@@ -80,6 +80,9 @@ impl Config {
         if !shown.oidc.client_secret.is_empty() {
             shown.oidc.client_secret = "****".into();
         }
+        if !shown.metrics.token.is_empty() {
+            shown.metrics.token = "****".into();
+        }
         for provider in shown.llm.providers.values_mut() {
             if !provider.api_key.is_empty() {
                 provider.api_key = "****".into();
@@ -105,6 +108,15 @@ impl Config {
             db.is_empty() || ["postgres://", "postgresql://", "sqlite:"].iter().any(|p| db.starts_with(p));
         if !db_ok {
             return bad("database.url", "must start with postgres://, postgresql:// or sqlite:, or be empty");
+        }
+        if !self.metrics.bind.trim().is_empty() && self.metrics.separate_bind().is_none() {
+            return bad("metrics.bind", "must be an address and port such as 127.0.0.1:9464, or empty");
+        }
+        if self.metrics.enabled
+            && self.metrics.token.trim().is_empty()
+            && self.metrics.separate_bind().is_none()
+        {
+            return bad("metrics.token", "metrics.enabled needs a token, or a separate metrics.bind address");
         }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");

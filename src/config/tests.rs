@@ -115,6 +115,18 @@ fn validation_names_key() {
     }
     let err = load(&CliOverrides::default(), &env(&[("ARBOR_LIMITS__RUNS_PER_MEMBER", "-1")])).unwrap_err();
     assert!(err.to_string().contains("limits.runs_per_member"), "{err}");
+    // Metrics are never public by accident: a token or a separate address is required.
+    let err = load(&CliOverrides::default(), &env(&[("ARBOR_METRICS__ENABLED", "true")])).unwrap_err();
+    assert!(err.to_string().contains("metrics.token"), "{err}");
+    let err = load(&CliOverrides::default(), &env(&[("ARBOR_METRICS__BIND", "not an address")])).unwrap_err();
+    assert!(err.to_string().contains("metrics.bind"), "{err}");
+    let ok = env(&[("ARBOR_METRICS__ENABLED", "true"), ("ARBOR_METRICS__BIND", "127.0.0.1:9464")]);
+    assert!(load(&CliOverrides::default(), &ok).is_ok());
+    let redacted = load(&CliOverrides::default(), &env(&[("ARBOR_METRICS__TOKEN", "sekrit-token")]))
+        .unwrap()
+        .config
+        .to_redacted_toml();
+    assert!(!redacted.contains("sekrit-token"), "{redacted}");
 }
 
 #[test]

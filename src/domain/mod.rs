@@ -9,6 +9,7 @@ pub mod deletion;
 pub mod files;
 pub mod gateway;
 pub mod mcp;
+pub mod operations;
 pub mod providers;
 pub mod runs;
 pub mod search;

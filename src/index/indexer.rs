@@ -12,6 +12,9 @@ use super::{IndexOp, SearchIndex};
 /// Commit at once, without waiting for the interval, when this many changes are waiting.
 const MAX_BATCH: usize = 10_000;
 
+/// The queue's name in the metrics.
+const QUEUE: &str = "search_indexer";
+
 enum Msg {
     Op(u64, IndexOp),
     Flush(oneshot::Sender<()>),
@@ -47,7 +50,9 @@ impl Indexer {
     pub fn send(&self, seq: u64, op: IndexOp) {
         if self.tx.send(Msg::Op(seq, op)).is_err() {
             tracing::warn!(seq, "search indexer has stopped; change left for start-up indexing");
+            return;
         }
+        crate::metrics::queued(QUEUE);
     }
 
     /// Waits until everything sent before it has been committed (or its commit has failed and
@@ -94,6 +99,7 @@ impl Task {
     fn take(&mut self, msg: Msg) -> bool {
         match msg {
             Msg::Op(seq, op) => {
+                crate::metrics::dequeued(QUEUE, 1);
                 self.pending.push(op);
                 self.pending_seq = Some(self.pending_seq.map_or(seq, |s| s.max(seq)));
                 false

@@ -123,8 +123,24 @@ pub async fn connect_counted(config: &Config) -> StorageResult<(DatabaseConnecti
     let inner = counter.0.clone();
     db.set_metric_callback(move |_| {
         inner.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::metrics::db_statement();
     });
     Ok((db, counter))
+}
+
+/// The pool's connections: open, and of those idle.
+pub fn pool_use(db: &DatabaseConnection) -> (u32, usize) {
+    match db.get_database_backend() {
+        DbBackend::Sqlite => {
+            let pool = db.get_sqlite_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        _ => (0, 0),
+    }
 }
 
 /// Reads one integer or text pragma back from SQLite.

@@ -9,6 +9,9 @@ use super::Db;
 use super::entities::usage;
 use super::repos::messages::{UsageRow, usage_model};
 
+/// The queue's name in the metrics.
+const QUEUE: &str = "usage_writer";
+
 /// Rows per transaction at most.
 const BATCH: usize = 500;
 
@@ -32,6 +35,7 @@ impl UsageWriter {
                     }
                 }
                 let n = batch.len();
+                crate::metrics::dequeued(QUEUE, n);
                 if let Err(e) = usage::Entity::insert_many(batch).exec(&db).await {
                     tracing::error!(rows = n, error = %e, "usage rows could not be written");
                 }
@@ -44,6 +48,8 @@ impl UsageWriter {
     pub fn write(&self, row: &UsageRow<'_>) {
         if self.tx.send(usage_model(row)).is_err() {
             tracing::error!("the usage writer has stopped; a usage row was dropped");
+            return;
         }
+        crate::metrics::queued(QUEUE);
     }
 }

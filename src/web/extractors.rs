@@ -127,3 +127,39 @@ impl FromRequest for AdminUser {
         })
     }
 }
+
+/// Marks the app served on the separate metrics address (`metrics.bind`), where no token is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsListener;
+
+/// A scraper allowed to read `/metrics`: on the separate metrics address, or on the main one with
+/// the metrics token. With metrics off (or moved to their own address) the route is a 404.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsScraper;
+
+impl FromRequest for MetricsScraper {
+    type Error = WebError;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        use subtle::ConstantTimeEq;
+        let verdict = (|| {
+            if req.app_data::<MetricsListener>().is_some() {
+                return Ok(MetricsScraper);
+            }
+            let state = req.app_data::<web::Data<AppState>>().ok_or(WebError::NotFound)?;
+            let config = &state.config.metrics;
+            if !config.enabled || config.separate_bind().is_some() {
+                return Err(WebError::NotFound);
+            }
+            let expected = config.token.trim().as_bytes();
+            match bearer_token(req) {
+                Some(sent) if !expected.is_empty() && bool::from(sent.as_bytes().ct_eq(expected)) => {
+                    Ok(MetricsScraper)
+                }
+                _ => Err(WebError::Unauthenticated),
+            }
+        })();
+        std::future::ready(verdict)
+    }
+}

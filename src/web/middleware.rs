@@ -62,10 +62,14 @@ pub async fn request_context(
     let _entered = span.enter();
     match result {
         Ok(mut res) => {
-            tracing::info!(
-                status = res.status().as_u16(),
-                ms = started.elapsed().as_millis() as u64,
-                "served"
+            let elapsed = started.elapsed();
+            tracing::info!(status = res.status().as_u16(), ms = elapsed.as_millis() as u64, "served");
+            let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
+            crate::metrics::http_request(
+                &route,
+                res.request().method().as_str(),
+                res.status().as_u16(),
+                elapsed,
             );
             if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
                 res.headers_mut().insert(HeaderName::from_static("x-request-id"), v);

@@ -53,6 +53,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/", Public, web::get().to(home::index)),
         entry(Method::GET, "/healthz", Public, web::get().to(health::healthz)),
         entry(Method::GET, "/readyz", Public, web::get().to(health::readyz)),
+        // A scraper's token is checked by the extractor; off unless configured.
+        entry(Method::GET, "/metrics", Public, web::get().to(health::metrics)),
         entry(Method::GET, "/static/{path:.*}", Public, web::get().to(assets::serve)),
         entry(Method::GET, "/login", Public, web::get().to(auth::login_form)),
         // The API authenticates by token inside the handler; cookies are not accepted there.

@@ -108,6 +108,9 @@ pub(crate) fn cases() -> Vec<Case> {
         get("/", |_| "/".into(), all(200)),
         get("/healthz", |_| "/healthz".into(), all(200)),
         get("/readyz", |_| "/readyz".into(), all(200)),
+        // Off unless configured (the walk's server has no metrics settings); tests/it/metrics.rs
+        // covers the token and the separate address.
+        get("/metrics", |_| "/metrics".into(), all(404)),
         get("/static/{path:.*}", |_| "/static/app.css".into(), all(200)),
         get("/login", |_| "/login".into(), SIGNED_OUT_PAGE),
         // The API ignores browser sessions: without a token everyone gets 401.

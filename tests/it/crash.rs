@@ -14,7 +14,7 @@ use crate::runs::use_mock;
 use crate::support::mock_upstream::{self, Provider, Reply};
 use crate::support::{TestDb, free_port, init_crypto};
 
-async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path::Path, port: u16) -> Child {
+pub(crate) async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path::Path, port: u16) -> Child {
     let child = arbor(dir)
         .args(["--config"])
         .arg(config)
@@ -31,22 +31,22 @@ async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path::Path, por
 }
 
 /// The real server with a slow reply being written, and some of its text flushed.
-struct SlowReply {
-    mock: crate::support::mock_upstream::MockUpstream,
-    db: TestDb,
-    dir: tempfile::TempDir,
-    config: std::path::PathBuf,
-    port: u16,
-    server: Child,
-    conn: sea_orm::DatabaseConnection,
-    session: Uuid,
-    answer: Uuid,
-    flushed: String,
-    cookie: String,
-    csrf: String,
+pub(crate) struct SlowReply {
+    pub(crate) mock: crate::support::mock_upstream::MockUpstream,
+    pub(crate) db: TestDb,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) config: std::path::PathBuf,
+    pub(crate) port: u16,
+    pub(crate) server: Child,
+    pub(crate) conn: sea_orm::DatabaseConnection,
+    pub(crate) session: Uuid,
+    pub(crate) answer: Uuid,
+    pub(crate) flushed: String,
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
 }
 
-async fn slow_reply(extra_config: &str) -> SlowReply {
+pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
     init_crypto();
     let mock = mock_upstream::start().await.unwrap();
     let db = TestDb::fresh().await;

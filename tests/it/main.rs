@@ -23,6 +23,7 @@ mod gateway_surfaces;
 mod invitations;
 mod limits;
 mod malformed;
+mod metrics;
 mod migrations;
 mod oidc;
 mod oidc_real;

@@ -343,7 +343,7 @@ impl Providers {
             kind: entry.kind,
             model: model.to_string(),
             info: self.learned(&entry.name, model, self.catalog.lookup(entry.family(), model)),
-            chat,
+            chat: crate::providers::metered::Metered::wrap(chat, &entry.name, model),
         };
         // An own key or personal endpoint reaches every model: only a `$alias` is dropped.
         let bare = split_alias(model).0;

@@ -4,6 +4,7 @@ use actix_web::{HttpResponse, web};
 
 use crate::state::AppState;
 use crate::web::WebError;
+use crate::web::extractors::MetricsScraper;
 
 /// `GET /healthz`: the process is up.
 pub async fn healthz() -> HttpResponse {
@@ -25,4 +26,15 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, WebError
             Err(WebError::Unavailable("not ready".into()))
         }
     }
+}
+
+/// `GET /metrics`: the Prometheus text format, for a scraper (see [`MetricsScraper`]).
+pub async fn metrics(state: web::Data<AppState>, _scraper: MetricsScraper) -> Result<HttpResponse, WebError> {
+    let handle = crate::metrics::install()
+        .ok_or_else(|| WebError::Unavailable("Metrics are not available.".into()))?;
+    let present = crate::domain::operations::present(&state.db, &state.runs, &state.streams).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .insert_header(("Cache-Control", "no-store"))
+        .body(crate::metrics::render(&handle, &present)))
 }

@@ -70,6 +70,17 @@ pub async fn interrupt_orphans(db: &Db) -> StorageResult<u64> {
     Ok(runs.rows_affected)
 }
 
+/// How many runs are in each of the states that are not over yet.
+pub async fn count_unfinished_runs(db: &Db) -> StorageResult<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    for state in ["running", "awaiting_confirmation"] {
+        let n = sea_orm::PaginatorTrait::count(run::Entity::find().filter(run::Column::Status.eq(state)), db)
+            .await?;
+        out.push((state.to_string(), n));
+    }
+    Ok(out)
+}
+
 /// The status of a run, if it exists in this session.
 pub async fn run_status(db: &Db, session_id: Uuid, run_id: Uuid) -> StorageResult<Option<String>> {
     Ok(run::Entity::find_by_id(run_id)
