@@ -4,6 +4,7 @@
 //! integration tests use exactly the same code.
 
 pub mod auth;
+pub mod backup;
 pub mod blobs;
 pub mod config;
 pub mod domain;

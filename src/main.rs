@@ -10,6 +10,7 @@ use arbor::config::{self, CliOverrides, Config};
 
 mod cli;
 
+use cli::backup::{backup, restore};
 use cli::maintenance::{blobs_gc, reindex};
 use cli::vault::{vault_rotate, vault_status};
 
@@ -74,6 +75,26 @@ enum Command {
         action: BlobsAction,
         /// Directory for the database and files (default ./data).
         #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Write a consistent copy of the database and attached files to FILE (a .tar.gz), while the
+    /// server runs. The vault's master key is not included: keep it apart.
+    Backup {
+        /// The archive to write (must not exist).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Directory for the database and files (default ./data).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Restore a backup into an empty data directory (a master.key file may already be there),
+    /// then check the database and rebuild the search index.
+    Restore {
+        /// The archive `arbor backup` wrote.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+        /// The empty directory to restore into (default ./data).
+        #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
     /// Exit 0 when a running server answers /healthz (for container health checks).
@@ -261,6 +282,14 @@ async fn run(cli: Cli) -> ExitCode {
             };
             blobs_gc(config, grace_secs).await
         }
+        Command::Backup { to, data_dir } => match load_config(cli.config, None, data_dir) {
+            Ok(config) => backup(config, &to).await,
+            Err(code) => code,
+        },
+        Command::Restore { from, data_dir } => match load_config(cli.config, None, data_dir) {
+            Ok(config) => restore(config, &from).await,
+            Err(code) => code,
+        },
         Command::CheckConfig => match load_config(cli.config, None, None) {
             Ok(c) => {
                 print!("{}", c.to_redacted_toml());

@@ -2,6 +2,7 @@
 
 pub mod entities;
 pub mod repos;
+pub mod snapshot;
 pub mod usage_writer;
 
 use std::time::Duration;

@@ -26,7 +26,7 @@ fn help_explains_every_command() {
     let out = arbor(dir.path()).arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["serve", "migrate", "check-config", "healthcheck", "--config"] {
+    for cmd in ["serve", "migrate", "check-config", "healthcheck", "backup", "restore", "--config"] {
         assert!(text.contains(cmd), "--help lacks {cmd}: {text}");
     }
     let out = arbor(dir.path()).args(["serve", "--help"]).output().unwrap();

@@ -13,14 +13,14 @@ use crate::support::urlencode;
 const MODEL: &str = "openai/gpt-4o-mini";
 
 /// A 2×2 PNG made by the image crate's encoder.
-fn png() -> Vec<u8> {
+pub(crate) fn png() -> Vec<u8> {
     let img = image::RgbImage::from_pixel(2, 2, image::Rgb([200, 10, 10]));
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Png).unwrap();
     out.into_inner()
 }
 
-async fn upload(c: &Chat, s: &TestSession, name: &str, bytes: Vec<u8>) -> reqwest::Response {
+pub(crate) async fn upload(c: &Chat, s: &TestSession, name: &str, bytes: Vec<u8>) -> reqwest::Response {
     c.app
         .client
         .post(c.app.url(&format!("/uploads?name={}", urlencode(name))))
@@ -34,7 +34,7 @@ async fn upload(c: &Chat, s: &TestSession, name: &str, bytes: Vec<u8>) -> reqwes
 }
 
 /// The upload id and blob hash in an upload's chip.
-fn chip_ids(html: &str) -> (Uuid, String) {
+pub(crate) fn chip_ids(html: &str) -> (Uuid, String) {
     let at = html.find("data-upload=\"").unwrap() + "data-upload=\"".len();
     let id = Uuid::parse_str(&html[at..at + 36]).unwrap();
     let hash = html.find("/blobs/").map(|i| html[i + 7..i + 7 + 64].to_string()).unwrap_or_default();

@@ -9,6 +9,7 @@ mod accounts;
 mod admin;
 mod agent;
 mod authz;
+mod backup;
 mod canary;
 mod capabilities;
 mod cli;
