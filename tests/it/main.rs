@@ -16,6 +16,7 @@ mod cli;
 mod clients;
 mod crash;
 mod csp;
+mod deploy;
 mod e2e;
 mod events;
 mod files;
