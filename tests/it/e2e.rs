@@ -587,3 +587,79 @@ async fn a_picture_is_attached_uploaded_with_progress_sent_and_opens_in_a_lightb
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
     browser.close().await.unwrap();
 }
+
+/// The README's "first ten minutes", as a new admin lives them: the setup link, the account,
+/// a provider, a first answer. The screenshots are the README's (docs/first-ten-minutes/).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
+    use crate::support::mock_upstream::{self, Provider, Reply};
+    let mock = mock_upstream::start().await.unwrap();
+    let app = TestApp::spawn_with(|c| {
+        c.llm.detect_local_ollama = false;
+        c.llm.infer_titles = false;
+    })
+    .await;
+    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().expect("a setup link");
+    let browser = Browser::start().await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+    let shot = |name: &str| artifacts_dir().join(format!("first-ten-minutes-{name}.png"));
+
+    // 1. The link printed at the first start: the account created there is the administrator.
+    browser.goto(&app.url(&format!("/setup/{token}"))).await.unwrap();
+    browser.wait_for_text("#signup", "becomes its administrator", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#signup-name", "Grace").await.unwrap();
+    browser.type_into("#signup-email", "grace@example.com").await.unwrap();
+    browser.type_into("#signup-password", "correct horse battery staple").await.unwrap();
+    browser.screenshot(shot("1-setup")).await.unwrap();
+    browser.click("#signup button[type=submit]").await.unwrap();
+    browser.wait_for("#composer-message, .empty-state, main", Duration::from_secs(10)).await.unwrap();
+
+    // 2. A provider for everyone, from the admin console.
+    browser.goto(&app.url("/admin/providers")).await.unwrap();
+    browser.wait_for("#add-provider", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#p-name", "openai").await.unwrap();
+    browser.type_into("#p-label", "OpenAI").await.unwrap();
+    browser.type_into("#p-base-url", &mock.url(Provider::OpenAi)).await.unwrap();
+    browser.click("#add-provider button[type=submit]").await.unwrap();
+    browser.wait_for_text("#admin-provider h1", "Provider openai", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#k-label", "Team key").await.unwrap();
+    browser.type_into("#k-key", "sk-first-ten-minutes-0042").await.unwrap();
+    browser.click("#add-shared-key button[type=submit]").await.unwrap();
+    browser.wait_for_text("#shared-keys", "…0042", Duration::from_secs(10)).await.unwrap();
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models.json"));
+    browser.click("#admin-provider button[hx-post$='/test']").await.unwrap();
+    browser
+        .wait_for_text("#admin-provider .flash-ok", "The connection works", Duration::from_secs(10))
+        .await
+        .unwrap();
+    browser.clear("#p-models").await.unwrap();
+    browser.type_into("#p-models", "gpt-4o-mini").await.unwrap();
+    browser.click("#provider-settings button[type=submit]").await.unwrap();
+    browser.wait_for_text("#admin-provider .flash-ok", "Saved", Duration::from_secs(10)).await.unwrap();
+    browser.execute("window.scrollTo(0, 0); return true;", &[]).await.unwrap();
+    browser.screenshot(shot("2-provider")).await.unwrap();
+
+    // 3. A first question and its answer.
+    mock.enqueue(
+        Provider::OpenAi,
+        openai_text_reply(
+            "Welcome to Arbor. Edit or regenerate any message and a new branch grows; nothing is lost.",
+        ),
+    );
+    browser.goto(&app.url("/")).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#composer-message", "What can I do here?").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "nothing is lost",
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap();
+    browser.screenshot(shot("3-first-answer")).await.unwrap();
+    let errors = arbor_console_errors(&browser, &app).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
+}
