@@ -216,6 +216,18 @@ async fn another_members_stored_response_is_not_found() {
     // Still the owner's.
     assert_eq!(api.call(&format!("/v1/responses/{id}"), &t, None).await.status(), 200);
     assert_eq!(api.mock.requests_for(Provider::OpenAi).len(), 1, "nothing of Eve's reached the upstream");
+
+    // Past the retention it is gone, as at OpenAI.
+    use arbor::storage::entities::stored_response;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let aged = chrono::Utc::now() - chrono::Duration::days(arbor::domain::gateway::stored::KEEP_DAYS + 1);
+    stored_response::Entity::update_many()
+        .col_expr(stored_response::Column::CreatedAt, Expr::value(aged))
+        .filter(stored_response::Column::Id.eq(id.as_str()))
+        .exec(&api.app.state.db)
+        .await
+        .unwrap();
+    assert_eq!(api.call(&format!("/v1/responses/{id}"), &t, None).await.status(), 404);
 }
 
 #[tokio::test]

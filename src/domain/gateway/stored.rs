@@ -15,6 +15,18 @@ use crate::storage::repos::stored_responses as repo;
 const MAX_LINKS: usize = 256;
 const MAX_CHAIN_BYTES: usize = 32 * 1024 * 1024;
 
+/// Days a stored response is kept, as OpenAI keeps them; older ones are not found and are
+/// deleted (at most once an hour, when a new one is kept).
+pub const KEEP_DAYS: i64 = 30;
+
+/// When expired responses were last deleted (seconds since the epoch).
+static LAST_PURGE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The oldest creation time still kept.
+fn kept_since() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now() - chrono::Duration::days(KEEP_DAYS)
+}
+
 /// What a response continues: the chain's latest system prompt and its messages, oldest first.
 #[derive(Debug, Default)]
 pub struct Chain {
@@ -38,7 +50,7 @@ pub async fn chain(db: &Db, actor: &Actor, id: &str) -> DomainResult<Chain> {
                 "The response chain is longer than {MAX_LINKS} responses."
             )));
         }
-        let row = repo::find(db, actor.user_id(), &id).await?.ok_or(DomainError::NotFound)?;
+        let row = repo::find(db, actor.user_id(), &id, kept_since()).await?.ok_or(DomainError::NotFound)?;
         bytes += row.turn.len();
         if bytes > MAX_CHAIN_BYTES {
             return Err(DomainError::Invalid("The response chain is larger than 32 MiB.".into()));
@@ -79,12 +91,25 @@ pub async fn keep(db: &Db, actor: &Actor, k: Keep<'_>) -> DomainResult<()> {
         turn,
         body: k.body.to_string(),
     };
-    Ok(repo::insert(db, row).await?)
+    repo::insert(db, row).await?;
+    let now = chrono::Utc::now().timestamp();
+    let last = LAST_PURGE.load(std::sync::atomic::Ordering::Relaxed);
+    if now - last >= 3600
+        && LAST_PURGE
+            .compare_exchange(last, now, std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed)
+            .is_ok()
+    {
+        let gone = repo::delete_older_than(db, kept_since()).await?;
+        if gone > 0 {
+            tracing::info!(deleted = gone, "stored responses past their {KEEP_DAYS} days deleted");
+        }
+    }
+    Ok(())
 }
 
 /// The response object of one of `actor`'s responses.
 pub async fn find(db: &Db, actor: &Actor, id: &str) -> DomainResult<Value> {
-    let row = repo::find(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
+    let row = repo::find(db, actor.user_id(), id, kept_since()).await?.ok_or(DomainError::NotFound)?;
     serde_json::from_str(&row.body).map_err(|e| corrupt(format!("stored response {id}: {e}")))
 }
 

@@ -1,7 +1,7 @@
 //! Queries over `stored_responses`: a member's kept Responses API answers. Every lookup is by
 //! owner and id, so another member's id is simply not found.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
@@ -40,12 +40,27 @@ pub async fn insert(db: &Db, row: NewResponse<'_>) -> StorageResult<()> {
     Ok(())
 }
 
-/// One of `user`'s responses.
-pub async fn find(db: &Db, user: Uuid, id: &str) -> StorageResult<Option<stored_response::Model>> {
+/// One of `user`'s responses, kept since `since` or later.
+pub async fn find(
+    db: &Db,
+    user: Uuid,
+    id: &str,
+    since: DateTime<Utc>,
+) -> StorageResult<Option<stored_response::Model>> {
     Ok(stored_response::Entity::find_by_id(id.to_string())
         .filter(stored_response::Column::UserId.eq(user))
+        .filter(stored_response::Column::CreatedAt.gte(since))
         .one(db)
         .await?)
+}
+
+/// Deletes every response kept before `before`; how many.
+pub async fn delete_older_than(db: &Db, before: DateTime<Utc>) -> StorageResult<u64> {
+    let done = stored_response::Entity::delete_many()
+        .filter(stored_response::Column::CreatedAt.lt(before))
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected)
 }
 
 /// Deletes one of `user`'s responses; whether it existed.
