@@ -6,8 +6,9 @@
 #
 # PostgreSQL instead of SQLite: add -e ARBOR_DATABASE_URL=postgres://user:pass@host:5432/arbor
 #
-# Two stages: a Rust builder that compiles the single `arbor` binary (templates and static
-# assets are embedded at build time), and a small Debian runtime that only holds that binary.
+# Three stages: a Rust builder that compiles the single `arbor` binary (templates and static
+# assets are embedded at build time), a Debian stage that gathers the binary with what it needs
+# to run, and the image itself: FROM scratch holding only that.
 
 # ---------------------------------------------------------------------------------------------
 # Builder
@@ -54,35 +55,39 @@ RUN touch build.rs src/main.rs migration/src/lib.rs \
  && cargo build --profile dist --locked
 
 # ---------------------------------------------------------------------------------------------
-# Runtime
+# Runtime file system
 # ---------------------------------------------------------------------------------------------
-FROM debian:bookworm-slim
+# The image is FROM scratch plus what scripts/assemble-rootfs gathers here: the binary and the
+# shared libraries it loads (glibc, found with ldd, so nothing is guessed), tini as PID 1,
+# bubblewrap for the agent's shell tool with its libraries, busybox as the shell and commands
+# that tool runs, the CA roots for outgoing TLS, /etc/passwd and /etc/group with uid 10001, /tmp
+# and /data. About 40 MB in all instead of ~120 MB on debian:bookworm-slim (BENCHMARKS.md,
+# "Container image"). Bookworm, as in the builder: the binary needs that glibc.
+FROM debian:bookworm-slim AS rootfs
 
-# ca-certificates: root store for outgoing TLS (LLM providers, OIDC, SMTP) via rustls.
-# tini: a real PID 1 that forwards SIGTERM to arbor and reaps zombies (agent tools may spawn
-# child processes); < 1 MB. Versions are not pinned: bookworm only gets security updates.
+# Versions are not pinned: bookworm only gets security updates.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates tini bubblewrap \
+ && apt-get install -y --no-install-recommends ca-certificates tini bubblewrap busybox-static \
  && rm -rf /var/lib/apt/lists/*
 
-# Fixed, non-root uid/gid 10001 so volume ownership is predictable across rebuilds and hosts
-# (a bind-mounted host directory must be writable by uid 10001).
-# --no-log-init: do not create a sparse lastlog/faillog entry for the uid (image bloat).
-# /data is created and chowned here, before VOLUME: a new named volume is initialised from
-# the image's /data, ownership included, while changes made after VOLUME would be discarded.
-RUN groupadd --system --gid 10001 arbor \
- && useradd --system --no-log-init --uid 10001 --gid arbor \
-      --home-dir /data --no-create-home --shell /usr/sbin/nologin arbor \
- && mkdir -p /data \
- && chown arbor:arbor /data \
- && chmod 0750 /data
-
 COPY --from=builder /src/target/dist/arbor /usr/local/bin/arbor
+COPY scripts/assemble-rootfs /usr/local/sbin/assemble-rootfs
 # The AGPL text travels with the binary.
-COPY LICENSE /usr/share/doc/arbor/LICENSE
+COPY LICENSE /rootfs/usr/share/doc/arbor/LICENSE
+RUN /usr/local/sbin/assemble-rootfs /rootfs /usr/local/bin/arbor
 
-# Fail the image build if the binary cannot even start here (e.g. a glibc mismatch).
+# ---------------------------------------------------------------------------------------------
+# Runtime
+# ---------------------------------------------------------------------------------------------
+FROM scratch
+
+COPY --from=rootfs /rootfs /
+# A new named volume is initialised from the image's /data, ownership included: the fixed,
+# non-root uid/gid 10001 (a bind-mounted host directory must be writable by it).
+COPY --from=rootfs --chown=10001:10001 /rootfs/data /data
+
+# Fail the image build if the binary cannot even start here (e.g. a missing library).
 RUN ["/usr/local/bin/arbor", "--version"]
 
 # Data directory on the volume, listen on all interfaces inside the container (the port is
@@ -111,9 +116,10 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
   CMD ["/usr/local/bin/arbor", "healthcheck"]
 
-# tini as PID 1; arbor runs as its child. Arguments to `docker run IMAGE ...` replace CMD,
+# tini as PID 1 (it forwards SIGTERM to arbor and reaps the agent's child processes); arbor runs
+# as its child. Arguments to `docker run IMAGE ...` replace CMD,
 # so `docker run IMAGE migrate status` runs `arbor migrate status`.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/arbor"]
+ENTRYPOINT ["/usr/bin/tini-static", "--", "/usr/local/bin/arbor"]
 CMD ["serve"]
 
 # Labels last: changing them never invalidates the layers above.
