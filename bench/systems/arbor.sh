@@ -82,7 +82,7 @@ sys_token() {
     echo "$ARBOR_BENCH_TOKEN"
     return 0
   fi
-  local cli=(env -u ARBOR_DATABASE_URL "$ARBOR_BIN" --config "$WORK_DIR/arbor/arbor.toml")
+  local cli=(env -u ARBOR_DATABASE_URL -u ARBOR_BIN "$ARBOR_BIN" --config "$WORK_DIR/arbor/arbor.toml")
   printf 'bench-password-0123456789\n' |
     "${cli[@]}" admin create --email bench@example.com --data-dir "$WORK_DIR/arbor/data" >&2 || true
   "${cli[@]}" admin token --email bench@example.com --name harness --data-dir "$WORK_DIR/arbor/data"

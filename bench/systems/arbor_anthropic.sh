@@ -1,0 +1,9 @@
+# shellcheck shell=bash disable=SC2034  # the SYS_* variables are read by measure.sh
+# Arbor's Anthropic Messages surface (POST /v1/messages, key in x-api-key), same server and
+# mock as arbor.sh. Needs the harness's loadgen with bench/harness/loadgen-surfaces.patch
+# (bench/gateway-surfaces.sh applies it); LOADGEN_SURFACE tells loadgen the wire format.
+# shellcheck source=arbor.sh
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/arbor.sh"
+SYS_DESC="Arbor, release build, SQLite, Anthropic Messages surface, upstream -> mock"
+SYS_CHAT_URL="http://127.0.0.1:$SYS_PORT/v1/messages"
+export LOADGEN_SURFACE=anthropic
