@@ -519,7 +519,12 @@ mod tests {
             reasoning: String::new(),
             tool_calls: vec![("call_1".into(), "lookup".into(), json!({ "q": "x" }))],
             finish: Some(FinishReason::ToolCalls),
-            usage: Usage { input_tokens: 3, output_tokens: 4, cached_input_tokens: 0 },
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 4,
+                cached_input_tokens: 0,
+                cache_written_input_tokens: 0,
+            },
         };
         let c = completion("chatcmpl-1", 1, "openai/gpt-4o-mini", &a);
         assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");

@@ -543,6 +543,7 @@ fn usage_from(meta: &Value) -> Usage {
         input_tokens: count("promptTokenCount").saturating_add(count("toolUsePromptTokenCount")),
         output_tokens: count("candidatesTokenCount").saturating_add(count("thoughtsTokenCount")),
         cached_input_tokens: count("cachedContentTokenCount"),
+        cache_written_input_tokens: 0,
     }
 }
 

@@ -467,6 +467,7 @@ fn parse_usage(usage: &Value) -> Result<Usage, StreamParseError> {
         cached_input_tokens: count("/prompt_tokens_details/cached_tokens")
             .or_else(|| count("/prompt_cache_hit_tokens"))
             .unwrap_or(0),
+        cache_written_input_tokens: 0,
     })
 }
 

@@ -202,6 +202,10 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Prompt tokens served from the provider's cache.
     pub cached_input_tokens: u64,
+    /// Prompt tokens written to the provider's cache (Anthropic's `cache_creation_input_tokens`;
+    /// part of `input_tokens`).
+    #[serde(default)]
+    pub cache_written_input_tokens: u64,
 }
 
 /// What a provider stream yields, in order.

@@ -152,7 +152,7 @@ pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, 
             Usage {
                 input_tokens: context::estimate_tokens(context::request_chars(request)),
                 output_tokens: context::estimate_tokens(produced_chars),
-                cached_input_tokens: 0,
+                ..Usage::default()
             },
             true,
         ),
@@ -219,7 +219,7 @@ pub async fn embed(
             Ok(Some(out)) => {
                 let chars: usize = inputs.iter().map(String::len).sum();
                 let input_tokens = out.input_tokens.unwrap_or_else(|| context::estimate_tokens(chars));
-                let u = Usage { input_tokens, output_tokens: 0, cached_input_tokens: 0 };
+                let u = Usage { input_tokens, ..Usage::default() };
                 write_usage(usage_writer, providers, actor, &model, u, out.input_tokens.is_none(), started);
                 return Ok((model, out));
             }

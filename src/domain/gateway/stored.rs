@@ -96,7 +96,12 @@ pub async fn keep(db: &Db, actor: &Actor, k: Keep<'_>) -> DomainResult<()> {
     let last = LAST_PURGE.load(std::sync::atomic::Ordering::Relaxed);
     if now - last >= 3600
         && LAST_PURGE
-            .compare_exchange(last, now, std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed)
+            .compare_exchange(
+                last,
+                now,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
             .is_ok()
     {
         let gone = repo::delete_older_than(db, kept_since()).await?;

@@ -246,7 +246,7 @@ impl RunEngine {
                 Usage {
                     input_tokens: context::estimate_tokens(context::request_chars(&job.request)),
                     output_tokens: context::estimate_tokens(produced),
-                    cached_input_tokens: 0,
+                    ..Usage::default()
                 },
                 true,
             )),

@@ -20,9 +20,9 @@ pub fn stop_reason(f: Option<&FinishReason>, had_tools: bool) -> &'static str {
 
 fn usage_json(u: &Usage) -> Value {
     json!({
-        "input_tokens": u.input_tokens.saturating_sub(u.cached_input_tokens),
+        "input_tokens": u.input_tokens.saturating_sub(u.cached_input_tokens).saturating_sub(u.cache_written_input_tokens),
         "cache_read_input_tokens": u.cached_input_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": u.cache_written_input_tokens,
         "output_tokens": u.output_tokens,
     })
 }
@@ -32,6 +32,8 @@ fn usage_json(u: &Usage) -> Value {
 enum Block {
     Text(String),
     Thinking(String, String),
+    /// Reasoning the provider redacted: its opaque `data`, relayed so the client can send it back.
+    Redacted(String),
     ToolUse(String, String, Value),
 }
 
@@ -137,7 +139,12 @@ impl Writer {
             }
             ProviderEvent::Usage(u) => self.usage = Some(u),
             ProviderEvent::Finish(f) => self.finish = Some(f),
-            ProviderEvent::Error(_) | ProviderEvent::RedactedThought(_) => {}
+            ProviderEvent::RedactedThought(data) => {
+                let start = json!({ "type": "redacted_thinking", "data": data });
+                self.begin(Block::Redacted(data), start, &mut out);
+                self.close(&mut out);
+            }
+            ProviderEvent::Error(_) => {}
         }
         out
     }
@@ -169,6 +176,7 @@ impl Writer {
             .map(|b| match b {
                 Block::Text(t) => json!({ "type": "text", "text": t }),
                 Block::Thinking(t, s) => json!({ "type": "thinking", "thinking": t, "signature": s }),
+                Block::Redacted(data) => json!({ "type": "redacted_thinking", "data": data }),
                 Block::ToolUse(id, name, input) => {
                     json!({ "type": "tool_use", "id": id, "name": name, "input": input })
                 }

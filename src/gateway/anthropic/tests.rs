@@ -73,7 +73,12 @@ fn the_writer_makes_blocks_in_order() {
         arguments: json!({ "a": 1 }),
         signature: None,
     });
-    w.push(ProviderEvent::Usage(Usage { input_tokens: 5, output_tokens: 7, cached_input_tokens: 0 }));
+    w.push(ProviderEvent::Usage(Usage {
+        input_tokens: 5,
+        output_tokens: 7,
+        cached_input_tokens: 0,
+        cache_written_input_tokens: 0,
+    }));
     s += &w.finish();
     let names: Vec<&str> = s.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
     assert_eq!(
@@ -100,6 +105,34 @@ fn the_writer_makes_blocks_in_order() {
     assert_eq!(m["stop_reason"], "tool_use");
     assert_eq!(m["usage"]["output_tokens"], 7);
     assert_eq!(error_body(&ApiError::new(529, "overloaded", "busy"))["error"]["type"], "overloaded_error");
+}
+
+/// From an Anthropic upstream: redacted reasoning reaches the client as the same block (so it can
+/// be sent back on the next turn, as the API requires with tools), and cache writes are counted
+/// apart from plain input.
+#[test]
+fn redacted_thinking_and_cache_writes_are_relayed() {
+    let mut w = Writer::default();
+    let mut s = w.push(ProviderEvent::RedactedThought("EmwKAhgBEgy3va3pzix".into()));
+    s += &w.push(ProviderEvent::TextDelta("Done.".into()));
+    w.push(ProviderEvent::Usage(Usage {
+        input_tokens: 1_000,
+        output_tokens: 9,
+        cached_input_tokens: 600,
+        cache_written_input_tokens: 300,
+    }));
+    s += &w.finish();
+    assert!(
+        s.contains(r#""content_block":{"data":"EmwKAhgBEgy3va3pzix","type":"redacted_thinking"}"#),
+        "{s}"
+    );
+    let m = w.message("msg_1", "claude-sonnet-4-5");
+    assert_eq!(m["content"][0], json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix" }));
+    assert_eq!(m["content"][1]["text"], "Done.");
+    assert_eq!(
+        m["usage"],
+        json!({ "input_tokens": 100, "cache_read_input_tokens": 600, "cache_creation_input_tokens": 300, "output_tokens": 9 })
+    );
 }
 
 /// The shape Claude Code 2.1 sends (recorded from `claude -p` against a capturing server, texts

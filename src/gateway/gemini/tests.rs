@@ -101,7 +101,12 @@ fn the_writer_makes_chunks_and_a_whole_response() {
         })
         .unwrap();
     assert_eq!(call["thoughtSignature"], "sig");
-    w.push(ProviderEvent::Usage(Usage { input_tokens: 5, output_tokens: 7, cached_input_tokens: 0 }));
+    w.push(ProviderEvent::Usage(Usage {
+        input_tokens: 5,
+        output_tokens: 7,
+        cached_input_tokens: 0,
+        cache_written_input_tokens: 0,
+    }));
     w.push(ProviderEvent::Finish(FinishReason::ToolCalls));
     let whole = w.response("openai/gpt-4o-mini", "r1");
     let parts = &whole["candidates"][0]["content"]["parts"];

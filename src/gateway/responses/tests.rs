@@ -99,7 +99,12 @@ fn the_writer_makes_the_documented_event_sequence() {
         arguments: json!({ "a": 1 }),
         signature: None,
     });
-    s += &w.push(ProviderEvent::Usage(Usage { input_tokens: 5, output_tokens: 7, cached_input_tokens: 0 }));
+    s += &w.push(ProviderEvent::Usage(Usage {
+        input_tokens: 5,
+        output_tokens: 7,
+        cached_input_tokens: 0,
+        cache_written_input_tokens: 0,
+    }));
     s += &w.push(ProviderEvent::Finish(FinishReason::ToolCalls));
     s += &w.finish();
     let kinds: Vec<&str> = s.lines().filter_map(|l| l.strip_prefix("event: ")).collect();

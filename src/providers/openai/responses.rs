@@ -165,6 +165,7 @@ impl StreamDecoder {
                         .pointer("/input_tokens_details/cached_tokens")
                         .and_then(Value::as_u64)
                         .unwrap_or(0),
+                    cache_written_input_tokens: 0,
                 };
                 let finish = match (kind, self.calls) {
                     ("response.incomplete", _) => FinishReason::Length,
@@ -240,7 +241,8 @@ mod tests {
         assert!(events.contains(&ProviderEvent::Usage(Usage {
             input_tokens: 31,
             output_tokens: 212,
-            cached_input_tokens: 0
+            cached_input_tokens: 0,
+            cache_written_input_tokens: 0
         })));
         assert_eq!(events.last(), Some(&ProviderEvent::Finish(FinishReason::Stop)));
     }

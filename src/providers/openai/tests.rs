@@ -79,7 +79,12 @@ fn thought(s: &str) -> ProviderEvent {
 }
 
 fn usage(input: u64, output: u64, cached: u64) -> ProviderEvent {
-    ProviderEvent::Usage(Usage { input_tokens: input, output_tokens: output, cached_input_tokens: cached })
+    ProviderEvent::Usage(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cached_input_tokens: cached,
+        cache_written_input_tokens: 0,
+    })
 }
 
 fn message(data: &str) -> SseEvent {
