@@ -269,6 +269,7 @@ pub(crate) fn cases() -> Vec<Case> {
             ADMIN_ONLY,
         ),
         get("/settings", |_| "/settings".into(), OWN_PAGE),
+        get("/sidebar", |_| "/sidebar".into(), OWN_PAGE),
         post(
             "/settings/keys",
             |_| "/settings/keys".into(),

@@ -659,6 +659,14 @@ async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
         .await
         .unwrap();
     browser.screenshot(shot("3-first-answer")).await.unwrap();
+    // The sidebar is the same on pages that do not draw it themselves.
+    for page in ["/settings", "/admin/providers"] {
+        browser.goto(&app.url(page)).await.unwrap();
+        browser
+            .wait_for_text("#sidebar-nav .ws-sessions", "What can I do here?", Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
     let errors = arbor_console_errors(&browser, &app).await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();

@@ -24,6 +24,12 @@ async fn sidebar_fragment(state: &AppState, user: &CurrentUser) -> Result<HttpRe
     Ok(render::html_response(StatusCode::OK, html))
 }
 
+/// `GET /sidebar`: the sidebar, for pages that do not draw it themselves (settings, the admin
+/// console…), which load it when they open so that it is the same on every page.
+pub async fn sidebar(state: web::Data<AppState>, user: CurrentUser) -> Result<HttpResponse, WebError> {
+    sidebar_fragment(&state, &user).await
+}
+
 /// The page the request came from, as htmx reports it (path only).
 fn current_path(req: &HttpRequest) -> String {
     let url = req.headers().get("HX-Current-URL").and_then(|v| v.to_str().ok()).unwrap_or("");
