@@ -498,6 +498,71 @@
     dialog.showModal();
   });
 
+  // The thread: a session opens at its latest turn (unless a link or search hit names a
+  // message), follows an answer being written while the reader is at the bottom, stops following
+  // when they scroll up, and then offers "Jump to latest". Older turns loaded above keep what is
+  // on screen in place (the browser's scroll anchoring).
+  var following = true;
+  function pageRoot() {
+    return document.scrollingElement || document.documentElement;
+  }
+  function nearBottom() {
+    var root = pageRoot();
+    return root.scrollHeight - root.scrollTop - window.innerHeight < 80;
+  }
+  function toLatest() {
+    window.scrollTo(0, pageRoot().scrollHeight);
+  }
+  function showJump(show) {
+    var button = document.getElementById("jump-latest");
+    if (button) {
+      button.hidden = !show;
+    }
+  }
+  var threadObserver = new MutationObserver(function () {
+    if (following) {
+      toLatest();
+    } else {
+      showJump(true);
+    }
+  });
+  function watchThread() {
+    var thread = document.getElementById("thread");
+    if (!thread || thread.hasAttribute("data-watched")) {
+      return;
+    }
+    thread.setAttribute("data-watched", "");
+    threadObserver.disconnect();
+    threadObserver.observe(thread, { childList: true, subtree: true, characterData: true });
+    if (!thread.hasAttribute("data-focus")) {
+      following = true;
+      toLatest();
+    }
+    showJump(!nearBottom());
+  }
+  window.addEventListener(
+    "scroll",
+    function () {
+      following = nearBottom();
+      showJump(!following);
+    },
+    { passive: true }
+  );
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#jump-latest")) {
+      following = true;
+      toLatest();
+      showJump(false);
+    }
+  });
+  // Sending a message brings the reader to it, wherever they were.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.closest && event.detail.elt.closest(".composer")) {
+      following = true;
+    }
+  });
+  document.addEventListener("htmx:afterSettle", watchThread);
+
   // A search hit opens its session scrolled to the message (its branch already made active).
   function focusHit(root) {
     var thread = root.querySelector ? root.querySelector("[data-focus]") : null;
@@ -510,8 +575,10 @@
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", function () {
       focusHit(document);
+      watchThread();
     });
   } else {
     focusHit(document);
+    watchThread();
   }
 })();

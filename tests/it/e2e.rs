@@ -289,7 +289,7 @@ async fn the_branching_journey_from_a_new_workspace_to_a_reload() {
 const RICH_ANSWER: &str = "Here is the code:\n\n```rust\nfn main() {\n    let x = 2;\n}\n```\n\nIts square is $x^2$, and\n\n$$\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}$$\n\nSee [the book](https://doc.rust-lang.org/book/).";
 
 /// An OpenAI Chat Completions stream that writes `text` in a few chunks.
-fn openai_text_reply(text: &str) -> crate::support::mock_upstream::Reply {
+pub(crate) fn openai_text_reply(text: &str) -> crate::support::mock_upstream::Reply {
     let chunk = |delta: serde_json::Value, finish: Option<&str>| {
         let body = serde_json::json!({
             "id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",

@@ -1,0 +1,96 @@
+//! The thread in Chromium: a long session opens at its latest turn, "Jump to latest" appears
+//! when the reader scrolls up and brings them back, and an answer being written is followed
+//! while the reader is at the bottom.
+
+use std::time::{Duration, Instant};
+
+use crate::e2e::openai_text_reply;
+use crate::runs::chat_with;
+use crate::support::browser::Browser;
+use crate::support::mock_upstream::Provider;
+
+const MODEL: &str = "openai/gpt-4o-mini";
+
+/// How far the bottom of the page is below the bottom of the window, in CSS pixels.
+async fn distance_from_bottom(browser: &Browser) -> f64 {
+    let v = browser
+        .execute(
+            "var r = document.scrollingElement || document.documentElement; \
+             return r.scrollHeight - r.scrollTop - window.innerHeight;",
+            &[],
+        )
+        .await
+        .unwrap();
+    v.as_f64().unwrap()
+}
+
+/// Waits until the page is scrolled to (near) its end.
+async fn wait_at_bottom(browser: &Browser, what: &str) {
+    let started = Instant::now();
+    loop {
+        let d = distance_from_bottom(browser).await;
+        if d < 80.0 {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}: {d}px from the bottom");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
+    let c = chat_with(|_| {}).await;
+    let long = "Branches keep every version of a conversation. ".repeat(12);
+    for i in 0..8 {
+        c.mock.enqueue(Provider::OpenAi, openai_text_reply(&format!("Answer {i}. {long}")));
+        let answer = c.send_ok(&format!("Question {i}"), MODEL).await;
+        c.settled(answer).await;
+    }
+    let browser = Browser::start().await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    let token = c.s.cookie.trim_start_matches("arbor_session=");
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.wait_for_text("#thread", "Answer 7.", Duration::from_secs(10)).await.unwrap();
+
+    // Opened at the latest turn, on a page much taller than the window.
+    let height = browser
+        .execute("return document.documentElement.scrollHeight - window.innerHeight;", &[])
+        .await
+        .unwrap();
+    assert!(height.as_f64().unwrap() > 1000.0, "the page scrolls: {height}");
+    wait_at_bottom(&browser, "on opening").await;
+    assert_eq!(browser.attribute("#jump-latest", "hidden").await.unwrap().as_deref(), Some("true"));
+
+    // Scrolled up: the button appears and brings the reader back.
+    browser.execute("window.scrollTo(0, 0); return true;", &[]).await.unwrap();
+    browser.wait_for("#jump-latest:not([hidden])", Duration::from_secs(10)).await.unwrap();
+    browser.click("#jump-latest").await.unwrap();
+    wait_at_bottom(&browser, "after Jump to latest").await;
+    browser.wait_for("#jump-latest[hidden]", Duration::from_secs(10)).await.unwrap();
+
+    // A new answer, longer than the window, is followed to its end.
+    let reply = format!("Streaming answer. {}", "Each token lands at the bottom of the page. ".repeat(60));
+    c.mock.enqueue(Provider::OpenAi, openai_text_reply(&reply));
+    browser.type_into("#composer-message", "One more, please").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser.wait_for_text("#thread", "Streaming answer.", Duration::from_secs(20)).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let live = browser
+            .execute("return document.querySelectorAll('#thread .is-streaming, #thread [data-status=streaming]').length;", &[])
+            .await
+            .unwrap();
+        if live.as_u64() == Some(0) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the answer never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_at_bottom(&browser, "after the streamed answer").await;
+    browser.close().await.unwrap();
+}
