@@ -92,5 +92,24 @@ async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_at_bottom(&browser, "after the streamed answer").await;
+
+    // At the end of the thread the composer covers nothing: the last message's actions sit above
+    // it, on the desktop and at phone width.
+    for (width, height) in [(1280, 800), (390, 844)] {
+        browser.set_window_size(width, height).await.unwrap();
+        browser
+            .execute("window.scrollTo(0, document.documentElement.scrollHeight); return true;", &[])
+            .await
+            .unwrap();
+        wait_at_bottom(&browser, "resized").await;
+        let gap = browser
+            .execute(
+                "var acts = document.querySelectorAll('#thread .msg-actions');                  var last = acts[acts.length - 1].getBoundingClientRect();                  var composer = document.querySelector('.composer').getBoundingClientRect();                  return composer.top - last.bottom;",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert!(gap.as_f64().unwrap() >= 0.0, "at {width}px the composer covers the last actions by {gap}px");
+    }
     browser.close().await.unwrap();
 }
