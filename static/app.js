@@ -344,6 +344,87 @@
     }
   });
 
+  // Keyboard shortcuts, listed in the help dialog ("?"). Single keys act only when no field has
+  // the focus, so they never take a letter someone is typing.
+  function typingIn(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+  function focusField(id) {
+    var field = document.getElementById(id);
+    if (!field) {
+      return false;
+    }
+    var app = document.getElementById("app");
+    if (id === "sidebar-q" && app && window.matchMedia("(max-width: 767.98px)").matches) {
+      app.classList.add("drawer-open");
+    }
+    field.focus();
+    return true;
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || event.isComposing) {
+      return;
+    }
+    if (event.key === "Escape" && event.shiftKey) {
+      var stop = document.querySelector("#thread .is-streaming") && document.querySelector(".composer-stop");
+      if (stop) {
+        event.preventDefault();
+        stop.click();
+      }
+      return;
+    }
+    if (typingIn(event.target)) {
+      return;
+    }
+    var done = true;
+    if (event.key === "?") {
+      var help = document.getElementById("shortcuts");
+      if (help && !help.open) {
+        help.showModal();
+      }
+    } else if (event.key === "n") {
+      window.location.href = "/";
+    } else if (event.key === "c") {
+      done = focusField("composer-message");
+    } else if (event.key === "/") {
+      done = focusField("sidebar-q");
+    } else {
+      done = false;
+    }
+    if (done) {
+      event.preventDefault();
+    }
+  });
+
+  // After a swap that removed the element holding the focus (a button that replaced its own
+  // section, say), the focus goes to what came in instead of falling back to the page.
+  var focusWasIn = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    focusWasIn = target && target.contains(document.activeElement) && document.activeElement !== document.body ? target : null;
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target;
+    if (!focusWasIn || (document.activeElement && document.activeElement !== document.body)) {
+      focusWasIn = null;
+      return;
+    }
+    focusWasIn = null;
+    var landing = target && target.isConnected ? target : document.getElementById("content");
+    if (!landing) {
+      return;
+    }
+    var wanted = landing.querySelector("[autofocus]");
+    if (wanted) {
+      wanted.focus();
+      return;
+    }
+    if (!landing.hasAttribute("tabindex")) {
+      landing.setAttribute("tabindex", "-1");
+    }
+    landing.focus({ preventScroll: true });
+  });
+
   // ----- Attachments: upload each file as its own request (with progress), keep the ids in the
   // composer's hidden field; the server checks every id against the sender when the message goes.
   function csrfToken() {

@@ -1,6 +1,6 @@
 //! The thread in Chromium: a long session opens at its latest turn, "Jump to latest" appears
-//! when the reader scrolls up and brings them back, and an answer being written is followed
-//! while the reader is at the bottom.
+//! when the reader scrolls up and brings them back, an answer being written is followed while
+//! the reader is at the bottom; and the keyboard shortcuts.
 
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,73 @@ async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
             .await
             .unwrap();
         assert!(gap.as_f64().unwrap() >= 0.0, "at {width}px the composer covers the last actions by {gap}px");
+    }
+    browser.close().await.unwrap();
+}
+
+/// Which element has the focus: its id, or its tag name.
+async fn focused(browser: &Browser) -> String {
+    let v = browser
+        .execute("var a = document.activeElement; return a ? (a.id || a.tagName.toLowerCase()) : '';", &[])
+        .await
+        .unwrap();
+    v.as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyboard_shortcuts_open_help_focus_fields_and_stop_a_run() {
+    use crate::support::mock_upstream::Reply;
+    let c = chat_with(|_| {}).await;
+    let browser = Browser::start().await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    let token = c.s.cookie.trim_start_matches("arbor_session=");
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+
+    // "?" opens the list, Escape closes it.
+    browser.send_keys("body", "?").await.unwrap();
+    browser.wait_for("#shortcuts[open]", Duration::from_secs(5)).await.unwrap();
+    assert!(browser.text("#shortcuts").await.unwrap().contains("Stop the answer being written"));
+    browser.send_keys("#shortcuts", "\u{E00C}").await.unwrap();
+    browser.wait_for("#shortcuts:not([open])", Duration::from_secs(5)).await.unwrap();
+
+    // "c" the composer, "/" the search; a letter typed in a field stays a letter.
+    browser.send_keys("body", "c").await.unwrap();
+    assert_eq!(focused(&browser).await, "composer-message");
+    browser.send_keys("#composer-message", "n/c").await.unwrap();
+    assert_eq!(browser.value("#composer-message").await.unwrap(), "n/c");
+    browser.execute("document.activeElement.blur(); return true;", &[]).await.unwrap();
+    browser.send_keys("body", "/").await.unwrap();
+    assert_eq!(focused(&browser).await, "sidebar-q");
+    browser.clear("#composer-message").await.unwrap();
+
+    // Shift+Escape stops the answer being written.
+    c.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture {
+            path: "openai/many_small_chunks.sse".into(),
+            chunk_delay_ms: 100,
+            first_byte_delay_ms: 0,
+        },
+    );
+    browser.type_into("#composer-message", "Tell me a long story").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    browser.wait_for("#thread .is-streaming", Duration::from_secs(10)).await.unwrap();
+    browser.send_keys("#composer-message", "\u{E008}\u{E00C}").await.unwrap();
+    browser.wait_for_text("#thread", "Stopped.", Duration::from_secs(15)).await.unwrap();
+
+    // "n" starts a new session.
+    browser.execute("document.activeElement.blur(); return true;", &[]).await.unwrap();
+    browser.send_keys("body", "n").await.unwrap();
+    let started = Instant::now();
+    while browser.current_url().await.unwrap() != c.app.url("/") {
+        assert!(started.elapsed() < Duration::from_secs(10), "n did not open a new session");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     browser.close().await.unwrap();
 }
