@@ -600,7 +600,18 @@
       button.hidden = !show;
     }
   }
+  // Screen readers hear that an answer started and that it ended, not every token.
+  var wasWriting = false;
+  function announceRun() {
+    var writing = !!document.querySelector("#thread .is-streaming");
+    var status = document.getElementById("run-status");
+    if (status && writing !== wasWriting) {
+      status.textContent = writing ? "The answer is being written." : "The answer is complete.";
+    }
+    wasWriting = writing;
+  }
   var threadObserver = new MutationObserver(function () {
+    announceRun();
     if (following) {
       toLatest();
     } else {
@@ -613,8 +624,18 @@
       return;
     }
     thread.setAttribute("data-watched", "");
+    // A thread that replaced the one being watched may end the answer that one was writing.
+    announceRun();
     threadObserver.disconnect();
-    threadObserver.observe(thread, { childList: true, subtree: true, characterData: true });
+    // Classes too: htmx settles a swapped-in element's attributes after the swap, which is when
+    // a finished answer loses `is-streaming`.
+    threadObserver.observe(thread, {
+      childList: true,
+      subtree: true,
+      characterData: true,
+      attributes: true,
+      attributeFilter: ["class"],
+    });
     if (!thread.hasAttribute("data-focus")) {
       following = true;
       toLatest();

@@ -92,6 +92,9 @@ async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_at_bottom(&browser, "after the streamed answer").await;
+    // Screen readers were told it started and ended, not read every token.
+    assert_eq!(browser.attribute("#thread", "aria-live").await.unwrap(), None);
+    browser.wait_for_text("#run-status", "The answer is complete.", Duration::from_secs(5)).await.unwrap();
 
     // At the end of the thread the composer covers nothing: the last message's actions sit above
     // it, on the desktop and at phone width.
