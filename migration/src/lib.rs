@@ -14,6 +14,7 @@ mod m20261123_000010_blobs_search;
 mod m20261126_000011_unverified_email;
 mod m20261126_000012_stored_responses;
 mod m20261126_000013_model_overrides;
+mod m20261126_000014_user_theme;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000011_unverified_email::Migration),
             Box::new(m20261126_000012_stored_responses::Migration),
             Box::new(m20261126_000013_model_overrides::Migration),
+            Box::new(m20261126_000014_user_theme::Migration),
         ]
     }
 }

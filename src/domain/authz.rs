@@ -75,6 +75,7 @@ mod tests {
             display_name: "A".into(),
             role,
             status: UserStatus::Active,
+            theme: Default::default(),
         }
     }
 

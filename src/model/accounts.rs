@@ -66,6 +66,40 @@ impl UserStatus {
     }
 }
 
+/// The colour theme a member chose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Theme {
+    /// Follow the browser's (the operating system's) setting.
+    #[default]
+    System,
+    /// Always light.
+    Light,
+    /// Always dark.
+    Dark,
+}
+
+impl Theme {
+    /// The stored and submitted spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Theme::System => "system",
+            Theme::Light => "light",
+            Theme::Dark => "dark",
+        }
+    }
+
+    /// Parses the stored or submitted spelling.
+    pub fn parse(s: &str) -> Option<Theme> {
+        match s {
+            "system" => Some(Theme::System),
+            "light" => Some(Theme::Light),
+            "dark" => Some(Theme::Dark),
+            _ => None,
+        }
+    }
+}
+
 /// A user as the rest of Arbor sees one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct User {
@@ -79,6 +113,8 @@ pub struct User {
     pub role: Role,
     /// Sign-in status.
     pub status: UserStatus,
+    /// Colour theme.
+    pub theme: Theme,
 }
 
 /// An invitation as admins see it (never with its token).

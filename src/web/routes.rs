@@ -207,6 +207,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/s/{session_id}/archive", User, web::post().to(workspaces::archive_session)),
         entry(Method::POST, "/s/{session_id}/delete", User, web::post().to(workspaces::delete_session)),
         entry(Method::GET, "/sidebar", User, web::get().to(workspaces::sidebar)),
+        entry(Method::POST, "/settings/theme", User, web::post().to(settings::set_theme)),
         entry(Method::POST, "/workspaces", User, web::post().to(workspaces::create)),
         entry(Method::GET, "/w/{workspace_id}", User, web::get().to(workspaces::show)),
         entry(Method::POST, "/w/{workspace_id}", User, web::post().to(workspaces::save)),

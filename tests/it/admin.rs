@@ -276,6 +276,7 @@ async fn visibility_and_enabled_models_limit_who_uses_what() {
             display_name: "root".into(),
             role: Role::Admin,
             status: arbor::domain::accounts::UserStatus::Active,
+            theme: Default::default(),
         })
         .admin()
         .unwrap(),

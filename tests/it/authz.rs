@@ -270,6 +270,13 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         get("/settings", |_| "/settings".into(), OWN_PAGE),
         get("/sidebar", |_| "/sidebar".into(), OWN_PAGE),
+        // A saved theme reloads the settings page.
+        post(
+            "/settings/theme",
+            |_| "/settings/theme".into(),
+            "theme=dark",
+            Expect { anonymous: 401, other_member: 303, owner: 303, admin: 303 },
+        ),
         post(
             "/settings/keys",
             |_| "/settings/keys".into(),

@@ -183,3 +183,65 @@ async fn keyboard_shortcuts_open_help_focus_fields_and_stop_a_run() {
     }
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_chooses_dark_and_every_page_follows_in_screenshots() {
+    let c = chat_with(|_| {}).await;
+    c.mock.enqueue(Provider::OpenAi, openai_text_reply("Here is some `code` and a list:\n\n- one\n- two"));
+    let answer = c.send_ok("Show me the themes", MODEL).await;
+    c.settled(answer).await;
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    let token = c.s.cookie.trim_start_matches("arbor_session=");
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    let background = || async {
+        let v =
+            browser.execute("return getComputedStyle(document.body).backgroundColor;", &[]).await.unwrap();
+        v.as_str().unwrap_or_default().to_string()
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let session_page = format!("/s/{}", c.session);
+    let pages = [
+        ("home", "/"),
+        ("session", session_page.as_str()),
+        ("settings", "/settings"),
+        ("search", "/search?q=themes"),
+    ];
+    for theme in ["light", "dark"] {
+        // Chosen in the settings, as a member does.
+        browser.set_window_size(1280, 800).await.unwrap();
+        browser.goto(&c.app.url("/settings")).await.unwrap();
+        browser.wait_for("#theme-form", Duration::from_secs(10)).await.unwrap();
+        browser
+            .execute(&format!("document.getElementById('theme').value = '{theme}'; return true;"), &[])
+            .await
+            .unwrap();
+        browser.click("#theme-form button[type=submit]").await.unwrap();
+        browser
+            .wait_for(&format!("html[data-theme={theme}] #theme-form"), Duration::from_secs(10))
+            .await
+            .unwrap();
+        for (name, path) in pages {
+            for (width, height, size) in [(1280, 800, "desktop"), (390, 844, "phone")] {
+                browser.set_window_size(width, height).await.unwrap();
+                browser.goto(&c.app.url(path)).await.unwrap();
+                browser
+                    .wait_for(&format!("html[data-theme={theme}] #content"), Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                let bg = background().await;
+                let expected = if theme == "dark" { "rgb(19, 23, 22)" } else { "rgb(" };
+                assert!(
+                    bg.starts_with(expected) && (theme == "dark" || bg != "rgb(19, 23, 22)"),
+                    "{theme} {name}: {bg}"
+                );
+                browser.screenshot(dir.join(format!("page-{name}-{size}-{theme}.png"))).await.unwrap();
+            }
+        }
+    }
+    browser.close().await.unwrap();
+}

@@ -183,3 +183,33 @@ async fn the_default_model_is_one_the_member_may_use() {
         Some("anthropic/claude-sonnet-4-5")
     );
 }
+
+#[tokio::test]
+async fn the_theme_is_the_members_own_and_only_system_light_or_dark() {
+    let chat = chat_with(|_| {}).await;
+    let app = &chat.app;
+    let html = app.get("/settings", Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(
+        html.contains("data-theme=\"system\"") && html.contains("media=\"(prefers-color-scheme: dark)\"")
+    );
+    let res = app.post_form("/settings/theme", "theme=dark", Some(&chat.s)).await;
+    assert_eq!(res.status(), 303);
+    let html = app.get("/", Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(html.contains("<html lang=\"en\" data-theme=\"dark\">"), "{html}");
+    assert!(html.contains("content=\"dark\"") && !html.contains("(prefers-color-scheme: dark)"));
+    // Bad input: refused with the form's message, nothing changed.
+    for bad in ["theme=purple", "theme=", "other=1", "theme=DARK"] {
+        let res = app.post_form("/settings/theme", bad, Some(&chat.s)).await;
+        assert_eq!(res.status(), 400, "{bad}");
+        assert!(res.text().await.unwrap().contains("Choose the system setting, light or dark."), "{bad}");
+    }
+    let res = app.post_form("/settings/theme", "theme=dark%00", Some(&chat.s)).await;
+    assert_eq!(res.status(), 400, "a NUL is refused before the handler");
+    let html = app.get("/settings", Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(html.contains("<option value=\"dark\" selected>Dark</option>"), "{html}");
+    // Another member still follows their device.
+    let other = app.create_user("bob@example.com", arbor::domain::accounts::Role::Member).await;
+    let cookie = app.login(&other).await;
+    let html = app.get("/", Some(&cookie)).await.text().await.unwrap();
+    assert!(html.contains("data-theme=\"system\""));
+}

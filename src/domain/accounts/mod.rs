@@ -6,7 +6,7 @@ pub mod oidc_accounts;
 
 use uuid::Uuid;
 
-pub use crate::model::accounts::{Role, User, UserStatus};
+pub use crate::model::accounts::{Role, Theme, User, UserStatus};
 
 pub use crate::domain::authz::Actor;
 
@@ -205,6 +205,14 @@ pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
     let user = one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
     users::set_role(db, user.id, Role::Admin).await?;
     Ok(User { role: Role::Admin, ..user })
+}
+
+/// Sets the actor's colour theme: `system` (follow the browser), `light` or `dark`.
+pub async fn set_theme(db: &Db, actor: &Actor, chosen: &str) -> DomainResult<Theme> {
+    let theme = Theme::parse(chosen.trim())
+        .ok_or_else(|| DomainError::Invalid("Choose the system setting, light or dark.".into()))?;
+    users::set_theme(db, actor.user_id(), theme).await?;
+    Ok(theme)
 }
 
 /// The actor's own browser sessions.

@@ -32,6 +32,7 @@ fn actor() -> Actor {
         display_name: "M".into(),
         role: Role::Member,
         status: crate::domain::accounts::UserStatus::Active,
+        theme: Default::default(),
     })
 }
 

@@ -19,6 +19,8 @@ pub struct Model {
     pub default_model: Option<String>,
     /// An email the identity provider sent without verifying it: shown as such, never looked up.
     pub unverified_email: Option<String>,
+    /// `system`, `light` or `dark`.
+    pub theme: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

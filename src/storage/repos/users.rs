@@ -4,7 +4,7 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use uuid::Uuid;
 
-use crate::model::accounts::{Role, User, UserStatus};
+use crate::model::accounts::{Role, Theme, User, UserStatus};
 use crate::storage::entities::user;
 use crate::storage::{Db, StorageError, StorageResult};
 
@@ -14,7 +14,9 @@ pub(crate) fn to_domain(m: user::Model) -> StorageResult<User> {
         Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("user role {:?}", m.role)))?;
     let status = UserStatus::parse(&m.status)
         .ok_or_else(|| StorageError::Corrupt(format!("user status {:?}", m.status)))?;
-    Ok(User { id: m.id, email: m.email, display_name: m.display_name, role, status })
+    // An unknown spelling is not worth refusing a sign-in over: it follows the browser.
+    let theme = Theme::parse(&m.theme).unwrap_or_default();
+    Ok(User { id: m.id, email: m.email, display_name: m.display_name, role, status, theme })
 }
 
 /// Inserts a user without credentials (credentials are set by the sign-in code).
@@ -38,6 +40,7 @@ pub async fn insert<C: sea_orm::ConnectionTrait>(
         last_login_at: Set(None),
         default_model: Set(None),
         unverified_email: Set(None),
+        theme: Set(Theme::System.as_str().to_string()),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -229,6 +232,19 @@ pub async fn set_profile<C: sea_orm::ConnectionTrait>(
 /// The user's own default model, if they chose one.
 pub async fn default_model(db: &Db, id: Uuid) -> StorageResult<Option<String>> {
     Ok(user::Entity::find_by_id(id).one(db).await?.and_then(|u| u.default_model).filter(|m| !m.is_empty()))
+}
+
+/// Sets the user's colour theme.
+pub async fn set_theme(db: &Db, id: Uuid, theme: Theme) -> StorageResult<()> {
+    user::ActiveModel {
+        id: Set(id),
+        theme: Set(theme.as_str().to_string()),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
 }
 
 /// Sets or clears the user's own default model.

@@ -188,6 +188,29 @@ pub async fn set_model(
         .await
 }
 
+/// The theme form.
+#[derive(Deserialize)]
+pub struct ThemeForm {
+    #[serde(default)]
+    theme: String,
+}
+
+/// `POST /settings/theme`: the member's colour theme. The whole page changes with it, so a
+/// saved choice reloads the settings page; a refused one shows the form's error.
+pub async fn set_theme(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<ThemeForm>,
+) -> Result<HttpResponse, WebError> {
+    match crate::domain::accounts::set_theme(&state.db, &user.0.actor, &form.theme).await {
+        Ok(_) => Ok(crate::web::client::see_other(&req, "/settings")),
+        Err(e) => {
+            outcome(&state, &req, &user, Err::<(), _>(e), |()| String::new(), AddFormEcho::default()).await
+        }
+    }
+}
+
 // ----- API tokens -------------------------------------------------------------------------------
 
 async fn tokens_page(
