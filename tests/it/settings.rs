@@ -213,3 +213,32 @@ async fn the_theme_is_the_members_own_and_only_system_light_or_dark() {
     let html = app.get("/", Some(&cookie)).await.text().await.unwrap();
     assert!(html.contains("data-theme=\"system\""));
 }
+
+#[tokio::test]
+async fn the_model_picker_groups_by_provider_and_says_what_each_model_can_do() {
+    let chat = chat_with(|_| {}).await;
+    let html = chat.app.get("/", Some(&chat.s.cookie)).await.text().await.unwrap();
+    let picker = &html[html.find("id=\"composer-model\"").unwrap()..];
+    let picker = &picker[..picker.find("</select>").unwrap()];
+    assert_eq!(picker.matches("<optgroup label=").count(), 3, "one group per provider: {picker}");
+    assert_eq!(picker.matches("<optgroup").count(), picker.matches("</optgroup>").count());
+    assert!(
+        picker.contains(">GPT-4o mini — tools · vision · 128k context · $0.15 / $0.6 per M tokens</option>"),
+        "{picker}"
+    );
+    assert!(picker.contains("Gemini 2.5 Flash — tools · vision · reasoning · 1M context"), "{picker}");
+    // The workspace's default model is named as such.
+    let actor = arbor::domain::accounts::Actor::for_tests(&chat.user);
+    let ws = arbor::domain::sessions::default_workspace(&chat.app.state.db, &actor).await.unwrap();
+    let res = chat
+        .app
+        .post_form(
+            &format!("/w/{}", ws.id),
+            "name=Personal&system_prompt=&default_model=openai%2Fgpt-4o-mini&approval_mode=suggest",
+            Some(&chat.s),
+        )
+        .await;
+    assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
+    let html = chat.app.get("/", Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(html.contains(">GPT-4o mini (workspace default) — tools"), "{html}");
+}

@@ -161,6 +161,29 @@ pub struct ModelChoice {
     pub label: String,
     /// Provider label, for grouping.
     pub provider: String,
+    /// What the model can do, in a few words for the picker: "tools · vision · reasoning ·
+    /// 128k context · $0.15 / $0.60 per M tokens"; empty when nothing is known.
+    pub facts: String,
+}
+
+impl ModelChoice {
+    /// The picker's words for what a model can do and costs (from the facts in force).
+    pub fn describe(info: &crate::providers::catalog::ModelInfo) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (on, word) in [(info.tools, "tools"), (info.vision, "vision"), (info.reasoning, "reasoning")] {
+            if on {
+                parts.push(word.to_string());
+            }
+        }
+        if info.known || info.context_window != crate::providers::catalog::DEFAULT_CONTEXT_WINDOW {
+            let k = info.context_window / 1000;
+            parts.push(if k >= 1000 { format!("{}M context", k / 1000) } else { format!("{k}k context") });
+        }
+        if let (Some(input), Some(output)) = (info.input_per_mtok, info.output_per_mtok) {
+            parts.push(format!("${input} / ${output} per M tokens"));
+        }
+        parts.join(" · ")
+    }
 }
 
 /// Splits `provider/model` at the first `/` (model ids may contain more, e.g. OpenRouter's).

@@ -551,10 +551,11 @@ impl Providers {
         for (entry, ids) in self.offered(actor).await {
             for raw in ids {
                 let (id, _) = split_alias(&raw);
-                let label = self.catalog.lookup(entry.family(), id).label;
+                let info = self.learned(&entry.name, id, self.catalog.lookup(entry.family(), id));
                 out.push(ModelChoice {
                     value: format!("{}/{id}", entry.name),
-                    label,
+                    facts: ModelChoice::describe(&info),
+                    label: info.label,
                     provider: entry.label.clone(),
                 });
             }
