@@ -5,6 +5,7 @@
 
 mod support;
 
+mod a11y;
 mod accounts;
 mod admin;
 mod agent;
