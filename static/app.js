@@ -410,7 +410,9 @@
       return;
     }
     focusWasIn = null;
-    var landing = target && target.isConnected ? target : document.getElementById("content");
+    // An outerHTML swap leaves `target` detached: what replaced it carries the same id.
+    var landing = target && target.isConnected ? target : target && target.id && document.getElementById(target.id);
+    landing = landing || document.getElementById("content");
     if (!landing) {
       return;
     }
@@ -664,6 +666,23 @@
     }
   });
   document.addEventListener("htmx:afterSettle", watchThread);
+
+  // Older turns loaded above keep what is on screen in place, at the very top of the page too
+  // (where browsers do not anchor scrolling).
+  var olderAnchor = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (target && target.classList && target.classList.contains("older-loader")) {
+      var next = target.nextElementSibling;
+      olderAnchor = next ? { el: next, top: next.getBoundingClientRect().top } : null;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    if (olderAnchor && olderAnchor.el.isConnected) {
+      window.scrollBy(0, olderAnchor.el.getBoundingClientRect().top - olderAnchor.top);
+    }
+    olderAnchor = null;
+  });
 
   // A search hit opens its session scrolled to the message (its branch already made active).
   function focusHit(root) {

@@ -584,6 +584,9 @@ async fn a_picture_is_attached_uploaded_with_progress_sent_and_opens_in_a_lightb
     browser.click(".msg-user .msg-image").await.unwrap();
     browser.wait_for("dialog#lightbox[open] img", Duration::from_secs(5)).await.unwrap();
     browser.screenshot(artifacts_dir().join("lightbox.png")).await.unwrap();
+    // Escape closes it.
+    browser.send_keys("dialog#lightbox", "\u{E00C}").await.unwrap();
+    browser.wait_for("dialog#lightbox:not([open])", Duration::from_secs(5)).await.unwrap();
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
     browser.close().await.unwrap();
 }

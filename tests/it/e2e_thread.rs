@@ -24,6 +24,12 @@ async fn distance_from_bottom(browser: &Browser) -> f64 {
     v.as_f64().unwrap()
 }
 
+/// Where an element's top is in the window, in CSS pixels.
+async fn top_of(browser: &Browser, id: &str) -> f64 {
+    let script = format!("return document.getElementById('{id}').getBoundingClientRect().top;");
+    browser.execute(&script, &[]).await.unwrap().as_f64().unwrap()
+}
+
 /// Waits until the page is scrolled to (near) its end.
 async fn wait_at_bottom(browser: &Browser, what: &str) {
     let started = Instant::now();
@@ -173,6 +179,22 @@ async fn keyboard_shortcuts_open_help_focus_fields_and_stop_a_run() {
     browser.send_keys("#composer-message", "\u{E008}\u{E00C}").await.unwrap();
     browser.wait_for_text("#thread", "Stopped.", Duration::from_secs(15)).await.unwrap();
 
+    // Saving a form that replaces its own section moves the focus to what replaced it.
+    browser.goto(&c.app.url("/settings")).await.unwrap();
+    browser.wait_for("#default-model", Duration::from_secs(10)).await.unwrap();
+    browser.click("#settings form[hx-post='/settings/model'] button[type=submit]").await.unwrap();
+    browser
+        .wait_for_text("#settings .flash-ok", "Default model saved.", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while focused(&browser).await != "settings" {
+        assert!(started.elapsed() < Duration::from_secs(5), "focus on {}", focused(&browser).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+
     // "n" starts a new session.
     browser.execute("document.activeElement.blur(); return true;", &[]).await.unwrap();
     browser.send_keys("body", "n").await.unwrap();
@@ -243,5 +265,53 @@ async fn a_member_chooses_dark_and_every_page_follows_in_screenshots() {
             }
         }
     }
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earlier_turns_load_above_without_moving_what_is_on_screen() {
+    let c = chat_with(|_| {}).await;
+    // 22 turns: more than the 40 messages a session page shows at first.
+    for i in 0..22 {
+        c.mock.enqueue(Provider::OpenAi, openai_text_reply(&format!("Answer number {i}.")));
+        let answer = c.send_ok(&format!("Question number {i}"), MODEL).await;
+        c.settled(answer).await;
+    }
+    let browser = Browser::start().await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    let token = c.s.cookie.trim_start_matches("arbor_session=");
+    browser
+        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+        .await
+        .unwrap();
+    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.wait_for_text("#thread", "Answer number 21.", Duration::from_secs(10)).await.unwrap();
+    wait_at_bottom(&browser, "on opening").await;
+    assert!(
+        !browser.text("#thread").await.unwrap().contains("Question number 0"),
+        "the first turns wait above"
+    );
+
+    // Up at the top, the older turns load above the first message shown, which stays where it
+    // was on screen.
+    let first_shown =
+        browser.execute("return document.querySelector('#thread .msg').id;", &[]).await.unwrap();
+    let id = first_shown.as_str().unwrap().to_string();
+    // Measured in the same script as the scroll, before any request can answer.
+    let before = browser
+        .execute(
+            &format!(
+                "window.scrollTo(0, 0); return document.getElementById('{id}').getBoundingClientRect().top;"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    browser.wait_for_text("#thread", "Question number 0", Duration::from_secs(10)).await.unwrap();
+    let after = top_of(&browser, &id).await;
+    assert!((after - before).abs() < 2.0, "the message moved from {before} to {after}");
     browser.close().await.unwrap();
 }
