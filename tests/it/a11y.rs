@@ -76,6 +76,11 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
     let answer = c.send_ok("Show me everything", "openai/gpt-4o-mini").await;
     c.settled(answer).await;
     let admin = c.app.create_user("root@example.com", Role::Admin).await;
+    let admin_session = c.app.login_full(&admin).await;
+    let base = c.mock.url(Provider::OpenAi);
+    let provider = crate::admin::add_provider(&c.app, &admin_session, "team", &base, "").await;
+    let provider_page = format!("/admin/providers/{provider}");
+    let delete_page = format!("/admin/users/{}/delete", c.user.id);
     let browser = Browser::start().await.unwrap();
     browser.goto(&c.app.url("/login")).await.unwrap();
     browser.wait_for("#content", Duration::from_secs(10)).await.unwrap();
@@ -105,6 +110,8 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
         "/admin/audit",
         "/admin/mcp",
         "/admin/host-folders",
+        provider_page.as_str(),
+        delete_page.as_str(),
     ];
     for theme in [Theme::Light, Theme::Dark] {
         for (user, pages) in [(&c.user, &member_pages[..]), (&admin, &admin_pages[..])] {
@@ -125,9 +132,13 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
             }
         }
     }
-    // On the phone every tap target is at least 44 px.
+    // On the phone every tap target is at least 44 px (and every page's phone screenshots).
     browser.set_window_size(390, 844).await.unwrap();
-    for (user, pages) in [(&c.user, &member_pages[..]), (&admin, &admin_pages[..])] {
+    for (theme, (user, pages)) in [Theme::Light, Theme::Dark]
+        .into_iter()
+        .flat_map(|t| [(t, (&c.user, &member_pages[..])), (t, (&admin, &admin_pages[..]))])
+    {
+        arbor::storage::repos::users::set_theme(&c.app.state.db, user.id, theme).await.unwrap();
         let cookie = c.app.login(user).await;
         let token = cookie.trim_start_matches("arbor_session=");
         browser
@@ -137,7 +148,7 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
         for path in pages {
             browser.goto(&c.app.url(path)).await.unwrap();
             browser.wait_for("#content", Duration::from_secs(10)).await.unwrap();
-            browser.screenshot(shot(path, "phone", "light")).await.unwrap();
+            browser.screenshot(shot(path, "phone", theme.as_str())).await.unwrap();
             let small = small_targets(&browser).await;
             if small != serde_json::json!([]) {
                 found.push(format!("{path} (phone): small tap targets {small}"));
