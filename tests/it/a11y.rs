@@ -117,11 +117,7 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
         for (user, pages) in [(&c.user, &member_pages[..]), (&admin, &admin_pages[..])] {
             arbor::storage::repos::users::set_theme(&c.app.state.db, user.id, theme).await.unwrap();
             let cookie = c.app.login(user).await;
-            let token = cookie.trim_start_matches("arbor_session=");
-            browser
-                .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-                .await
-                .unwrap();
+            browser.sign_in(&c.app.origin(), &cookie, &c.app.url("/")).await.unwrap();
             for path in pages {
                 browser.goto(&c.app.url(path)).await.unwrap();
                 browser.wait_for("#content", Duration::from_secs(10)).await.unwrap();
@@ -140,11 +136,7 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
     {
         arbor::storage::repos::users::set_theme(&c.app.state.db, user.id, theme).await.unwrap();
         let cookie = c.app.login(user).await;
-        let token = cookie.trim_start_matches("arbor_session=");
-        browser
-            .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-            .await
-            .unwrap();
+        browser.sign_in(&c.app.origin(), &cookie, &c.app.url("/")).await.unwrap();
         for path in pages {
             browser.goto(&c.app.url(path)).await.unwrap();
             browser.wait_for("#content", Duration::from_secs(10)).await.unwrap();
@@ -195,15 +187,10 @@ async fn a_session_with_tools_an_image_and_a_waiting_dialog_has_no_serious_viola
     a.paused().await;
 
     let browser = Browser::start().await.unwrap();
-    browser.goto(&c.app.url("/")).await.unwrap();
     let mut found = Vec::new();
     for theme in [Theme::Light, Theme::Dark] {
         arbor::storage::repos::users::set_theme(&c.app.state.db, c.user.id, theme).await.unwrap();
-        let token = c.s.cookie.trim_start_matches("arbor_session=");
-        browser
-            .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-            .await
-            .unwrap();
+        browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url("/")).await.unwrap();
         browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
         browser.wait_for(".confirm", Duration::from_secs(10)).await.unwrap();
         browser.wait_for(".msg-tool", Duration::from_secs(10)).await.unwrap();

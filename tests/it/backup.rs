@@ -2,6 +2,7 @@
 //! trees, files and vault secrets (with the same master key), an intact database, a rebuilt
 //! search index; and the refusals.
 
+use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,28 @@ use crate::files::{chip_ids, png, upload};
 use crate::runs::chat_with;
 use crate::support::TestDb;
 use crate::support::mock_upstream::{Provider, Reply};
+
+/// `arbor backup --to ARCHIVE` on the data directory, the server running.
+fn backup(work: &Path, archive: &Path, data_dir: &Path, db_url: &str) -> Output {
+    arbor(work)
+        .args(["backup", "--to"])
+        .arg(archive)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("ARBOR_DATABASE_URL", db_url)
+        .output()
+        .unwrap()
+}
+
+/// `arbor restore --from ARCHIVE` into `dir`, SQLite unless a database URL is given.
+fn restore(work: &Path, archive: &Path, dir: &Path, db_url: Option<&str>) -> Output {
+    let mut cmd = arbor(work);
+    cmd.args(["restore", "--from"]).arg(archive).arg("--data-dir").arg(dir);
+    if let Some(url) = db_url {
+        cmd.env("ARBOR_DATABASE_URL", url);
+    }
+    cmd.output().unwrap()
+}
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -68,14 +91,7 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
     };
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let archive = work.path().join("arbor-backup.tar.gz");
-    let out = arbor(work.path())
-        .args(["backup", "--to"])
-        .arg(&archive)
-        .arg("--data-dir")
-        .arg(&data_dir)
-        .env("ARBOR_DATABASE_URL", &db_url)
-        .output()
-        .unwrap();
+    let out = backup(work.path(), &archive, &data_dir, &db_url);
     stop.store(true, Ordering::Relaxed);
     let written = writer.await.unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -84,14 +100,7 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
 
     // The same file again is refused, and nothing is overwritten.
     let before = std::fs::metadata(&archive).unwrap().len();
-    let again = arbor(work.path())
-        .args(["backup", "--to"])
-        .arg(&archive)
-        .arg("--data-dir")
-        .arg(&data_dir)
-        .env("ARBOR_DATABASE_URL", &db_url)
-        .output()
-        .unwrap();
+    let again = backup(work.path(), &archive, &data_dir, &db_url);
     assert!(!again.status.success() && text(&again).contains("already exists"), "{}", text(&again));
     assert_eq!(std::fs::metadata(&archive).unwrap().len(), before);
 
@@ -101,27 +110,14 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
         // PostgreSQL: the archive holds the files only; pg_dump keeps the database. Restoring it
         // as a SQLite directory is refused, beside the same database it restores the files.
         assert!(text(&out).contains("pg_dump"), "{}", text(&out));
-        let refused = arbor(work.path())
-            .args(["restore", "--from"])
-            .arg(&archive)
-            .arg("--data-dir")
-            .arg(&fresh)
-            .output()
-            .unwrap();
+        let refused = restore(work.path(), &archive, &fresh, None);
         assert!(
             !refused.status.success() && text(&refused).contains("taken from PostgreSQL"),
             "{}",
             text(&refused)
         );
         assert!(!fresh.join("arbor.db").exists());
-        let out = arbor(work.path())
-            .args(["restore", "--from"])
-            .arg(&archive)
-            .arg("--data-dir")
-            .arg(&fresh)
-            .env("ARBOR_DATABASE_URL", &db_url)
-            .output()
-            .unwrap();
+        let out = restore(work.path(), &archive, &fresh, Some(&db_url));
         assert!(out.status.success(), "{}", text(&out));
         assert_eq!(std::fs::read(fresh.join(&blob_rel)).unwrap(), std::fs::read(&blob_path).unwrap());
         return;
@@ -130,13 +126,7 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
     // Restore into a fresh directory, with the master key put there first.
     std::fs::create_dir_all(&fresh).unwrap();
     std::fs::copy(&key_file, arbor::vault::default_key_file(&fresh)).unwrap();
-    let out = arbor(work.path())
-        .args(["restore", "--from"])
-        .arg(&archive)
-        .arg("--data-dir")
-        .arg(&fresh)
-        .output()
-        .unwrap();
+    let out = restore(work.path(), &archive, &fresh, None);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("search index rebuilt"), "{}", text(&out));
     assert!(fresh.join("index").is_dir(), "the search index is rebuilt");
@@ -172,24 +162,12 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
 
     // A restore into a directory that is not empty, or from a file that is not a backup, is
     // refused and leaves nothing behind.
-    let out = arbor(work.path())
-        .args(["restore", "--from"])
-        .arg(&archive)
-        .arg("--data-dir")
-        .arg(&fresh)
-        .output()
-        .unwrap();
+    let out = restore(work.path(), &archive, &fresh, None);
     assert!(!out.status.success() && text(&out).contains("not empty"), "{}", text(&out));
     let junk = work.path().join("junk.tar.gz");
     std::fs::write(&junk, b"not a backup at all").unwrap();
     let empty = work.path().join("empty");
-    let out = arbor(work.path())
-        .args(["restore", "--from"])
-        .arg(&junk)
-        .arg("--data-dir")
-        .arg(&empty)
-        .output()
-        .unwrap();
+    let out = restore(work.path(), &junk, &empty, None);
     assert!(!out.status.success() && text(&out).contains("not an Arbor backup"), "{}", text(&out));
     assert!(std::fs::read_dir(&empty).map(|d| d.count()).unwrap_or(0) == 0, "nothing left behind");
 }

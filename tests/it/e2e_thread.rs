@@ -54,13 +54,7 @@ async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
     }
     let browser = Browser::start().await.unwrap();
     browser.set_window_size(1280, 800).await.unwrap();
-    browser.goto(&c.app.url("/")).await.unwrap();
-    let token = c.s.cookie.trim_start_matches("arbor_session=");
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
-    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url(&format!("/s/{}", c.session))).await.unwrap();
     browser.wait_for_text("#thread", "Answer 7.", Duration::from_secs(10)).await.unwrap();
 
     // Opened at the latest turn, on a page much taller than the window.
@@ -138,13 +132,7 @@ async fn keyboard_shortcuts_open_help_focus_fields_and_stop_a_run() {
     let c = chat_with(|_| {}).await;
     let browser = Browser::start().await.unwrap();
     browser.set_window_size(1280, 800).await.unwrap();
-    browser.goto(&c.app.url("/")).await.unwrap();
-    let token = c.s.cookie.trim_start_matches("arbor_session=");
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
-    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url(&format!("/s/{}", c.session))).await.unwrap();
     browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
 
     // "?" opens the list, Escape closes it.
@@ -213,12 +201,7 @@ async fn a_member_chooses_dark_and_every_page_follows_in_screenshots() {
     let answer = c.send_ok("Show me the themes", MODEL).await;
     c.settled(answer).await;
     let browser = Browser::start().await.unwrap();
-    browser.goto(&c.app.url("/")).await.unwrap();
-    let token = c.s.cookie.trim_start_matches("arbor_session=");
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
+    browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url("/")).await.unwrap();
     let background = || async {
         let v =
             browser.execute("return getComputedStyle(document.body).backgroundColor;", &[]).await.unwrap();
@@ -279,13 +262,7 @@ async fn earlier_turns_load_above_without_moving_what_is_on_screen() {
     }
     let browser = Browser::start().await.unwrap();
     browser.set_window_size(1280, 800).await.unwrap();
-    browser.goto(&c.app.url("/")).await.unwrap();
-    let token = c.s.cookie.trim_start_matches("arbor_session=");
-    browser
-        .execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
-        .await
-        .unwrap();
-    browser.goto(&c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url(&format!("/s/{}", c.session))).await.unwrap();
     browser.wait_for_text("#thread", "Answer number 21.", Duration::from_secs(10)).await.unwrap();
     wait_at_bottom(&browser, "on opening").await;
     assert!(

@@ -281,6 +281,18 @@ impl Browser {
     }
 
     /// Navigates to `url` and waits for the page load to finish.
+    /// Signs this browser in with a session cookie (`arbor_session=…`, as `TestApp::login`
+    /// makes), from a page of the app at `origin`, then opens `url`.
+    pub async fn sign_in(&self, origin: &str, cookie: &str, url: &str) -> Result<()> {
+        if !self.current_url().await?.starts_with(origin) {
+            self.goto(&format!("{origin}/")).await?;
+        }
+        let token = cookie.trim_start_matches("arbor_session=");
+        self.execute(&format!("document.cookie = 'arbor_session={token}; path=/'; return true;"), &[])
+            .await?;
+        self.goto(url).await
+    }
+
     pub async fn goto(&self, url: &str) -> Result<()> {
         self.cmd(Method::POST, "/url", json!({ "url": url })).await.map(drop)
     }
