@@ -147,6 +147,7 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
             }
         }
     }
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
     assert!(found.is_empty(), "{} violations:\n{}", found.len(), found.join("\n"));
 }
@@ -215,5 +216,6 @@ async fn a_session_with_tools_an_image_and_a_waiting_dialog_has_no_serious_viola
         .unwrap();
     let control = serious_violations(&browser).await;
     assert!(control.iter().any(|v| v.contains("button-name")), "{control:?}");
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
 }

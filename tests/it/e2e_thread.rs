@@ -114,6 +114,7 @@ async fn a_long_session_opens_at_its_latest_turn_and_follows_the_answer() {
             .unwrap();
         assert!(gap.as_f64().unwrap() >= 0.0, "at {width}px the composer covers the last actions by {gap}px");
     }
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
 }
 
@@ -191,6 +192,7 @@ async fn keyboard_shortcuts_open_help_focus_fields_and_stop_a_run() {
         assert!(started.elapsed() < Duration::from_secs(10), "n did not open a new session");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
 }
 
@@ -248,6 +250,7 @@ async fn a_member_chooses_dark_and_every_page_follows_in_screenshots() {
             }
         }
     }
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
 }
 
@@ -290,5 +293,6 @@ async fn earlier_turns_load_above_without_moving_what_is_on_screen() {
     browser.wait_for_text("#thread", "Question number 0", Duration::from_secs(10)).await.unwrap();
     let after = top_of(&browser, &id).await;
     assert!((after - before).abs() < 2.0, "the message moved from {before} to {after}");
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors");
     browser.close().await.unwrap();
 }
