@@ -151,7 +151,20 @@ fn new_writer(index: &Index) -> Result<IndexWriter, IndexError> {
         // Merges run in the background; one thread is plenty and leaves a core to the server.
         .num_merge_threads(1)
         .build();
-    Ok(index.writer_with_options(options)?)
+    // The writer's lock is a `flock`, which a child process forked at that moment (an agent's
+    // command, an MCP server) holds until it execs: a lock taken and released just before
+    // (as `open` does while wiping) can still read as busy for a few milliseconds. Try again
+    // for up to a second before calling the index busy.
+    let mut tries = 0;
+    loop {
+        match index.writer_with_options(options.clone()) {
+            Err(TantivyError::LockFailure(..)) if tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return Ok(result?),
+        }
+    }
 }
 
 impl SearchIndex {

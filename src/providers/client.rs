@@ -443,23 +443,33 @@ impl ProviderClient {
                 Ok(discovery::from_gemini_models(&body, model))
             }
             WireFormat::OpenAi => {
-                let listed =
-                    match self.exchange(ep, self.http.get(openai::models_endpoint(&ep.base_url))).await {
-                        Ok(body) => discovery::from_openai_models(&body, model),
-                        Err(_) => Discovered::default(),
-                    };
-                if listed.context_window.is_some() && listed.tools.is_some() {
-                    return Ok(listed);
-                }
-                let show = self
-                    .http
-                    .post(openai::ollama_show_endpoint(&ep.base_url))
-                    .json(&serde_json::json!({ "model": model }));
-                let shown = match self.exchange(ep, show).await {
-                    Ok(body) => discovery::from_ollama_show(&body),
-                    Err(_) => Discovered::default(),
+                // The model list, then the native routes of the servers that speak OpenAI's
+                // format too (Ollama, LM Studio, llama.cpp), each asked only while something
+                // is still unknown; one that is not there answers 404 and says nothing.
+                let ask = |b: reqwest::RequestBuilder, parse: fn(&[u8]) -> Discovered| async move {
+                    self.exchange(ep, b).await.map(|body| parse(&body)).unwrap_or_default()
                 };
-                Ok(listed.or(shown))
+                let body = self.exchange(ep, self.http.get(openai::models_endpoint(&ep.base_url))).await;
+                let mut found = body.map(|b| discovery::from_openai_models(&b, model)).unwrap_or_default();
+                if !found.is_complete() {
+                    let show = self.http.post(openai::ollama_show_endpoint(&ep.base_url));
+                    found = found.or(ask(
+                        show.json(&serde_json::json!({ "model": model })),
+                        discovery::from_ollama_show,
+                    )
+                    .await);
+                }
+                if !found.is_complete()
+                    && model.bytes().all(|c| c.is_ascii_alphanumeric() || b"._:-".contains(&c))
+                {
+                    let native = openai::native_endpoint(&ep.base_url, &format!("api/v0/models/{model}"));
+                    found = found.or(ask(self.http.get(native), discovery::from_lmstudio_model).await);
+                }
+                if found.context_window.is_none() || found.vision.is_none() {
+                    let props = self.http.get(openai::native_endpoint(&ep.base_url, "props"));
+                    found = found.or(ask(props, discovery::from_llamacpp_props).await);
+                }
+                Ok(found)
             }
         }
     }

@@ -1,9 +1,11 @@
 //! What a provider's own API says a model can do, wherever it says it: vLLM and SGLang
 //! (`/v1/models`: `max_model_len`), OpenRouter (`/models`: `context_length`,
 //! `supported_parameters`, `architecture.input_modalities`, `top_provider.max_completion_tokens`,
-//! prices), LM Studio (`max_context_length`, `type: "vlm"`), Ollama (`/api/show`:
-//! `capabilities`, `model_info.<arch>.context_length`) and Gemini (`models.list`:
-//! `inputTokenLimit`, `outputTokenLimit`, `thinking`). Pure parsing; every field is optional.
+//! prices), LM Studio (`max_context_length`, `type: "vlm"`; its native
+//! `/api/v0/models/{model}`: `capabilities: ["tool_use"]`), Ollama (`/api/show`:
+//! `capabilities`, `model_info.<arch>.context_length`), llama.cpp's server (`/props`: `n_ctx`,
+//! `modalities.vision`) and Gemini (`models.list`: `inputTokenLimit`, `outputTokenLimit`,
+//! `thinking`). Pure parsing; every field is optional.
 
 use serde_json::Value;
 
@@ -28,6 +30,11 @@ impl Discovered {
     /// Whether the provider said anything at all.
     pub fn is_empty(&self) -> bool {
         *self == Discovered::default()
+    }
+
+    /// Whether the window, tools and vision are all known (nothing more worth asking for).
+    pub fn is_complete(&self) -> bool {
+        self.context_window.is_some() && self.tools.is_some() && self.vision.is_some()
     }
 
     /// Fills what `self` does not know from `other`.
@@ -112,6 +119,40 @@ pub fn from_ollama_show(body: &[u8]) -> Discovered {
     }
 }
 
+/// What llama.cpp's server says at `GET /props`: the context it runs with
+/// (`default_generation_settings.n_ctx`, or `n_ctx` at the top in newer builds) and whether a
+/// vision projector is loaded (`modalities.vision`).
+pub fn from_llamacpp_props(body: &[u8]) -> Discovered {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else { return Discovered::default() };
+    Discovered {
+        context_window: tokens(v.pointer("/default_generation_settings/n_ctx"))
+            .or_else(|| tokens(v.get("n_ctx"))),
+        vision: v.pointer("/modalities/vision").and_then(Value::as_bool),
+        ..Discovered::default()
+    }
+}
+
+/// What LM Studio's native `GET /api/v0/models/{model}` says: the context it is loaded with
+/// (else the most it can take), `type` (`vlm` reads images) and `capabilities` (`tool_use`).
+pub fn from_lmstudio_model(body: &[u8]) -> Discovered {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else { return Discovered::default() };
+    // Only an answer of LM Studio's own shape (another server's 200 says nothing here).
+    if v.get("id").and_then(Value::as_str).is_none() || v.get("type").and_then(Value::as_str).is_none() {
+        return Discovered::default();
+    }
+    Discovered {
+        context_window: tokens(v.get("loaded_context_length"))
+            .or_else(|| tokens(v.get("max_context_length"))),
+        tools: strings(v.get("capabilities")).map(|c| c.contains(&"tool_use")),
+        vision: match v.get("type").and_then(Value::as_str) {
+            Some("vlm") => Some(true),
+            Some("llm") => Some(false),
+            _ => None,
+        },
+        ..Discovered::default()
+    }
+}
+
 /// What Gemini's `models.list` says about `model` (`name` is `models/{model}`).
 pub fn from_gemini_models(body: &[u8], model: &str) -> Discovered {
     let Ok(v) = serde_json::from_slice::<Value>(body) else { return Discovered::default() };
@@ -176,10 +217,29 @@ mod tests {
         let d = from_gemini_models(gemini.to_string().as_bytes(), "gemini-3-flash");
         assert_eq!((d.context_window, d.max_output, d.reasoning), (Some(1048576), Some(65536), Some(true)));
 
+        // llama.cpp's server, older and newer `/props`.
+        let props = json!({ "default_generation_settings": { "n_ctx": 16384, "n_predict": -1 },
+            "total_slots": 1, "chat_template": "…", "modalities": { "vision": true, "audio": false } });
+        let d = from_llamacpp_props(props.to_string().as_bytes());
+        assert_eq!((d.context_window, d.vision, d.tools), (Some(16384), Some(true), None));
+        let d = from_llamacpp_props(json!({ "n_ctx": 8192 }).to_string().as_bytes());
+        assert_eq!((d.context_window, d.vision), (Some(8192), None));
+
+        // LM Studio's native model entry.
+        let lm = json!({ "id": "qwen2.5-7b-instruct", "object": "model", "type": "llm", "publisher": "lmstudio-community",
+            "arch": "qwen2", "state": "loaded", "max_context_length": 32768, "loaded_context_length": 4096,
+            "capabilities": ["tool_use"] });
+        let d = from_lmstudio_model(lm.to_string().as_bytes());
+        assert_eq!((d.context_window, d.tools, d.vision), (Some(4096), Some(true), Some(false)));
+        assert!(d.is_complete());
+        assert!(from_lmstudio_model(json!({ "error": "model not found" }).to_string().as_bytes()).is_empty());
+
         for junk in [&b"not json"[..], b"{}", b"{\"data\": 5}", b"[]"] {
             assert!(from_openai_models(junk, "m").is_empty());
             assert!(from_ollama_show(junk).is_empty());
             assert!(from_gemini_models(junk, "m").is_empty());
+            assert!(from_llamacpp_props(junk).is_empty());
+            assert!(from_lmstudio_model(junk).is_empty());
         }
     }
 }

@@ -43,13 +43,18 @@ pub fn models_endpoint(base_url: &str) -> String {
     format!("{base}/models")
 }
 
-/// Ollama's native `POST /api/show` beside its OpenAI-compatible base URL
-/// (`http://host:11434/v1` → `http://host:11434/api/show`).
-pub fn ollama_show_endpoint(base_url: &str) -> String {
+/// A server's own route beside its OpenAI-compatible base URL: Ollama's `api/show`, LM Studio's
+/// `api/v0/models/…`, llama.cpp's `props` (`http://host:11434/v1` → `http://host:11434/api/show`).
+pub fn native_endpoint(base_url: &str, path: &str) -> String {
     let base = base_url.trim().trim_end_matches('/');
     let base = base.strip_suffix("/chat/completions").unwrap_or(base);
     let root = base.strip_suffix("/v1").unwrap_or(base);
-    format!("{root}/api/show")
+    format!("{root}/{path}")
+}
+
+/// Ollama's native `POST /api/show`.
+pub fn ollama_show_endpoint(base_url: &str) -> String {
+    native_endpoint(base_url, "api/show")
 }
 
 /// The JSON body of a chat completions request.

@@ -42,6 +42,9 @@ async fn an_unknown_model_gets_tools_and_one_that_refuses_them_answers_without()
     // llama.cpp or Ollama model without tool support does.
     a.c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
     a.c.mock.enqueue(Provider::OpenAi, Reply::json(404, r#"{"error":"model 'tiny-model' not found"}"#));
+    // Nor LM Studio's native route, nor llama.cpp's `/props`.
+    a.c.mock.enqueue(Provider::OpenAi, Reply::json(404, r#"{"error":"not found"}"#));
+    a.c.mock.enqueue(Provider::OpenAi, Reply::json(404, r#"{"error":"not found"}"#));
     let refusal = json!({ "error": { "message": "registry.ollama.ai/library/tiny-model:latest does not support tools",
         "type": "api_error", "param": null, "code": null } });
     a.c.mock.enqueue(Provider::OpenAi, Reply::json(400, refusal.to_string()));
@@ -54,19 +57,23 @@ async fn an_unknown_model_gets_tools_and_one_that_refuses_them_answers_without()
     let parts = serde_json::to_string(&last.parts).unwrap();
     assert!(parts.contains("does not take tool definitions"), "the member is told: {parts}");
     let sent = a.c.mock.requests_for(Provider::OpenAi);
-    let (refused, again) = (sent[6].json().unwrap(), sent[7].json().unwrap());
+    assert_eq!(
+        (sent[6].path.as_str(), sent[7].path.as_str()),
+        ("/openai/api/v0/models/tiny-model", "/openai/props")
+    );
+    let (refused, again) = (sent[8].json().unwrap(), sent[9].json().unwrap());
     assert!(refused.get("tools").is_some() && again.get("tools").is_none(), "asked again without tools");
 
     // The next run does not offer it tools at all.
     a.c.mock.enqueue(Provider::OpenAi, says("Still plain."));
     a.c.send_ok("Again", TINY).await;
     assert_eq!(a.ended().await, "completed");
-    let next = a.c.mock.requests_for(Provider::OpenAi)[8].json().unwrap();
+    let next = a.c.mock.requests_for(Provider::OpenAi)[10].json().unwrap();
     assert!(next.get("tools").is_none(), "{next}");
     assert!(a.c.mock.problems().is_empty(), "{:?}", a.c.mock.problems());
 
     // What the provider said is cached: the third run asked nothing but the answer.
-    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 9);
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 11);
     // The server reported no usage: Arbor's estimate fills the gauge, which never reads 0 %.
     let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
     let gauge = page.split("class=\"gauge\"").nth(1).expect("a context gauge");
@@ -174,6 +181,70 @@ async fn a_local_ollama_is_detected_and_its_models_get_their_real_capabilities()
     assert_eq!((model.info.tools, model.info.vision, model.info.context_window), (true, true, 131_072));
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, ["/openai/api/version", "/openai/v1/models", "/openai/api/show"]);
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+}
+
+/// LM Studio and llama.cpp's server: their OpenAI-compatible list says little, their own
+/// routes say the window, tools and vision (shapes from their API references).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lm_studio_and_llama_cpp_say_what_their_models_can_do() {
+    use arbor::domain::accounts::{Actor, Role};
+    let chat = crate::runs::chat_with(|c| {
+        if let Some(p) = c.llm.providers.get_mut("openai") {
+            p.models.extend(["qwen2.5-7b-instruct".to_string(), "gemma-3-4b-it-q4".to_string()]);
+        }
+    })
+    .await;
+    let (app, mock) = (&chat.app, &chat.mock);
+    let actor = Actor::for_tests(&app.create_user("lm@example.com", Role::Member).await);
+    let not_found = || Reply::json(404, r#"{"error":"Unexpected endpoint or method."}"#);
+
+    // LM Studio: `/v1/models` lists ids only; `/api/show` is not there; `/api/v0/models/{id}`.
+    mock.enqueue(Provider::OpenAi, Reply::json(200, json!({ "object": "list", "data": [{ "id": "qwen2.5-7b-instruct", "object": "model", "owned_by": "organization_owner" }] }).to_string()));
+    mock.enqueue(Provider::OpenAi, not_found());
+    mock.enqueue(
+        Provider::OpenAi,
+        Reply::json(200, json!({ "id": "qwen2.5-7b-instruct", "object": "model", "type": "llm", "publisher": "lmstudio-community",
+            "arch": "qwen2", "compatibility_type": "gguf", "quantization": "Q4_K_M", "state": "loaded",
+            "max_context_length": 32768, "loaded_context_length": 16384, "capabilities": ["tool_use"] }).to_string()),
+    );
+    let m = app.state.engine.providers().resolve(&actor, "openai/qwen2.5-7b-instruct").await.unwrap();
+    assert_eq!((m.info.context_window, m.info.tools, m.info.vision), (16_384, true, false));
+
+    // llama.cpp's server: its list has the id; `/api/show` and LM Studio's route are not there;
+    // `/props` tells the context and that a vision projector is loaded.
+    mock.enqueue(Provider::OpenAi, Reply::json(200, json!({ "object": "list", "data": [{ "id": "gemma-3-4b-it-q4", "object": "model", "owned_by": "llamacpp",
+        "meta": { "vocab_type": 2, "n_ctx_train": 131072 } }] }).to_string()));
+    mock.enqueue(Provider::OpenAi, not_found());
+    mock.enqueue(Provider::OpenAi, not_found());
+    mock.enqueue(
+        Provider::OpenAi,
+        Reply::json(
+            200,
+            json!({ "default_generation_settings": { "n_ctx": 8192, "temperature": 0.8 }, "total_slots": 1,
+            "model_path": "gemma-3-4b-it-q4.gguf", "modalities": { "vision": true, "audio": false } })
+            .to_string(),
+        ),
+    );
+    let m = app.state.engine.providers().resolve(&actor, "openai/gemma-3-4b-it-q4").await.unwrap();
+    assert_eq!(
+        (m.info.context_window, m.info.vision, m.info.tools),
+        (8192, true, true),
+        "tools stay offered"
+    );
+    let paths: Vec<String> = mock.requests_for(Provider::OpenAi).iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/openai/v1/models",
+            "/openai/api/show",
+            "/openai/api/v0/models/qwen2.5-7b-instruct",
+            "/openai/v1/models",
+            "/openai/api/show",
+            "/openai/api/v0/models/gemma-3-4b-it-q4",
+            "/openai/props",
+        ]
+    );
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
 }
 

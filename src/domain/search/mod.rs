@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -38,6 +39,10 @@ pub struct SearchService {
     indexer: Indexer,
     /// Wakes the feeder (tests, and right after a run ends) without waiting for its tick.
     nudge: Arc<tokio::sync::Notify>,
+    /// Passes of the feeder that read everything there was (for [`SearchService::settle`]).
+    caught_up: Arc<AtomicU64>,
+    /// Watermark writes started and not finished yet.
+    watermarks_pending: Arc<AtomicUsize>,
 }
 
 /// One hit as the UI shows it.
@@ -158,18 +163,32 @@ impl SearchService {
         interval: Duration,
     ) -> Result<Arc<SearchService>, String> {
         let watermark_db = db.clone();
+        let watermarks_pending = Arc::new(AtomicUsize::new(0));
+        let pending = watermarks_pending.clone();
         let indexer = Indexer::spawn(index.clone(), interval, move |seq| {
-            let db = watermark_db.clone();
+            let (db, pending) = (watermark_db.clone(), pending.clone());
             let at =
                 DateTime::<Utc>::from_timestamp_micros(i64::try_from(seq).unwrap_or(0)).unwrap_or_default();
-            tokio::spawn(async move { store_watermark(&db, at).await });
+            pending.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                store_watermark(&db, at).await;
+                pending.fetch_sub(1, Ordering::SeqCst);
+            });
         });
         let start = match (from_scratch, load_watermark(&db).await.map_err(|e| e.to_string())?) {
             (false, Some(w)) => w - chrono::Duration::seconds(MARGIN_SECS),
             _ => DateTime::<Utc>::UNIX_EPOCH,
         };
         let nudge = Arc::new(tokio::sync::Notify::new());
-        let service = Arc::new(SearchService { db, index, indexer, nudge: nudge.clone() });
+        let caught_up = Arc::new(AtomicU64::new(0));
+        let service = Arc::new(SearchService {
+            db,
+            index,
+            indexer,
+            nudge: nudge.clone(),
+            caught_up: caught_up.clone(),
+            watermarks_pending,
+        });
         let feeder = Arc::downgrade(&service);
         tokio::spawn(async move {
             let mut cursor = (start, Uuid::nil());
@@ -191,6 +210,7 @@ impl SearchService {
                     }
                     Err(e) => tracing::warn!(error = %e, "the search feeder could not read messages"),
                 }
+                caught_up.fetch_add(1, Ordering::SeqCst);
                 drop(service);
                 let _ = tokio::time::timeout(interval, nudge.notified()).await;
             }
@@ -203,12 +223,21 @@ impl SearchService {
         self.nudge.notify_one();
     }
 
-    /// Waits until what the feeder read is committed (tests; shutdown). Nudges first and gives
-    /// the feeder a moment to read.
+    /// Waits for a feeder pass that began after the call and read everything, then for its
+    /// commit and the watermark it writes; gives up after 30 seconds.
     pub async fn settle(&self) {
-        self.nudge();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        // A pass running now may have read before the latest writes; the one after it began
+        // after this call.
+        let seen = self.caught_up.load(Ordering::SeqCst);
+        while self.caught_up.load(Ordering::SeqCst) < seen + 2 && std::time::Instant::now() < deadline {
+            self.nudge();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         self.indexer.flush().await;
+        while self.watermarks_pending.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// One page of the actor's messages matching `text` (optionally in one workspace).

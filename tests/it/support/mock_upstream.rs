@@ -14,7 +14,8 @@
 //!   `POST /openai/v1/responses`,
 //!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`, and Ollama's native
 //!   `GET /openai/api/version` and `POST /openai/api/show` (beside the OpenAI-compatible base,
-//!   as on an Ollama server).
+//!   as on an Ollama server), LM Studio's `GET /openai/api/v0/models/{model}` and llama.cpp's
+//!   `GET /openai/props`.
 //! - Anthropic, base URL `{base_url}/anthropic` (or `{base_url}/anthropic/v1`):
 //!   `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`,
 //!   `GET /anthropic/v1/models`.
@@ -410,7 +411,14 @@ fn route(method: &str, path: &str) -> Option<Provider> {
             | "/openai/v1/embeddings"
             | "/openai/api/show",
         )
-        | ("GET", "/openai/v1/models" | "/openai/api/version") => Some(Provider::OpenAi),
+        | ("GET", "/openai/v1/models" | "/openai/api/version" | "/openai/props") => Some(Provider::OpenAi),
+        ("GET", _)
+            if path
+                .strip_prefix("/openai/api/v0/models/")
+                .is_some_and(|m| !m.is_empty() && !m.contains('/')) =>
+        {
+            Some(Provider::OpenAi)
+        }
         ("POST", "/anthropic/v1/messages" | "/anthropic/v1/messages/count_tokens")
         | ("GET", "/anthropic/v1/models") => Some(Provider::Anthropic),
         ("GET", "/gemini/v1beta/models") => Some(Provider::Gemini),
