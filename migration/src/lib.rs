@@ -15,6 +15,7 @@ mod m20261126_000011_unverified_email;
 mod m20261126_000012_stored_responses;
 mod m20261126_000013_model_overrides;
 mod m20261126_000014_user_theme;
+mod m20261126_000015_tool_refusals;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000012_stored_responses::Migration),
             Box::new(m20261126_000013_model_overrides::Migration),
             Box::new(m20261126_000014_user_theme::Migration),
+            Box::new(m20261126_000015_tool_refusals::Migration),
         ]
     }
 }

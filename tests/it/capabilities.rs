@@ -86,6 +86,25 @@ async fn an_unknown_model_gets_tools_and_one_that_refuses_them_answers_without()
     let local = a.c.app.state.engine.providers().resolve(&actor, LOCAL).await.unwrap();
     assert_eq!((local.info.context_window, local.info.tools, local.info.vision), (131_072, true, true));
     assert!(local.info.known, "a stated window is not assumed");
+
+    // The refusal outlives a restart: a new registry over the same database knows it.
+    let db = &a.c.app.state.db;
+    assert_eq!(arbor::storage::repos::tool_refusals::all(db).await.unwrap(), vec![TINY.to_string()]);
+    let restarted = arbor::domain::providers::Providers::from_config(&a.c.app.state.config.llm)
+        .unwrap()
+        .with_vault(db.clone(), a.c.app.state.vault.clone());
+    restarted.reload().await.unwrap();
+    let tools = |p: &arbor::domain::providers::Providers| {
+        p.facts(TINY).into_iter().find(|f| f.name == "tools").map(|f| (f.value, f.source))
+    };
+    use arbor::domain::providers::Source;
+    assert_eq!(tools(&restarted), Some(("no".to_string(), Source::Provider)));
+    // Until an admin asks the providers again.
+    let admin = a.c.app.create_user("root@example.com", arbor::domain::accounts::Role::Admin).await;
+    let admin = a.c.app.login_full(&admin).await;
+    assert_eq!(a.c.app.post_form("/admin/models/refresh", "", Some(&admin)).await.status(), 200);
+    assert!(arbor::storage::repos::tool_refusals::all(db).await.unwrap().is_empty());
+    assert_eq!(tools(a.c.app.state.engine.providers()), Some(("yes".to_string(), Source::Default)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,6 +83,9 @@ impl Providers {
             })
             .collect();
         *self.overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
+        // Refusals remembered before a restart (added to: a reload never forgets one).
+        let refused = crate::storage::repos::tool_refusals::all(db).await?;
+        lock(&self.refuses_tools).extend(refused);
         Ok(())
     }
 
@@ -181,8 +184,24 @@ impl Providers {
 
     /// Remembers that `reference`'s upstream refused tool definitions: it is not offered tools
     /// again (until the server restarts, or an admin says otherwise).
-    pub fn note_refuses_tools(&self, reference: &str) {
+    pub async fn note_refuses_tools(&self, reference: &str) {
         lock(&self.refuses_tools).insert(reference.to_string());
+        if let Some(access) = &self.vault
+            && let Err(e) = crate::storage::repos::tool_refusals::remember(&access.db, reference).await
+        {
+            tracing::warn!(model = %reference, error = %e, "could not remember that the model refuses tools");
+        }
+    }
+
+    /// Forgets what providers said about their models, tool refusals included (the console's
+    /// "ask the providers again"): the next use asks again.
+    pub async fn ask_providers_again(&self) -> DomainResult<()> {
+        self.refresh();
+        lock(&self.refuses_tools).clear();
+        if let Some(access) = &self.vault {
+            crate::storage::repos::tool_refusals::forget_all(&access.db).await?;
+        }
+        Ok(())
     }
 
     /// The facts in force for a `provider/model` reference, for the console.

@@ -22,6 +22,7 @@ pub mod setup_token;
 pub mod stored_response;
 pub mod todo;
 pub mod tool_call;
+pub mod tool_refusal;
 pub mod upload;
 pub mod usage;
 pub mod user;

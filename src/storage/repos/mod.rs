@@ -16,5 +16,6 @@ pub mod quotas;
 pub mod search;
 pub mod setup_tokens;
 pub mod stored_responses;
+pub mod tool_refusals;
 pub mod usage;
 pub mod users;

@@ -240,12 +240,13 @@ pub async fn retry(
     session_fragment(&state, &user, session_id).await
 }
 
-/// `POST /admin/models/refresh`: forgets the discovered model lists.
-pub async fn refresh_models(state: web::Data<AppState>, _admin: AdminUser) -> HttpResponse {
-    state.engine.providers().refresh();
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(
-        "<p class=\"flash\">Model lists and what providers say about their models will be fetched again.</p>",
-    )
+/// `POST /admin/models/refresh`: forgets the discovered model lists, what providers said about
+/// their models and the tool refusals they answered.
+pub async fn refresh_models(state: web::Data<AppState>, _admin: AdminUser) -> Result<HttpResponse, WebError> {
+    state.engine.providers().ask_providers_again().await?;
+    Ok(HttpResponse::Ok().content_type("text/html; charset=utf-8").body(
+        "<p class=\"flash\">Model lists and what providers say about their models (tool refusals included) will be fetched again.</p>",
+    ))
 }
 
 /// The edit form of a user message.
