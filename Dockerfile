@@ -61,7 +61,7 @@ RUN touch build.rs src/main.rs migration/src/lib.rs \
 # shared libraries it loads (glibc, found with ldd, so nothing is guessed), tini as PID 1,
 # bubblewrap for the agent's shell tool with its libraries, busybox as the shell and commands
 # that tool runs, the CA roots for outgoing TLS, /etc/passwd and /etc/group with uid 10001, /tmp
-# and /data. About 40 MB in all instead of ~120 MB on debian:bookworm-slim (BENCHMARKS.md,
+# and /data. 53 MB measured (release binary) instead of ~130 MB on debian:bookworm-slim (BENCHMARKS.md,
 # "Container image"). Bookworm, as in the builder: the binary needs that glibc.
 FROM debian:bookworm-slim AS rootfs
 
