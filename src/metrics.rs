@@ -40,6 +40,11 @@ pub fn install() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// Whether metrics are being recorded: callers skip building labels when they are not.
+pub fn enabled() -> bool {
+    HANDLE.get().is_some_and(Option::is_some)
+}
+
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
@@ -84,6 +89,9 @@ fn describe() {
 /// An HTTP request answered. `route` is the matched pattern (never the raw path, so ids do not
 /// make a series each).
 pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    if !enabled() {
+        return;
+    }
     let labels =
         [("route", route.to_string()), ("method", method.to_string()), ("status", status.to_string())];
     counter!("arbor_http_requests_total", &labels).increment(1);
@@ -94,6 +102,9 @@ pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
 /// A provider call opened its stream (`outcome` "ok") or failed ("error", "rate_limited",
 /// "unauthorized"…).
 pub fn provider_call(provider: &str, model: &str, outcome: &'static str, elapsed: Duration) {
+    if !enabled() {
+        return;
+    }
     let labels =
         [("provider", provider.to_string()), ("model", model.to_string()), ("outcome", outcome.to_string())];
     counter!("arbor_provider_requests_total", &labels).increment(1);
@@ -110,6 +121,9 @@ pub fn provider_usage(
     output: u64,
     cost_micros: Option<i64>,
 ) {
+    if !enabled() {
+        return;
+    }
     for (direction, n) in [("input", input), ("output", output)] {
         let labels = [
             ("provider", provider.to_string()),

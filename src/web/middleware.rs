@@ -64,13 +64,12 @@ pub async fn request_context(
         Ok(mut res) => {
             let elapsed = started.elapsed();
             tracing::info!(status = res.status().as_u16(), ms = elapsed.as_millis() as u64, "served");
-            let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
-            crate::metrics::http_request(
-                &route,
-                res.request().method().as_str(),
-                res.status().as_u16(),
-                elapsed,
-            );
+            // Only with metrics on: the route pattern is a fresh string per request.
+            if crate::metrics::enabled() {
+                let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
+                let method = res.request().method().as_str();
+                crate::metrics::http_request(&route, method, res.status().as_u16(), elapsed);
+            }
             if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
                 res.headers_mut().insert(HeaderName::from_static("x-request-id"), v);
             }
