@@ -294,3 +294,59 @@ async fn openais_reasoning_models_answer_through_the_responses_api_with_their_su
     assert_eq!(a.ended().await, "completed");
     assert_eq!(a.c.mock.requests_for(Provider::OpenAi)[1].path, "/openai/v1/chat/completions");
 }
+
+/// An image attached for a model the catalog does not know reaches it as an image when its
+/// server says it has vision (Ollama's `capabilities`), and as a note naming the file when its
+/// server says it has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_model_sees_an_attached_image_only_when_its_server_says_it_has_vision() {
+    use crate::files::{chip_ids, png, upload};
+    let c = crate::runs::chat_with(|c| {
+        if let Some(p) = c.llm.providers.get_mut("openai") {
+            p.models.extend(["llava:13b".to_string(), "tinyllama:1b".to_string()]);
+        }
+    })
+    .await;
+    let send = |model: &'static str, upload_id: uuid::Uuid| {
+        let form = format!(
+            "{}&attachments={upload_id}",
+            crate::runs::form("What is in the picture?", &uuid::Uuid::new_v4().simple().to_string(), model)
+        );
+        let c = &c;
+        async move {
+            let res = c.app.post_form(&format!("/s/{}/messages", c.session), &form, Some(&c.s)).await;
+            assert_eq!(res.status(), 200);
+            c.settled(crate::runs::streaming_id(&res.text().await.unwrap())).await;
+        }
+    };
+    let last_user_content = |i: usize| {
+        let body = c.mock.requests_for(Provider::OpenAi)[i].json().unwrap();
+        body["messages"].as_array().unwrap().last().unwrap()["content"].clone()
+    };
+
+    // llava: the show says vision (the fixture's capabilities: completion, tools, vision).
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_show.json"));
+    c.mock.enqueue(Provider::OpenAi, says("A red square."));
+    let res = upload(&c, &c.s, "red.png", png()).await;
+    let (first, _) = chip_ids(&res.text().await.unwrap());
+    send("openai/llava:13b", first).await;
+    let content = last_user_content(2);
+    assert_eq!(content[0]["type"], "image_url", "{content}");
+    assert!(content[0]["image_url"]["url"].as_str().unwrap().starts_with("data:image/png;base64,"));
+
+    // tinyllama: its show lists no vision; the model is told a file is attached instead.
+    let show = json!({ "capabilities": ["completion"], "model_info": { "general.architecture": "llama", "llama.context_length": 2048 } });
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
+    c.mock.enqueue(Provider::OpenAi, Reply::json(200, show.to_string()));
+    c.mock.enqueue(Provider::OpenAi, says("I cannot see images."));
+    let res = upload(&c, &c.s, "red.png", png()).await;
+    let (second, _) = chip_ids(&res.text().await.unwrap());
+    send("openai/tinyllama:1b", second).await;
+    let sent = c.mock.requests_for(Provider::OpenAi);
+    let body = sent.last().unwrap().json().unwrap();
+    let text = body.to_string();
+    assert!(!text.contains("data:image/png;base64,"), "no image to a model without vision: {text}");
+    assert!(text.contains("[Attached file: red.png (image/png"), "{text}");
+    assert!(c.mock.problems().is_empty(), "{:?}", c.mock.problems());
+}
