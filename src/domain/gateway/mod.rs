@@ -181,15 +181,6 @@ fn write_usage(
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         via: "api",
     };
-    let counted = &row.usage;
-    crate::metrics::provider_usage(
-        row.provider,
-        row.model,
-        row.via,
-        counted.input,
-        counted.output,
-        counted.cost_micros,
-    );
     usage_writer.write(&row);
 }
 

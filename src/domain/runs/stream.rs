@@ -326,15 +326,6 @@ impl RunEngine {
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             via: "ui",
         };
-        let counted = &row.usage;
-        crate::metrics::provider_usage(
-            row.provider,
-            row.model,
-            row.via,
-            counted.input,
-            counted.output,
-            counted.cost_micros,
-        );
         if let Err(e) = repo::insert_usage(&self.db, &row).await {
             tracing::warn!(session = %session_id, error = %e, "could not record usage");
         }

@@ -29,8 +29,11 @@ pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
     Ok(())
 }
 
-/// A usage row ready to insert, stamped now.
+/// A usage row ready to insert, stamped now. Every usage row (browser and API) passes here,
+/// so this is where its tokens and cost are counted in the metrics.
 pub fn usage_model(u: &UsageRow<'_>) -> usage::ActiveModel {
+    let n = &u.usage;
+    crate::metrics::provider_usage(u.provider, u.model, u.via, n.input, n.output, n.cost_micros);
     usage::ActiveModel {
         id: Set(Uuid::now_v7()),
         user_id: Set(Some(u.user_id)),
