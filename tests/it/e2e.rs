@@ -333,9 +333,49 @@ async fn browse_as(browser: &Browser, app: &TestApp, user: &arbor::domain::accou
     browser.goto(&app.url(path)).await.unwrap();
 }
 
+/// On the console's providers page: adds an OpenAI-format provider at the mock with a shared
+/// key (only its last four characters come back), discovers the models and keeps gpt-4o-mini.
+async fn add_provider_in_console(
+    browser: &Browser,
+    mock: &crate::support::mock_upstream::MockUpstream,
+    name: &str,
+    label: &str,
+    key: &str,
+) {
+    use crate::support::mock_upstream::{Provider, Reply};
+    browser.wait_for("#add-provider", Duration::from_secs(10)).await.unwrap();
+    browser.type_into("#p-name", name).await.unwrap();
+    browser.type_into("#p-label", label).await.unwrap();
+    browser.type_into("#p-base-url", &mock.url(Provider::OpenAi)).await.unwrap();
+    browser.click("#add-provider button[type=submit]").await.unwrap();
+    browser
+        .wait_for_text("#admin-provider h1", &format!("Provider {name}"), Duration::from_secs(10))
+        .await
+        .unwrap();
+
+    browser.type_into("#k-label", "Team key").await.unwrap();
+    browser.type_into("#k-key", key).await.unwrap();
+    browser.click("#add-shared-key button[type=submit]").await.unwrap();
+    let last4 = format!("…{}", &key[key.len() - 4..]);
+    browser.wait_for_text("#shared-keys", &last4, Duration::from_secs(10)).await.unwrap();
+    assert!(!browser.page_source().await.unwrap().contains(key));
+
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models.json"));
+    browser.click("#admin-provider button[hx-post$='/test']").await.unwrap();
+    browser
+        .wait_for_text("#admin-provider .flash-ok", "The connection works", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(browser.value("#p-models").await.unwrap().contains("o3-mini"));
+    browser.clear("#p-models").await.unwrap();
+    browser.type_into("#p-models", "gpt-4o-mini").await.unwrap();
+    browser.click("#provider-settings button[type=submit]").await.unwrap();
+    browser.wait_for_text("#admin-provider .flash-ok", "Saved", Duration::from_secs(10)).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_shares_a_provider_and_a_member_uses_it_then_usage_shows_it() {
-    use crate::support::mock_upstream::{self, Provider, Reply};
+    use crate::support::mock_upstream::{self, Provider};
     let mock = mock_upstream::start().await.unwrap();
     let app = TestApp::spawn_with(|c| {
         c.llm.detect_local_ollama = false;
@@ -351,32 +391,7 @@ async fn an_admin_shares_a_provider_and_a_member_uses_it_then_usage_shows_it() {
 
     // Add a provider from the console.
     browser.click(".tabs a[href='/admin/providers']").await.unwrap();
-    browser.wait_for("#add-provider", Duration::from_secs(10)).await.unwrap();
-    browser.type_into("#p-name", "team").await.unwrap();
-    browser.type_into("#p-label", "Team OpenAI").await.unwrap();
-    browser.type_into("#p-base-url", &mock.url(Provider::OpenAi)).await.unwrap();
-    browser.click("#add-provider button[type=submit]").await.unwrap();
-    browser.wait_for_text("#admin-provider h1", "Provider team", Duration::from_secs(10)).await.unwrap();
-
-    // A shared key: only its last four characters come back.
-    browser.type_into("#k-label", "Team key").await.unwrap();
-    browser.type_into("#k-key", "sk-browser-team-key-1234").await.unwrap();
-    browser.click("#add-shared-key button[type=submit]").await.unwrap();
-    browser.wait_for_text("#shared-keys", "…1234", Duration::from_secs(10)).await.unwrap();
-    assert!(!browser.page_source().await.unwrap().contains("sk-browser-team-key-1234"));
-
-    // Discover the models, keep one enabled, save.
-    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models.json"));
-    browser.click("#admin-provider button[hx-post$='/test']").await.unwrap();
-    browser
-        .wait_for_text("#admin-provider .flash-ok", "The connection works", Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert!(browser.value("#p-models").await.unwrap().contains("o3-mini"));
-    browser.clear("#p-models").await.unwrap();
-    browser.type_into("#p-models", "gpt-4o-mini").await.unwrap();
-    browser.click("#provider-settings button[type=submit]").await.unwrap();
-    browser.wait_for_text("#admin-provider .flash-ok", "Saved", Duration::from_secs(10)).await.unwrap();
+    add_provider_in_console(&browser, &mock, "team", "Team OpenAI", "sk-browser-team-key-1234").await;
     browser.screenshot(artifacts_dir().join("admin-provider.png")).await.unwrap();
 
     // The member picks the shared model and gets an answer.
@@ -595,7 +610,7 @@ async fn a_picture_is_attached_uploaded_with_progress_sent_and_opens_in_a_lightb
 /// a provider, a first answer. The screenshots are the README's (docs/first-ten-minutes/).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
-    use crate::support::mock_upstream::{self, Provider, Reply};
+    use crate::support::mock_upstream::{self, Provider};
     let mock = mock_upstream::start().await.unwrap();
     let app = TestApp::spawn_with(|c| {
         c.llm.detect_local_ollama = false;
@@ -619,26 +634,7 @@ async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
 
     // 2. A provider for everyone, from the admin console.
     browser.goto(&app.url("/admin/providers")).await.unwrap();
-    browser.wait_for("#add-provider", Duration::from_secs(10)).await.unwrap();
-    browser.type_into("#p-name", "openai").await.unwrap();
-    browser.type_into("#p-label", "OpenAI").await.unwrap();
-    browser.type_into("#p-base-url", &mock.url(Provider::OpenAi)).await.unwrap();
-    browser.click("#add-provider button[type=submit]").await.unwrap();
-    browser.wait_for_text("#admin-provider h1", "Provider openai", Duration::from_secs(10)).await.unwrap();
-    browser.type_into("#k-label", "Team key").await.unwrap();
-    browser.type_into("#k-key", "sk-first-ten-minutes-0042").await.unwrap();
-    browser.click("#add-shared-key button[type=submit]").await.unwrap();
-    browser.wait_for_text("#shared-keys", "…0042", Duration::from_secs(10)).await.unwrap();
-    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models.json"));
-    browser.click("#admin-provider button[hx-post$='/test']").await.unwrap();
-    browser
-        .wait_for_text("#admin-provider .flash-ok", "The connection works", Duration::from_secs(10))
-        .await
-        .unwrap();
-    browser.clear("#p-models").await.unwrap();
-    browser.type_into("#p-models", "gpt-4o-mini").await.unwrap();
-    browser.click("#provider-settings button[type=submit]").await.unwrap();
-    browser.wait_for_text("#admin-provider .flash-ok", "Saved", Duration::from_secs(10)).await.unwrap();
+    add_provider_in_console(&browser, &mock, "openai", "OpenAI", "sk-first-ten-minutes-0042").await;
     browser.execute("window.scrollTo(0, 0); return true;", &[]).await.unwrap();
     browser.screenshot(shot("2-provider")).await.unwrap();
 
