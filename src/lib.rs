@@ -207,6 +207,8 @@ pub fn serve(state: AppState, listener: TcpListener) -> Result<actix_web::dev::S
     }
     let server = HttpServer::new(move || web::build_app(data.clone()))
         .workers(workers)
+        // Signals are ours (`stop_on_signals`): the live replies end before the workers stop.
+        .disable_signals()
         .shutdown_timeout(shutdown)
         .client_request_timeout(Duration::from_secs(30))
         // Streams are many small writes: without this, Nagle's algorithm holds the second write
@@ -215,4 +217,45 @@ pub fn serve(state: AppState, listener: TcpListener) -> Result<actix_web::dev::S
         .listen(listener)?
         .run();
     Ok(server)
+}
+
+/// Stops `server` on SIGTERM or Ctrl-C. First every live reply ends itself as interrupted, with
+/// its text and usage written and its page's stream closed (at most `grace`); only then does the
+/// server stop taking requests and give the open ones `grace` to finish. Stopping the workers
+/// first would drop the replies' tasks mid-write instead.
+pub fn stop_on_signals(server: &actix_web::dev::Server, engine: domain::runs::RunEngine, grace: Duration) {
+    let handle = server.handle();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let (live, left) = engine.stop_for_shutdown(grace).await;
+        if live > 0 {
+            tracing::info!(
+                live,
+                still_running = left,
+                "stopping: the live replies were ended as interrupted"
+            );
+        }
+        handle.stop(true).await;
+    });
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
 }

@@ -319,7 +319,7 @@ async fn run(cli: Cli) -> ExitCode {
 async fn serve(config: Config) -> ExitCode {
     let bind = config.server.bind;
     let data_dir = config::absolute(&config.data_dir);
-    let backend = if config.database.url.is_empty() { "sqlite" } else { "postgres" };
+    let backend = if config.database.url.starts_with("postgres") { "postgres" } else { "sqlite" };
     let listener = match TcpListener::bind(bind) {
         Ok(l) => l,
         Err(e) => {
@@ -356,6 +356,7 @@ async fn serve(config: Config) -> ExitCode {
         }
     }
     let engine = state.engine.clone();
+    let state_grace = state.config.server.shutdown_timeout_secs;
     let server = match arbor::serve(state, listener) {
         Ok(s) => s,
         Err(e) => {
@@ -363,6 +364,8 @@ async fn serve(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let grace = std::time::Duration::from_secs(state_grace);
+    arbor::stop_on_signals(&server, engine.clone(), grace);
     tracing::info!(%bind, %public_url, data_dir = %data_dir.display(), database = backend, "Arbor is listening");
     let stopped = server.await;
     match engine.interrupt_for_shutdown().await {

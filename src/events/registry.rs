@@ -1,9 +1,11 @@
 //! The registry of live runs, one per session at most, each with a broadcast channel.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use uuid::Uuid;
 
 use super::RunEvent;
@@ -83,6 +85,10 @@ struct Inner {
 #[derive(Clone)]
 pub struct RunRegistry {
     inner: Arc<Mutex<Inner>>,
+    /// Set once the server is stopping: every run is asked to stop, new ones as they begin.
+    stopping: Arc<AtomicBool>,
+    /// Woken whenever a run leaves the table.
+    left: Arc<Notify>,
     capacity: usize,
     /// Most live runs one member may have at once (SECURITY.md 54).
     per_owner: usize,
@@ -112,6 +118,8 @@ impl RunRegistry {
     pub fn new(capacity: usize) -> Self {
         RunRegistry {
             inner: Arc::new(Mutex::new(Inner::default())),
+            stopping: Arc::new(AtomicBool::new(false)),
+            left: Arc::new(Notify::new()),
             capacity: capacity.max(16),
             per_owner: usize::MAX,
         }
@@ -150,7 +158,9 @@ impl RunRegistry {
         message_id: Option<Uuid>,
     ) -> RunPublisher {
         let (sender, _) = broadcast::channel(self.capacity);
-        let (cancel, cancelled) = watch::channel(false);
+        // A run that begins while the server stops is stopped at once (checked under the lock
+        // that `stop_all` takes, so none slips between).
+        let (cancel, cancelled) = watch::channel(self.is_stopping());
         let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
         inner.runs.insert(session_id, LiveRun { owner, snapshot, sender, cancel });
         RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false }
@@ -188,10 +198,44 @@ impl RunRegistry {
         }
     }
 
+    /// At shutdown: asks every live run to stop, and every run begun from now on; returns how
+    /// many were live. Their tasks end them as interrupted (see [`Self::is_stopping`]).
+    pub fn stop_all(&self) -> usize {
+        let inner = self.lock();
+        self.stopping.store(true, Ordering::SeqCst);
+        for run in inner.runs.values() {
+            run.cancel.send_replace(true);
+        }
+        inner.runs.len()
+    }
+
+    /// Whether the server is stopping (a run stopped now was not stopped by its member).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no run is live, at most `within`; false when some still are.
+    pub async fn wait_idle(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = self.left.notified();
+            tokio::pin!(left);
+            // Registered before the check, so a run leaving in between still wakes us.
+            left.as_mut().enable();
+            if self.is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, left).await.is_err() {
+                return self.is_empty();
+            }
+        }
+    }
+
     fn remove(&self, session_id: Uuid, run_id: Uuid) {
         let mut inner = self.lock();
         if inner.runs.get(&session_id).is_some_and(|r| r.snapshot.run_id == run_id) {
             inner.runs.remove(&session_id);
+            self.left.notify_waiters();
         }
     }
 
@@ -240,6 +284,7 @@ impl RunRegistry {
         let _ = run.sender.send(envelope);
         if terminal {
             inner.runs.remove(&session_id);
+            self.left.notify_waiters();
         }
     }
 }
@@ -355,5 +400,29 @@ mod tests {
         let e = sub.receiver.recv().await.unwrap();
         assert!(matches!(e.event, RunEvent::Error(_)));
         assert!(!reg.is_active(s));
+    }
+
+    #[tokio::test]
+    async fn stopping_all_stops_live_runs_and_those_begun_after_and_waits_for_them() {
+        let reg = RunRegistry::new(16);
+        let mut live = reg.begin(Uuid::new_v4(), Uuid::new_v4(), None).unwrap();
+        assert!(!reg.is_stopping() && !live.is_cancelled());
+        assert!(!reg.wait_idle(Duration::from_millis(10)).await, "a run is live");
+        assert_eq!(reg.stop_all(), 1);
+        assert!(reg.is_stopping() && live.is_cancelled());
+        let late = reg.begin(Uuid::new_v4(), Uuid::new_v4(), None).unwrap();
+        assert!(late.is_cancelled(), "a run begun while stopping is stopped at once");
+        // The runs end on their own tasks, as a run does when it sees Stop.
+        let waiter = tokio::spawn({
+            let reg = reg.clone();
+            async move { reg.wait_idle(Duration::from_secs(30)).await }
+        });
+        tokio::spawn(async move {
+            live.cancelled().await;
+            live.finish(RunEvent::Done { message_id: None });
+            late.finish(RunEvent::Done { message_id: None });
+        });
+        assert!(waiter.await.unwrap());
+        assert!(reg.is_empty());
     }
 }

@@ -22,7 +22,8 @@ pub(crate) async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path
         .arg(&db.data_dir)
         .env("ARBOR_DATABASE_URL", &db.url)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Kept beside the data, for a failing test to show.
+        .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
         .spawn()
         .unwrap();
     let child = Child(child);
@@ -178,7 +179,9 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
     // Restart: the answer is interrupted, its flushed text kept.
     let mut server = serve(dir.path(), &db, &config, port).await;
     let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
-    assert_eq!(m.status, MessageStatus::Interrupted);
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    let log = &log[log.len().saturating_sub(3000)..];
+    assert_eq!(m.status, MessageStatus::Interrupted, "{:?}\n{log}", m.error);
     let kept = m.text();
     assert!(kept.starts_with(&flushed) && full.starts_with(&kept) && kept.len() < full.len(), "{kept:?}");
     let page = http
@@ -216,16 +219,18 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text() {
-    let SlowReply { db, mut server, conn, session, answer, flushed, .. } =
+    let SlowReply { mock: _upstream_stays_up, db, dir, mut server, conn, session, answer, flushed, .. } =
         slow_reply("[server]\nshutdown_timeout_secs = 1\n").await;
     crate::cli::sigterm(&server.0);
     let status = wait_exit(&mut server.0, Duration::from_secs(15)).expect("exits after SIGTERM");
     assert!(status.success(), "{status:?}");
-    // Without a restart: the reply is no longer streaming and keeps its saved text, and no run is
-    // left running. (It reads "interrupted", or "error" when the provider stream was cut first as
-    // the workers stopped; both offer Continue.)
+    // Without a restart: the reply was ended by its own task before the workers stopped, so it
+    // reads "interrupted" (Continue picks it up), keeps its text, and no run is left running.
     let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
-    assert!(matches!(m.status, MessageStatus::Interrupted | MessageStatus::Error), "{:?}", m.status);
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    let log = &log[log.len().saturating_sub(3000)..];
+    assert_eq!(m.status, MessageStatus::Interrupted, "{:?}\n{log}", m.error);
+    assert!(m.status.can_continue());
     assert!(m.text().starts_with(&flushed), "{:?}", m.text());
     use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
     let running = arbor::storage::entities::run::Entity::find()
@@ -234,6 +239,12 @@ async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text()
         .await
         .unwrap();
     assert_eq!(running, 0, "no run is left running");
+    let interrupted = arbor::storage::entities::run::Entity::find()
+        .filter(arbor::storage::entities::run::Column::Status.eq("interrupted"))
+        .count(&conn)
+        .await
+        .unwrap();
+    assert_eq!(interrupted, 1, "the run says how it ended");
     conn.close().await.unwrap();
     drop(db);
 }

@@ -367,8 +367,10 @@ impl RunEngine {
                         return Ok(Flow::Ended { status: "cancelled", error: None });
                     }
                     None => {
+                        let who =
+                            if self.registry.is_stopping() { "the server stopping" } else { "the user" };
                         let stopped = ToolOutput {
-                            content: "Stopped by the user before the tool finished.".into(),
+                            content: format!("Stopped by {who} before the tool finished."),
                             is_error: true,
                             diff: None,
                         };

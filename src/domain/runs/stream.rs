@@ -277,6 +277,8 @@ impl RunEngine {
     ) {
         let (status, run_status, error) = match &end {
             End::Finished => (MessageStatus::Complete, "completed", None),
+            // Stopped by the server going down, not by its member: Continue picks it up.
+            End::Stopped if self.registry.is_stopping() => (MessageStatus::Interrupted, "interrupted", None),
             End::Stopped => (MessageStatus::Stopped, "cancelled", None),
             End::Failed(m) => (MessageStatus::Error, "failed", Some(m.clone())),
         };
