@@ -16,6 +16,8 @@ mod m20261126_000012_stored_responses;
 mod m20261126_000013_model_overrides;
 mod m20261126_000014_user_theme;
 mod m20261126_000015_tool_refusals;
+mod m20261126_000016_workspace_compaction;
+mod m20261126_000017_memories;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -39,6 +41,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000013_model_overrides::Migration),
             Box::new(m20261126_000014_user_theme::Migration),
             Box::new(m20261126_000015_tool_refusals::Migration),
+            Box::new(m20261126_000016_workspace_compaction::Migration),
+            Box::new(m20261126_000017_memories::Migration),
         ]
     }
 }

@@ -41,6 +41,9 @@ pub enum DomainError {
     /// message is safe to show, the number is the seconds until trying again may work.
     #[error("{0}")]
     Busy(String, u64),
+    /// A model provider failed to do what was asked; the message is safe to show.
+    #[error("{0}")]
+    Upstream(String),
     /// Storage failed; details are logged, not shown.
     #[error(transparent)]
     Storage(#[from] StorageError),

@@ -43,6 +43,58 @@ impl Role {
     }
 }
 
+/// What a message is: ordinary content, or a boundary Arbor writes into the path (system role)
+/// where the context sent to the model starts afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// Words of the person or the model, or a note of Arbor's.
+    Text,
+    /// The model's words with the tool calls it made.
+    ToolCall,
+    /// A tool's result.
+    ToolResult,
+    /// A summary of the path before it (`/compress` or automatic compaction): the context
+    /// starts with it, and what it replaced stays in the tree.
+    Summary,
+    /// `/clear`: the context starts after it.
+    Clear,
+    /// `/clearblobs`: files attached before it are no longer sent.
+    ClearFiles,
+}
+
+impl MessageKind {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageKind::Text => "text",
+            MessageKind::ToolCall => "tool_call",
+            MessageKind::ToolResult => "tool_result",
+            MessageKind::Summary => "summary",
+            MessageKind::Clear => "clear",
+            MessageKind::ClearFiles => "clear_files",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<MessageKind> {
+        Some(match s {
+            "text" => MessageKind::Text,
+            "tool_call" => MessageKind::ToolCall,
+            "tool_result" => MessageKind::ToolResult,
+            "summary" => MessageKind::Summary,
+            "clear" => MessageKind::Clear,
+            "clear_files" => MessageKind::ClearFiles,
+            _ => return None,
+        })
+    }
+
+    /// Whether the context starts afresh at this message.
+    pub fn is_boundary(self) -> bool {
+        matches!(self, MessageKind::Summary | MessageKind::Clear | MessageKind::ClearFiles)
+    }
+}
+
 /// Where a message's generation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,6 +169,8 @@ pub struct Message {
     pub chosen_child_id: Option<Uuid>,
     /// Speaker.
     pub role: Role,
+    /// Content or boundary.
+    pub kind: MessageKind,
     /// Content, in order.
     pub parts: Vec<Part>,
     /// `provider/model` that wrote it (assistant messages).

@@ -20,6 +20,9 @@ pub struct Workspace {
     pub approval_mode: String,
     /// Whether the model proposes session titles.
     pub infer_titles: bool,
+    /// Share of a model's window (percent) past which a reply is preceded by an automatic
+    /// compression: none for the default, 0 for never.
+    pub compact_at_percent: Option<u8>,
 }
 
 /// A chat session as shown to its owner.

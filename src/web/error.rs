@@ -38,6 +38,9 @@ pub enum WebError {
     /// A dependency is down; the text is shown.
     #[error("{0}")]
     Unavailable(String),
+    /// A model provider failed (502); the text is shown.
+    #[error("{0}")]
+    BadGateway(String),
     /// At capacity for now (503); the text is shown, the number is `Retry-After` in seconds.
     #[error("{0}")]
     Busy(String, u64),
@@ -55,6 +58,7 @@ impl From<DomainError> for WebError {
             DomainError::Conflict(m) => WebError::Conflict(m),
             DomainError::Limited(m, secs) => WebError::TooManyRequests(m, secs),
             DomainError::Busy(m, secs) => WebError::Busy(m, secs),
+            DomainError::Upstream(m) => WebError::BadGateway(m),
             DomainError::Storage(s) => WebError::Internal(s.to_string()),
         }
     }
@@ -77,6 +81,7 @@ impl WebError {
             | WebError::BadRequest(m)
             | WebError::Conflict(m)
             | WebError::Unavailable(m)
+            | WebError::BadGateway(m)
             | WebError::Busy(m, _)
             | WebError::TooManyRequests(m, _) => m.clone(),
         }
@@ -92,6 +97,7 @@ impl ResponseError for WebError {
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::Unavailable(_) | WebError::Busy(..) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             WebError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -46,8 +46,8 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, agent, api, assets, auth, events, files, health, home, invitations, oidc, search,
-        sessions, settings, workspaces,
+        account, admin, agent, api, assets, auth, events, files, health, home, invitations, memory, oidc,
+        search, sessions, settings, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -136,6 +136,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/uploads/{id}/delete", User, web::post().to(files::discard)),
         entry(Method::GET, "/blobs/{hash}", User, web::get().to(files::serve)),
         entry(Method::GET, "/settings/mcp", User, web::get().to(settings::mcp_show)),
+        entry(Method::GET, "/settings/memory", User, web::get().to(memory::show)),
+        entry(Method::POST, "/settings/memory", User, web::post().to(memory::save)),
         entry(Method::POST, "/settings/mcp", User, web::post().to(settings::mcp_add)),
         entry(Method::POST, "/settings/mcp/{id}/delete", User, web::post().to(settings::mcp_remove)),
         entry(Method::POST, "/settings/approvals/{id}/delete", User, web::post().to(agent::revoke)),
@@ -186,6 +188,12 @@ pub fn table() -> Vec<RouteEntry> {
             "/s/{session_id}/messages/{message_id}/select",
             User,
             web::post().to(sessions::select),
+        ),
+        entry(
+            Method::POST,
+            "/s/{session_id}/messages/{message_id}/rewind",
+            User,
+            web::post().to(sessions::rewind),
         ),
         entry(
             Method::POST,

@@ -34,6 +34,7 @@ pub(crate) fn domain_to_composer(state: &AppState, e: DomainError) -> Result<Htt
     match e {
         DomainError::Invalid(m) => composer_error(state, StatusCode::BAD_REQUEST, &m),
         DomainError::Conflict(m) => composer_error(state, StatusCode::CONFLICT, &m),
+        DomainError::Upstream(m) => composer_error(state, StatusCode::BAD_GATEWAY, &m),
         other => Err(other.into()),
     }
 }

@@ -149,6 +149,8 @@ pub struct MessageView {
     pub id: Uuid,
     /// `user` or `assistant`.
     pub role: &'static str,
+    /// `text`, `tool_result`, or a boundary: `summary`, `clear`, `clear_files`.
+    pub kind: &'static str,
     /// Stored status name.
     pub status: &'static str,
     /// User text (escaped by the template).
@@ -212,13 +214,16 @@ pub fn message_view(m: &Message) -> MessageView {
         })
         .collect();
     let assistant = m.role == Role::Assistant;
+    // A summary is the model's markdown too.
+    let markdown = assistant || m.kind == crate::domain::sessions::tree::MessageKind::Summary;
     let text = m.text();
     MessageView {
         id: m.id,
         role: m.role.as_str(),
+        kind: m.kind.as_str(),
         status: m.status.as_str(),
-        html: assistant.then(|| render_markdown(&text)),
-        text: if assistant { String::new() } else { text },
+        html: markdown.then(|| render_markdown(&text)),
+        text: if markdown { String::new() } else { text },
         thoughts: m.thoughts(),
         tool_calls,
         tool_result: if m.role == Role::Tool { tool_result_view(&m.parts) } else { None },

@@ -129,7 +129,7 @@ impl Agent {
         arbor::storage::repos::agent::calls_of_session(self.db(), self.c.session).await.unwrap()
     }
 
-    async fn decide(&self, call: Uuid, decision: &str, scope: &str) -> reqwest::Response {
+    pub(crate) async fn decide(&self, call: Uuid, decision: &str, scope: &str) -> reqwest::Response {
         self.c
             .app
             .post_form(

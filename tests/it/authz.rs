@@ -337,6 +337,9 @@ pub(crate) fn cases() -> Vec<Case> {
         post("/uploads/{id}/delete", |ids| format!("/uploads/{}/delete", ids.upload), "", OWNER_ONLY(200)),
         // Knowing the hash grants nothing (the other callers uploaded other bytes).
         get("/blobs/{hash}", |ids| format!("/blobs/{}", ids.blob), OWNER_ONLY(200)),
+        get("/settings/memory", |_| "/settings/memory".into(), OWN_PAGE),
+        // Each caller's own memory; another's workspace as scope is a 404 (context::memory_*).
+        post("/settings/memory", |_| "/settings/memory".into(), "scope=member&content=Likes+tea", OWN_PAGE),
         get("/settings/mcp", |_| "/settings/mcp".into(), OWN_PAGE),
         // A loopback URL is refused for everyone: nothing is added by this row.
         post(
@@ -446,6 +449,12 @@ pub(crate) fn cases() -> Vec<Case> {
         post(
             "/s/{session_id}/messages/{message_id}/select",
             |ids| format!("/s/{}/messages/{}/select", ids.session, ids.answer),
+            "",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/s/{session_id}/messages/{message_id}/rewind",
+            |ids| format!("/s/{}/messages/{}/rewind", ids.session, ids.answer),
             "",
             OWNER_ONLY(200),
         ),

@@ -15,6 +15,7 @@ mod canary;
 mod capabilities;
 mod cli;
 mod clients;
+mod context;
 mod crash;
 mod csp;
 mod deploy;

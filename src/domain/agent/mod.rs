@@ -19,6 +19,7 @@ use crate::storage::Db;
 use crate::storage::repos::agent as repo;
 use crate::tools::{self, FetchLimits, ProcessLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
+pub mod memory;
 mod todos;
 pub use todos::*;
 
@@ -350,9 +351,29 @@ pub fn recall_spec() -> ToolSpec {
     }
 }
 
-/// Both, as offered tools (reading only).
+/// The `read_tool_result` tool: an earlier tool result of this session whole, in slices (the
+/// context sends long old results cut; see `runs::context`).
+pub fn read_tool_result_spec() -> ToolSpec {
+    ToolSpec {
+        name: "read_tool_result".into(),
+        description: "Read the whole result of an earlier tool call in this conversation, by its call id \
+(long earlier results are shown cut in your context). Returns up to 40,000 characters from `offset`."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "call_id": {"type": "string", "description": "The id of the tool call whose result to read."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Characters to skip (default 0)."}
+            },
+            "required": ["call_id"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// The three, as offered tools (reading only).
 pub fn memory_tools() -> Vec<OfferedTool> {
-    [search_chat_spec(), recall_spec()]
+    [search_chat_spec(), recall_spec(), read_tool_result_spec()]
         .into_iter()
         .map(|spec| OfferedTool { digest: tool_digest(&spec), spec, risk: Risk::Read, mcp: None })
         .collect()

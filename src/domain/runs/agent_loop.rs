@@ -115,6 +115,8 @@ pub(super) fn refusal(decision: Option<&str>) -> String {
 
 /// Longest the model may take to explain a call.
 pub(super) const EXPLAIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Characters of explanation kept at most.
+pub(super) const EXPLAIN_MAX_CHARS: usize = 16_000;
 
 /// What the model is asked when the user wants a call explained.
 pub(super) const EXPLAIN_INSTRUCTION: &str = "Before this tool call runs, the user asks you to explain it. In a few \
@@ -132,6 +134,7 @@ impl RunEngine {
         if self.search.is_some() && self.blobs.is_some() {
             tools.extend(agent::memory_tools());
         }
+        tools.extend(agent::memory::tools());
         tools
     }
 
@@ -530,6 +533,13 @@ impl RunEngine {
         }
         if name == "search_chat" {
             return self.search_chat(job, arguments).await;
+        }
+        if name == "read_tool_result" {
+            return self.read_tool_result(job.session_id, arguments).await;
+        }
+        if name == "memory_read" || name == "memory_write" {
+            return agent::memory::run_tool(&self.db, &job.actor, session.workspace_id, name, arguments)
+                .await;
         }
         if name == "recall" {
             let hash =

@@ -4,7 +4,7 @@
 use crate::config::ProviderKind;
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part};
 
-use crate::domain::sessions::tree::{Message, Role};
+use crate::domain::sessions::tree::{Message, MessageKind, Role};
 
 /// What the model is asked to do when generation resumes from a partial answer and the
 /// provider cannot continue a trailing assistant message by itself.
@@ -59,16 +59,74 @@ fn parts_for(m: &Message, same_model: bool, drop_thoughts: bool) -> Vec<Part> {
         .collect()
 }
 
-/// Builds the provider request.
+/// How the summary a context starts with is introduced to the model.
+pub const SUMMARY_HEADING: &str = "[Summary of the conversation so far, written when it was compressed; \
+the messages it replaces are not shown]";
+
+/// Old tool results longer than this many characters are sent cut (head and tail).
+pub const OLD_RESULT_MAX_CHARS: usize = 12_000;
+const OLD_RESULT_HEAD: usize = 6_000;
+const OLD_RESULT_TAIL: usize = 3_000;
+
+/// Where the context of `path` starts: walking from the leaf towards the root, the nearest
+/// summary (sent, as the first message) or clear (not sent) ends the walk. Returns the index of
+/// the first message sent and the index from which attached files are sent (a `/clearblobs`
+/// on the way keeps the files before it out).
+pub fn window_start(path: &[Message]) -> (usize, usize) {
+    let mut files_from: Option<usize> = None;
+    for (i, m) in path.iter().enumerate().rev() {
+        match m.kind {
+            MessageKind::Summary => return (i, files_from.unwrap_or(i)),
+            MessageKind::Clear => return (i + 1, files_from.unwrap_or(i + 1)),
+            MessageKind::ClearFiles => {
+                files_from.get_or_insert(i + 1);
+            }
+            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult => {}
+        }
+    }
+    (0, files_from.unwrap_or(0))
+}
+
+/// A tool result from an earlier turn, cut to its head and tail when long: the model saw it
+/// whole when it was new, and `read_tool_result` returns it whole again.
+fn cut_old_result(call_id: &str, content: &str) -> Option<String> {
+    let total = content.chars().count();
+    if total <= OLD_RESULT_MAX_CHARS {
+        return None;
+    }
+    let head_end = content.char_indices().nth(OLD_RESULT_HEAD).map_or(content.len(), |(i, _)| i);
+    let tail_start = content.char_indices().nth(total - OLD_RESULT_TAIL).map_or(content.len(), |(i, _)| i);
+    let cut = total - OLD_RESULT_HEAD - OLD_RESULT_TAIL;
+    Some(format!(
+        "{}\n[… {cut} characters of this earlier result are left out here; read_tool_result with call_id \
+         {call_id:?} returns it whole …]\n{}",
+        &content[..head_end],
+        &content[tail_start..]
+    ))
+}
+
+/// Builds the provider request: the path from its nearest boundary on (see [`window_start`]).
 pub fn render(input: &ContextInput<'_>) -> ChatRequest {
     let mut messages: Vec<ChatMessage> = Vec::new();
     let last = input.path.len().saturating_sub(1);
+    let (start, files_from) = window_start(input.path);
+    // Tool results before the latest user message belong to earlier turns.
+    let current_turn = input.path.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
     // Anthropic continues a trailing assistant message natively ("prefill"), except with
     // extended thinking on, where a prefill is refused.
     let prefill = input.mode == Mode::Continue
         && input.kind == ProviderKind::Anthropic
         && input.params.thinking_budget.is_none();
-    for (i, m) in input.path.iter().enumerate() {
+    for (i, m) in input.path.iter().enumerate().skip(start) {
+        match m.kind {
+            MessageKind::Summary => {
+                let part = Part::Text { text: format!("{SUMMARY_HEADING}\n\n{}", m.text()) };
+                messages.push(ChatMessage { role: ChatRole::User, parts: vec![part] });
+                continue;
+            }
+            MessageKind::Clear | MessageKind::ClearFiles => continue,
+            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult => {}
+        }
         let role = match m.role {
             Role::User => ChatRole::User,
             Role::Assistant => ChatRole::Assistant,
@@ -90,7 +148,16 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         let continuing = input.mode == Mode::Continue && i == last;
         let same_model = m.model.as_deref() == Some(input.model_reference);
         let mut parts = parts_for(m, same_model, continuing);
-        if let Some(files) = input.attachments.and_then(|a| a.get(&m.id)) {
+        if i < current_turn {
+            for part in &mut parts {
+                if let Part::ToolResult { call_id, content, .. } = part
+                    && let Some(cut) = cut_old_result(call_id, content)
+                {
+                    *content = cut;
+                }
+            }
+        }
+        if let Some(files) = input.attachments.filter(|_| i >= files_from).and_then(|a| a.get(&m.id)) {
             // The files first, then what the person wrote about them.
             parts.splice(0..0, files.iter().cloned());
         }
@@ -211,6 +278,7 @@ mod tests {
             parent_id: None,
             chosen_child_id: None,
             role,
+            kind: if role == Role::Tool { MessageKind::ToolResult } else { MessageKind::Text },
             parts,
             model: model.map(str::to_string),
             status: MessageStatus::Complete,
@@ -293,5 +361,91 @@ mod tests {
         assert_eq!(estimate_tokens(0), 0);
         assert_eq!(estimate_tokens(1), 1);
         assert_eq!(estimate_tokens(8), 2);
+    }
+
+    fn boundary(kind: MessageKind, text_: &str) -> Message {
+        Message { kind, ..m(Role::System, vec![text(text_)], None) }
+    }
+
+    #[test]
+    fn the_context_starts_at_the_nearest_summary_or_clear_and_files_after_clearblobs() {
+        let path = vec![
+            m(Role::User, vec![text("old question")], None),
+            boundary(MessageKind::Summary, "first summary"),
+            m(Role::User, vec![text("middle")], None),
+            boundary(MessageKind::ClearFiles, "files dropped"),
+            m(Role::User, vec![text("late")], None),
+            boundary(MessageKind::Summary, "second summary"),
+            m(Role::User, vec![text("now")], None),
+        ];
+        assert_eq!(window_start(&path), (5, 5), "the nearest summary wins");
+        assert_eq!(window_start(&path[..5]), (1, 4), "files before the /clearblobs stay out");
+        let req = render(&input(&path, ProviderKind::OpenAi, Mode::Answer));
+        let sent = serde_json::to_string(&req.messages).unwrap();
+        assert!(sent.contains("second summary") && sent.contains("now"));
+        assert!(!sent.contains("first summary") && !sent.contains("old question") && !sent.contains("late"));
+        assert!(!sent.contains("files dropped"), "a boundary's own note is not sent");
+        assert_eq!(req.messages.len(), 1, "the summary and the question merge into one user turn");
+
+        let cleared = vec![
+            m(Role::User, vec![text("before")], None),
+            boundary(MessageKind::Clear, "cleared"),
+            m(Role::User, vec![text("after")], None),
+        ];
+        assert_eq!(window_start(&cleared), (2, 2));
+        let req = render(&input(&cleared, ProviderKind::OpenAi, Mode::Answer));
+        assert_eq!(req.messages.len(), 1);
+        assert_eq!(req.messages[0].parts, vec![text("after")]);
+        assert_eq!(window_start(&cleared[..1]), (0, 0));
+    }
+
+    #[test]
+    fn long_tool_results_of_earlier_turns_are_cut_and_the_current_turns_are_not() {
+        let long: String = "a".repeat(7_000) + &"é".repeat(7_000) + &"z".repeat(7_000);
+        let call = |id: &str| Part::ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({}),
+            signature: None,
+        };
+        let result = |id: &str| Part::ToolResult {
+            call_id: id.into(),
+            name: "read_file".into(),
+            content: long.clone(),
+            is_error: false,
+        };
+        let path = vec![
+            m(Role::User, vec![text("read it")], None),
+            m(Role::Assistant, vec![call("c1")], Some("p/m")),
+            m(Role::Tool, vec![result("c1")], None),
+            m(Role::Assistant, vec![text("done")], Some("p/m")),
+            m(Role::User, vec![text("read it again")], None),
+            m(Role::Assistant, vec![call("c2")], Some("p/m")),
+            m(Role::Tool, vec![result("c2")], None),
+        ];
+        let req = render(&input(&path, ProviderKind::OpenAi, Mode::Answer));
+        let contents: Vec<&String> = req
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                Part::ToolResult { content, .. } => Some(content),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(contents.len(), 2);
+        let old = contents[0];
+        assert!(
+            old.starts_with(&"a".repeat(6_000)) && old.ends_with(&"z".repeat(3_000)),
+            "head and tail kept"
+        );
+        assert!(
+            old.contains("12000 characters") && old.contains("read_tool_result") && old.contains("\"c1\""),
+            "{}",
+            &old[5_990..6_200]
+        );
+        assert!(old.chars().count() < 9_400);
+        assert_eq!(contents[1], &long, "the current turn's result goes whole");
+        assert_eq!(cut_old_result("c", &"x".repeat(OLD_RESULT_MAX_CHARS)), None, "short results go whole");
     }
 }

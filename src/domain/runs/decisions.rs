@@ -5,18 +5,16 @@
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{self, Decision, RuleScope};
 use crate::domain::providers::ResolvedModel;
-use crate::domain::providers::describe_error;
 use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Job, RunEngine};
 use crate::domain::sessions::tree::{self, MessageStatus, Role};
 use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
-use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part, ProviderEvent};
+use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part};
 use crate::storage::entities::tool_call;
 use crate::storage::repos::agent::{self as repo, DecisionRecord};
 use crate::storage::repos::messages;
-use futures_util::StreamExt;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -282,26 +280,16 @@ impl RunEngine {
             }],
         });
         let started = Instant::now();
-        let call = async {
-            let mut stream = model.chat.stream(&request).await.map_err(|e| describe_error(&e))?;
-            let (mut text, mut usage) = (String::new(), None);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    ProviderEvent::TextDelta(t) => text.push_str(&t),
-                    ProviderEvent::Usage(u) => usage = Some(u),
-                    ProviderEvent::Error(e) => return Err(describe_error(&e)),
-                    _ => {}
+        let (text, usage) =
+            match super::stream::side_call(&model, &request, EXPLAIN_MAX_CHARS, EXPLAIN_TIMEOUT).await {
+                Ok(done) => done,
+                Err(super::stream::SideCallError::Failed(message)) => {
+                    return Err(DomainError::Conflict(message));
                 }
-            }
-            Ok((text, usage))
-        };
-        let (text, usage) = match tokio::time::timeout(EXPLAIN_TIMEOUT, call).await {
-            Ok(Ok(done)) => done,
-            Ok(Err(message)) => return Err(DomainError::Conflict(message)),
-            Err(_) => {
-                return Err(DomainError::Conflict("The model took too long to explain the call.".into()));
-            }
-        };
+                Err(super::stream::SideCallError::TimedOut) => {
+                    return Err(DomainError::Conflict("The model took too long to explain the call.".into()));
+                }
+            };
         if let Some(u) = usage {
             let priced = crate::domain::sessions::tree::MessageUsage::priced(&u, &model.info, false);
             self.record_call(actor.user_id(), (session.id, *answer_id), &model, priced, started).await;

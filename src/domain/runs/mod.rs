@@ -6,8 +6,10 @@
 //! (complete, stopped or failed) with its usage before publishing the end of the stream.
 
 pub mod agent_loop;
+pub mod compaction;
 pub mod context;
 pub mod decisions;
+mod preparation;
 mod recovery;
 mod stream;
 pub mod subagent;
@@ -28,8 +30,8 @@ use crate::domain::providers::describe_error;
 use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::agent_loop::Start;
 use crate::domain::runs::context::{ContextInput, Mode};
-use crate::domain::sessions::prompt;
-use crate::domain::sessions::tree::{self, Message, MessageStatus, MessageUsage, Role};
+
+use crate::domain::sessions::tree::{self, Message, MessageKind, MessageStatus, MessageUsage, Role};
 use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher, RunRegistry};
@@ -172,26 +174,6 @@ impl RunEngine {
         self
     }
 
-    /// The parts standing for the files attached to the user messages of `path`.
-    pub(super) async fn attachment_parts(
-        &self,
-        path: &[Message],
-        model: &ResolvedModel,
-    ) -> std::collections::HashMap<Uuid, Vec<Part>> {
-        let Some(store) = &self.blobs else { return Default::default() };
-        let ids: Vec<Uuid> = path.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
-        // PDFs go as documents to the three APIs that read them, for models that see images.
-        let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await
-        {
-            Ok(parts) => parts,
-            Err(e) => {
-                tracing::warn!(error = %e, "attachments could not be read for a request");
-                Default::default()
-            }
-        }
-    }
-
     /// The MCP servers the agent may use.
     #[must_use]
     pub fn with_mcp(mut self, mcp: crate::domain::mcp::runtime::SharedMcp) -> RunEngine {
@@ -235,83 +217,6 @@ impl RunEngine {
     /// The providers registry.
     pub fn providers(&self) -> &Arc<Providers> {
         &self.providers
-    }
-
-    /// The model a session's next reply uses: the given one, the session's, the workspace's, or
-    /// the instance default.
-    async fn pick_model(
-        &self,
-        actor: &Actor,
-        session: &ChatSession,
-        asked: Option<&str>,
-    ) -> DomainResult<String> {
-        if let Some(m) = asked.map(str::trim).filter(|m| !m.is_empty()) {
-            return Ok(m.to_string());
-        }
-        if let Some(m) = session.model.clone() {
-            return Ok(m);
-        }
-        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
-        if let Some(m) = workspace.default_model {
-            return Ok(m);
-        }
-        self.providers.default_model(actor).await.ok_or_else(|| {
-            DomainError::Invalid("No model is available yet: ask an admin to configure a provider.".into())
-        })
-    }
-
-    /// Checks the actor's quota, then resolves the model (counting it against the provider's
-    /// rate limits): nothing is written when either says no.
-    async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
-        self.providers.resolve(actor, reference).await
-    }
-
-    /// The session's system prompt, rendered for this moment and model; a template error is
-    /// the user's to fix, so it is shown with its line.
-    pub async fn system_prompt(
-        &self,
-        actor: &Actor,
-        session: &ChatSession,
-        model: &str,
-    ) -> DomainResult<Option<String>> {
-        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
-        // Without a prompt of the user's, the exposed folders' instruction files still count.
-        let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
-        let rendered =
-            self.render_prompt(actor, &workspace, session, template, model).await.map_err(|e| {
-                DomainError::Invalid(format!(
-                    "The system prompt has an error ({e}): fix it in the session settings."
-                ))
-            })?;
-        Ok(Some(rendered).filter(|p| !p.trim().is_empty()))
-    }
-
-    /// Renders a template as the system prompt of this session would be (the settings'
-    /// "Preview"), off the async threads.
-    pub async fn render_prompt(
-        &self,
-        actor: &Actor,
-        workspace: &sessions::Workspace,
-        session: &ChatSession,
-        template: &str,
-        model: &str,
-    ) -> Result<String, crate::prompting::TemplateError> {
-        let user = crate::storage::repos::users::find(&self.db, actor.user_id()).await.ok().flatten();
-        let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
-        let data_dir = self.data_dir.clone();
-        let (workspace, session, template, model) =
-            (workspace.clone(), session.clone(), template.to_string(), model.to_string());
-        // Reading the instruction files touches the disk.
-        let vars = tokio::task::spawn_blocking(move || {
-            prompt::vars(&data_dir, &name, &email, &workspace, &session, &model)
-        })
-        .await
-        .map_err(|e| crate::prompting::TemplateError {
-            line: None,
-            message: format!("rendering failed: {e}"),
-        })?;
-        prompt::render(&template, &vars).await
     }
 
     /// Appends a user message at the end of the active path and starts its reply. A repeated
@@ -421,6 +326,20 @@ impl RunEngine {
                 }
             },
         };
+        let mut path = leaf.map(|l| tree::path_to(&all, l)).unwrap_or_default();
+        // A new message at the end of a context near the model's window: compress first.
+        let summary = match replacing {
+            None => self.compact_if_needed(actor, &session, &path, &resolved, text.len()).await,
+            Some(_) => None,
+        };
+        let leaf = match summary {
+            Some(s) => {
+                let id = s.id;
+                path.push(s);
+                Some(id)
+            }
+            None => leaf,
+        };
         // Folders changed since the last message: a note goes first, for the model.
         let note_id = Uuid::now_v7();
         let note_parts = session.env_note.iter().map(|n| Part::Text { text: n.clone() }).collect::<Vec<_>>();
@@ -462,7 +381,6 @@ impl RunEngine {
             }
             return Err(e.into());
         }
-        let mut path = leaf.map(|l| tree::path_to(&all, l)).unwrap_or_default();
         if note.is_some() {
             path.push(Message {
                 id: note_id,
@@ -470,6 +388,7 @@ impl RunEngine {
                 parent_id: leaf,
                 chosen_child_id: Some(user_id),
                 role: Role::System,
+                kind: MessageKind::Text,
                 parts: note_parts.clone(),
                 model: None,
                 status: MessageStatus::Complete,
@@ -485,6 +404,7 @@ impl RunEngine {
             parent_id: user_parent,
             chosen_child_id: Some(assistant_id),
             role: Role::User,
+            kind: MessageKind::Text,
             parts: user_parts,
             model: None,
             status: MessageStatus::Complete,

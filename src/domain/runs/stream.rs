@@ -364,20 +364,8 @@ impl RunEngine {
             passthrough: None,
         };
         let started = Instant::now();
-        let call = async {
-            let mut stream = job.model.chat.stream(&request).await.ok()?;
-            let (mut text, mut usage) = (String::new(), None);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    ProviderEvent::TextDelta(t) => text.push_str(&t),
-                    ProviderEvent::Usage(u) => usage = Some(u),
-                    ProviderEvent::Error(_) => return None,
-                    _ => {}
-                }
-            }
-            Some((text, usage))
-        };
-        let Ok(Some((text, usage))) = tokio::time::timeout(TITLE_TIMEOUT, call).await else {
+        let Ok((text, usage)) = side_call(&job.model, &request, TITLE_CONTEXT_CHARS, TITLE_TIMEOUT).await
+        else {
             tracing::info!(session = %job.session_id, "no title was proposed");
             return;
         };
@@ -390,6 +378,47 @@ impl RunEngine {
         {
             tracing::warn!(error = %e, "could not set a proposed title");
         }
+    }
+}
+
+/// How a side call (a title, an explanation, a summary) went wrong, for the person.
+pub(crate) enum SideCallError {
+    /// The provider failed; the text is safe to show.
+    Failed(String),
+    /// It took longer than allowed.
+    TimedOut,
+}
+
+/// One whole text answer from `model` outside a run (no tools, nothing streamed to a page):
+/// its text, at most `max_chars` of it, and the usage the provider reported.
+pub(crate) async fn side_call(
+    model: &ResolvedModel,
+    request: &ChatRequest,
+    max_chars: usize,
+    within: std::time::Duration,
+) -> Result<(String, Option<Usage>), SideCallError> {
+    let call = async {
+        let mut stream = model.chat.stream(request).await.map_err(|e| describe_error(&e))?;
+        let (mut text, mut usage) = (String::new(), None);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                ProviderEvent::TextDelta(t) => {
+                    text.push_str(&t);
+                    if text.len() > max_chars {
+                        break;
+                    }
+                }
+                ProviderEvent::Usage(u) => usage = Some(u),
+                ProviderEvent::Error(e) => return Err(describe_error(&e)),
+                _ => {}
+            }
+        }
+        Ok((text, usage))
+    };
+    match tokio::time::timeout(within, call).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(message)) => Err(SideCallError::Failed(message)),
+        Err(_) => Err(SideCallError::TimedOut),
     }
 }
 

@@ -71,6 +71,9 @@ fn side_path(all: &[tree::Message], task_id: Uuid) -> Vec<&tree::Message> {
             break;
         }
         path.push(m);
+        if m.chosen_child_id == Some(m.id) {
+            break;
+        }
         let kids = index.children(Some(m.id));
         next =
             m.chosen_child_id.and_then(|c| kids.iter().find(|k| k.id == c)).or_else(|| kids.last()).copied();

@@ -182,13 +182,32 @@ pub async fn tree_overview(db: &Db, actor: &Actor, session_id: Uuid) -> DomainRe
 /// Makes the path through `message_id` active: every message above it chooses the way to it,
 /// and below it the path follows the choices already made.
 pub async fn select_message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<()> {
+    select_through(db, actor, session_id, message_id, false).await
+}
+
+async fn select_through(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    message_id: Uuid,
+    end_here: bool,
+) -> DomainResult<()> {
     let session = get_session(db, actor, session_id).await?;
     let all = messages::session_messages(db, session.id).await?;
     let index = TreeIndex::new(&all);
     index.get(message_id).ok_or(DomainError::NotFound)?;
     let path: Vec<Uuid> = index.path_to(message_id).iter().map(|m| m.id).collect();
-    messages::select_path(db, session.id, &path).await?;
+    match end_here {
+        true => messages::select_path_ending(db, session.id, &path).await?,
+        false => messages::select_path(db, session.id, &path).await?,
+    }
     Ok(())
+}
+
+/// "Continue from here": the path through `message_id` becomes active and ends there, so the
+/// next message goes below it as a new branch; what followed it stays, one sibling over.
+pub async fn continue_from(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<()> {
+    select_through(db, actor, session_id, message_id, true).await
 }
 
 /// Deletes a message and everything below it. The parent then follows its newest remaining
@@ -277,6 +296,9 @@ pub struct WorkspaceForm {
     pub approval_mode: String,
     /// Whether titles are proposed by the model.
     pub infer_titles: bool,
+    /// Automatic compression threshold in percent of the model's window; blank for the
+    /// default, 0 for never.
+    pub compact_at_percent: String,
 }
 
 fn blank_to_none(s: &str) -> Option<&str> {
@@ -313,12 +335,25 @@ pub async fn update_workspace(
     }
     let system_prompt = blank_to_none(&form.system_prompt);
     check_prompt(system_prompt).await?;
+    let compact_at_percent = match blank_to_none(&form.compact_at_percent) {
+        None => None,
+        Some(p) => match p.trim_end_matches('%').trim().parse::<u8>() {
+            Ok(n @ (0 | 10..=95)) => Some(n),
+            _ => {
+                return Err(DomainError::Invalid(
+                    "Compress at: a share of the window from 10 to 95 (percent), 0 for never, or blank for the default."
+                        .into(),
+                ));
+            }
+        },
+    };
     let settings = WorkspaceSettings {
         name: &name,
         system_prompt,
         default_model: blank_to_none(&form.default_model),
         approval_mode: &form.approval_mode,
         infer_titles: form.infer_titles,
+        compact_at_percent,
     };
     repo::update_workspace(db, actor.user_id(), workspace.id, &settings).await?;
     get_workspace(db, actor, workspace_id).await
@@ -586,7 +621,7 @@ pub async fn branch_from(
             break;
         }
         out.push(m.clone());
-        next = m.chosen_child_id.and_then(|c| all.iter().find(|x| x.id == c));
+        next = m.chosen_child_id.filter(|c| *c != m.id).and_then(|c| all.iter().find(|x| x.id == c));
     }
     Ok(out)
 }

@@ -29,6 +29,17 @@ pub struct PromptVars {
     pub roots: Vec<String>,
     /// Instruction files found at the top of the exposed folders.
     pub instructions: Vec<InstructionFile>,
+    /// `member`, `workspace`: what the agent remembers (empty when nothing).
+    pub memory: MemoryVars,
+}
+
+/// The member's and the workspace's memory, as a prompt sees them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MemoryVars {
+    /// The member's own memory (every workspace).
+    pub member: String,
+    /// This workspace's memory.
+    pub workspace: String,
 }
 
 /// The user, as a prompt names them.
@@ -49,7 +60,7 @@ pub struct NameVar {
 
 /// Names of the variables, for the settings form's help text.
 pub const VARIABLES: &str = "user.name, user.email, date, time, timezone, workspace.name, session.name, model, \
-roots, instructions (each with path and content)";
+roots, instructions (each with path and content), memory.member, memory.workspace";
 
 /// Gathers the variables for one session at this moment.
 pub fn vars(
@@ -72,6 +83,7 @@ pub fn vars(
         model: model.into(),
         roots: session.exposed_roots.clone(),
         instructions: prompting::instruction_files(&folder, &session.exposed_roots),
+        memory: MemoryVars::default(),
     }
 }
 
@@ -107,6 +119,7 @@ fn sample_vars() -> PromptVars {
         model: "provider/model".into(),
         roots: vec!["project".into()],
         instructions: vec![InstructionFile { path: "project/AGENTS.md".into(), content: "…".into() }],
+        memory: MemoryVars { member: "Prefers short answers.".into(), workspace: "Uses Rust.".into() },
     }
 }
 
@@ -118,7 +131,7 @@ mod tests {
     fn every_documented_variable_renders() {
         let t = "{{ user.name }} {{ user.email }} {{ date }} {{ time }} {{ timezone }} {{ workspace.name }} \
                  {{ session.name }} {{ model }} {{ roots | join(sep=\",\") }}\
-                 {% for f in instructions %} {{ f.path }}={{ f.content }}{% endfor %}";
+                 {% for f in instructions %} {{ f.path }}={{ f.content }}{% endfor %} {{ memory.member }} {{ memory.workspace }}";
         // The server renders in a child process; the tests render here.
         prompting::render_in_process(t, &sample_vars()).unwrap();
         let ws = Workspace {
@@ -129,6 +142,7 @@ mod tests {
             default_model: None,
             approval_mode: "suggest".into(),
             infer_titles: true,
+            compact_at_percent: None,
         };
         let session = ChatSession {
             id: uuid::Uuid::nil(),

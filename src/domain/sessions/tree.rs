@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use uuid::Uuid;
 
-pub use crate::model::messages::{Message, MessageStatus, MessageUsage, Role};
+pub use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, Role};
 
 impl MessageUsage {
     /// A provider's counts for one call, priced with the model's catalog entry.
@@ -59,6 +59,10 @@ impl<'a> TreeIndex<'a> {
 
     /// The child the active path follows from `parent`: the chosen one, else the newest.
     fn next_after(&self, parent: Option<Uuid>, chosen: Option<Uuid>) -> Option<&'a Message> {
+        // A message that chose itself ends the path there ("Continue from here").
+        if parent.is_some() && chosen == parent {
+            return None;
+        }
         let kids = self.children(parent);
         chosen.and_then(|c| kids.iter().find(|m| m.id == c)).or_else(|| kids.last()).copied()
     }
@@ -250,6 +254,7 @@ mod tests {
             parent_id: parent.map(Uuid::from_u128),
             chosen_child_id: chosen.map(Uuid::from_u128),
             role: Role::User,
+            kind: crate::model::messages::MessageKind::Text,
             parts: vec![Part::Text { text: format!("m{id}") }],
             model: None,
             status: MessageStatus::Complete,

@@ -11,6 +11,7 @@ pub mod index_state;
 pub mod invitation;
 pub mod login_flow;
 pub mod mcp_server;
+pub mod memory;
 pub mod message;
 pub mod model_alias;
 pub mod model_override;

@@ -14,6 +14,7 @@ pub struct Model {
     pub default_model: Option<String>,
     pub approval_mode: String,
     pub infer_titles: bool,
+    pub compact_at_percent: Option<i16>,
     pub settings: Json,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -220,7 +220,10 @@ pub async fn close_message(
         .col_expr(message::Column::Error, Expr::value(error.map(str::to_string)))
         .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()));
     if parts.iter().any(|p| matches!(p, Part::ToolCall { .. })) {
-        update = update.col_expr(message::Column::Kind, Expr::value("tool_call"));
+        update = update.col_expr(
+            message::Column::Kind,
+            Expr::value(crate::model::messages::MessageKind::ToolCall.as_str()),
+        );
     }
     if let Some(u) = usage {
         update = update

@@ -20,6 +20,7 @@ fn workspace_to_domain(m: workspace::Model) -> Workspace {
         default_model: m.default_model,
         approval_mode: m.approval_mode,
         infer_titles: m.infer_titles,
+        compact_at_percent: m.compact_at_percent.and_then(|p| u8::try_from(p).ok()),
     }
 }
 
@@ -53,6 +54,7 @@ pub async fn insert_workspace(db: &Db, owner_id: Uuid, name: &str) -> StorageRes
         default_model: Set(None),
         approval_mode: Set("suggest".into()),
         infer_titles: Set(true),
+        compact_at_percent: Set(None),
         settings: Set(serde_json::json!({})),
         created_at: Set(now),
         updated_at: Set(now),
@@ -172,6 +174,8 @@ pub struct WorkspaceSettings<'a> {
     pub approval_mode: &'a str,
     /// Whether titles are proposed by the model.
     pub infer_titles: bool,
+    /// Automatic compression threshold (percent of the window; none: default, 0: never).
+    pub compact_at_percent: Option<u8>,
 }
 
 /// Updates the owner's workspace.
@@ -187,6 +191,7 @@ pub async fn update_workspace(
         .col_expr(workspace::Column::DefaultModel, Expr::value(s.default_model.map(str::to_string)))
         .col_expr(workspace::Column::ApprovalMode, Expr::value(s.approval_mode))
         .col_expr(workspace::Column::InferTitles, Expr::value(s.infer_titles))
+        .col_expr(workspace::Column::CompactAtPercent, Expr::value(s.compact_at_percent.map(i16::from)))
         .col_expr(workspace::Column::UpdatedAt, Expr::value(Utc::now()))
         .filter(workspace::Column::Id.eq(id))
         .filter(workspace::Column::OwnerId.eq(owner_id))
@@ -218,6 +223,7 @@ pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResul
     for session in sessions {
         super::messages::unlink_session_messages(&txn, session).await?;
     }
+    super::memories::forget_scope(&txn, owner_id, &id.to_string()).await?;
     workspace::Entity::delete_many()
         .filter(workspace::Column::Id.eq(id))
         .filter(workspace::Column::OwnerId.eq(owner_id))

@@ -8,12 +8,14 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
-use crate::model::messages::{Message, MessageStatus, MessageUsage, Role};
+use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, Role};
 use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};
 
+mod boundaries;
 mod run_records;
+pub use boundaries::*;
 pub use run_records::*;
 
 pub(crate) fn to_i64(n: u64) -> i64 {
@@ -29,6 +31,8 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
         Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("message role {:?}", m.role)))?;
     let status = MessageStatus::parse(&m.status)
         .ok_or_else(|| StorageError::Corrupt(format!("message status {:?}", m.status)))?;
+    let kind = MessageKind::parse(&m.kind)
+        .ok_or_else(|| StorageError::Corrupt(format!("message kind {:?}", m.kind)))?;
     let parts: Vec<Part> = serde_json::from_value(m.parts)
         .map_err(|e| StorageError::Corrupt(format!("parts of message {}: {e}", m.id)))?;
     let usage = (m.tokens_in.is_some() || m.tokens_out.is_some()).then(|| MessageUsage {
@@ -44,6 +48,7 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
         parent_id: m.parent_id,
         chosen_child_id: m.chosen_child_id,
         role,
+        kind,
         parts,
         model: m.model,
         status,
@@ -73,7 +78,7 @@ pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
 
 /// Every message of a session without its content, oldest first: ids, links and role, enough
 /// to walk the tree and count siblings at a fraction of the cost of [`session_messages`] on a
-/// long session. Status reads complete, usage is absent (see [`session_usage_totals`]) and
+/// long session. Status reads complete, kind reads text, usage is absent (see [`session_usage_totals`]) and
 /// `created_at` only keeps the order (timestamps are the costliest column to decode).
 pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
     use sea_orm::QuerySelect;
@@ -103,6 +108,7 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
                 parent_id,
                 chosen_child_id,
                 role,
+                kind: MessageKind::Text,
                 parts: Vec::new(),
                 model: None,
                 status: MessageStatus::Complete,
@@ -250,13 +256,24 @@ pub(crate) async fn insert_message<C: ConnectionTrait>(
     m: &NewMessage<'_>,
     at: chrono::DateTime<Utc>,
 ) -> StorageResult<()> {
+    let kind = if m.role == Role::Tool { MessageKind::ToolResult } else { MessageKind::Text };
+    insert_kind(db, session_id, m, kind, at).await
+}
+
+async fn insert_kind<C: ConnectionTrait>(
+    db: &C,
+    session_id: Uuid,
+    m: &NewMessage<'_>,
+    kind: MessageKind,
+    at: chrono::DateTime<Utc>,
+) -> StorageResult<()> {
     message::ActiveModel {
         id: Set(m.id),
         session_id: Set(session_id),
         parent_id: Set(m.parent_id),
         chosen_child_id: Set(None),
         role: Set(m.role.as_str().into()),
-        kind: Set(if m.role == Role::Tool { "tool_result" } else { "text" }.into()),
+        kind: Set(kind.as_str().into()),
         parts: Set(parts_json(m.parts)),
         model: Set(m.model.map(str::to_string)),
         provider: Set(m.model.and_then(|r| r.split_once('/')).map(|(p, _)| p.to_string())),
@@ -522,11 +539,24 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
 /// Makes `path` (root first) the session's active path: the root becomes the active root and
 /// every message on it chooses the next one. One transaction.
 pub async fn select_path(db: &Db, session_id: Uuid, path: &[Uuid]) -> StorageResult<()> {
+    select(db, session_id, path, false).await
+}
+
+/// Like [`select_path`], and the path ends at its last message: that message chooses itself,
+/// which the tree reads as "nothing below is on the path" until a new child is chosen.
+pub async fn select_path_ending(db: &Db, session_id: Uuid, path: &[Uuid]) -> StorageResult<()> {
+    select(db, session_id, path, true).await
+}
+
+async fn select(db: &Db, session_id: Uuid, path: &[Uuid], end_here: bool) -> StorageResult<()> {
     let Some(root) = path.first() else { return Ok(()) };
     let txn = crate::storage::begin_write(db).await?;
     choose(&txn, session_id, None, *root).await?;
     for pair in path.windows(2) {
         choose(&txn, session_id, Some(pair[0]), pair[1]).await?;
+    }
+    if let (true, Some(last)) = (end_here, path.last()) {
+        choose(&txn, session_id, Some(*last), *last).await?;
     }
     touch_session(&txn, session_id, None).await?;
     txn.commit().await?;

@@ -9,6 +9,7 @@ pub mod files;
 pub mod invitations;
 pub mod login_flows;
 pub mod mcp_servers;
+pub mod memories;
 pub mod messages;
 pub mod model_overrides;
 pub mod providers;

@@ -7,6 +7,8 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::runs::Started;
+use crate::domain::runs::compaction::ContextCommand;
+use crate::domain::sessions::tree::MessageKind;
 use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::client::see_other;
@@ -165,6 +167,19 @@ pub async fn send(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let actor = &user.0.actor;
+    if let Some(command) = ContextCommand::parse(&form.message) {
+        return match state.engine.context_command(actor, session_id, command).await {
+            Ok(boundary) => {
+                let mut ctx = session_context(&state, &user, session_id, false).await?;
+                ctx.insert("composer_notice", boundary_notice(boundary.kind));
+                let html = render_to_string(&state, "partials/_session.html", &ctx)?;
+                let mut res = render::html_response(StatusCode::OK, html);
+                form::retarget(&mut res, "#session", "outerHTML");
+                Ok(res)
+            }
+            Err(e) => domain_to_composer(&state, e),
+        };
+    }
     if let Some((expose, folder)) = root_command(&form.message) {
         return match sessions::change_root(&state.db, actor, session_id, folder, expose).await {
             Ok((_, notice)) => {
@@ -190,6 +205,18 @@ pub async fn send(
     {
         Ok(started) => turn_fragment(&state, &user, session_id, &started, true).await,
         Err(e) => domain_to_composer(&state, e),
+    }
+}
+
+/// What the composer says after a context command.
+fn boundary_notice(kind: MessageKind) -> &'static str {
+    match kind {
+        MessageKind::Summary => {
+            "The conversation so far was compressed into a summary: the next reply starts from it. \
+             Open the summary to see what it replaced; choose the branch before it to undo."
+        }
+        MessageKind::Clear => "The context was cleared: the next reply sees nothing before this point.",
+        _ => "Files attached so far are no longer sent to the model.",
     }
 }
 
@@ -285,6 +312,18 @@ pub async fn select(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    session_fragment(&state, &user, session_id).await
+}
+
+/// `POST /s/{session_id}/messages/{message_id}/rewind`: "Continue from here": the path ends at
+/// this message, and the next one sent starts a new branch below it.
+pub async fn rewind(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    sessions::continue_from(&state.db, &user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
 }
 

@@ -106,6 +106,7 @@ async fn workspace_context(
     ctx.insert("archived", &archived);
     ctx.insert("models", &state.engine.providers().choices(actor).await);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
+    ctx.insert("default_compact_at", &crate::domain::runs::compaction::DEFAULT_COMPACT_AT_PERCENT);
     ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
     Ok(ctx)
 }
@@ -130,6 +131,7 @@ pub struct WorkspaceSettingsForm {
     default_model: String,
     approval_mode: String,
     infer_titles: Option<String>,
+    compact_at_percent: String,
 }
 
 /// `POST /w/{workspace_id}`: saves the workspace's name and defaults.
@@ -146,6 +148,7 @@ pub async fn save(
         default_model: form.default_model.clone(),
         approval_mode: form.approval_mode.clone(),
         infer_titles: form.infer_titles.is_some(),
+        compact_at_percent: form.compact_at_percent.clone(),
     };
     match sessions::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
         Ok(_) => {

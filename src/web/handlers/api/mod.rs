@@ -51,6 +51,7 @@ pub(super) fn from_domain(e: DomainError, model: &str) -> ApiError {
         DomainError::Busy(m, secs) => {
             ApiError { status: 503, kind: "overloaded", message: m, param: None, retry_after: Some(secs) }
         }
+        DomainError::Upstream(m) => ApiError::new(502, "upstream", m),
         DomainError::Storage(s) => {
             tracing::error!(error = %s, "gateway storage failure");
             ApiError::new(500, "internal", "Something went wrong on our side.")

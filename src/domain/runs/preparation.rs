@@ -1,0 +1,116 @@
+//! What a reply needs before it starts: its model (chosen and admitted against quotas and
+//! rate limits), its system prompt, and the files its context sends.
+
+use uuid::Uuid;
+
+use super::{RunEngine, context};
+use crate::domain::accounts::Actor;
+use crate::domain::providers::ResolvedModel;
+use crate::domain::sessions::tree::{Message, Role};
+use crate::domain::sessions::{self, ChatSession, prompt};
+use crate::domain::{DomainError, DomainResult};
+use crate::providers::types::Part;
+
+impl RunEngine {
+    /// The parts standing for the files attached to the user messages of `path` that its
+    /// context sends (none before a summary, a clear or a `/clearblobs`).
+    pub(super) async fn attachment_parts(
+        &self,
+        path: &[Message],
+        model: &ResolvedModel,
+    ) -> std::collections::HashMap<Uuid, Vec<Part>> {
+        let Some(store) = &self.blobs else { return Default::default() };
+        let (_, files_from) = context::window_start(path);
+        let sent = path.get(files_from..).unwrap_or_default();
+        let ids: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
+        // PDFs go as documents to the three APIs that read them, for models that see images.
+        let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
+        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await
+        {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(error = %e, "attachments could not be read for a request");
+                Default::default()
+            }
+        }
+    }
+
+    /// The model a session's next reply uses: the given one, the session's, the workspace's, or
+    /// the instance default.
+    pub(super) async fn pick_model(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        asked: Option<&str>,
+    ) -> DomainResult<String> {
+        if let Some(m) = asked.map(str::trim).filter(|m| !m.is_empty()) {
+            return Ok(m.to_string());
+        }
+        if let Some(m) = session.model.clone() {
+            return Ok(m);
+        }
+        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
+        if let Some(m) = workspace.default_model {
+            return Ok(m);
+        }
+        self.providers.default_model(actor).await.ok_or_else(|| {
+            DomainError::Invalid("No model is available yet: ask an admin to configure a provider.".into())
+        })
+    }
+
+    /// Checks the actor's quota, then resolves the model (counting it against the provider's
+    /// rate limits): nothing is written when either says no.
+    pub(super) async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
+        self.providers.resolve(actor, reference).await
+    }
+
+    /// The session's system prompt, rendered for this moment and model; a template error is
+    /// the user's to fix, so it is shown with its line.
+    pub async fn system_prompt(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        model: &str,
+    ) -> DomainResult<Option<String>> {
+        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
+        // Without a prompt of the user's, the exposed folders' instruction files still count.
+        let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
+        let rendered =
+            self.render_prompt(actor, &workspace, session, template, model).await.map_err(|e| {
+                DomainError::Invalid(format!(
+                    "The system prompt has an error ({e}): fix it in the session settings."
+                ))
+            })?;
+        Ok(Some(rendered).filter(|p| !p.trim().is_empty()))
+    }
+
+    /// Renders a template as the system prompt of this session would be (the settings'
+    /// "Preview"), off the async threads.
+    pub async fn render_prompt(
+        &self,
+        actor: &Actor,
+        workspace: &sessions::Workspace,
+        session: &ChatSession,
+        template: &str,
+        model: &str,
+    ) -> Result<String, crate::prompting::TemplateError> {
+        let user = crate::storage::repos::users::find(&self.db, actor.user_id()).await.ok().flatten();
+        let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
+        let data_dir = self.data_dir.clone();
+        let memory = crate::domain::agent::memory::prompt_vars(&self.db, actor, workspace.id).await;
+        let (workspace, session, template, model) =
+            (workspace.clone(), session.clone(), template.to_string(), model.to_string());
+        // Reading the instruction files touches the disk.
+        let mut vars = tokio::task::spawn_blocking(move || {
+            prompt::vars(&data_dir, &name, &email, &workspace, &session, &model)
+        })
+        .await
+        .map_err(|e| crate::prompting::TemplateError {
+            line: None,
+            message: format!("rendering failed: {e}"),
+        })?;
+        vars.memory = memory;
+        prompt::render(&template, &vars).await
+    }
+}
