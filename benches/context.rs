@@ -8,7 +8,7 @@
 //! Builds a path in memory, root first: question/answer turns where every third answer calls a
 //! tool whose result is 20,000 characters (so the cutting of old results is part of the work),
 //! with `--boundaries` summaries spread evenly. It then renders the request for the path's last
-//! question `--runs` times, as a reply does (`window_start` walks from the leaf to the nearest
+//! question `--runs` times, as a reply does (`window` walks from the leaf to the nearest
 //! boundary, `render` builds the messages from there), and once more for the same path without
 //! boundaries (everything is sent). Results are printed as markdown and written to
 //! `bench/results/arbor-context.md`.

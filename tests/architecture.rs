@@ -127,6 +127,8 @@ fn every_safe_filter_takes_sanitizer_output_only() {
         ("partials/_message.html", "m.html"),
         // The same markdown rendering, for a summary card (a summary is the model's markdown).
         ("partials/_message.html", "m.html"),
+        // And for a finished task's summary card (written by the model, or the user's words).
+        ("partials/_message.html", "m.html"),
         ("partials/_search_hit.html", "h.snippet_html"),
         ("partials/_admin_usage.html", "chart_tokens"),
         ("partials/_admin_usage.html", "chart_cost"),

@@ -61,6 +61,12 @@ pub enum MessageKind {
     Clear,
     /// `/clearblobs`: files attached before it are no longer sent.
     ClearFiles,
+    /// A task begins (its text is the goal): the messages below it, up to its end, are the
+    /// task's work.
+    TaskStart,
+    /// A task ends (its text is the summary): the context past it sees the summary in place
+    /// of the task's work.
+    TaskEnd,
 }
 
 impl MessageKind {
@@ -73,6 +79,8 @@ impl MessageKind {
             MessageKind::Summary => "summary",
             MessageKind::Clear => "clear",
             MessageKind::ClearFiles => "clear_files",
+            MessageKind::TaskStart => "task_start",
+            MessageKind::TaskEnd => "task_end",
         }
     }
 
@@ -85,13 +93,16 @@ impl MessageKind {
             "summary" => MessageKind::Summary,
             "clear" => MessageKind::Clear,
             "clear_files" => MessageKind::ClearFiles,
+            "task_start" => MessageKind::TaskStart,
+            "task_end" => MessageKind::TaskEnd,
             _ => return None,
         })
     }
 
-    /// Whether the context starts afresh at this message.
+    /// Whether Arbor wrote this message into the path to shape the context (a boundary or a
+    /// task's start or end), rather than a person, a model or a tool.
     pub fn is_boundary(self) -> bool {
-        matches!(self, MessageKind::Summary | MessageKind::Clear | MessageKind::ClearFiles)
+        !matches!(self, MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult)
     }
 }
 

@@ -214,8 +214,13 @@ pub fn message_view(m: &Message) -> MessageView {
         })
         .collect();
     let assistant = m.role == Role::Assistant;
-    // A summary is the model's markdown too.
-    let markdown = assistant || m.kind == crate::domain::sessions::tree::MessageKind::Summary;
+    // A summary (of the context or of a task) is the model's markdown too.
+    let markdown = assistant
+        || matches!(
+            m.kind,
+            crate::domain::sessions::tree::MessageKind::Summary
+                | crate::domain::sessions::tree::MessageKind::TaskEnd
+        );
     let text = m.text();
     MessageView {
         id: m.id,

@@ -36,6 +36,7 @@ mod providers;
 mod runs;
 mod search;
 mod settings;
+mod tasks;
 mod tree;
 mod vault;
 mod web_basics;

@@ -135,6 +135,7 @@ impl RunEngine {
             tools.extend(agent::memory_tools());
         }
         tools.extend(agent::memory::tools());
+        tools.extend(super::tasks::task_tools());
         tools
     }
 
@@ -395,6 +396,7 @@ impl RunEngine {
                 return Ok(Flow::Ended { status: "cancelled", error: None });
             }
         }
+        let last = self.take_task_step(job, last).await?;
         Ok(Flow::Next { last })
     }
 
@@ -533,6 +535,9 @@ impl RunEngine {
         }
         if name == "search_chat" {
             return self.search_chat(job, arguments).await;
+        }
+        if super::tasks::is_task_tool(name) {
+            return self.task_tool(job, name, arguments).await;
         }
         if name == "read_tool_result" {
             return self.read_tool_result(job.session_id, arguments).await;

@@ -48,6 +48,15 @@ const READ_SLICE_CHARS: usize = 40_000;
 /// The default share of a model's window past which a reply is preceded by a compression.
 pub const DEFAULT_COMPACT_AT_PERCENT: u8 = 80;
 
+/// What a summary is asked to cover.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum SummaryAsk<'a> {
+    /// The whole context (`/compress`), giving most room to the focus if any.
+    Context { focus: &'a str },
+    /// A finished task, for the conversation outside it.
+    Task { goal: &'a str, instruction: &'a str },
+}
+
 /// What `/compress`, `/clear` and `/clearblobs` wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Boundary {
@@ -58,7 +67,7 @@ pub struct Boundary {
 }
 
 /// Holds a session against replies while a boundary is written (released on drop).
-struct Hold(Option<RunPublisher>);
+pub(super) struct Hold(Option<RunPublisher>);
 
 impl Drop for Hold {
     fn drop(&mut self) {
@@ -68,7 +77,8 @@ impl Drop for Hold {
     }
 }
 
-/// A composer command about the context: `/compress [focus]`, `/clear`, `/clearblobs`.
+/// A composer command about the context: `/compress [focus]`, `/clear`, `/clearblobs`,
+/// `/task <goal>`, `/finish [summary]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContextCommand<'a> {
     /// Summarise the path, optionally with a focus.
@@ -77,6 +87,10 @@ pub enum ContextCommand<'a> {
     Clear,
     /// Stop sending the files attached so far.
     ClearFiles,
+    /// Start a task with this goal (see `runs::tasks`).
+    Task(&'a str),
+    /// Finish the innermost open task, with this summary or (empty) one the model writes.
+    Finish(&'a str),
 }
 
 impl<'a> ContextCommand<'a> {
@@ -88,19 +102,29 @@ impl<'a> ContextCommand<'a> {
             "/compress" => Some(ContextCommand::Compress(rest)),
             "/clear" if rest.is_empty() => Some(ContextCommand::Clear),
             "/clearblobs" if rest.is_empty() => Some(ContextCommand::ClearFiles),
+            "/task" => Some(ContextCommand::Task(rest)),
+            "/finish" => Some(ContextCommand::Finish(rest)),
             _ => None,
         }
     }
 }
 
 impl RunEngine {
-    /// Carries out a context command at the end of the session's active path.
+    /// Carries out a context command at the end of the session's active path (`/task`, which
+    /// starts a reply, is [`Self::start_task`]).
     pub async fn context_command(
         &self,
         actor: &Actor,
         session_id: Uuid,
         command: ContextCommand<'_>,
     ) -> DomainResult<Boundary> {
+        match command {
+            ContextCommand::Finish(summary) => return self.finish_task(actor, session_id, summary).await,
+            ContextCommand::Task(_) => {
+                return Err(DomainError::Invalid("A task starts with a message: send /task <goal>.".into()));
+            }
+            _ => {}
+        }
         let session = sessions::get_session(&self.db, actor, session_id).await?;
         self.not_paused(session.id).await?;
         let _hold = self.hold(actor, session.id)?;
@@ -116,7 +140,8 @@ impl RunEngine {
                 let reference = self.pick_model(actor, &session, None).await?;
                 let resolved = self.admit(actor, &reference).await?;
                 let id = Uuid::now_v7();
-                let (summary, usage) = self.summarise(actor, &session, &path, &resolved, focus, id).await?;
+                let ask = SummaryAsk::Context { focus };
+                let (summary, usage) = self.summarise(actor, &session, &path, &resolved, ask, id).await?;
                 return self
                     .write_boundary(
                         &session,
@@ -132,6 +157,8 @@ impl RunEngine {
             ContextCommand::ClearFiles => {
                 (MessageKind::ClearFiles, "Files attached before this point are no longer sent.", None, None)
             }
+            // Handled above.
+            ContextCommand::Task(_) | ContextCommand::Finish(_) => return Err(DomainError::NotFound),
         };
         if path.is_empty() {
             return Err(DomainError::Invalid("The session is empty: there is nothing to clear yet.".into()));
@@ -173,7 +200,10 @@ impl RunEngine {
         }
         tracing::info!(session = %session.id, tokens, limit, "compressing the context before a reply");
         let id = Uuid::now_v7();
-        let (summary, usage) = match self.summarise(actor, session, path, resolved, "", id).await {
+        let (summary, usage) = match self
+            .summarise(actor, session, path, resolved, SummaryAsk::Context { focus: "" }, id)
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(session = %session.id, error = %e, "automatic compaction failed; replying uncompressed");
@@ -238,16 +268,11 @@ impl RunEngine {
                 "No tool call with id {call_id:?} has a result in this conversation."
             ));
         };
-        let total = content.chars().count();
-        let slice: String = content.chars().skip(offset).take(READ_SLICE_CHARS).collect();
-        let end = offset.saturating_add(slice.chars().count()).min(total);
-        let more =
-            if end < total { format!("; call again with offset {end} for more") } else { String::new() };
-        ToolOutput::ok(format!("[characters {offset}–{end} of {total}{more}]\n{slice}"))
+        ToolOutput::ok(super::tasks::slice_for_model(content, offset, READ_SLICE_CHARS))
     }
 
     /// Keeps the session from starting a reply while a boundary is written.
-    fn hold(&self, actor: &Actor, session_id: Uuid) -> DomainResult<Hold> {
+    pub(super) fn hold(&self, actor: &Actor, session_id: Uuid) -> DomainResult<Hold> {
         match self.registry.begin_owned(actor.user_id(), session_id, Uuid::now_v7(), None) {
             Ok(p) => Ok(Hold(Some(p))),
             Err(crate::events::BeginError::AlreadyRunning) => Err(busy()),
@@ -257,19 +282,19 @@ impl RunEngine {
 
     /// The model's summary of `path` from its context's start, with the usage of the call
     /// (recorded against `summary_id`). Nothing is written when the call fails.
-    async fn summarise(
+    pub(super) async fn summarise(
         &self,
         actor: &Actor,
         session: &ChatSession,
         path: &[Message],
         resolved: &ResolvedModel,
-        focus: &str,
+        ask: SummaryAsk<'_>,
         summary_id: Uuid,
     ) -> DomainResult<(String, Option<MessageUsage>)> {
-        let (start, _) = context::window_start(path);
-        let has_words = path[start..]
-            .iter()
-            .any(|m| matches!(m.role, Role::User | Role::Assistant) && !m.text().trim().is_empty());
+        let window = context::window(path);
+        let has_words = path.iter().enumerate().any(|(i, m)| {
+            window.sends(i) && matches!(m.role, Role::User | Role::Assistant) && !m.text().trim().is_empty()
+        });
         if !has_words {
             return Err(DomainError::Invalid(
                 "There is nothing to compress yet: the context has no messages since its start.".into(),
@@ -286,10 +311,13 @@ impl RunEngine {
             attachments: None,
         });
         request.system = Some(SUMMARY_SYSTEM.into());
-        let mut ask = SUMMARY_INSTRUCTION.to_string();
-        if !focus.is_empty() {
-            ask.push_str(&format!("\n\nGive most room to this, in the user's words: {focus}"));
-        }
+        let ask = match ask {
+            SummaryAsk::Context { focus: "" } => SUMMARY_INSTRUCTION.to_string(),
+            SummaryAsk::Context { focus } => {
+                format!("{SUMMARY_INSTRUCTION}\n\nGive most room to this, in the user's words: {focus}")
+            }
+            SummaryAsk::Task { goal, instruction } => format!("{instruction}\n\nThe task's goal: {goal}"),
+        };
         let part = Part::Text { text: ask };
         match request.messages.last_mut() {
             Some(last) if last.role == ChatRole::User => last.parts.push(part),
@@ -333,7 +361,7 @@ impl RunEngine {
     }
 
     /// Writes a boundary below the path's last message, as its chosen child.
-    async fn write_boundary(
+    pub(super) async fn write_boundary(
         &self,
         session: &ChatSession,
         path: &[Message],
@@ -375,9 +403,20 @@ mod tests {
         );
         assert_eq!(ContextCommand::parse("/clear"), Some(ContextCommand::Clear));
         assert_eq!(ContextCommand::parse(" /clearblobs "), Some(ContextCommand::ClearFiles));
-        for other in
-            ["/clear everything", "/compressed", "/clearblobsx", "compress", "/expose x", "hello /clear"]
-        {
+        assert_eq!(
+            ContextCommand::parse("/task  port the parser "),
+            Some(ContextCommand::Task("port the parser"))
+        );
+        assert_eq!(ContextCommand::parse("/finish"), Some(ContextCommand::Finish("")));
+        for other in [
+            "/clear everything",
+            "/compressed",
+            "/clearblobsx",
+            "compress",
+            "/expose x",
+            "hello /clear",
+            "/tasks",
+        ] {
             assert_eq!(ContextCommand::parse(other), None, "{other}");
         }
     }

@@ -68,23 +68,109 @@ pub const OLD_RESULT_MAX_CHARS: usize = 12_000;
 const OLD_RESULT_HEAD: usize = 6_000;
 const OLD_RESULT_TAIL: usize = 3_000;
 
-/// Where the context of `path` starts: walking from the leaf towards the root, the nearest
-/// summary (sent, as the first message) or clear (not sent) ends the walk. Returns the index of
-/// the first message sent and the index from which attached files are sent (a `/clearblobs`
-/// on the way keeps the files before it out).
-pub fn window_start(path: &[Message]) -> (usize, usize) {
+/// How a finished task is introduced to the model, before its summary.
+pub const TASK_DONE_HEADING: &str = "[A task was done here; its messages are not shown. expand_task with \
+the task id shows them]";
+
+/// How an open task is introduced to the model.
+pub const TASK_OPEN_NOTE: &str = "[A task starts here: work on it now. When it is done, call finish_task \
+with a summary of what was done, decided and found (the conversation outside the task will see only that \
+summary); if you have no tools, the user ends it with /finish.]";
+
+/// What of a path the model is sent, from [`window`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Window {
+    /// The index of the first message sent.
+    pub start: usize,
+    /// Files attached to messages from this index on are sent (a `/clearblobs` keeps the
+    /// files before it out).
+    pub files_from: usize,
+    /// Finished tasks after `start`, oldest first: (index of the task's start, index of its
+    /// end). What lies between is not sent; the end is sent as the task's summary.
+    pub tasks: Vec<(usize, usize)>,
+}
+
+impl Window {
+    /// Whether the message at `i` is sent (as itself, or as a task's summary).
+    pub fn sends(&self, i: usize) -> bool {
+        i >= self.start && !self.tasks.iter().any(|&(s, e)| s <= i && i < e)
+    }
+}
+
+/// What of `path` the model is sent. Walking from the leaf towards the root: a finished task
+/// (its end, then back to its start, tasks nesting) is passed over whole and stands as its
+/// summary; the nearest summary (sent, as the first message) or clear (not sent) ends the walk.
+/// One pass over the path.
+pub fn window(path: &[Message]) -> Window {
     let mut files_from: Option<usize> = None;
-    for (i, m) in path.iter().enumerate().rev() {
-        match m.kind {
-            MessageKind::Summary => return (i, files_from.unwrap_or(i)),
-            MessageKind::Clear => return (i + 1, files_from.unwrap_or(i + 1)),
+    let mut tasks = Vec::new();
+    let mut i = path.len();
+    let start = loop {
+        if i == 0 {
+            break 0;
+        }
+        i -= 1;
+        match path[i].kind {
+            MessageKind::Summary => break i,
+            MessageKind::Clear => break i + 1,
             MessageKind::ClearFiles => {
                 files_from.get_or_insert(i + 1);
             }
-            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult => {}
+            MessageKind::TaskEnd => {
+                let end = i;
+                let mut depth = 1usize;
+                while depth > 0 && i > 0 {
+                    i -= 1;
+                    match path[i].kind {
+                        MessageKind::TaskEnd => depth += 1,
+                        MessageKind::TaskStart => depth -= 1,
+                        _ => {}
+                    }
+                }
+                if depth > 0 {
+                    // An end without its start (a hand-edited database): it stands alone.
+                    break end;
+                }
+                tasks.push((i, end));
+            }
+            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult | MessageKind::TaskStart => {}
+        }
+    };
+    tasks.reverse();
+    Window { start, files_from: files_from.unwrap_or(start).max(start), tasks }
+}
+
+/// Where the task starting at `start` ends on `path`, if it has ended there.
+pub fn finished_task_end(path: &[Message], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, m) in path.iter().enumerate().skip(start) {
+        match m.kind {
+            MessageKind::TaskStart => depth += 1,
+            MessageKind::TaskEnd => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
         }
     }
-    (0, files_from.unwrap_or(0))
+    None
+}
+
+/// The tasks open at the end of `path` (their starts' indexes, outermost first).
+pub fn open_tasks(path: &[Message]) -> Vec<usize> {
+    let mut open = Vec::new();
+    for (i, m) in path.iter().enumerate() {
+        match m.kind {
+            MessageKind::TaskStart => open.push(i),
+            MessageKind::TaskEnd => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    open
 }
 
 /// A tool result from an earlier turn, cut to its head and tail when long: the model saw it
@@ -105,11 +191,13 @@ fn cut_old_result(call_id: &str, content: &str) -> Option<String> {
     ))
 }
 
-/// Builds the provider request: the path from its nearest boundary on (see [`window_start`]).
+/// Builds the provider request: the path from its nearest boundary on (see [`window`]).
 pub fn render(input: &ContextInput<'_>) -> ChatRequest {
     let mut messages: Vec<ChatMessage> = Vec::new();
     let last = input.path.len().saturating_sub(1);
-    let (start, files_from) = window_start(input.path);
+    let window = window(input.path);
+    let task_of_end: std::collections::HashMap<usize, usize> =
+        window.tasks.iter().map(|&(s, e)| (e, s)).collect();
     // Tool results before the latest user message belong to earlier turns.
     let current_turn = input.path.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
     // Anthropic continues a trailing assistant message natively ("prefill"), except with
@@ -117,15 +205,31 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
     let prefill = input.mode == Mode::Continue
         && input.kind == ProviderKind::Anthropic
         && input.params.thinking_budget.is_none();
-    for (i, m) in input.path.iter().enumerate().skip(start) {
-        match m.kind {
-            MessageKind::Summary => {
-                let part = Part::Text { text: format!("{SUMMARY_HEADING}\n\n{}", m.text()) };
-                messages.push(ChatMessage { role: ChatRole::User, parts: vec![part] });
-                continue;
+    for (i, m) in input.path.iter().enumerate().skip(window.start) {
+        if !window.sends(i) {
+            continue;
+        }
+        let note = match m.kind {
+            MessageKind::Summary => Some(format!("{SUMMARY_HEADING}\n\n{}", m.text())),
+            MessageKind::TaskStart => {
+                Some(format!("{TASK_OPEN_NOTE}\nTask id: {}\nGoal: {}", m.id, m.text()))
+            }
+            MessageKind::TaskEnd => {
+                let start = task_of_end.get(&i).map(|&s| &input.path[s]);
+                let goal = start.map_or(String::new(), Message::text);
+                let id = start.map_or(m.id, |s| s.id);
+                Some(format!("{TASK_DONE_HEADING}\nTask id: {id}\nGoal: {goal}\nSummary:\n{}", m.text()))
             }
             MessageKind::Clear | MessageKind::ClearFiles => continue,
-            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult => {}
+            MessageKind::Text | MessageKind::ToolCall | MessageKind::ToolResult => None,
+        };
+        if let Some(text) = note {
+            let part = Part::Text { text };
+            match messages.last_mut() {
+                Some(prev) if prev.role == ChatRole::User => prev.parts.push(part),
+                _ => messages.push(ChatMessage { role: ChatRole::User, parts: vec![part] }),
+            }
+            continue;
         }
         let role = match m.role {
             Role::User => ChatRole::User,
@@ -157,7 +261,7 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
                 }
             }
         }
-        if let Some(files) = input.attachments.filter(|_| i >= files_from).and_then(|a| a.get(&m.id)) {
+        if let Some(files) = input.attachments.filter(|_| i >= window.files_from).and_then(|a| a.get(&m.id)) {
             // The files first, then what the person wrote about them.
             parts.splice(0..0, files.iter().cloned());
         }
@@ -378,8 +482,12 @@ mod tests {
             boundary(MessageKind::Summary, "second summary"),
             m(Role::User, vec![text("now")], None),
         ];
-        assert_eq!(window_start(&path), (5, 5), "the nearest summary wins");
-        assert_eq!(window_start(&path[..5]), (1, 4), "files before the /clearblobs stay out");
+        let starts = |p: &[Message]| {
+            let w = window(p);
+            (w.start, w.files_from)
+        };
+        assert_eq!(starts(&path), (5, 5), "the nearest summary wins");
+        assert_eq!(starts(&path[..5]), (1, 4), "files before the /clearblobs stay out");
         let req = render(&input(&path, ProviderKind::OpenAi, Mode::Answer));
         let sent = serde_json::to_string(&req.messages).unwrap();
         assert!(sent.contains("second summary") && sent.contains("now"));
@@ -392,11 +500,63 @@ mod tests {
             boundary(MessageKind::Clear, "cleared"),
             m(Role::User, vec![text("after")], None),
         ];
-        assert_eq!(window_start(&cleared), (2, 2));
+        assert_eq!(starts(&cleared), (2, 2));
         let req = render(&input(&cleared, ProviderKind::OpenAi, Mode::Answer));
         assert_eq!(req.messages.len(), 1);
         assert_eq!(req.messages[0].parts, vec![text("after")]);
-        assert_eq!(window_start(&cleared[..1]), (0, 0));
+        assert_eq!(starts(&cleared[..1]), (0, 0));
+    }
+
+    fn sent_text(path: &[Message]) -> String {
+        serde_json::to_string(&render(&input(path, ProviderKind::OpenAi, Mode::Answer)).messages).unwrap()
+    }
+
+    #[test]
+    fn a_finished_task_stands_as_its_summary_and_tasks_nest() {
+        let path = vec![
+            m(Role::User, vec![text("parent question")], None),
+            boundary(MessageKind::TaskStart, "port the parser"),
+            m(Role::User, vec![text("inside outer")], None),
+            boundary(MessageKind::TaskStart, "write the lexer"),
+            m(Role::Assistant, vec![text("lexer work")], Some("p/m")),
+            // A compression inside a task does not end the walk once the task is done.
+            boundary(MessageKind::Summary, "summary inside the inner task"),
+            boundary(MessageKind::TaskEnd, "lexer done: 40 tokens"),
+            m(Role::Assistant, vec![text("more outer work")], Some("p/m")),
+            boundary(MessageKind::TaskEnd, "parser ported, tests green"),
+            m(Role::User, vec![text("what next?")], None),
+        ];
+        let w = window(&path);
+        assert_eq!((w.start, w.tasks.clone()), (0, vec![(1, 8)]), "only the outer task shows");
+        let sent = sent_text(&path);
+        assert!(sent.contains("parent question") && sent.contains("what next?"), "{sent}");
+        assert!(sent.contains("parser ported, tests green") && sent.contains("port the parser"));
+        assert!(sent.contains(&path[1].id.to_string()), "the task id, for expand_task");
+        for hidden in ["inside outer", "lexer work", "summary inside", "lexer done", "more outer work"] {
+            assert!(!sent.contains(hidden), "{hidden} is inside the finished task");
+        }
+        assert_eq!(open_tasks(&path), Vec::<usize>::new());
+
+        // Inside the outer task, after the inner one finished: the parent's context, the outer
+        // task's work and the inner task as its summary.
+        let inside = &path[..8];
+        assert_eq!(open_tasks(inside), vec![1]);
+        let sent = sent_text(inside);
+        for shown in
+            ["parent question", "port the parser", "inside outer", "lexer done: 40 tokens", "more outer"]
+        {
+            assert!(sent.contains(shown), "{shown} is sent inside the outer task: {sent}");
+        }
+        assert!(!sent.contains("lexer work") && !sent.contains("summary inside"));
+        assert!(sent.contains("finish_task"), "an open task tells the model how it ends");
+
+        // Inside the inner task, before its end: the compression inside it starts the context.
+        let deep = &path[..6];
+        assert_eq!(open_tasks(deep), vec![1, 3]);
+        assert_eq!(window(deep).start, 5);
+        // An end without a start (hand-edited data) stands alone rather than hiding everything.
+        let orphan = vec![m(Role::User, vec![text("a")], None), boundary(MessageKind::TaskEnd, "lone")];
+        assert_eq!(window(&orphan).start, 1);
     }
 
     #[test]

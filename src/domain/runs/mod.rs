@@ -13,6 +13,7 @@ mod preparation;
 mod recovery;
 mod stream;
 pub mod subagent;
+pub mod tasks;
 
 pub use stream::clean_title;
 pub(crate) use stream::{Accumulator, End};

@@ -20,7 +20,7 @@ impl RunEngine {
         model: &ResolvedModel,
     ) -> std::collections::HashMap<Uuid, Vec<Part>> {
         let Some(store) = &self.blobs else { return Default::default() };
-        let (_, files_from) = context::window_start(path);
+        let files_from = context::window(path).files_from;
         let sent = path.get(files_from..).unwrap_or_default();
         let ids: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // PDFs go as documents to the three APIs that read them, for models that see images.

@@ -161,6 +161,8 @@ impl<'a> TreeIndex<'a> {
                 label,
                 on_path: on_path.contains(&m.id),
                 is_leaf: leaf == Some(m.id),
+                task: None,
+                closes: 0,
             }
         };
         let mut rows = Vec::new();
@@ -185,9 +187,60 @@ impl<'a> TreeIndex<'a> {
                 }
             }
             let on_path = dots.iter().any(|d| d.on_path);
-            rows.push(OverviewRow { depth, on_path, dots });
+            rows.push(OverviewRow { depth, on_path, has_tasks: false, dots });
         }
+        self.mark_tasks(&mut rows);
         rows
+    }
+
+    /// Tasks in the overview: each task start is marked open or done (some branch below it
+    /// finished it), and within a row the dots of a task nest in a collapsible group, closed
+    /// after its end (or at the row's end, when the task goes on in another row).
+    fn mark_tasks(&self, rows: &mut [OverviewRow]) {
+        let mut done = std::collections::HashSet::new();
+        for end in self.by_id.values().filter(|m| m.kind == MessageKind::TaskEnd) {
+            let mut depth = 1usize;
+            let mut at = end.parent_id.and_then(|p| self.get(p));
+            let mut steps = 0usize;
+            while let Some(m) = at {
+                steps += 1;
+                if steps > self.by_id.len() {
+                    break;
+                }
+                match m.kind {
+                    MessageKind::TaskEnd => depth += 1,
+                    MessageKind::TaskStart => {
+                        depth -= 1;
+                        if depth == 0 {
+                            done.insert(m.id);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                at = m.parent_id.and_then(|p| self.get(p));
+            }
+        }
+        for row in rows {
+            let mut open = 0usize;
+            for i in 0..row.dots.len() {
+                match self.get(row.dots[i].id).map(|m| m.kind) {
+                    Some(MessageKind::TaskStart) => {
+                        row.dots[i].task = Some(if done.contains(&row.dots[i].id) { "done" } else { "open" });
+                        row.has_tasks = true;
+                        open += 1;
+                    }
+                    Some(MessageKind::TaskEnd) if open > 0 => {
+                        row.dots[i].closes += 1;
+                        open -= 1;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(last) = row.dots.last_mut() {
+                last.closes += open;
+            }
+        }
     }
 }
 
@@ -211,6 +264,8 @@ pub struct OverviewRow {
     pub depth: usize,
     /// Whether the active path runs through it.
     pub on_path: bool,
+    /// Whether a task starts in it (its dots then nest, and the row is never shortened).
+    pub has_tasks: bool,
     /// Its messages, in order.
     pub dots: Vec<OverviewDot>,
 }
@@ -228,6 +283,10 @@ pub struct OverviewDot {
     pub on_path: bool,
     /// Whether it is the active path's last message.
     pub is_leaf: bool,
+    /// For a task's start: `open`, or `done` when a branch below it finished the task.
+    pub task: Option<&'static str>,
+    /// How many task groups close after it.
+    pub closes: usize,
 }
 
 /// The active path: from `root` follow `chosen_child_id` (or the newest child when unset).
@@ -332,6 +391,42 @@ mod tests {
         let on: Vec<bool> = rows.iter().map(|r| r.on_path).collect();
         assert_eq!(on, [true, false, true, true, false, false]);
         assert!(rows[3].dots[0].is_leaf && rows[3].dots[0].label == "m5");
+    }
+
+    #[test]
+    fn the_overview_groups_tasks_and_knows_which_are_done() {
+        use crate::model::messages::MessageKind::{TaskEnd, TaskStart};
+        let kind = |mut m: Message, k| {
+            m.kind = k;
+            m
+        };
+        // 1 -> task 2 -> 3 -> end 4 -> 5, and a fork at 3: 6 -> task 7 (open) -> 8.
+        let all = vec![
+            msg(1, None, None, 1),
+            kind(msg(2, Some(1), None, 2), TaskStart),
+            msg(3, Some(2), Some(4), 3),
+            kind(msg(4, Some(3), None, 4), TaskEnd),
+            msg(5, Some(4), None, 5),
+            msg(6, Some(3), None, 6),
+            kind(msg(7, Some(6), None, 7), TaskStart),
+            msg(8, Some(7), None, 8),
+        ];
+        let t = TreeIndex::new(&all);
+        let rows = t.overview(&[]);
+        let shape: Vec<Vec<(u128, Option<&str>, usize)>> = rows
+            .iter()
+            .map(|r| r.dots.iter().map(|d| (d.id.as_u128(), d.task, d.closes)).collect())
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                // The task's group stays open at the fork: it goes on in the rows below.
+                vec![(1, None, 0), (2, Some("done"), 0), (3, None, 1)],
+                vec![(4, None, 0), (5, None, 0)],
+                vec![(6, None, 0), (7, Some("open"), 0), (8, None, 1)],
+            ]
+        );
+        assert!(rows[0].has_tasks && !rows[1].has_tasks && rows[2].has_tasks);
     }
 
     #[test]

@@ -167,29 +167,24 @@ pub async fn send(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let actor = &user.0.actor;
+    if let Some(ContextCommand::Task(goal)) = ContextCommand::parse(&form.message) {
+        let model = form.model.as_deref();
+        return match state.engine.start_task(actor, session_id, goal, &form.client_id, model).await {
+            Ok(_) => session_with_notice(&state, &user, session_id, TASK_NOTICE).await,
+            Err(e) => domain_to_composer(&state, e),
+        };
+    }
     if let Some(command) = ContextCommand::parse(&form.message) {
         return match state.engine.context_command(actor, session_id, command).await {
             Ok(boundary) => {
-                let mut ctx = session_context(&state, &user, session_id, false).await?;
-                ctx.insert("composer_notice", boundary_notice(boundary.kind));
-                let html = render_to_string(&state, "partials/_session.html", &ctx)?;
-                let mut res = render::html_response(StatusCode::OK, html);
-                form::retarget(&mut res, "#session", "outerHTML");
-                Ok(res)
+                session_with_notice(&state, &user, session_id, boundary_notice(boundary.kind)).await
             }
             Err(e) => domain_to_composer(&state, e),
         };
     }
     if let Some((expose, folder)) = root_command(&form.message) {
         return match sessions::change_root(&state.db, actor, session_id, folder, expose).await {
-            Ok((_, notice)) => {
-                let mut ctx = session_context(&state, &user, session_id, false).await?;
-                ctx.insert("composer_notice", &notice);
-                let html = render_to_string(&state, "partials/_session.html", &ctx)?;
-                let mut res = render::html_response(StatusCode::OK, html);
-                form::retarget(&mut res, "#session", "outerHTML");
-                Ok(res)
-            }
+            Ok((_, notice)) => session_with_notice(&state, &user, session_id, &notice).await,
             Err(e) => domain_to_composer(&state, e),
         };
     }
@@ -208,6 +203,25 @@ pub async fn send(
     }
 }
 
+/// The whole session (swapped in for the composer's target) with a notice above the composer.
+async fn session_with_notice(
+    state: &AppState,
+    user: &CurrentUser,
+    session_id: Uuid,
+    notice: &str,
+) -> Result<HttpResponse, WebError> {
+    let mut ctx = session_context(state, user, session_id, false).await?;
+    ctx.insert("composer_notice", notice);
+    let html = render_to_string(state, "partials/_session.html", &ctx)?;
+    let mut res = render::html_response(StatusCode::OK, html);
+    form::retarget(&mut res, "#session", "outerHTML");
+    Ok(res)
+}
+
+/// What the composer says once `/task` started a task.
+const TASK_NOTICE: &str = "A task started: the model works on it now and ends it with a summary \
+(or send /finish). After it, the conversation sees only the summary.";
+
 /// What the composer says after a context command.
 fn boundary_notice(kind: MessageKind) -> &'static str {
     match kind {
@@ -216,6 +230,9 @@ fn boundary_notice(kind: MessageKind) -> &'static str {
              Open the summary to see what it replaced; choose the branch before it to undo."
         }
         MessageKind::Clear => "The context was cleared: the next reply sees nothing before this point.",
+        MessageKind::TaskEnd => {
+            "The task is finished: from here on the model sees its summary in place of its messages."
+        }
         _ => "Files attached so far are no longer sent to the model.",
     }
 }
