@@ -161,6 +161,12 @@ pub fn table() -> Vec<RouteEntry> {
         ),
         entry(
             Method::POST,
+            "/s/{session_id}/tool-calls/{call_id}/resume",
+            User,
+            web::post().to(agent::resume),
+        ),
+        entry(
+            Method::POST,
             "/s/{session_id}/messages/{message_id}/continue",
             User,
             web::post().to(sessions::resume),

@@ -189,7 +189,14 @@ pub(crate) async fn agent_into(
         result.side_branch =
             sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
     }
-    ctx.insert("pending", &crate::domain::runs::decisions::pending_call(&state.db, actor, session.id).await?);
+    let pending = crate::domain::runs::decisions::pending_call(&state.db, actor, session.id).await?;
+    // A call a stopped, interrupted or failed run left unfinished is offered again.
+    let unfinished = match pending {
+        Some(_) => None,
+        None => state.engine.unfinished_call(actor, session.id).await?,
+    };
+    ctx.insert("pending", &pending);
+    ctx.insert("unfinished", &unfinished);
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);

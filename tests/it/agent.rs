@@ -125,7 +125,7 @@ impl Agent {
             .unwrap()
     }
 
-    async fn calls(&self) -> Vec<arbor::storage::entities::tool_call::Model> {
+    pub(crate) async fn calls(&self) -> Vec<arbor::storage::entities::tool_call::Model> {
         arbor::storage::repos::agent::calls_of_session(self.db(), self.c.session).await.unwrap()
     }
 
@@ -147,14 +147,14 @@ impl Agent {
     }
 
     /// The tool results the model was sent in upstream request `n` (0-based).
-    fn tool_results_sent(&self, n: usize) -> Vec<Value> {
+    pub(crate) fn tool_results_sent(&self, n: usize) -> Vec<Value> {
         let reqs = self.c.mock.requests_for(Provider::OpenAi);
         let body = reqs[n].json().unwrap();
         body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").cloned().collect()
     }
 }
 
-fn write_call(path: &str, content: &str) -> Reply {
+pub(crate) fn write_call(path: &str, content: &str) -> Reply {
     calls(&[("call_w1", "write_file", json!({"path": path, "content": content}))])
 }
 

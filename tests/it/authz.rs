@@ -421,6 +421,13 @@ pub(crate) fn cases() -> Vec<Case> {
             "decision=yes&scope=session",
             OWNER_ONLY(200),
         ),
+        // The owner's run is over with every call answered: nothing to resume.
+        post(
+            "/s/{session_id}/tool-calls/{call_id}/resume",
+            |ids| format!("/s/{}/tool-calls/{}/resume", ids.session, ids.call),
+            "decision=yes",
+            OWNER_ONLY(409),
+        ),
         post(
             "/s/{session_id}/messages/{message_id}/continue",
             |ids| format!("/s/{}/messages/{}/continue", ids.session, ids.answer),

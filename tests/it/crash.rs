@@ -31,8 +31,8 @@ pub(crate) async fn serve(dir: &std::path::Path, db: &TestDb, config: &std::path
     child
 }
 
-/// The real server with a slow reply being written, and some of its text flushed.
-pub(crate) struct SlowReply {
+/// The real server on a fresh database, with a user, a browser session and a chat session.
+pub(crate) struct CrashServer {
     pub(crate) mock: crate::support::mock_upstream::MockUpstream,
     pub(crate) db: TestDb,
     pub(crate) dir: tempfile::TempDir,
@@ -40,14 +40,45 @@ pub(crate) struct SlowReply {
     pub(crate) port: u16,
     pub(crate) server: Child,
     pub(crate) conn: sea_orm::DatabaseConnection,
+    pub(crate) user: arbor::domain::accounts::User,
     pub(crate) session: Uuid,
-    pub(crate) answer: Uuid,
-    pub(crate) flushed: String,
     pub(crate) cookie: String,
     pub(crate) csrf: String,
 }
 
-pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
+impl CrashServer {
+    /// A form POST as the signed-in browser.
+    pub(crate) fn post(&self, path: &str, body: String) -> reqwest::RequestBuilder {
+        let origin = format!("http://127.0.0.1:{}", self.port);
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{origin}{path}"))
+            .header("Origin", &origin)
+            .header("Cookie", &self.cookie)
+            .header("X-CSRF-Token", &self.csrf)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+    }
+
+    /// A page, as the signed-in browser.
+    pub(crate) async fn page(&self, path: &str) -> String {
+        reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{}{path}", self.port))
+            .header("Cookie", &self.cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// Starts the real server with `extra_config` before the provider settings (which point at a
+/// fresh mock upstream), and signs a user in.
+pub(crate) async fn crash_server(extra_config: &str) -> CrashServer {
     init_crypto();
     let mock = mock_upstream::start().await.unwrap();
     let db = TestDb::fresh().await;
@@ -86,18 +117,28 @@ pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
     let actor = Actor::for_tests(&user);
     let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
     let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let origin = format!("http://127.0.0.1:{port}");
-    let post = |path: String, body: &'static str| {
-        http.post(format!("{origin}{path}"))
-            .header("Origin", &origin)
-            .header("Cookie", &cookie)
-            .header("X-CSRF-Token", &issued.csrf_secret)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-    };
+    CrashServer { mock, db, dir, config, port, server, conn, user, session, cookie, csrf: issued.csrf_secret }
+}
 
+/// The real server with a slow reply being written, and some of its text flushed.
+pub(crate) struct SlowReply {
+    pub(crate) mock: crate::support::mock_upstream::MockUpstream,
+    pub(crate) db: TestDb,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) config: std::path::PathBuf,
+    pub(crate) port: u16,
+    pub(crate) server: Child,
+    pub(crate) conn: sea_orm::DatabaseConnection,
+    pub(crate) session: Uuid,
+    pub(crate) answer: Uuid,
+    pub(crate) flushed: String,
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
+}
+
+pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
+    let started = crash_server(extra_config).await;
+    let CrashServer { ref mock, ref conn, session, .. } = started;
     // A slow stream: ~120 events, one every 60 ms.
     mock.enqueue(
         Provider::OpenAi,
@@ -107,12 +148,14 @@ pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
             first_byte_delay_ms: 0,
         },
     );
-    let res = post(
-        format!("/s/{session}/messages"),
-        "message=Tell+me+a+story&client_id=crash-1&model=openai%2Fgpt-4o-mini",
-    )
-    .await
-    .unwrap();
+    let res = started
+        .post(
+            &format!("/s/{session}/messages"),
+            "message=Tell+me+a+story&client_id=crash-1&model=openai%2Fgpt-4o-mini".into(),
+        )
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     let html = res.text().await.unwrap();
     let at = html.find("is-streaming\" id=\"m-").unwrap() + "is-streaming\" id=\"m-".len();
@@ -121,27 +164,15 @@ pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
     // Wait until some text has been flushed, then kill the process without warning.
     let began = Instant::now();
     let flushed = loop {
-        let m = messages::find_message(&conn, session, answer).await.unwrap().unwrap();
+        let m = messages::find_message(conn, session, answer).await.unwrap().unwrap();
         if m.text().len() > 10 {
             break m.text();
         }
         assert!(began.elapsed() < Duration::from_secs(15), "nothing was flushed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    SlowReply {
-        mock,
-        db,
-        dir,
-        config,
-        port,
-        server,
-        conn,
-        session,
-        answer,
-        flushed,
-        cookie,
-        csrf: issued.csrf_secret,
-    }
+    let CrashServer { mock, db, dir, config, port, server, conn, cookie, csrf, .. } = started;
+    SlowReply { mock, db, dir, config, port, server, conn, session, answer, flushed, cookie, csrf }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,4 +278,85 @@ async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text()
     assert_eq!(interrupted, 1, "the run says how it ended");
     conn.close().await.unwrap();
     drop(db);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_during_a_tool_call_offers_the_call_again_after_the_restart() {
+    // A page that never answers, so the call is running when the server dies.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hang_port = listener.local_addr().unwrap().port();
+    let hang = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let mut s = crash_server("[agent]\nfetch_allow = [\"127.0.0.0/8\"]\n").await;
+    let actor = Actor::for_tests(&s.user);
+    let form = arbor::domain::sessions::SessionForm {
+        model: "openai/gpt-4o-mini".into(),
+        approval_mode: "full-auto".into(),
+        ..Default::default()
+    };
+    arbor::domain::sessions::update_session(&s.conn, &actor, s.session, &form).await.unwrap();
+    let url = format!("http://127.0.0.1:{hang_port}/slow");
+    s.mock.enqueue(
+        Provider::OpenAi,
+        crate::agent::calls(&[("f1", "web_fetch", serde_json::json!({ "url": url }))]),
+    );
+    let body = "message=Fetch+it&client_id=crash-tool&model=openai%2Fgpt-4o-mini".to_string();
+    assert_eq!(s.post(&format!("/s/{}/messages", s.session), body).send().await.unwrap().status(), 200);
+    let began = Instant::now();
+    loop {
+        let all = messages::session_messages(&s.conn, s.session).await.unwrap();
+        if all.iter().any(|m| {
+            m.role == arbor::domain::sessions::tree::Role::Tool && m.status == MessageStatus::Streaming
+        }) {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(15), "the tool never started: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.server.0.kill().unwrap();
+    wait_exit(&mut s.server.0, Duration::from_secs(10)).expect("killed");
+
+    // After the restart the page says truthfully how far the call got and offers it again.
+    s.server = serve(s.dir.path(), &s.db, &s.config, s.port).await;
+    let page = s.page(&format!("/s/{}", s.session)).await;
+    assert!(page.contains("The server stopped while this call was running"), "{page}");
+    assert!(page.contains("may or may not have had its effects") && page.contains("/resume"), "{page}");
+    let call = arbor::storage::repos::agent::calls_of_session(&s.conn, s.session).await.unwrap()[0].id;
+
+    // Skip: the model is told, the run goes on and completes.
+    s.mock.enqueue(Provider::OpenAi, crate::agent::says("The page did not load; moving on."));
+    let res = s
+        .post(&format!("/s/{}/tool-calls/{call}/resume", s.session), "decision=no_continue".into())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let began = Instant::now();
+    let last = loop {
+        let all = messages::session_messages(&s.conn, s.session).await.unwrap();
+        let session =
+            arbor::storage::repos::chat::find_session(&s.conn, s.user.id, s.session).await.unwrap().unwrap();
+        let path = arbor::domain::sessions::tree::active_path(&all, session.active_root_id);
+        let last = path.last().cloned().unwrap();
+        if last.status == MessageStatus::Complete && last.text() == "The page did not load; moving on." {
+            break path;
+        }
+        assert!(began.elapsed() < Duration::from_secs(15), "the run never went on: {path:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let sent = s.mock.requests_for(Provider::OpenAi).last().unwrap().json().unwrap();
+    assert!(sent["messages"].to_string().contains("The user declined this call"), "{sent}");
+    // The interrupted result stays in the tree beside the new one.
+    let all = messages::session_messages(&s.conn, s.session).await.unwrap();
+    assert!(all.iter().any(|m| m.status == MessageStatus::Interrupted && !last.iter().any(|p| p.id == m.id)));
+    let page = s.page(&format!("/s/{}", s.session)).await;
+    assert!(!page.contains("/resume\""), "nothing is left to resume");
+    s.server.0.kill().unwrap();
+    wait_exit(&mut s.server.0, Duration::from_secs(10));
+    hang.abort();
+    s.conn.close().await.unwrap();
 }

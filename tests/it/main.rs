@@ -33,6 +33,7 @@ mod migrations;
 mod oidc;
 mod oidc_real;
 mod providers;
+mod recovery;
 mod runs;
 mod search;
 mod settings;

@@ -1,8 +1,18 @@
 //! Runs a stop left behind: after a crash (at start) and at a graceful shutdown, replies still
-//! marked running are marked interrupted with the text they saved.
+//! marked running are marked interrupted with the text they saved; a tool call a stopped,
+//! interrupted or failed run left unfinished is offered again ("Run it" or "Skip").
+
+use uuid::Uuid;
 
 use super::RunEngine;
-use crate::domain::DomainResult;
+use super::agent_loop::{Decided, calls_in};
+use super::decisions::{PendingCall, pending_view};
+use crate::domain::accounts::Actor;
+use crate::domain::agent::{Decision, RuleScope};
+use crate::domain::sessions::tree::{MessageStatus, Role};
+use crate::domain::sessions::{self, tree};
+use crate::domain::{DomainError, DomainResult};
+use crate::storage::repos::agent as agent_repo;
 use crate::storage::repos::messages as repo;
 
 impl RunEngine {
@@ -28,5 +38,96 @@ impl RunEngine {
     /// [`Self::recover`]. Returns how many.
     pub async fn interrupt_for_shutdown(&self) -> DomainResult<u64> {
         Ok(repo::interrupt_orphans(&self.db).await?)
+    }
+}
+
+/// How far an unfinished call got, as the page says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallProgress {
+    /// It never started (the run stopped first, or Stop refused it while it waited).
+    NotRun,
+    /// Stop ended it while it ran: some of its effects may have happened.
+    Stopped,
+    /// The server stopped while it ran: it may or may not have had its effects.
+    Interrupted,
+}
+
+/// A tool call a stopped, interrupted or failed run left unfinished at the end of the path:
+/// the page offers "Run it" and "Skip", and the run goes on from there.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UnfinishedCall {
+    /// The call, as the confirmation dialog shows one.
+    pub call: PendingCall,
+    /// How far it got.
+    pub progress: CallProgress,
+}
+
+impl RunEngine {
+    /// The first unfinished call of the answer at the end of the session's active path, when
+    /// the run that made it has ended (stopped, interrupted or failed); none otherwise.
+    pub async fn unfinished_call(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+    ) -> DomainResult<Option<UnfinishedCall>> {
+        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let all = repo::session_messages(&self.db, session.id).await?;
+        let path = tree::active_path(&all, session.active_root_id);
+        // The path ends at the answer or at results of its calls.
+        let Some(answer) = path.iter().rev().find(|m| m.role != Role::Tool) else { return Ok(None) };
+        if answer.role != Role::Assistant || calls_in(&answer.parts).is_empty() {
+            return Ok(None);
+        }
+        let rows = agent_repo::calls_of_message(&self.db, answer.id).await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let run = agent_repo::find_run(&self.db, session.id, first.run_id).await?;
+        if !run.is_some_and(|r| matches!(r.status.as_str(), "cancelled" | "interrupted" | "failed")) {
+            return Ok(None);
+        }
+        for row in &rows {
+            let result = row.result_message_id.and_then(|id| all.iter().find(|m| m.id == id));
+            let progress = match result.map(|m| m.status) {
+                None => CallProgress::NotRun,
+                Some(MessageStatus::Stopped) => CallProgress::Stopped,
+                Some(MessageStatus::Interrupted | MessageStatus::Streaming) => CallProgress::Interrupted,
+                Some(_) if row.status == "proposed" => CallProgress::NotRun,
+                Some(_) => continue,
+            };
+            return Ok(Some(UnfinishedCall { call: pending_view(row), progress }));
+        }
+        Ok(None)
+    }
+
+    /// "Run it" (`Yes`) or "Skip" (`NoContinue`) on the unfinished call [`Self::unfinished_call`]
+    /// shows: the run waits on the call again and the decision resumes it, exactly as a
+    /// decision in the confirmation dialog would (later calls of the answer are decided by the
+    /// approval rules as usual).
+    pub async fn resume_call(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        call_id: Uuid,
+        decision: Decision,
+    ) -> DomainResult<Decided> {
+        if !matches!(decision, Decision::Yes | Decision::NoContinue) {
+            return Err(DomainError::Invalid("Choose \"Run it\" or \"Skip\".".into()));
+        }
+        let gone = || {
+            DomainError::Conflict(
+                "This call can no longer be resumed: the conversation went on, or it was resumed already."
+                    .into(),
+            )
+        };
+        let unfinished = self.unfinished_call(actor, session_id).await?.ok_or_else(gone)?;
+        if unfinished.call.id != call_id {
+            return Err(gone());
+        }
+        let row = agent_repo::find_call(&self.db, session_id, call_id).await?.ok_or(DomainError::NotFound)?;
+        if !agent_repo::reopen_call(&self.db, row.run_id, row.id).await? {
+            return Err(gone());
+        }
+        tracing::info!(run = %row.run_id, call = %row.id, decision = decision.as_str(), "an unfinished call is resumed");
+        self.decide(actor, session_id, call_id, decision, RuleScope::Session).await
     }
 }

@@ -333,6 +333,43 @@ pub async fn record_decision(db: &Db, session_id: Uuid, d: &DecisionRecord<'_>) 
     Ok(true)
 }
 
+/// Puts an ended run (stopped, interrupted or failed) back to waiting on one of its calls, as
+/// if the call had just been proposed, so that it can be decided again ("Run it" or "Skip").
+/// A result the call had (a stopped or interrupted one) stays in the tree; the decision's new
+/// result becomes its sibling. False when the run is no longer in such a state.
+pub async fn reopen_call(db: &Db, run_id: Uuid, call_id: Uuid) -> StorageResult<bool> {
+    let txn = crate::storage::begin_write(db).await?;
+    let now = Utc::now();
+    let reopened = run::Entity::update_many()
+        .col_expr(run::Column::Status, Expr::value("awaiting_confirmation"))
+        .col_expr(run::Column::Error, Expr::value(Option::<String>::None))
+        .col_expr(run::Column::FinishedAt, Expr::value(Option::<chrono::DateTime<Utc>>::None))
+        .col_expr(run::Column::UpdatedAt, Expr::value(now))
+        .filter(run::Column::Id.eq(run_id))
+        .filter(run::Column::Status.is_in(["cancelled", "interrupted", "failed"]))
+        .exec(&txn)
+        .await?
+        .rows_affected
+        == 1;
+    if !reopened {
+        txn.rollback().await?;
+        return Ok(false);
+    }
+    tool_call::Entity::update_many()
+        .col_expr(tool_call::Column::Status, Expr::value("proposed"))
+        .col_expr(tool_call::Column::Decision, Expr::value(Option::<String>::None))
+        .col_expr(tool_call::Column::DecidedBy, Expr::value(Option::<Uuid>::None))
+        .col_expr(tool_call::Column::DecidedAt, Expr::value(Option::<chrono::DateTime<Utc>>::None))
+        .col_expr(tool_call::Column::ResultMessageId, Expr::value(Option::<Uuid>::None))
+        .col_expr(tool_call::Column::UpdatedAt, Expr::value(now))
+        .filter(tool_call::Column::Id.eq(call_id))
+        .filter(tool_call::Column::RunId.eq(run_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(true)
+}
+
 /// Ends a paused run without running its call (Stop while a decision was awaited). False when
 /// it was not paused.
 pub async fn cancel_paused(db: &Db, run_id: Uuid, decided_by: Uuid) -> StorageResult<bool> {

@@ -88,18 +88,51 @@ pub async fn decide(
     let Some(scope) = RuleScope::parse(&form.scope) else {
         return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose where \"always\" applies.");
     };
-    match state.engine.decide(&user.0.actor, session_id, call_id, decision, scope).await {
+    let decided = state.engine.decide(&user.0.actor, session_id, call_id, decision, scope).await;
+    answer_decided(&state, &user, (session_id, call_id), decided).await
+}
+
+/// What a decision (or a resumption) answers: the dialog as it now stands, or the reason it
+/// could not be taken, inside the dialog.
+async fn answer_decided(
+    state: &AppState,
+    user: &CurrentUser,
+    (session_id, call_id): (Uuid, Uuid),
+    decided: Result<Decided, DomainError>,
+) -> Result<HttpResponse, WebError> {
+    match decided {
         Ok(Decided::Resumed { .. } | Decided::Explained | Decided::AlreadyDecided) => {}
         Err(DomainError::Conflict(m) | DomainError::Invalid(m)) => {
-            return dialog_error(&state, call_id, StatusCode::CONFLICT, &m);
+            return dialog_error(state, call_id, StatusCode::CONFLICT, &m);
         }
         Err(DomainError::Limited(m, _)) => {
-            return dialog_error(&state, call_id, StatusCode::TOO_MANY_REQUESTS, &m);
+            return dialog_error(state, call_id, StatusCode::TOO_MANY_REQUESTS, &m);
         }
         Err(e) => return Err(e.into()),
     }
-    let html = dialog_html(&state, &user, session_id, call_id).await?;
+    let html = dialog_html(state, user, session_id, call_id).await?;
     Ok(render::html_response(StatusCode::OK, html))
+}
+
+/// `POST /s/{session_id}/tool-calls/{call_id}/resume`: "Run it" (`yes`) or "Skip"
+/// (`no_continue`) on a call that a stopped, interrupted or failed run left unfinished; the run
+/// goes on from there. Answers like a decision.
+pub async fn resume(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<(String, String)>,
+    form: web::Form<DecisionForm>,
+) -> Result<HttpResponse, WebError> {
+    let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
+    decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    let decision = match Decision::parse(&form.decision) {
+        Some(d @ (Decision::Yes | Decision::NoContinue)) => d,
+        _ => {
+            return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose \"Run it\" or \"Skip\".");
+        }
+    };
+    let resumed = state.engine.resume_call(&user.0.actor, session_id, call_id, decision).await;
+    answer_decided(&state, &user, (session_id, call_id), resumed).await
 }
 
 /// The dialog's query: `poll=1` answers 204 while nothing changed.
