@@ -1,5 +1,5 @@
 //! Context rendering benchmark: the time to turn a long path into one provider request
-//! (target: under 5 ms for a 5,000-message path with 20 boundaries).
+//! (target: under 5 ms for a 5,000-message path with 20 boundaries and 30 tracked files).
 //!
 //! ```sh
 //! cargo bench --bench context -- [--messages 5000] [--boundaries 20] [--runs 200]
@@ -7,15 +7,18 @@
 //!
 //! Builds a path in memory, root first: question/answer turns where every third answer calls a
 //! tool whose result is 20,000 characters (so the cutting of old results is part of the work),
-//! with `--boundaries` summaries spread evenly. It then renders the request for the path's last
+//! with `--boundaries` boundaries spread evenly (alternately a summary and a task finished four
+//! turns later), the read_file calls cycling through 30 files that are carried in context (as
+//! `runs::ambient` carries them: their earlier results become pointers). It then renders the request for the path's last
 //! question `--runs` times, as a reply does (`window` walks from the leaf to the nearest
 //! boundary, `render` builds the messages from there), and once more for the same path without
-//! boundaries (everything is sent). Results are printed as markdown and written to
+//! boundaries or tracked files (everything is sent). Results are printed as markdown and written to
 //! `bench/results/arbor-context.md`.
 
 use std::time::{Duration, Instant};
 
 use arbor::config::ProviderKind;
+use arbor::domain::runs::ambient::AmbientFile;
 use arbor::domain::runs::context::{self, ContextInput, Mode};
 use arbor::domain::sessions::tree::{Message, MessageKind, MessageStatus, Role};
 use arbor::providers::types::{GenParams, Part};
@@ -48,15 +51,35 @@ fn message(role: Role, kind: MessageKind, parts: Vec<Part>) -> Message {
     }
 }
 
+/// Files touched on the path (read_file calls cycle through them) and carried in context.
+const TRACKED_FILES: usize = 30;
+
 fn path(total: usize, boundaries: usize) -> Vec<Message> {
     let every = if boundaries == 0 { usize::MAX } else { (total / (boundaries + 1)).max(1) };
     let mut out = Vec::with_capacity(total);
     let mut turn = 0;
+    let mut written = 0;
+    // A task ends a few turns after it starts.
+    let mut task_ends_at: Option<usize> = None;
     while out.len() + 1 < total {
         turn += 1;
-        if out.len() / every > out.iter().filter(|m: &&Message| m.kind == MessageKind::Summary).count() {
-            let text = format!("## Goals\nSummary {turn} of the work so far.\n## Next steps\nStep {turn}.");
-            out.push(message(Role::System, MessageKind::Summary, vec![Part::Text { text }]));
+        if task_ends_at == Some(turn) {
+            let text = format!("Task {turn} done: the parser handles step {turn}.");
+            out.push(message(Role::System, MessageKind::TaskEnd, vec![Part::Text { text }]));
+            task_ends_at = None;
+        }
+        if out.len() / every > written && task_ends_at.is_none() {
+            written += 1;
+            // Boundaries alternate: a summary, then a task that is finished later.
+            if written % 2 == 1 {
+                let text =
+                    format!("## Goals\nSummary {turn} of the work so far.\n## Next steps\nStep {turn}.");
+                out.push(message(Role::System, MessageKind::Summary, vec![Part::Text { text }]));
+            } else {
+                let text = format!("Port step {turn} of the parser");
+                out.push(message(Role::System, MessageKind::TaskStart, vec![Part::Text { text }]));
+                task_ends_at = Some(turn + 4);
+            }
         }
         let question = format!("Question {turn}: what does step {turn} change, and why?");
         out.push(message(Role::User, MessageKind::Text, vec![Part::Text { text: question }]));
@@ -68,7 +91,7 @@ fn path(total: usize, boundaries: usize) -> Vec<Message> {
                 vec![Part::ToolCall {
                     id: id.clone(),
                     name: "read_file".into(),
-                    arguments: serde_json::json!({ "path": format!("src/step_{turn}.rs") }),
+                    arguments: serde_json::json!({ "path": format!("src/step_{}.rs", turn % TRACKED_FILES) }),
                     signature: None,
                 }],
             ));
@@ -90,7 +113,7 @@ fn path(total: usize, boundaries: usize) -> Vec<Message> {
     out
 }
 
-fn time(path: &[Message], runs: usize) -> (Vec<Duration>, usize) {
+fn time(path: &[Message], files: &[AmbientFile], runs: usize) -> (Vec<Duration>, usize) {
     let mut times = Vec::with_capacity(runs);
     let mut sent = 0;
     for _ in 0..runs {
@@ -104,6 +127,7 @@ fn time(path: &[Message], runs: usize) -> (Vec<Duration>, usize) {
             params: GenParams::default(),
             mode: Mode::Answer,
             attachments: None,
+            files,
         });
         times.push(started.elapsed());
         sent = request.messages.len();
@@ -124,9 +148,19 @@ fn main() {
         "# Context rendering\n\n{total}-message path, {runs} renders each (release build, one thread).\n\n\
          | path | messages sent | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |\n"
     );
-    for (label, b) in [(format!("{boundaries} summaries"), boundaries), ("no boundary".to_string(), 0)] {
+    let files: Vec<AmbientFile> = (0..TRACKED_FILES)
+        .map(|i| AmbientFile {
+            path: format!("src/step_{i}.rs"),
+            content: format!("fn step_{i}() {{}}\n").repeat(100),
+            shown_by: None,
+        })
+        .collect();
+    let with =
+        format!("{boundaries} boundaries (summaries and finished tasks), {TRACKED_FILES} tracked files");
+    for (label, b) in [(with, boundaries), ("no boundary, no tracked file".to_string(), 0)] {
         let p = path(total, b);
-        let (times, sent) = time(&p, runs);
+        let carried: &[AmbientFile] = if b == 0 { &[] } else { &files };
+        let (times, sent) = time(&p, carried, runs);
         let at = |q: f64| times[((times.len() as f64 - 1.0) * q).round() as usize];
         report.push_str(&format!(
             "| {label} | {sent} | {} | {} | {} |\n",

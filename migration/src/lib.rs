@@ -18,6 +18,7 @@ mod m20261126_000014_user_theme;
 mod m20261126_000015_tool_refusals;
 mod m20261126_000016_workspace_compaction;
 mod m20261126_000017_memories;
+mod m20261126_000018_session_files;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000015_tool_refusals::Migration),
             Box::new(m20261126_000016_workspace_compaction::Migration),
             Box::new(m20261126_000017_memories::Migration),
+            Box::new(m20261126_000018_session_files::Migration),
         ]
     }
 }

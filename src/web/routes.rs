@@ -165,6 +165,7 @@ pub fn table() -> Vec<RouteEntry> {
             User,
             web::post().to(agent::resume),
         ),
+        entry(Method::POST, "/s/{session_id}/files", User, web::post().to(agent::choose_file)),
         entry(
             Method::POST,
             "/s/{session_id}/messages/{message_id}/continue",

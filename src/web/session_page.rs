@@ -198,6 +198,7 @@ pub(crate) async fn agent_into(
     ctx.insert("pending", &pending);
     ctx.insert("unfinished", &unfinished);
     ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
+    ctx.insert("context_files", &state.engine.files_in_context(actor, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);
     Ok(())

@@ -421,6 +421,12 @@ pub(crate) fn cases() -> Vec<Case> {
             "decision=yes&scope=session",
             OWNER_ONLY(200),
         ),
+        post(
+            "/s/{session_id}/files",
+            |ids| format!("/s/{}/files", ids.session),
+            "path=notes%2Fa.md&choice=pin",
+            OWNER_ONLY(200),
+        ),
         // The owner's run is over with every call answered: nothing to resume.
         post(
             "/s/{session_id}/tool-calls/{call_id}/resume",

@@ -9,6 +9,7 @@ mod a11y;
 mod accounts;
 mod admin;
 mod agent;
+mod ambient;
 mod authz;
 mod backup;
 mod canary;

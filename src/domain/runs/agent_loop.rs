@@ -265,7 +265,11 @@ impl RunEngine {
         publisher.advance(id);
         let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
         let path = tree::path_to(&all, last);
-        let attachments = self.attachment_parts(&path, &job.model).await;
+        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await.map_err(|e| {
+            tracing::error!(error = %e, "agent step failed");
+            "The run failed while reading its session.".to_string()
+        })?;
+        let supplements = self.supplements(&session, &path, &job.model).await;
         let mut request = context::render(&ContextInput {
             system: job.system.as_deref(),
             path: &path,
@@ -274,7 +278,8 @@ impl RunEngine {
             kind: job.model.kind,
             params: job.params.clone(),
             mode: Mode::Answer,
-            attachments: Some(&attachments),
+            attachments: Some(&supplements.attachments),
+            files: &supplements.files,
         });
         request.tools = job.tools.iter().map(|t| t.spec.clone()).collect();
         job.request = request;

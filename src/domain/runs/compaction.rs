@@ -192,6 +192,7 @@ impl RunEngine {
             params: GenParams::default(),
             mode: Mode::Answer,
             attachments: None,
+            files: &[],
         });
         let tokens = context::estimate_tokens(context::request_chars(&request) + incoming_chars);
         let limit = u64::from(resolved.info.context_window) * u64::from(percent) / 100;
@@ -309,6 +310,7 @@ impl RunEngine {
             params: GenParams { max_output_tokens: Some(SUMMARY_MAX_TOKENS), ..GenParams::default() },
             mode: Mode::Answer,
             attachments: None,
+            files: &[],
         });
         request.system = Some(SUMMARY_SYSTEM.into());
         let ask = match ask {

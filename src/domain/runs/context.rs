@@ -38,6 +38,8 @@ pub struct ContextInput<'a> {
     pub mode: Mode,
     /// Parts standing for the files attached to messages, by message id (see `files`).
     pub attachments: Option<&'a std::collections::HashMap<uuid::Uuid, Vec<Part>>>,
+    /// The files carried in the context, as they are on disk now (see `runs::ambient`).
+    pub files: &'a [super::ambient::AmbientFile],
 }
 
 /// Thoughts and signatures are provider secrets bound to the model that wrote them; another
@@ -199,7 +201,11 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
     let task_of_end: std::collections::HashMap<usize, usize> =
         window.tasks.iter().map(|&(s, e)| (e, s)).collect();
     // Tool results before the latest user message belong to earlier turns.
-    let current_turn = input.path.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+    let latest_question = input.path.iter().rposition(|m| m.role == Role::User);
+    let current_turn = latest_question.unwrap_or(0);
+    let pointers = super::ambient::pointers(input.path, input.files);
+    // The carried files go with the person's latest message (else at the end).
+    let mut files_block = super::ambient::block(input.files).map(|text| Part::Text { text });
     // Anthropic continues a trailing assistant message natively ("prefill"), except with
     // extended thinking on, where a prefill is refused.
     let prefill = input.mode == Mode::Continue
@@ -252,18 +258,25 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         let continuing = input.mode == Mode::Continue && i == last;
         let same_model = m.model.as_deref() == Some(input.model_reference);
         let mut parts = parts_for(m, same_model, continuing);
-        if i < current_turn {
-            for part in &mut parts {
-                if let Part::ToolResult { call_id, content, .. } = part
-                    && let Some(cut) = cut_old_result(call_id, content)
-                {
-                    *content = cut;
-                }
+        for part in &mut parts {
+            let Part::ToolResult { call_id, content, .. } = part else { continue };
+            if let Some(file) = pointers.get(call_id.as_str()) {
+                *content = super::ambient::pointer_text(file);
+            } else if i < current_turn
+                && !super::ambient::is_shown_copy(input.files, call_id)
+                && let Some(cut) = cut_old_result(call_id, content)
+            {
+                *content = cut;
             }
         }
         if let Some(files) = input.attachments.filter(|_| i >= window.files_from).and_then(|a| a.get(&m.id)) {
             // The files first, then what the person wrote about them.
             parts.splice(0..0, files.iter().cloned());
+        }
+        if Some(i) == latest_question
+            && let Some(block) = files_block.take()
+        {
+            parts.insert(0, block);
         }
         if continuing && prefill {
             // The API rejects a final assistant message that ends in whitespace.
@@ -280,6 +293,12 @@ pub fn render(input: &ContextInput<'_>) -> ChatRequest {
         match messages.last_mut() {
             Some(prev) if prev.role == role => prev.parts.extend(parts),
             _ => messages.push(ChatMessage { role, parts }),
+        }
+    }
+    if let Some(block) = files_block {
+        match messages.last_mut() {
+            Some(prev) if prev.role == ChatRole::User => prev.parts.insert(0, block),
+            _ => messages.push(ChatMessage { role: ChatRole::User, parts: vec![block] }),
         }
     }
     answer_dangling_calls(&mut messages);
@@ -411,6 +430,7 @@ mod tests {
             params: GenParams::default(),
             mode,
             attachments: None,
+            files: &[],
         }
     }
 

@@ -268,6 +268,7 @@ impl RunEngine {
             params: GenParams::default(),
             mode: Mode::Answer,
             attachments: None,
+            files: &[],
         });
         // The waiting call reads as not run yet (see `context`); the question follows it.
         request.messages.push(ChatMessage {

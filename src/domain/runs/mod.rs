@@ -6,6 +6,7 @@
 //! (complete, stopped or failed) with its usage before publishing the end of the stream.
 
 pub mod agent_loop;
+pub mod ambient;
 pub mod compaction;
 pub mod context;
 pub mod decisions;
@@ -414,7 +415,7 @@ impl RunEngine {
             client_id: Some(client_id.to_string()),
             created_at: chrono::Utc::now(),
         });
-        let attachments = self.attachment_parts(&path, &resolved).await;
+        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -425,7 +426,7 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
-            attachments,
+            supplements,
         );
         Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
     }
@@ -475,7 +476,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, parent);
-        let attachments = self.attachment_parts(&path, &resolved).await;
+        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -486,7 +487,7 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
-            attachments,
+            supplements,
         );
         Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
     }
@@ -523,7 +524,7 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, old.id);
-        let attachments = self.attachment_parts(&path, &resolved).await;
+        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -534,7 +535,7 @@ impl RunEngine {
             (run_id, old.id),
             Some(old),
             publisher,
-            attachments,
+            supplements,
         );
         Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
     }

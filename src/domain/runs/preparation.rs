@@ -11,10 +11,32 @@ use crate::domain::sessions::{self, ChatSession, prompt};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::Part;
 
+/// What a request carries beside the path (see [`RunEngine::supplements`]).
+pub(super) struct Supplements {
+    /// The parts standing for the files attached to messages, by message id.
+    pub(super) attachments: std::collections::HashMap<Uuid, Vec<Part>>,
+    /// The files in context.
+    pub(super) files: Vec<super::ambient::AmbientFile>,
+}
+
 impl RunEngine {
+    /// What a request carries beside the path: the files attached to its messages and the
+    /// files in context (read from disk now).
+    pub(super) async fn supplements(
+        &self,
+        session: &ChatSession,
+        path: &[Message],
+        model: &ResolvedModel,
+    ) -> Supplements {
+        Supplements {
+            attachments: self.attachment_parts(path, model).await,
+            files: self.ambient_files(session, path).await,
+        }
+    }
+
     /// The parts standing for the files attached to the user messages of `path` that its
     /// context sends (none before a summary, a clear or a `/clearblobs`).
-    pub(super) async fn attachment_parts(
+    async fn attachment_parts(
         &self,
         path: &[Message],
         model: &ResolvedModel,

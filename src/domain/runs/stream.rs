@@ -2,6 +2,7 @@
 //! tree and the run registry (coalesced, so the page gets a delta per frame, not per token),
 //! concludes it, records its usage and proposes a title.
 
+use super::preparation::Supplements;
 use super::*;
 
 impl RunEngine {
@@ -18,7 +19,7 @@ impl RunEngine {
         ids: (Uuid, Uuid),
         prior: Option<&Message>,
         publisher: RunPublisher,
-        attachments: std::collections::HashMap<Uuid, Vec<Part>>,
+        supplements: Supplements,
     ) {
         let (run_id, message_id) = ids;
         let reference = model.reference();
@@ -31,7 +32,8 @@ impl RunEngine {
             kind: model.kind,
             params: params.clone(),
             mode,
-            attachments: Some(&attachments),
+            attachments: Some(&supplements.attachments),
+            files: &supplements.files,
         });
         let tools = Arc::new(self.offered_tools(session, &model));
         request.tools = tools.iter().map(|t| t.spec.clone()).collect();

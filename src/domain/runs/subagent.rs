@@ -212,6 +212,7 @@ impl RunEngine {
                 params: job.params.clone(),
                 mode: Mode::Answer,
                 attachments: None,
+                files: &[],
             });
             request.tools = tools.iter().map(|t| t.spec.clone()).collect();
             let started = Instant::now();

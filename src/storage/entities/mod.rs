@@ -19,6 +19,7 @@ pub mod provider;
 pub mod provider_key;
 pub mod quota;
 pub mod run;
+pub mod session_file;
 pub mod setup_token;
 pub mod stored_response;
 pub mod todo;

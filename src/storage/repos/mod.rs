@@ -15,6 +15,7 @@ pub mod model_overrides;
 pub mod providers;
 pub mod quotas;
 pub mod search;
+pub mod session_files;
 pub mod setup_tokens;
 pub mod stored_responses;
 pub mod tool_refusals;

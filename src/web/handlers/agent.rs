@@ -1,4 +1,5 @@
-//! The agent's confirmation dialog (decide, poll) and the "always" rules in settings.
+//! The agent's confirmation dialog (decide, poll, resume an unfinished call), the "Files in context"
+//! panel and the "always" rules in settings.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -133,6 +134,40 @@ pub async fn resume(
     };
     let resumed = state.engine.resume_call(&user.0.actor, session_id, call_id, decision).await;
     answer_decided(&state, &user, (session_id, call_id), resumed).await
+}
+
+/// The "Files in context" panel's form.
+#[derive(Deserialize)]
+pub struct FileChoiceForm {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    choice: String,
+}
+
+/// `POST /s/{session_id}/files`: pins a file into the session's context, drops one, or lets the
+/// path decide again (`choice` pin, drop or track); answers with the panel.
+pub async fn choose_file(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<FileChoiceForm>,
+) -> Result<HttpResponse, WebError> {
+    let session_id = parse_id(&path)?;
+    let actor = &user.0.actor;
+    match state.engine.choose_file(actor, session_id, &form.path, &form.choice).await {
+        Ok(()) => {}
+        Err(DomainError::Invalid(m)) => {
+            return form::refused(&state, StatusCode::BAD_REQUEST, &m, "#context-files-error");
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let mut ctx = signed_in(&user);
+    ctx.insert("session", &sessions::get_session(&state.db, actor, session_id).await?);
+    ctx.insert("context_files", &state.engine.files_in_context(actor, session_id).await?);
+    ctx.insert("open_panel", &true);
+    let html = render_to_string(&state, "partials/_context_files.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
 }
 
 /// The dialog's query: `poll=1` answers 204 while nothing changed.
