@@ -154,6 +154,20 @@ impl Agent {
     }
 }
 
+/// A server that accepts connections and never answers (a tool call to it runs until stopped):
+/// its task (abort it at the end) and port.
+pub(crate) async fn hanging_server() -> (tokio::task::JoinHandle<()>, u16) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hang = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    (hang, port)
+}
+
 pub(crate) fn write_call(path: &str, content: &str) -> Reply {
     calls(&[("call_w1", "write_file", json!({"path": path, "content": content}))])
 }
@@ -579,14 +593,7 @@ async fn expose_in_the_composer_tells_the_model_once_and_brings_instruction_file
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_during_a_tool_call_cancels_it_and_keeps_what_was_written() {
     // A page that never answers: the fetch hangs until it is stopped.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hang = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
+    let (hang, port) = crate::agent::hanging_server().await;
     let a = agent("full-auto", |c| c.agent.fetch_allow = vec!["127.0.0.0/8".into()]).await;
     a.c.mock.enqueue(
         Provider::OpenAi,

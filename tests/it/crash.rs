@@ -283,14 +283,7 @@ async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_during_a_tool_call_offers_the_call_again_after_the_restart() {
     // A page that never answers, so the call is running when the server dies.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hang_port = listener.local_addr().unwrap().port();
-    let hang = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
+    let (hang, hang_port) = crate::agent::hanging_server().await;
     let mut s = crash_server("[agent]\nfetch_allow = [\"127.0.0.0/8\"]\n").await;
     let actor = Actor::for_tests(&s.user);
     let form = arbor::domain::sessions::SessionForm {

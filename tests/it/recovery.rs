@@ -73,14 +73,7 @@ async fn a_call_refused_by_stop_is_offered_again_and_run_it_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_stopped_while_it_ran_can_be_skipped_and_the_agent_goes_on() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hang = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
+    let (hang, port) = crate::agent::hanging_server().await;
     let a = agent("full-auto", |c| c.agent.fetch_allow = vec!["127.0.0.0/8".into()]).await;
     a.c.mock.enqueue(
         Provider::OpenAi,

@@ -8,10 +8,10 @@ use tera::Context;
 use crate::domain::DomainError;
 use crate::domain::agent::memory::{self, Scope};
 use crate::state::AppState;
+use crate::web::WebError;
 use crate::web::extractors::CurrentUser;
 use crate::web::form::Flash;
 use crate::web::render::parse_id;
-use crate::web::{WebError, render};
 
 async fn page(
     state: &AppState,
@@ -25,17 +25,7 @@ async fn page(
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("memory", &memory::overview(&state.db, &user.0.actor).await?);
     ctx.insert("max_chars", &memory::MAX_MEMORY_CHARS);
-    ctx.insert("flash", &flash);
-    ctx.insert("tab", "memory");
-    render::section(
-        state,
-        req,
-        "pages/settings_memory.html",
-        "partials/_settings_memory.html",
-        ctx,
-        status,
-        "#settings-memory",
-    )
+    super::settings::settings_tab(state, req, ctx, "memory", &flash, status)
 }
 
 /// `GET /settings/memory`.

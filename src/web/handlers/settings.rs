@@ -225,20 +225,10 @@ async fn tokens_page(
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("tokens", &api_tokens::list(&state.db, &user.0.actor).await?);
-    ctx.insert("flash", &flash);
     // The new token, shown this once: (name, value).
     ctx.insert("created", &created);
     ctx.insert("base_url", &format!("{}/v1", state.config.public_url()));
-    ctx.insert("tab", "tokens");
-    render::section(
-        state,
-        req,
-        "pages/settings_tokens.html",
-        "partials/_settings_tokens.html",
-        ctx,
-        status,
-        "#settings-tokens",
-    )
+    settings_tab(state, req, ctx, "tokens", &flash, status)
 }
 
 /// `GET /settings/tokens`.
@@ -333,16 +323,28 @@ async fn aliases_page(
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("aliases", &aliases::list(&state.db, &user.0.actor).await?);
     ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
-    ctx.insert("flash", &flash);
-    ctx.insert("tab", "aliases");
+    settings_tab(state, req, ctx, "aliases", &flash, status)
+}
+
+/// A settings tab (`pages/settings_<tab>.html`, its form `#settings-<tab>`) with its flash.
+pub(crate) fn settings_tab(
+    state: &AppState,
+    req: &HttpRequest,
+    mut ctx: Context,
+    tab: &str,
+    flash: &Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    ctx.insert("flash", flash);
+    ctx.insert("tab", tab);
     render::section(
         state,
         req,
-        "pages/settings_aliases.html",
-        "partials/_settings_aliases.html",
+        &format!("pages/settings_{tab}.html"),
+        &format!("partials/_settings_{tab}.html"),
         ctx,
         status,
-        "#settings-aliases",
+        &format!("#settings-{tab}"),
     )
 }
 
@@ -418,17 +420,7 @@ async fn mcp_page(
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
-    ctx.insert("flash", &flash);
-    ctx.insert("tab", "mcp");
-    render::section(
-        state,
-        req,
-        "pages/settings_mcp.html",
-        "partials/_settings_mcp.html",
-        ctx,
-        status,
-        "#settings-mcp",
-    )
+    settings_tab(state, req, ctx, "mcp", &flash, status)
 }
 
 /// `GET /settings/mcp`: the member's own MCP servers.
