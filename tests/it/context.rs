@@ -337,3 +337,41 @@ async fn the_agent_remembers_with_approval_and_the_member_edits_the_memory_in_se
     let rows = arbor::storage::repos::memories::all(&c.app.state.db, c.user.id).await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_agent_turn_is_compressed_before_its_next_call() {
+    use crate::agent::{agent, calls, says};
+    let a = agent("auto-edit", |_| {}).await;
+    let c = &a.c;
+    let workspace = arbor::storage::repos::chat::find_session(&c.app.state.db, c.user.id, c.session)
+        .await
+        .unwrap()
+        .unwrap()
+        .workspace_id;
+    let body = "name=Research&approval_mode=auto-edit&compact_at_percent=10";
+    assert_eq!(c.app.post_form(&format!("/w/{workspace}"), body, Some(&c.s)).await.status(), 200);
+    // A file whose content alone passes 10 % of gpt-4o-mini's window (12,800 tokens).
+    std::fs::create_dir_all(&a.folder).unwrap();
+    std::fs::write(a.folder.join("log.txt"), "tick tock\n".repeat(7_000)).unwrap();
+    c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("r1", "read_file", serde_json::json!({"path": "notes/log.txt"}))]),
+    );
+    c.mock.enqueue(Provider::OpenAi, says("## Goals\nRead the log: 7,000 ticks."));
+    c.mock.enqueue(Provider::OpenAi, says("The log has 7,000 ticks."));
+    c.send_ok("How long is notes/log.txt?", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let requests = c.mock.requests_for(Provider::OpenAi);
+    assert_eq!(requests.len(), 3, "the call, a summary, the next call");
+    let summary_call = carried(&requests[1].json().unwrap());
+    assert!(summary_call.contains("tick tock") && summary_call.contains("Open questions"));
+    let next = carried(&requests[2].json().unwrap());
+    assert!(next.contains("Read the log: 7,000 ticks.") && !next.contains("tick tock"), "{next}");
+    // The summary sits below the tool's result, and the answer below the summary.
+    let all = c.messages().await;
+    let summary = all.iter().find(|m| m.kind == MessageKind::Summary).expect("a summary");
+    let result = all.iter().find(|m| m.role == Role::Tool).unwrap();
+    assert_eq!(summary.parent_id, Some(result.id));
+    let answer = all.iter().find(|m| m.text() == "The log has 7,000 ticks.").unwrap();
+    assert_eq!(answer.parent_id, Some(summary.id));
+}

@@ -248,6 +248,19 @@ impl RunEngine {
         if let Err(e) = crate::domain::admin::quotas::check(&self.db, job.owner_id).await {
             return Err(e.to_string());
         }
+        let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
+        let mut path = tree::path_to(&all, last);
+        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await.map_err(|e| {
+            tracing::error!(error = %e, "agent step failed");
+            "The run failed while reading its session.".to_string()
+        })?;
+        // A long agent turn near the model's window is compressed before its next call, as a
+        // new message is; the next answer goes below the summary.
+        let mut last = last;
+        if let Some(summary) = self.compact_if_needed(&job.actor, &session, &path, &job.model, 0).await {
+            last = summary.id;
+            path.push(summary);
+        }
         let reference = job.model.reference();
         let id = Uuid::now_v7();
         let placeholder = NewMessage {
@@ -263,12 +276,6 @@ impl RunEngine {
             .await
             .map_err(storage)?;
         publisher.advance(id);
-        let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
-        let path = tree::path_to(&all, last);
-        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await.map_err(|e| {
-            tracing::error!(error = %e, "agent step failed");
-            "The run failed while reading its session.".to_string()
-        })?;
         let supplements = self.supplements(&session, &path, &job.model).await;
         let mut request = context::render(&ContextInput {
             system: job.system.as_deref(),
