@@ -21,6 +21,7 @@ mod crash;
 mod csp;
 mod deploy;
 mod e2e;
+mod e2e_context;
 mod e2e_thread;
 mod events;
 mod files;
