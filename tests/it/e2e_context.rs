@@ -60,10 +60,15 @@ async fn compress_a_task_and_the_files_panel_work_in_the_browser() {
     c.mock.enqueue(Provider::OpenAi, says("It says ex."));
     browser.type_into("#composer-message", "Read notes/x.md").await.unwrap();
     browser.press_enter("#composer-message").await.unwrap();
-    browser.wait_for_text("#thread", "It says ex.", WAIT).await.unwrap();
+    // Seven calls in all by the end of this run (hello, summary, three in the task, two here).
+    let started = std::time::Instant::now();
+    while c.mock.requests_for(Provider::OpenAi).len() < 7 {
+        assert!(started.elapsed() < WAIT, "the read never reached the model");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(a.ended().await, "completed");
     browser.goto(&page).await.unwrap();
-    browser.wait_for("#context-files", WAIT).await.unwrap();
+    browser.wait_for_text("#thread", "It says ex.", WAIT).await.unwrap();
 
     // The panel lists the file the agent read; Drop stops sending it.
     // The thread opened at its latest turn: bring the panel (above it) out from under the bar.
