@@ -250,6 +250,10 @@ impl RunEngine {
         session_id: Uuid,
     ) -> DomainResult<Vec<FileInContext>> {
         let session = sessions::get_session(&self.db, actor, session_id).await?;
+        // Without an exposed folder no file can be carried (and the panel is hidden).
+        if session.exposed_roots.is_empty() {
+            return Ok(Vec::new());
+        }
         let all = repo::session_messages(&self.db, session.id).await?;
         let path = tree::active_path(&all, session.active_root_id);
         let choices = session_files::list(&self.db, session.id).await?;
