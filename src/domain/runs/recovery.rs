@@ -72,6 +72,12 @@ impl RunEngine {
         session_id: Uuid,
     ) -> DomainResult<Option<UnfinishedCall>> {
         let session = sessions::get_session(&self.db, actor, session_id).await?;
+        // Only the latest run can have left one, and only when it ended early (one cheap
+        // query on every page view; the messages are read only then).
+        let Some(run) = agent_repo::latest_run(&self.db, session.id).await? else { return Ok(None) };
+        if !matches!(run.status.as_str(), "cancelled" | "interrupted" | "failed") {
+            return Ok(None);
+        }
         let all = repo::session_messages(&self.db, session.id).await?;
         let path = tree::active_path(&all, session.active_root_id);
         // The path ends at the answer or at results of its calls.
@@ -80,9 +86,7 @@ impl RunEngine {
             return Ok(None);
         }
         let rows = agent_repo::calls_of_message(&self.db, answer.id).await?;
-        let Some(first) = rows.first() else { return Ok(None) };
-        let run = agent_repo::find_run(&self.db, session.id, first.run_id).await?;
-        if !run.is_some_and(|r| matches!(r.status.as_str(), "cancelled" | "interrupted" | "failed")) {
+        if rows.first().is_none_or(|first| first.run_id != run.id) {
             return Ok(None);
         }
         for row in &rows {

@@ -410,6 +410,16 @@ pub async fn paused_run(db: &Db, session_id: Uuid) -> StorageResult<Option<run::
         .await?)
 }
 
+/// The session's latest run, if it has any.
+pub async fn latest_run(db: &Db, session_id: Uuid) -> StorageResult<Option<run::Model>> {
+    Ok(run::Entity::find()
+        .filter(run::Column::SessionId.eq(session_id))
+        .order_by_desc(run::Column::CreatedAt)
+        .order_by_desc(run::Column::Id)
+        .one(db)
+        .await?)
+}
+
 /// Stores an "always" rule.
 pub async fn insert_rule(
     db: &Db,
