@@ -85,6 +85,15 @@ async fn files_go_once_in_their_latest_version_and_the_member_pins_and_drops_the
         let (status, body) = choose(&a, bad, &a.c.s).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
+    // At most 200 choices in a session; changing one already made is still allowed.
+    for i in 0..199 {
+        let body = format!("path=notes%2Fp{i}.md&choice=pin");
+        assert_eq!(choose(&a, &body, &a.c.s).await.0, 200, "{i}");
+    }
+    let (status, body) = choose(&a, "path=notes%2Fone-more.md&choice=pin", &a.c.s).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("At most 200"), "{body}");
+    assert_eq!(choose(&a, "path=notes%2Fp0.md&choice=drop", &a.c.s).await.0, 200);
     let bob = a.c.app.create_user("bob@example.com", arbor::domain::accounts::Role::Member).await;
     let bob_s = a.c.app.login_full(&bob).await;
     assert_eq!(choose(&a, "path=notes%2Fa.md&choice=pin", &bob_s).await.0, 404);

@@ -26,6 +26,8 @@ pub const MAX_AMBIENT_FILES: usize = 30;
 pub const MAX_AMBIENT_BYTES: usize = 256 * 1024;
 /// Longest path a member may pin or drop, in characters.
 pub const MAX_PATH_CHARS: usize = 1_024;
+/// Most files a session keeps a choice about (pinned or dropped).
+pub const MAX_FILE_CHOICES: usize = 200;
 
 /// The tools whose calls touch a file (by their `path` argument).
 const FILE_TOOLS: [&str; 3] = ["read_file", "write_file", "edit_file"];
@@ -277,6 +279,14 @@ impl RunEngine {
             "track" => None,
             _ => return Err(DomainError::Invalid("Choose pin, drop or track.".into())),
         };
+        if state.is_some() {
+            let choices = session_files::list(&self.db, session.id).await?;
+            if choices.len() >= MAX_FILE_CHOICES && !choices.iter().any(|(p, _, _)| p == path) {
+                return Err(DomainError::Invalid(format!(
+                    "At most {MAX_FILE_CHOICES} files can be pinned or dropped in a session: unpin some first."
+                )));
+            }
+        }
         session_files::set(&self.db, session.id, path, state).await?;
         Ok(())
     }
