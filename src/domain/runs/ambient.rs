@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::RunEngine;
-use super::context::{self, Window};
+use super::window::{Window, window};
 use crate::domain::accounts::Actor;
 use crate::domain::sessions::tree::{self, Message, Role};
 use crate::domain::sessions::{self, ChatSession};
@@ -217,7 +217,7 @@ impl RunEngine {
                 Vec::new()
             }
         };
-        let window = context::window(path);
+        let window = window(path);
         let listed = in_context(&touched_files(path, &window), &choices);
         if listed.is_empty() {
             return Vec::new();
@@ -259,7 +259,7 @@ impl RunEngine {
         let all = repo::session_messages(&self.db, session.id).await?;
         let path = tree::active_path(&all, session.active_root_id);
         let choices = session_files::list(&self.db, session.id).await?;
-        Ok(in_context(&touched_files(&path, &context::window(&path)), &choices))
+        Ok(in_context(&touched_files(&path, &window(&path)), &choices))
     }
 
     /// A member pins a file into the session's context, drops one from it, or lets the path

@@ -109,6 +109,15 @@ impl<'a> ContextCommand<'a> {
     }
 }
 
+/// Up to `max` characters of `text` from `offset`, headed by where they lie.
+pub(super) fn slice_for_model(text: &str, offset: usize, max: usize) -> String {
+    let total = text.chars().count();
+    let slice: String = text.chars().skip(offset).take(max).collect();
+    let end = offset.saturating_add(slice.chars().count()).min(total);
+    let more = if end < total { format!("; call again with offset {end} for more") } else { String::new() };
+    format!("[characters {}–{end} of {total}{more}]\n{slice}", offset.min(total))
+}
+
 impl RunEngine {
     /// Carries out a context command at the end of the session's active path (`/task`, which
     /// starts a reply, is [`Self::start_task`]).
@@ -269,7 +278,7 @@ impl RunEngine {
                 "No tool call with id {call_id:?} has a result in this conversation."
             ));
         };
-        ToolOutput::ok(super::tasks::slice_for_model(content, offset, READ_SLICE_CHARS))
+        ToolOutput::ok(slice_for_model(content, offset, READ_SLICE_CHARS))
     }
 
     /// Keeps the session from starting a reply while a boundary is written.
@@ -395,6 +404,16 @@ impl RunEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slices_say_where_they_lie() {
+        assert_eq!(
+            slice_for_model("abcdef", 0, 4),
+            "[characters 0–4 of 6; call again with offset 4 for more]\nabcd"
+        );
+        assert_eq!(slice_for_model("abcdef", 4, 4), "[characters 4–6 of 6]\nef");
+        assert_eq!(slice_for_model("ab", usize::MAX, 4), "[characters 2–2 of 2]\n");
+    }
 
     #[test]
     fn context_commands_are_recognised_and_nothing_else() {

@@ -15,6 +15,7 @@ mod recovery;
 mod stream;
 pub mod subagent;
 pub mod tasks;
+pub mod window;
 
 pub use stream::clean_title;
 pub(crate) use stream::{Accumulator, End};

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::compaction::{Boundary, SummaryAsk};
+use super::compaction::{Boundary, SummaryAsk, slice_for_model};
 use super::{Job, RunEngine, Started, context};
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{OfferedTool, tool_digest};
@@ -147,15 +147,6 @@ fn transcript(messages: &[Message]) -> String {
         }
     }
     out
-}
-
-/// Up to `max` characters of `text` from `offset`, headed by where they lie.
-pub(super) fn slice_for_model(text: &str, offset: usize, max: usize) -> String {
-    let total = text.chars().count();
-    let slice: String = text.chars().skip(offset).take(max).collect();
-    let end = offset.saturating_add(slice.chars().count()).min(total);
-    let more = if end < total { format!("; call again with offset {end} for more") } else { String::new() };
-    format!("[characters {}–{end} of {total}{more}]\n{slice}", offset.min(total))
 }
 
 impl RunEngine {
@@ -330,16 +321,6 @@ fn expand(path: &[Message], arguments: &Value) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slices_say_where_they_lie() {
-        assert_eq!(
-            slice_for_model("abcdef", 0, 4),
-            "[characters 0–4 of 6; call again with offset 4 for more]\nabcd"
-        );
-        assert_eq!(slice_for_model("abcdef", 4, 4), "[characters 4–6 of 6]\nef");
-        assert_eq!(slice_for_model("ab", usize::MAX, 4), "[characters 2–2 of 2]\n");
-    }
 
     #[test]
     fn arguments_are_checked() {
