@@ -408,7 +408,11 @@ impl RunEngine {
                 return Ok(Flow::Ended { status: "cancelled", error: None });
             }
         }
-        let last = self.take_task_step(job, last).await?;
+        // Only an answer that started or finished a task needs the tree read again here.
+        let task_step = calls_in(&answer_message.parts)
+            .iter()
+            .any(|c| matches!(c.name.as_str(), "start_task" | "finish_task"));
+        let last = if task_step { self.take_task_step(job, last).await? } else { last };
         Ok(Flow::Next { last })
     }
 
