@@ -19,6 +19,7 @@ mod m20261126_000015_tool_refusals;
 mod m20261126_000016_workspace_compaction;
 mod m20261126_000017_memories;
 mod m20261126_000018_session_files;
+mod m20261126_000019_groups;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000016_workspace_compaction::Migration),
             Box::new(m20261126_000017_memories::Migration),
             Box::new(m20261126_000018_session_files::Migration),
+            Box::new(m20261126_000019_groups::Migration),
         ]
     }
 }

@@ -156,6 +156,9 @@ pub struct VerifiedIdentity {
     pub preferred_username: Option<String>,
     /// Group names from the configured claim, ID token and UserInfo merged.
     pub groups: Vec<String>,
+    /// Whether either sent the claim as a list (or a string of names): without it, a sign-in
+    /// leaves the person's synced group memberships as they were.
+    pub groups_sent: bool,
 }
 
 /// The relying party: configuration, an HTTP client, and cached discovery.
@@ -330,8 +333,13 @@ impl Oidc {
             email_verified: claims.email_verified().unwrap_or(false),
             name: claims.name().and_then(|n| n.get(None)).map(|n| n.as_str().to_string()),
             preferred_username: claims.preferred_username().map(|u| u.as_str().to_string()),
-            groups: groups_from_jwt(&id_token.to_string(), &self.cfg.groups_claim),
+            groups: Vec::new(),
+            groups_sent: false,
         };
+        if let Some(groups) = groups_from_jwt(&id_token.to_string(), &self.cfg.groups_claim) {
+            identity.groups = groups;
+            identity.groups_sent = true;
+        }
         // UserInfo, when offered, must describe the same subject; its groups are merged in.
         if let Ok(request) =
             client.user_info(tokens.access_token().clone(), Some(SubjectIdentifier::new(subject)))
@@ -345,9 +353,15 @@ impl Oidc {
             if identity.name.is_none() {
                 identity.name = info.name().and_then(|n| n.get(None)).map(|n| n.as_str().to_string());
             }
-            for g in groups_from_value(info.additional_claims().rest.get(&self.cfg.groups_claim)) {
-                if !identity.groups.contains(&g) {
-                    identity.groups.push(g);
+            let rest = &info.additional_claims().rest;
+            let claim =
+                rest.get(&self.cfg.groups_claim).or_else(|| nested_claim(rest, &self.cfg.groups_claim));
+            if let Some(groups) = groups_from_value(claim) {
+                identity.groups_sent = true;
+                for g in groups {
+                    if !identity.groups.contains(&g) {
+                        identity.groups.push(g);
+                    }
                 }
             }
         }
@@ -389,24 +403,42 @@ pub struct ExtraClaims {
 
 impl openidconnect::AdditionalClaims for ExtraClaims {}
 
-fn groups_from_value(v: Option<&serde_json::Value>) -> Vec<String> {
+/// The names in a groups claim: a list of strings, or one string of names separated by commas
+/// or spaces; `None` when the claim is missing or of another shape.
+fn groups_from_value(v: Option<&serde_json::Value>) -> Option<Vec<String>> {
     match v {
         Some(serde_json::Value::Array(items)) => {
-            items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect()
+            Some(items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect())
         }
         Some(serde_json::Value::String(s)) => {
-            s.split([',', ' ']).filter(|g| !g.is_empty()).map(str::to_string).collect()
+            Some(s.split([',', ' ']).filter(|g| !g.is_empty()).map(str::to_string).collect())
         }
-        _ => Vec::new(),
+        _ => None,
     }
 }
 
+/// A claim named by a dotted path (`realm_access.roles`), for providers that nest groups; only
+/// tried when no claim has the whole name (claim names may themselves hold dots).
+fn nested_claim<'a>(
+    claims: &'a serde_json::Map<String, serde_json::Value>,
+    path: &str,
+) -> Option<&'a serde_json::Value> {
+    let mut parts = path.split('.');
+    let mut value = claims.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_object()?.get(part)?;
+    }
+    Some(value)
+}
+
 /// Reads the groups claim from an ID token whose signature was already verified.
-fn groups_from_jwt(jwt: &str, claim: &str) -> Vec<String> {
-    let Some(payload) = jwt.split('.').nth(1) else { return Vec::new() };
-    let Ok(bytes) = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')) else { return Vec::new() };
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return Vec::new() };
-    groups_from_value(json.get(claim))
+fn groups_from_jwt(jwt: &str, claim: &str) -> Option<Vec<String>> {
+    let payload = jwt.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let serde_json::Value::Object(json) = serde_json::from_slice::<serde_json::Value>(&bytes).ok()? else {
+        return None;
+    };
+    groups_from_value(json.get(claim).or_else(|| nested_claim(&json, claim)))
 }
 
 #[cfg(test)]
@@ -414,12 +446,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn groups_come_from_arrays_or_strings() {
-        let payload = URL_SAFE_NO_PAD.encode(br#"{"groups":["arbor-admins","staff"],"roles":"a b"}"#);
+    fn groups_come_from_arrays_strings_or_nested_claims() {
+        let payload = URL_SAFE_NO_PAD.encode(
+            br#"{"groups":["arbor-admins","staff"],"roles":"a b","realm_access":{"roles":["x"]},"n":3}"#,
+        );
         let jwt = format!("e30.{payload}.sig");
-        assert_eq!(groups_from_jwt(&jwt, "groups"), vec!["arbor-admins", "staff"]);
-        assert_eq!(groups_from_jwt(&jwt, "roles"), vec!["a", "b"]);
-        assert!(groups_from_jwt(&jwt, "missing").is_empty());
-        assert!(groups_from_jwt("garbage", "groups").is_empty());
+        assert_eq!(groups_from_jwt(&jwt, "groups"), Some(vec!["arbor-admins".into(), "staff".into()]));
+        assert_eq!(groups_from_jwt(&jwt, "roles"), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(groups_from_jwt(&jwt, "realm_access.roles"), Some(vec!["x".into()]));
+        assert_eq!(groups_from_jwt(&jwt, "missing"), None);
+        assert_eq!(groups_from_jwt(&jwt, "n"), None);
+        assert_eq!(groups_from_jwt(&jwt, "realm_access.roles.deeper"), None);
+        assert_eq!(groups_from_jwt("garbage", "groups"), None);
     }
 }

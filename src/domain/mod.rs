@@ -14,6 +14,7 @@ pub mod providers;
 pub mod runs;
 pub mod search;
 pub mod sessions;
+pub mod teams;
 pub mod validate;
 
 use crate::storage::StorageError;

@@ -6,3 +6,4 @@ pub mod accounts;
 pub mod messages;
 pub mod search;
 pub mod sessions;
+pub mod teams;

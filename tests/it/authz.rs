@@ -63,6 +63,11 @@ pub(crate) struct Ids {
     /// An upload of the owner's, and the hash of another file the owner keeps.
     upload: Uuid,
     blob: String,
+    /// A group (the owner is in it), and one the delete row may remove.
+    group: Uuid,
+    spare_group: Uuid,
+    /// The owner's id (the group's member the remove row takes out).
+    owner_id: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -190,6 +195,33 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         get("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), ADMIN_ONLY),
         post("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), "", ADMIN_ONLY),
+        get("/admin/groups", |_| "/admin/groups".into(), ADMIN_ONLY),
+        post("/admin/groups", |_| "/admin/groups".into(), "name=authz-made", ADMIN_ONLY),
+        get("/admin/groups/{id}", |ids| format!("/admin/groups/{}", ids.group), ADMIN_ONLY),
+        post(
+            "/admin/groups/{id}/rename",
+            |ids| format!("/admin/groups/{}/rename", ids.group),
+            "name=authz-renamed",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/groups/{id}/delete",
+            |ids| format!("/admin/groups/{}/delete", ids.spare_group),
+            "",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/groups/{id}/members",
+            |ids| format!("/admin/groups/{}/members", ids.group),
+            "email=other%40example.com",
+            ADMIN_ONLY,
+        ),
+        post(
+            "/admin/groups/{id}/members/{user}/remove",
+            |ids| format!("/admin/groups/{}/members/{}/remove", ids.group, ids.owner_id),
+            "",
+            ADMIN_ONLY,
+        ),
         get("/admin/providers", |_| "/admin/providers".into(), ADMIN_ONLY),
         post(
             "/admin/providers",
@@ -713,6 +745,23 @@ async fn console_objects(
     ids
 }
 
+/// A group the owner is in, and a spare one.
+async fn group_objects(
+    app: &TestApp,
+    admin: &arbor::domain::accounts::User,
+    owner: &arbor::domain::accounts::User,
+    mut ids: Ids,
+) -> Ids {
+    use arbor::domain::teams::groups;
+    let db = &app.state.db;
+    let proof = arbor::domain::accounts::Actor::for_tests(admin).admin().unwrap();
+    let origin = arbor::domain::audit::Origin::cli();
+    ids.group = groups::create(db, &proof, &origin, "authz-group").await.unwrap().id;
+    ids.spare_group = groups::create(db, &proof, &origin, "authz-spare").await.unwrap().id;
+    groups::add_member(db, &proof, &origin, ids.group, &owner.email).await.unwrap();
+    ids
+}
+
 /// A proposed tool call on the owner's stopped answer, and an "always" rule of the owner's.
 async fn agent_objects(
     app: &TestApp,
@@ -842,7 +891,11 @@ pub(crate) async fn world(app: &TestApp) -> World {
         own_mcp: Uuid::nil(),
         upload: Uuid::nil(),
         blob: String::new(),
+        group: Uuid::nil(),
+        spare_group: Uuid::nil(),
+        owner_id: owner.id,
     };
+    let ids = group_objects(app, &admin, &owner, ids).await;
     let ids = console_objects(app, &admin, &owner, ids).await;
     let ids = agent_objects(app, &owner, session, ids).await;
     let disabled_session = app.login_full(&disabled).await;
@@ -992,6 +1045,9 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         own_mcp: Uuid::now_v7(),
         upload: Uuid::now_v7(),
         blob: "0".repeat(64),
+        group: Uuid::now_v7(),
+        spare_group: Uuid::now_v7(),
+        owner_id: owner.id,
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

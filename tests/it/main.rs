@@ -27,6 +27,7 @@ mod events;
 mod files;
 mod gateway;
 mod gateway_surfaces;
+mod groups;
 mod invitations;
 mod limits;
 mod malformed;

@@ -323,6 +323,7 @@ async fn the_same_subject_from_another_issuer_is_another_person() {
         name: None,
         preferred_username: None,
         groups: vec![],
+        groups_sent: false,
     };
     let a = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
     let again =

@@ -152,3 +152,39 @@ async fn signing_out_also_signs_out_at_the_provider() {
     assert_eq!(app.get("/account/sessions", Some(&s.cookie)).await.status(), 401);
     assert_eq!(app.get("/account/sessions", Some(&cookie)).await.status(), 200, "only that session ended");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_claim_syncs_the_groups_the_provider_manages_at_every_sign_in() {
+    use arbor::domain::accounts::Actor;
+    use arbor::domain::audit::Origin;
+    use arbor::domain::teams::groups;
+    let (idp, app) = idp_and_app("RS256", |_| {}).await;
+    let db = &app.state.db;
+    // A group made by hand before the sign-in: the claim's "dev" does not join it.
+    let root = app.create_user("root@example.com", Role::Admin).await;
+    let proof = Actor::for_tests(&root).admin().unwrap();
+    let by_hand = groups::create(db, &proof, &Origin::cli(), "dev").await.unwrap();
+
+    let res = sign_in(&idp, &app, "alice").await;
+    assert_eq!(res.status(), 303);
+    let cookie = session_cookie_from(&res).unwrap();
+    let (alice, _) = arbor::storage::repos::users::find_by_email(db, "alice@example.test")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    let names = |gs: Vec<arbor::domain::teams::Group>| gs.into_iter().map(|g| g.name).collect::<Vec<_>>();
+    let mine = groups::mine(db, &Actor::for_tests(&alice)).await.unwrap();
+    assert!(mine.iter().all(|g| g.managed_by_idp));
+    assert_eq!(names(mine), ["arbor-admins"]);
+    assert!(groups::detail(db, &proof, by_hand.id).await.unwrap().1.is_empty());
+    let settings = app.get("/settings", Some(&cookie)).await.text().await.unwrap();
+    assert!(settings.contains(">arbor-admins</span>"), "{settings}");
+
+    // A provider-managed group the claim no longer names is left at the next sign-in.
+    let legacy = arbor::storage::repos::groups::insert(db, "legacy", true).await.unwrap().unwrap();
+    arbor::storage::repos::groups::add_member(db, legacy.id, alice.id).await.unwrap();
+    assert_eq!(sign_in(&idp, &app, "alice").await.status(), 303);
+    assert_eq!(names(groups::mine(db, &Actor::for_tests(&alice)).await.unwrap()), ["arbor-admins"]);
+}

@@ -6,6 +6,7 @@ use crate::auth::oidc::VerifiedIdentity;
 use crate::config::OidcConfig;
 use crate::domain::accounts::invitations;
 use crate::domain::accounts::{Role, User, UserStatus};
+use crate::domain::teams::groups;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{invitations as invitation_repo, users};
@@ -61,8 +62,24 @@ fn display_name(id: &VerifiedIdentity) -> String {
 }
 
 /// Signs in (or provisions) the user for a verified identity. An invitation token, when the
-/// sign-in started from an invitation, admits the person and gives the invited role.
+/// sign-in started from an invitation, admits the person and gives the invited role. The groups
+/// claim then replaces the person's memberships of the groups the provider manages; a claim
+/// that cannot be used, or a failure to record it, is logged and never refuses the sign-in.
 pub async fn sign_in(
+    db: &Db,
+    cfg: &OidcConfig,
+    id: &VerifiedIdentity,
+    invitation: Option<Uuid>,
+) -> DomainResult<User> {
+    let user = admit(db, cfg, id, invitation).await?;
+    let claim = groups::Claim::from_raw(id.groups_sent.then_some(id.groups.as_slice()));
+    if let Err(e) = groups::sync_from_claim(db, user.id, &claim).await {
+        tracing::warn!(user_id = %user.id, error = %e, "could not record the identity provider's groups");
+    }
+    Ok(user)
+}
+
+async fn admit(
     db: &Db,
     cfg: &OidcConfig,
     id: &VerifiedIdentity,
@@ -228,6 +245,7 @@ mod tests {
             name: None,
             preferred_username: None,
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            groups_sent: true,
         }
     }
 

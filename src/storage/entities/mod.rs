@@ -6,6 +6,8 @@ pub mod audit_entry;
 pub mod auth_session;
 pub mod blob;
 pub mod chat_session;
+pub mod group;
+pub mod group_member;
 pub mod host_root;
 pub mod index_state;
 pub mod invitation;

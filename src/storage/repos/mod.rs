@@ -6,6 +6,7 @@ pub mod audit;
 pub mod auth_sessions;
 pub mod chat;
 pub mod files;
+pub mod groups;
 pub mod invitations;
 pub mod login_flows;
 pub mod mcp_servers;

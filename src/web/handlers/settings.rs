@@ -40,6 +40,7 @@ async fn page(
     ctx.insert("keys", &user_keys::list(&state.db, actor).await?);
     ctx.insert("models", &state.engine.providers().choices(actor).await);
     ctx.insert("default_model", &user_keys::default_model(&state.db, actor).await?);
+    ctx.insert("groups", &crate::domain::teams::groups::mine(&state.db, actor).await?);
     ctx.insert("flash", &flash);
     ctx.insert("form", &echo);
     ctx.insert("tab", "keys");

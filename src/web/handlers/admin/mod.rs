@@ -57,6 +57,7 @@ pub async fn index(req: HttpRequest, _admin: AdminUser) -> HttpResponse {
 }
 
 mod audit;
+mod groups;
 mod host_folders;
 mod mcp;
 mod providers;
@@ -65,6 +66,7 @@ mod usage;
 mod users;
 
 pub use audit::*;
+pub use groups::*;
 pub use host_folders::*;
 pub use mcp::*;
 pub use providers::*;

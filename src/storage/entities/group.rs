@@ -1,0 +1,17 @@
+//! `groups`: named sets of people, made by hand or synced from the identity provider.
+use sea_orm::entity::prelude::*;
+
+/// One row of `groups`.
+#[sea_orm::model]
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "groups")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub name: String,
+    pub name_key: String,
+    pub managed_by_idp: bool,
+    pub created_at: DateTimeUtc,
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,177 @@
+//! The groups page: make, rename and delete groups, and manage who is in them.
+
+use super::*;
+use crate::domain::teams::groups;
+
+#[derive(Serialize)]
+struct GroupRow {
+    id: Uuid,
+    name: String,
+    managed_by_idp: bool,
+    members: u64,
+}
+
+async fn groups_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let rows: Vec<GroupRow> = groups::list(&state.db, &admin.1)
+        .await?
+        .into_iter()
+        .map(|(g, members)| GroupRow { id: g.id, name: g.name, managed_by_idp: g.managed_by_idp, members })
+        .collect();
+    let mut ctx = base_context(admin, "groups", &flash);
+    ctx.insert("groups", &rows);
+    render::section(
+        state,
+        req,
+        "pages/admin_groups.html",
+        "partials/_admin_groups.html",
+        ctx,
+        status,
+        "#admin-groups",
+    )
+}
+
+async fn group_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    id: Uuid,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let (group, members) = groups::detail(&state.db, &admin.1, id).await?;
+    let mut ctx = base_context(admin, "groups", &flash);
+    ctx.insert("group", &group);
+    ctx.insert("members", &members);
+    ctx.insert("members_shown", &groups::MEMBERS_SHOWN);
+    render::section(
+        state,
+        req,
+        "pages/admin_group.html",
+        "partials/_admin_group.html",
+        ctx,
+        status,
+        "#admin-group",
+    )
+}
+
+/// `GET /admin/groups`.
+pub async fn groups(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+) -> Result<HttpResponse, WebError> {
+    groups_page(&state, &req, &admin, Flash::default(), StatusCode::OK).await
+}
+
+/// The name form (making and renaming).
+#[derive(Deserialize)]
+pub struct GroupNameForm {
+    name: String,
+}
+
+/// `POST /admin/groups`: makes a group by hand.
+pub async fn create_group(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    form: web::Form<GroupNameForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    let (flash, status) = match groups::create(&state.db, &admin.1, &who, &form.name).await {
+        Ok(g) => (Flash::ok(format!("Group {} made.", g.name)), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    groups_page(&state, &req, &admin, flash, status).await
+}
+
+/// `GET /admin/groups/{id}`.
+pub async fn group(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    group_page(&state, &req, &admin, render::parse_id(&id)?, Flash::default(), StatusCode::OK).await
+}
+
+/// `POST /admin/groups/{id}/rename`.
+pub async fn rename_group(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+    form: web::Form<GroupNameForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = render::parse_id(&id)?;
+    let who = origin(&req, &state, &admin.0);
+    let (flash, status) = match groups::rename(&state.db, &admin.1, &who, id, &form.name).await {
+        Ok(g) => (Flash::ok(format!("Renamed to {}.", g.name)), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    group_page(&state, &req, &admin, id, flash, status).await
+}
+
+/// `POST /admin/groups/{id}/delete`: back to the list.
+pub async fn delete_group(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    let group = groups::delete(&state.db, &admin.1, &who, render::parse_id(&id)?).await?;
+    let mut res = groups_page(
+        &state,
+        &req,
+        &admin,
+        Flash::ok(format!("Group {} deleted.", group.name)),
+        StatusCode::OK,
+    )
+    .await?;
+    if let Ok(v) = HeaderValue::from_str("/admin/groups") {
+        res.headers_mut().insert(header::HeaderName::from_static("hx-push-url"), v);
+    }
+    Ok(res)
+}
+
+/// The add-member form.
+#[derive(Deserialize)]
+pub struct MemberForm {
+    email: String,
+}
+
+/// `POST /admin/groups/{id}/members`: adds a person by email.
+pub async fn add_group_member(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+    form: web::Form<MemberForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = render::parse_id(&id)?;
+    let who = origin(&req, &state, &admin.0);
+    let (flash, status) = match groups::add_member(&state.db, &admin.1, &who, id, &form.email).await {
+        Ok(u) => (Flash::ok(format!("{} is in the group.", u.email)), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    group_page(&state, &req, &admin, id, flash, status).await
+}
+
+/// `POST /admin/groups/{id}/members/{user}/remove`.
+pub async fn remove_group_member(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, WebError> {
+    let (id, user) = (render::parse_id(&path.0)?, render::parse_id(&path.1)?);
+    let who = origin(&req, &state, &admin.0);
+    groups::remove_member(&state.db, &admin.1, &who, id, user).await?;
+    group_page(&state, &req, &admin, id, Flash::ok("Taken out of the group."), StatusCode::OK).await
+}

@@ -1,0 +1,154 @@
+//! Groups: the admin console makes, renames and deletes them and manages members; members see
+//! their groups; the identity provider's claim syncs the groups it manages (tests/it/oidc_real.rs
+//! drives that through a real provider).
+
+use arbor::domain::accounts::{Actor, Role};
+use arbor::domain::audit::Origin;
+use arbor::domain::teams::groups::{self, Claim};
+
+use crate::support::{TestApp, urlencode};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admins_make_rename_fill_and_delete_groups_and_members_see_theirs() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let member = app.create_user("mia@example.com", Role::Member).await;
+    let admin_s = app.login_full(&admin).await;
+    let member_s = app.login_full(&member).await;
+
+    let res = app.post_form("/admin/groups", "name=+Engineering+", Some(&admin_s)).await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("Group Engineering made."), "{html}");
+    let listed = groups::list(&app.state.db, &Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
+    let engineering = listed.iter().find(|(g, _)| g.name == "Engineering").unwrap().0.clone();
+    assert!(!engineering.managed_by_idp);
+
+    // The same name in another case is the same group.
+    let res = app.post_form("/admin/groups", "name=engineering", Some(&admin_s)).await;
+    assert_eq!(res.status(), 409);
+    assert!(res.text().await.unwrap().contains("already a group called engineering"));
+
+    let path = format!("/admin/groups/{}", engineering.id);
+    let res = app.post_form(&format!("{path}/members"), "email=MIA%40example.com", Some(&admin_s)).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("mia@example.com is in the group."));
+    let page = app.get(&path, Some(&admin_s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("member-{}", member.id)), "{page}");
+    let listed = groups::list(&app.state.db, &Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
+    assert_eq!(listed.iter().find(|(g, _)| g.id == engineering.id).unwrap().1, 1);
+
+    let settings = app.get("/settings", Some(&member_s.cookie)).await.text().await.unwrap();
+    assert!(settings.contains(">Engineering</span>"), "{settings}");
+
+    let res = app.post_form(&format!("{path}/rename"), "name=Platform", Some(&admin_s)).await;
+    assert_eq!(res.status(), 200);
+    let settings = app.get("/settings", Some(&member_s.cookie)).await.text().await.unwrap();
+    assert!(settings.contains(">Platform</span>"));
+
+    let res = app.post_form(&format!("{path}/members/{}/remove", member.id), "", Some(&admin_s)).await;
+    assert_eq!(res.status(), 200);
+    let settings = app.get("/settings", Some(&member_s.cookie)).await.text().await.unwrap();
+    assert!(settings.contains("You are in no group."));
+    // Taking out someone who is not in it: nothing to take out.
+    let res = app.post_form(&format!("{path}/members/{}/remove", member.id), "", Some(&admin_s)).await;
+    assert_eq!(res.status(), 404);
+
+    let res = app.post_form(&format!("{path}/delete"), "", Some(&admin_s)).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("Group Platform deleted."));
+    assert_eq!(app.get(&path, Some(&admin_s.cookie)).await.status(), 404);
+
+    let audit: Vec<String> = arbor::storage::repos::audit::list(&app.state.db, &Default::default(), 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    for action in ["group.create", "group.member.add", "group.rename", "group.member.remove", "group.delete"]
+    {
+        assert!(audit.iter().any(|a| a == action), "{action} in {audit:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_group_input_is_refused_with_a_reason_and_writes_nothing() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let admin_s = app.login_full(&admin).await;
+    let long = "x".repeat(101);
+    for (body, status, says) in [
+        ("name=", 400, "Give the group a name."),
+        ("name=+++", 400, "Give the group a name."),
+        (&*format!("name={long}"), 400, "at most 100 characters"),
+        ("name=a%07b", 400, "without control characters"),
+        ("name=a%00b", 400, "may not contain NUL characters"),
+    ] {
+        let res = app.post_form("/admin/groups", body, Some(&admin_s)).await;
+        assert_eq!(res.status(), status, "{body}");
+        assert!(res.text().await.unwrap().contains(says), "{body}");
+    }
+    // A missing field and a megabyte of name are refused before any work.
+    assert_eq!(app.post_form("/admin/groups", "nom=x", Some(&admin_s)).await.status(), 400);
+    let huge = format!("name={}", "y".repeat(1 << 20));
+    assert!(app.post_form("/admin/groups", &huge, Some(&admin_s)).await.status().is_client_error());
+    let proof = Actor::for_tests(&admin).admin().unwrap();
+    assert!(groups::list(&app.state.db, &proof).await.unwrap().is_empty());
+
+    let group = groups::create(&app.state.db, &proof, &Origin::cli(), "ops").await.unwrap();
+    let path = format!("/admin/groups/{}", group.id);
+    for email in ["nobody%40example.com", "not-an-email", ""] {
+        let res = app.post_form(&format!("{path}/members"), &format!("email={email}"), Some(&admin_s)).await;
+        assert_eq!(res.status(), 400, "{email}");
+    }
+    assert_eq!(app.get("/admin/groups/not-a-uuid", Some(&admin_s.cookie)).await.status(), 404);
+    let unknown = uuid::Uuid::now_v7();
+    assert_eq!(app.get(&format!("/admin/groups/{unknown}"), Some(&admin_s.cookie)).await.status(), 404);
+    assert_eq!(
+        app.post_form(&format!("/admin/groups/{unknown}/delete"), "", Some(&admin_s)).await.status(),
+        404
+    );
+    let other = groups::create(&app.state.db, &proof, &Origin::cli(), "dev").await.unwrap();
+    let res =
+        app.post_form(&format!("{path}/rename"), &format!("name={}", urlencode("DEV")), Some(&admin_s)).await;
+    assert_eq!(res.status(), 409);
+    let (still, _) = groups::detail(&app.state.db, &proof, group.id).await.unwrap();
+    assert_eq!(still.name, "ops");
+    assert_eq!(groups::detail(&app.state.db, &proof, other.id).await.unwrap().0.name, "dev");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_replaces_only_provider_managed_memberships_and_oversized_claims_change_nothing() {
+    let app = TestApp::spawn().await;
+    let db = &app.state.db;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let person = app.create_user("pat@example.com", Role::Member).await;
+    let proof = Actor::for_tests(&admin).admin().unwrap();
+    let actor = Actor::for_tests(&person);
+    // A hand-made group the claim also names, and one it does not.
+    let by_hand = groups::create(db, &proof, &Origin::cli(), "Dev").await.unwrap();
+    let kept = groups::create(db, &proof, &Origin::cli(), "Ops").await.unwrap();
+    groups::add_member(db, &proof, &Origin::cli(), kept.id, &person.email).await.unwrap();
+
+    let claim =
+        |names: &[&str]| Claim::from_raw(Some(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>()));
+    groups::sync_from_claim(db, person.id, &claim(&["dev", "team-a", "team-b", "TEAM-A"])).await.unwrap();
+    let names = |gs: Vec<arbor::domain::teams::Group>| gs.into_iter().map(|g| g.name).collect::<Vec<_>>();
+    // "dev" is the hand-made group: not joined; team-a and team-b are made, managed, joined.
+    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-a", "team-b"]);
+    assert!(!groups::detail(db, &proof, by_hand.id).await.unwrap().0.managed_by_idp);
+
+    groups::sync_from_claim(db, person.id, &claim(&["team-b"])).await.unwrap();
+    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-b"]);
+
+    // Ten thousand groups, or a claim that is not there: logged, memberships unchanged.
+    let many: Vec<String> = (0..10_000).map(|i| format!("g{i}")).collect();
+    groups::sync_from_claim(db, person.id, &Claim::from_raw(Some(&many))).await.unwrap();
+    groups::sync_from_claim(db, person.id, &Claim::from_raw(None)).await.unwrap();
+    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-b"]);
+    assert_eq!(groups::list(db, &proof).await.unwrap().len(), 4);
+
+    // An empty list is a claim: it empties the managed memberships.
+    groups::sync_from_claim(db, person.id, &claim(&[])).await.unwrap();
+    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops"]);
+}
