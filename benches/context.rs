@@ -47,6 +47,7 @@ fn message(role: Role, kind: MessageKind, parts: Vec<Part>) -> Message {
         error: None,
         usage: None,
         client_id: None,
+        author_id: None,
         created_at: chrono::Utc::now(),
     }
 }

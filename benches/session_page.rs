@@ -77,6 +77,7 @@ async fn seed(state: &arbor::state::AppState, owner: Uuid, session: Uuid, total:
                 model: Some("mock/model"),
                 status: MessageStatus::Complete,
                 client_id: None,
+                author_id: None,
             };
             let run = NewRun {
                 id: Uuid::now_v7(),
@@ -119,6 +120,7 @@ async fn insert_turn(
         model: None,
         status: MessageStatus::Complete,
         client_id: None,
+        author_id: None,
     };
     let answer = NewMessage {
         id: a,
@@ -128,6 +130,7 @@ async fn insert_turn(
         model: Some("mock/model"),
         status: MessageStatus::Complete,
         client_id: None,
+        author_id: None,
     };
     let run = NewRun { id: Uuid::now_v7(), owner_id: owner, leaf_message_id: q, assistant_message_id: a };
     messages::insert_turn(&state.db, session, &user, &answer, &run).await?;

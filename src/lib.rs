@@ -162,6 +162,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         search,
         deletions,
         queries,
+        access: Default::default(),
     })
 }
 

@@ -20,6 +20,7 @@ mod m20261126_000016_workspace_compaction;
 mod m20261126_000017_memories;
 mod m20261126_000018_session_files;
 mod m20261126_000019_groups;
+mod m20261126_000020_workspace_shares;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000017_memories::Migration),
             Box::new(m20261126_000018_session_files::Migration),
             Box::new(m20261126_000019_groups::Migration),
+            Box::new(m20261126_000020_workspace_shares::Migration),
         ]
     }
 }

@@ -43,7 +43,7 @@ impl Deletions {
 
     /// A session may go when it is not live.
     pub async fn session(&self, actor: &Actor, session_id: Uuid) -> DomainResult<()> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = sessions::own_session(&self.db, actor, session_id).await?;
         if self.runs.is_active(session.id) {
             return Err(DomainError::Conflict("An answer is still being written: stop it first.".into()));
         }

@@ -203,11 +203,21 @@ fn day_start_micros(d: NaiveDate) -> i64 {
 pub(super) fn build(
     q: &SearchQuery,
     user_id: Uuid,
+    shared: &[Uuid],
     f: &Fields,
     analyzer: &mut TextAnalyzer,
 ) -> Option<Built> {
-    // The owner clause comes first and is built here, from the server's user id only.
-    let mut clauses = vec![filter(exact(id_term(f.user_id, user_id)))];
+    // The owner clause comes first and is built here, from the server's user id only, and the
+    // workspaces shared with them that the domain checked.
+    let owner = exact(id_term(f.user_id, user_id));
+    let scope: Box<dyn Query> = if shared.is_empty() {
+        owner
+    } else {
+        let mut any = vec![(Occur::Should, owner)];
+        any.extend(shared.iter().map(|w| (Occur::Should, exact(id_term(f.workspace_id, *w)))));
+        Box::new(BooleanQuery::new(any))
+    };
+    let mut clauses = vec![filter(scope)];
     if let Some(ws) = q.workspace {
         clauses.push(filter(exact(id_term(f.workspace_id, ws))));
     }

@@ -342,9 +342,22 @@ impl SearchIndex {
         offset: usize,
         limit: usize,
     ) -> Result<SearchResults, IndexError> {
+        self.search_shared(user_id, &[], query, offset, limit)
+    }
+
+    /// [`SearchIndex::search`] over `user_id`'s messages and those of the workspaces `shared`
+    /// with them (which the caller checked).
+    pub fn search_shared(
+        &self,
+        user_id: Uuid,
+        shared: &[Uuid],
+        query: &SearchQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SearchResults, IndexError> {
         let f = &self.inner.fields;
         let mut analyzer = self.inner.analyzer.clone();
-        let Some(built) = query::build(query, user_id, f, &mut analyzer) else {
+        let Some(built) = query::build(query, user_id, shared, f, &mut analyzer) else {
             return Ok(SearchResults { total: 0, hits: Vec::new() });
         };
         let searcher = self.inner.reader.searcher();

@@ -194,6 +194,9 @@ pub struct Message {
     pub usage: Option<MessageUsage>,
     /// The composer's id of the submit that created it.
     pub client_id: Option<String>,
+    /// Who wrote it (the person who asked, or who started the answering run); none on messages
+    /// older than shared workspaces.
+    pub author_id: Option<Uuid>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }

@@ -47,7 +47,7 @@ pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
         account, admin, agent, api, assets, auth, events, files, health, home, invitations, memory, oidc,
-        search, sessions, settings, workspaces,
+        search, sessions, settings, shares, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -240,6 +240,14 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/w/{workspace_id}", User, web::post().to(workspaces::save)),
         entry(Method::POST, "/w/{workspace_id}/delete", User, web::post().to(workspaces::delete)),
         entry(Method::GET, "/w/{workspace_id}/sessions", User, web::get().to(workspaces::sessions_page)),
+        entry(Method::POST, "/w/{workspace_id}/shares", User, web::post().to(shares::create)),
+        entry(Method::POST, "/w/{workspace_id}/shares/{share_id}", User, web::post().to(shares::change)),
+        entry(
+            Method::POST,
+            "/w/{workspace_id}/shares/{share_id}/delete",
+            User,
+            web::post().to(shares::revoke),
+        ),
     ]
 }
 

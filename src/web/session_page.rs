@@ -8,6 +8,7 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
+use crate::domain::sessions::access::ShareRole;
 use crate::domain::sessions::{self, Conversation};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
@@ -67,7 +68,7 @@ pub(crate) async fn home_context(
     let mut ctx = signed_in(user);
     composer_into(&mut ctx, state, user, None).await;
     let chosen = match workspace {
-        Some(id) => sessions::get_workspace(&state.db, actor, id).await.ok(),
+        Some(id) => sessions::view_workspace(&state.db, actor, id).await.ok().map(|(w, _)| w),
         None => None,
     };
     let workspace = match chosen {
@@ -115,6 +116,13 @@ pub(crate) async fn header_into_at(
     ctx.insert("totals", &usage_view(&conv.totals));
     ctx.insert("session", &conv.session);
     ctx.insert("message_count", &conv.message_count);
+    // What the page offers: a viewer gets no composer, no edit or retry, no decisions.
+    // Flags that restrict, so a fragment rendered without them offers everything (the server
+    // refuses what the role does not allow either way).
+    ctx.insert("role", &conv.role);
+    ctx.insert("viewer", &(conv.role < ShareRole::Editor));
+    ctx.insert("may_not_delete", &(conv.role < ShareRole::Owner));
+    ctx.insert("shared", &(conv.session.owner_id != user.0.user.id));
     Ok(conv)
 }
 
@@ -178,7 +186,7 @@ pub(crate) async fn agent_into(
     views: &mut [session_view::MessageView],
 ) -> Result<(), WebError> {
     let actor = &user.0.actor;
-    let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let (workspace, _) = sessions::view_workspace(&state.db, actor, session.workspace_id).await?;
     let calls = crate::domain::runs::decisions::calls_by_result(&state.db, actor, session.id).await?;
     session_view::attach_calls(views, &calls);
     files_into(state, views).await?;
@@ -201,6 +209,26 @@ pub(crate) async fn agent_into(
     ctx.insert("context_files", &state.engine.files_in_context(actor, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);
+    authors_into(state, user, views).await
+}
+
+/// Says who asked (and for whom an answer was written) on the messages someone other than the
+/// reader wrote: in a shared workspace the thread shows its people; in one's own, nothing.
+async fn authors_into(
+    state: &AppState,
+    user: &CurrentUser,
+    views: &mut [session_view::MessageView],
+) -> Result<(), WebError> {
+    let mut others: Vec<Uuid> =
+        views.iter().filter_map(|v| v.author_id).filter(|id| *id != user.0.user.id).collect();
+    others.sort_unstable();
+    others.dedup();
+    let names = crate::domain::teams::names(&state.db, &others).await?;
+    for v in views.iter_mut().filter(|v| v.role == "user" || v.role == "assistant") {
+        if let Some(id) = v.author_id.filter(|id| *id != user.0.user.id) {
+            v.author = Some(names.get(&id).cloned().unwrap_or_else(|| "a former member".into()));
+        }
+    }
     Ok(())
 }
 

@@ -181,6 +181,11 @@ pub struct MessageView {
     pub siblings: Option<Siblings>,
     /// How many messages deleting it removes (itself and everything below).
     pub branch_size: usize,
+    /// Who wrote it, when it was someone other than the reader (shared workspaces).
+    pub author: Option<String>,
+    /// Its author's id.
+    #[serde(skip)]
+    pub author_id: Option<Uuid>,
 }
 
 /// Dollars from micro-dollars: four decimals under a cent, two above.
@@ -238,6 +243,8 @@ pub fn message_view(m: &Message) -> MessageView {
         usage: m.usage.as_ref().map(usage_view),
         streaming: m.status == MessageStatus::Streaming,
         can_continue: assistant && m.status.can_continue() && !m.text().trim().is_empty(),
+        author: None,
+        author_id: m.author_id,
         can_retry: assistant && m.status != MessageStatus::Streaming,
         siblings: None,
         branch_size: 1,

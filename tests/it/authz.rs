@@ -68,6 +68,8 @@ pub(crate) struct Ids {
     spare_group: Uuid,
     /// The owner's id (the group's member the remove row takes out).
     owner_id: Uuid,
+    /// A share of the spare workspace, with a person who makes no call.
+    share: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -551,6 +553,25 @@ pub(crate) fn cases() -> Vec<Case> {
             |ids| format!("/w/{}/sessions?page=1", ids.workspace),
             OWNER_ONLY(200),
         ),
+        // Shares go on the spare workspace, with a person who makes no other call.
+        post(
+            "/w/{workspace_id}/shares",
+            |ids| format!("/w/{}/shares", ids.spare_workspace),
+            "kind=person&who=friend%40example.com&role=viewer",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/w/{workspace_id}/shares/{share_id}",
+            |ids| format!("/w/{}/shares/{}", ids.spare_workspace, ids.share),
+            "role=editor",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/w/{workspace_id}/shares/{share_id}/delete",
+            |ids| format!("/w/{}/shares/{}/delete", ids.spare_workspace, ids.share),
+            "",
+            OWNER_ONLY(200),
+        ),
         // Destructive rows last, on spare objects: the owner's call removes them, so the admin
         // after it finds nothing either way.
         post(
@@ -610,6 +631,7 @@ async fn stopped_answer(
         model: None,
         status: MessageStatus::Complete,
         client_id: Some(client_id),
+        author_id: None,
     };
     let reply = NewMessage {
         id: answer,
@@ -619,6 +641,7 @@ async fn stopped_answer(
         model: Some("nowhere/model"),
         status: MessageStatus::Streaming,
         client_id: None,
+        author_id: None,
     };
     let new_run =
         NewRun { id: run, owner_id: owner.id, leaf_message_id: user_id, assistant_message_id: answer };
@@ -759,6 +782,15 @@ async fn group_objects(
     ids.group = groups::create(db, &proof, &origin, "authz-group").await.unwrap().id;
     ids.spare_group = groups::create(db, &proof, &origin, "authz-spare").await.unwrap().id;
     groups::add_member(db, &proof, &origin, ids.group, &owner.email).await.unwrap();
+    app.create_user("friend@example.com", Role::Member).await;
+    let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
+    let target = arbor::domain::teams::shares::Target::Person("friend@example.com".into());
+    let role = arbor::domain::sessions::access::ShareRole::Viewer;
+    ids.share =
+        arbor::domain::teams::shares::share(db, &owner_actor, &origin, ids.spare_workspace, &target, role)
+            .await
+            .unwrap()
+            .id;
     ids
 }
 
@@ -894,6 +926,7 @@ pub(crate) async fn world(app: &TestApp) -> World {
         group: Uuid::nil(),
         spare_group: Uuid::nil(),
         owner_id: owner.id,
+        share: Uuid::nil(),
     };
     let ids = group_objects(app, &admin, &owner, ids).await;
     let ids = console_objects(app, &admin, &owner, ids).await;
@@ -1048,6 +1081,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         group: Uuid::now_v7(),
         spare_group: Uuid::now_v7(),
         owner_id: owner.id,
+        share: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

@@ -373,6 +373,7 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
         model: None,
         status: MessageStatus::Complete,
         client_id: None,
+        author_id: None,
     };
     let reply = NewMessage {
         id: a,
@@ -382,6 +383,7 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
         model: Some("x/y"),
         status: MessageStatus::Complete,
         client_id: None,
+        author_id: None,
     };
     let new_run =
         NewRun { id: uuid::Uuid::now_v7(), owner_id: user.id, leaf_message_id: q, assistant_message_id: a };

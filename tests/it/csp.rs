@@ -31,6 +31,7 @@ async fn insert(app: &TestApp, session: Uuid, parent: Option<Uuid>, role: R, tex
         model: (role == R::Assistant).then_some("openai/gpt-4o-mini"),
         status: MessageStatus::Complete,
         client_id: None,
+        author_id: None,
     };
     messages::insert_chosen(&app.state.db, session, &message).await.unwrap();
     id

@@ -722,6 +722,7 @@ async fn another_members_session_ids_in_an_api_call_reach_nothing_of_theirs() {
             model: None,
             status: arbor::domain::sessions::tree::MessageStatus::Complete,
             client_id: None,
+            author_id: None,
         },
     )
     .await

@@ -40,6 +40,7 @@ mod recovery;
 mod runs;
 mod search;
 mod settings;
+mod shares;
 mod tasks;
 mod tree;
 mod vault;

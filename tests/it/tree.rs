@@ -195,6 +195,7 @@ async fn seed_chain(c: &Chat, session: Uuid, turns: usize) -> Uuid {
             model: None,
             status: MessageStatus::Complete,
             client_id: None,
+            author_id: None,
         };
         let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
         let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };

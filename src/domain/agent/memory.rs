@@ -58,7 +58,7 @@ pub struct Overview {
 /// Checks that a workspace scope is the actor's.
 async fn checked(db: &Db, actor: &Actor, scope: Scope) -> DomainResult<Scope> {
     if let Scope::Workspace(id) = scope {
-        sessions::get_workspace(db, actor, id).await?;
+        sessions::view_workspace(db, actor, id).await?;
     }
     Ok(scope)
 }

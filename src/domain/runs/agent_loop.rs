@@ -102,6 +102,7 @@ pub(super) fn result_placeholder(id: Uuid, parent: Uuid) -> NewMessage<'static> 
         model: None,
         status: MessageStatus::Streaming,
         client_id: None,
+        author_id: None,
     }
 }
 
@@ -271,6 +272,7 @@ impl RunEngine {
             model: Some(&reference),
             status: MessageStatus::Streaming,
             client_id: None,
+            author_id: None,
         };
         repo::open_message(&self.db, job.session_id, job.run_id, &placeholder, None)
             .await
@@ -497,7 +499,7 @@ impl RunEngine {
         job: &Job,
         session: &ChatSession,
     ) -> DomainResult<agent::ApprovalMode> {
-        let workspace = sessions::get_workspace(&self.db, &job.actor, session.workspace_id).await?;
+        let (workspace, _) = sessions::view_workspace(&self.db, &job.actor, session.workspace_id).await?;
         Ok(agent::effective_mode(
             session.approval_mode.as_deref(),
             &workspace.approval_mode,

@@ -251,7 +251,7 @@ impl RunEngine {
         actor: &Actor,
         session_id: Uuid,
     ) -> DomainResult<Vec<FileInContext>> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let (session, _) = sessions::view_session(&self.db, actor, session_id).await?;
         // Without an exposed folder no file can be carried (and the panel is hidden).
         if session.exposed_roots.is_empty() {
             return Ok(Vec::new());

@@ -187,7 +187,7 @@ impl RunEngine {
         resolved: &ResolvedModel,
         incoming_chars: usize,
     ) -> Option<Message> {
-        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await.ok()?;
+        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await.ok()?;
         let percent = workspace.compact_at_percent.unwrap_or(DEFAULT_COMPACT_AT_PERCENT);
         if percent == 0 || path.is_empty() {
             return None;
@@ -244,6 +244,7 @@ impl RunEngine {
                 error: None,
                 usage,
                 client_id: None,
+                author_id: None,
                 created_at: chrono::Utc::now(),
             }),
             Err(e) => {
@@ -390,6 +391,7 @@ impl RunEngine {
             model,
             status: MessageStatus::Complete,
             client_id: None,
+            author_id: None,
         };
         if !repo::insert_boundary(&self.db, session.id, &message, kind, usage).await? {
             return Err(DomainError::Conflict(

@@ -314,6 +314,7 @@ mod tests {
             error: None,
             usage: None,
             client_id: None,
+            author_id: None,
             created_at: chrono::Utc::now(),
         }
     }

@@ -52,15 +52,17 @@ impl RunEngine {
         let reference = answer.model.clone().unwrap_or_default();
         let all = messages::session_messages(&self.db, session.id).await?;
         let resume_at = self.resume_answer(session.id, &all, answer.id).await?;
+        // In a shared workspace a teammate may decide; the run goes on as its starter's.
+        let runner = self.runner(run.owner_id, actor).await?;
         // Refusing ends the run without calling the model; anything else needs it again. A
         // sub-agent's refused call ends its run through the parent, which records the refusal.
         let model = match decision {
             Decision::No if resume_at == answer.id => None,
-            _ => Some(self.admit_model(actor, &reference).await?),
+            _ => Some(self.admit_model(&runner, &reference).await?),
         };
         if decision == Decision::Explain {
             let model = model.ok_or(DomainError::NotFound)?;
-            self.explain(actor, &session, &row, &answer.id, model).await?;
+            self.explain(&runner, &session, &row, &answer.id, model).await?;
             return Ok(Decided::Explained);
         }
         // The result goes under the last answered call of this answer, or the answer itself.
@@ -72,7 +74,7 @@ impl RunEngine {
             .rfind(|id| all.iter().any(|m| m.id == *id))
             .unwrap_or(answer.id);
         let result_id = Uuid::now_v7();
-        let publisher = match self.registry.begin_owned(actor.user_id(), session.id, run.id, Some(result_id))
+        let publisher = match self.registry.begin_owned(runner.user_id(), session.id, run.id, Some(result_id))
         {
             Ok(p) => p,
             Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(super::begin_refused(e)),
@@ -133,7 +135,7 @@ impl RunEngine {
             )
             .await?;
         }
-        let job = self.resumed_job(actor, &session, &run.id, result_id, model).await;
+        let job = self.resumed_job(&runner, &session, &run.id, result_id, model).await;
         match job {
             Some(job) => {
                 let engine = self.clone();
@@ -172,6 +174,24 @@ impl RunEngine {
             }
         }
         Ok(answer_id)
+    }
+
+    /// Whose run a decision continues: its starter's keys, quota and tools are used whoever
+    /// decides, so an editor deciding a teammate's dialog spends nothing of their own and
+    /// reaches nothing of the starter's beyond that run.
+    pub(super) async fn runner(&self, run_owner: Uuid, actor: &Actor) -> DomainResult<Actor> {
+        if run_owner == actor.user_id() {
+            return Ok(actor.clone());
+        }
+        let starter =
+            crate::storage::repos::users::find(&self.db, run_owner).await?.ok_or(DomainError::NotFound)?;
+        if starter.status != crate::domain::accounts::UserStatus::Active {
+            return Err(DomainError::Conflict(
+                "The person who started this run can no longer use Arbor: ask again to start a new one."
+                    .into(),
+            ));
+        }
+        Ok(Actor::verified(&starter))
     }
 
     /// Quota check and model resolution for a resumed run.
@@ -334,6 +354,22 @@ pub struct CallState {
     pub result_message_id: Option<Uuid>,
     /// The unified diff of the file it changed.
     pub diff: Option<String>,
+    /// Who decided, when a person did (every open page of a shared session shows it).
+    pub decided_by: Option<String>,
+}
+
+fn call_state_of(row: &tool_call::Model, names: &std::collections::HashMap<Uuid, String>) -> CallState {
+    CallState {
+        call: pending_view(row),
+        status: row.status.clone(),
+        decision: row.decision.clone(),
+        decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
+        result_message_id: row.result_message_id,
+        diff: row.diff.clone(),
+        decided_by: row
+            .decided_by
+            .map(|id| names.get(&id).cloned().unwrap_or_else(|| "a former member".into())),
+    }
 }
 
 pub(super) fn pending_view(row: &tool_call::Model) -> PendingCall {
@@ -357,7 +393,7 @@ pub async fn pending_call(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<Option<PendingCall>> {
-    let session = sessions::get_session(db, actor, session_id).await?;
+    let (session, _) = sessions::view_session(db, actor, session_id).await?;
     Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
 }
 
@@ -368,16 +404,10 @@ pub async fn call_state(
     session_id: Uuid,
     call_id: Uuid,
 ) -> DomainResult<CallState> {
-    let session = sessions::get_session(db, actor, session_id).await?;
+    let (session, _) = sessions::view_session(db, actor, session_id).await?;
     let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
-    Ok(CallState {
-        call: pending_view(&row),
-        status: row.status.clone(),
-        decision: row.decision.clone(),
-        decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
-        result_message_id: row.result_message_id,
-        diff: row.diff.clone(),
-    })
+    let names = crate::domain::teams::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
+    Ok(call_state_of(&row, &names))
 }
 
 /// Every recorded call of one of the actor's sessions, keyed by its result message (for cards).
@@ -386,23 +416,11 @@ pub async fn calls_by_result(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
-    let session = sessions::get_session(db, actor, session_id).await?;
-    Ok(repo::calls_of_session(db, session.id)
-        .await?
-        .into_iter()
-        .filter_map(|row| {
-            let id = row.result_message_id?;
-            Some((
-                id,
-                CallState {
-                    call: pending_view(&row),
-                    status: row.status.clone(),
-                    decision: row.decision.clone(),
-                    decided: row.decided_at.map(|t| t.format("%H:%M:%S UTC").to_string()),
-                    result_message_id: Some(id),
-                    diff: row.diff.clone(),
-                },
-            ))
-        })
-        .collect())
+    let (session, _) = sessions::view_session(db, actor, session_id).await?;
+    let rows = repo::calls_of_session(db, session.id).await?;
+    let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
+    deciders.sort_unstable();
+    deciders.dedup();
+    let names = crate::domain::teams::names(db, &deciders).await?;
+    Ok(rows.iter().filter_map(|row| Some((row.result_message_id?, call_state_of(row, &names)))).collect())
 }

@@ -112,7 +112,7 @@ pub fn valid_client_id(id: &str) -> bool {
 }
 
 /// The empty, streaming answer a run writes into.
-fn answer_placeholder(id: Uuid, parent: Uuid, reference: &str) -> NewMessage<'_> {
+fn answer_placeholder(id: Uuid, parent: Uuid, reference: &str, author: Uuid) -> NewMessage<'_> {
     NewMessage {
         id,
         parent_id: Some(parent),
@@ -121,6 +121,7 @@ fn answer_placeholder(id: Uuid, parent: Uuid, reference: &str) -> NewMessage<'_>
         model: Some(reference),
         status: MessageStatus::Streaming,
         client_id: None,
+        author_id: Some(author),
     }
 }
 
@@ -354,6 +355,7 @@ impl RunEngine {
             model: None,
             status: MessageStatus::Complete,
             client_id: None,
+            author_id: None,
         });
         let user_parent = if note.is_some() { Some(note_id) } else { leaf };
         let user_parts = vec![Part::Text { text: text.to_string() }];
@@ -365,8 +367,9 @@ impl RunEngine {
             model: None,
             status: MessageStatus::Complete,
             client_id: Some(client_id),
+            author_id: Some(actor.user_id()),
         };
-        let assistant = answer_placeholder(assistant_id, user_id, &reference);
+        let assistant = answer_placeholder(assistant_id, user_id, &reference, actor.user_id());
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id(),
@@ -398,6 +401,7 @@ impl RunEngine {
                 error: None,
                 usage: None,
                 client_id: None,
+                author_id: None,
                 created_at: chrono::Utc::now(),
             });
         }
@@ -414,6 +418,7 @@ impl RunEngine {
             error: None,
             usage: None,
             client_id: Some(client_id.to_string()),
+            author_id: Some(actor.user_id()),
             created_at: chrono::Utc::now(),
         });
         let supplements = self.supplements(&session, &path, &resolved).await;
@@ -465,7 +470,7 @@ impl RunEngine {
             .registry
             .begin_owned(actor.user_id(), session.id, run_id, Some(assistant_id))
             .map_err(begin_refused)?;
-        let assistant = answer_placeholder(assistant_id, parent, &reference);
+        let assistant = answer_placeholder(assistant_id, parent, &reference, actor.user_id());
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id(),

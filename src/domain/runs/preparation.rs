@@ -71,7 +71,7 @@ impl RunEngine {
         if let Some(m) = session.model.clone() {
             return Ok(m);
         }
-        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
+        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
         if let Some(m) = workspace.default_model {
             return Ok(m);
         }
@@ -95,7 +95,7 @@ impl RunEngine {
         session: &ChatSession,
         model: &str,
     ) -> DomainResult<Option<String>> {
-        let workspace = sessions::get_workspace(&self.db, actor, session.workspace_id).await?;
+        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
         // Without a prompt of the user's, the exposed folders' instruction files still count.
         let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
         let rendered =

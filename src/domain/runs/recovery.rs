@@ -71,7 +71,7 @@ impl RunEngine {
         actor: &Actor,
         session_id: Uuid,
     ) -> DomainResult<Option<UnfinishedCall>> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let (session, _) = sessions::view_session(&self.db, actor, session_id).await?;
         // Only the latest run can have left one, and only when it ended early (one cheap
         // query on every page view; the messages are read only then).
         let Some(run) = agent_repo::latest_run(&self.db, session.id).await? else { return Ok(None) };

@@ -156,6 +156,7 @@ impl RunEngine {
             model: None,
             status: MessageStatus::Complete,
             client_id: None,
+            author_id: None,
         };
         // Not chosen: the parent's path continues past the result with its own next answer.
         messages::insert_detached(&self.db, session.id, &task_message).await?;
@@ -247,6 +248,7 @@ impl RunEngine {
                 model: Some(&reference),
                 status: MessageStatus::Complete,
                 client_id: None,
+                author_id: None,
             };
             messages::insert_chosen(&self.db, session.id, &answer).await?;
         }

@@ -254,19 +254,33 @@ impl SearchService {
         let index = self.index.clone();
         let user = actor.user_id();
         let offset = (page - 1) * per_page;
-        let results = tokio::task::spawn_blocking(move || index.search(user, &query, offset, per_page + 1))
-            .await
-            .map_err(|e| DomainError::Invalid(format!("The search failed: {e}")))?
-            .map_err(|e| {
-                tracing::error!(error = %e, "search failed");
-                DomainError::Invalid("The search could not be run; try again.".into())
-            })?;
+        // Workspaces shared with the actor are searched too, checked now: a revoked share is
+        // out of the results at once.
+        let shared: Vec<Uuid> = crate::storage::repos::shares::shared_with(
+            &self.db,
+            user,
+            crate::domain::sessions::SHARED_IN_SIDEBAR,
+        )
+        .await?
+        .into_iter()
+        .map(|(w, _)| w.id)
+        .collect();
+        let scope = shared.clone();
+        let results = tokio::task::spawn_blocking(move || {
+            index.search_shared(user, &scope, &query, offset, per_page + 1)
+        })
+        .await
+        .map_err(|e| DomainError::Invalid(format!("The search failed: {e}")))?
+        .map_err(|e| {
+            tracing::error!(error = %e, "search failed");
+            DomainError::Invalid("The search could not be run; try again.".into())
+        })?;
         let more = results.hits.len() > per_page;
         // Check every hit against the database: the actor's, and still there.
         let ids: Vec<Uuid> = results.hits.iter().map(|h| h.message_id).collect();
         let alive = repo::sessions_of_messages(&self.db, ids).await?;
         let session_ids: HashSet<Uuid> = alive.values().copied().collect();
-        let sessions = repo::owned_sessions(&self.db, actor.user_id(), session_ids).await?;
+        let sessions = repo::visible_sessions(&self.db, actor.user_id(), &shared, session_ids).await?;
         let mut hits = Vec::new();
         for h in results.hits.into_iter().take(per_page) {
             match alive.get(&h.message_id).and_then(|sid| sessions.get(sid)) {

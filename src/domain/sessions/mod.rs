@@ -1,5 +1,6 @@
 //! Workspaces and chat sessions, always read through the acting user.
 
+pub mod access;
 pub mod prompt;
 pub mod tree;
 
@@ -7,6 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
+use crate::domain::sessions::access::{ShareRole, session_as, workspace_as};
 use crate::domain::sessions::tree::{Message, MessageUsage, OverviewRow, Role, Siblings, TreeIndex};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::GenParams;
@@ -15,7 +17,9 @@ use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettin
 use crate::storage::repos::messages;
 
 mod sidebar;
+mod workspaces;
 pub use sidebar::*;
+pub use workspaces::*;
 
 pub use crate::model::sessions::{ChatSession, Workspace};
 
@@ -44,7 +48,8 @@ pub async fn create_workspace(db: &Db, actor: &Actor, name: &str) -> DomainResul
     Ok(repo::insert_workspace(db, actor.user_id(), &name).await?)
 }
 
-/// Creates a session in one of the actor's workspaces.
+/// Creates a session in a workspace the actor owns or edits; it belongs to the workspace's
+/// owner like every session in it.
 pub async fn create_session(
     db: &Db,
     actor: &Actor,
@@ -52,13 +57,23 @@ pub async fn create_session(
     title: &str,
 ) -> DomainResult<ChatSession> {
     let title = clean_name(title, "session")?;
-    repo::find_workspace(db, actor.user_id(), workspace_id).await?.ok_or(DomainError::NotFound)?;
-    Ok(repo::insert_session(db, actor.user_id(), workspace_id, &title).await?)
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Editor).await?;
+    Ok(repo::insert_session(db, workspace.owner_id, workspace.id, &title).await?)
 }
 
-/// The actor's workspace with this id; someone else's is `NotFound`.
+/// A workspace the actor owns (or holds the owner role in); one they only view or edit is
+/// `Forbidden`, anyone else's `NotFound`.
 pub async fn get_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Workspace> {
-    repo::find_workspace(db, actor.user_id(), workspace_id).await?.ok_or(DomainError::NotFound)
+    Ok(workspace_as(db, actor, workspace_id, ShareRole::Owner).await?.0)
+}
+
+/// A workspace the actor may at least view, with their role in it.
+pub async fn view_workspace(
+    db: &Db,
+    actor: &Actor,
+    workspace_id: Uuid,
+) -> DomainResult<(Workspace, ShareRole)> {
+    workspace_as(db, actor, workspace_id, ShareRole::Viewer).await
 }
 
 /// The actor's workspaces, oldest first.
@@ -93,15 +108,30 @@ pub fn title_from(text: &str) -> String {
     format!("{}…", cut.trim_end())
 }
 
-/// The actor's session with this id; someone else's is `NotFound`.
+/// A session the actor may change (send, branch, edit, regenerate, decide): theirs, or one in a
+/// workspace they edit. A viewer gets `Forbidden`, anyone else `NotFound`.
 pub async fn get_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<ChatSession> {
-    repo::find_session(db, actor.user_id(), session_id).await?.ok_or(DomainError::NotFound)
+    Ok(session_as(db, actor, session_id, ShareRole::Editor).await?.0)
 }
 
-/// Deletes one of the actor's sessions with all its messages and runs.
+/// A session the actor may at least read (and follow live), with their role in it.
+pub async fn view_session(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+) -> DomainResult<(ChatSession, ShareRole)> {
+    session_as(db, actor, session_id, ShareRole::Viewer).await
+}
+
+/// A session the actor may delete things from: in a workspace they own.
+pub async fn own_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<ChatSession> {
+    Ok(session_as(db, actor, session_id, ShareRole::Owner).await?.0)
+}
+
+/// Deletes a session with all its messages and runs (the workspace's owners only).
 pub async fn delete_session(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<()> {
-    let session = get_session(db, actor, session_id).await?;
-    repo::delete_session(db, actor.user_id(), session.id).await?;
+    let session = own_session(db, actor, session_id).await?;
+    repo::delete_session(db, session.owner_id, session.id).await?;
     Ok(())
 }
 
@@ -121,6 +151,8 @@ pub struct Conversation {
     pub message_count: usize,
     /// Tokens and cost of every answer in the session, on every branch.
     pub totals: MessageUsage,
+    /// What the actor may do in it (`Owner` in their own workspace).
+    pub role: ShareRole,
 }
 
 /// The actor's session with its active path, every path message with its content.
@@ -138,7 +170,7 @@ pub async fn conversation_window(
     before: Option<Uuid>,
     window: usize,
 ) -> DomainResult<Conversation> {
-    let session = get_session(db, actor, session_id).await?;
+    let (session, role) = view_session(db, actor, session_id).await?;
     // Two independent reads, on two pooled connections at once.
     let (all, totals) = tokio::try_join!(
         messages::session_skeleton_at(db, session.id, session.updated_at),
@@ -167,12 +199,12 @@ pub async fn conversation_window(
             .map(|m| (m.id, m))
             .collect();
     let path = path_refs.into_iter().map(|m| full.remove(&m.id).unwrap_or_else(|| m.clone())).collect();
-    Ok(Conversation { session, path, siblings, branch_sizes, message_count: all.len(), totals })
+    Ok(Conversation { session, path, siblings, branch_sizes, message_count: all.len(), totals, role })
 }
 
 /// The whole tree of one of the actor's sessions, compactly, with the active path marked.
 pub async fn tree_overview(db: &Db, actor: &Actor, session_id: Uuid) -> DomainResult<Vec<OverviewRow>> {
-    let session = get_session(db, actor, session_id).await?;
+    let (session, _) = view_session(db, actor, session_id).await?;
     let all = messages::session_messages(db, session.id).await?;
     let index = TreeIndex::new(&all);
     let ids: Vec<Uuid> = index.active_path(session.active_root_id).iter().map(|m| m.id).collect();
@@ -219,7 +251,7 @@ pub async fn delete_branch(
     message_id: Uuid,
     run_active: bool,
 ) -> DomainResult<u64> {
-    let session = get_session(db, actor, session_id).await?;
+    let session = own_session(db, actor, session_id).await?;
     if run_active {
         return Err(DomainError::Conflict("Stop the answer being written before deleting messages.".into()));
     }
@@ -241,7 +273,7 @@ pub async fn rename_session(
 ) -> DomainResult<ChatSession> {
     let title = clean_name(title, "session")?;
     let session = get_session(db, actor, session_id).await?;
-    repo::rename_session(db, actor.user_id(), session.id, &title, true).await?;
+    repo::rename_session(db, session.owner_id, session.id, &title, true).await?;
     get_session(db, actor, session_id).await
 }
 
@@ -249,13 +281,13 @@ pub async fn rename_session(
 pub async fn propose_title(db: &Db, actor: &Actor, session_id: Uuid, title: &str) -> DomainResult<bool> {
     let title = clean_name(title, "session")?;
     let session = get_session(db, actor, session_id).await?;
-    Ok(repo::rename_session(db, actor.user_id(), session.id, &title, false).await?)
+    Ok(repo::rename_session(db, session.owner_id, session.id, &title, false).await?)
 }
 
 /// Archives or restores one of the actor's sessions.
 pub async fn set_archived(db: &Db, actor: &Actor, session_id: Uuid, archived: bool) -> DomainResult<()> {
     let session = get_session(db, actor, session_id).await?;
-    repo::set_archived(db, actor.user_id(), session.id, archived).await?;
+    repo::set_archived(db, session.owner_id, session.id, archived).await?;
     Ok(())
 }
 
@@ -270,10 +302,10 @@ pub async fn workspace_sessions(
     archived: bool,
     page: u64,
 ) -> DomainResult<(Vec<ChatSession>, bool)> {
-    let workspace = get_workspace(db, actor, workspace_id).await?;
+    let (workspace, _) = view_workspace(db, actor, workspace_id).await?;
     let offset = page.saturating_mul(SIDEBAR_PAGE);
     let mut sessions =
-        repo::workspace_sessions(db, actor.user_id(), workspace.id, archived, offset, SIDEBAR_PAGE + 1)
+        repo::workspace_sessions(db, workspace.owner_id, workspace.id, archived, offset, SIDEBAR_PAGE + 1)
             .await?;
     let more = sessions.len() as u64 > SIDEBAR_PAGE;
     sessions.truncate(SIDEBAR_PAGE as usize);
@@ -282,24 +314,6 @@ pub async fn workspace_sessions(
 
 /// Approval modes a workspace or session may choose.
 pub const APPROVAL_MODES: [&str; 3] = ["suggest", "auto-edit", "full-auto"];
-
-/// What a workspace's settings form sends.
-#[derive(Debug, Clone, Default)]
-pub struct WorkspaceForm {
-    /// Name.
-    pub name: String,
-    /// Default system prompt template (blank: none).
-    pub system_prompt: String,
-    /// Default model (blank: the instance default).
-    pub default_model: String,
-    /// Approval mode.
-    pub approval_mode: String,
-    /// Whether titles are proposed by the model.
-    pub infer_titles: bool,
-    /// Automatic compression threshold in percent of the model's window; blank for the
-    /// default, 0 for never.
-    pub compact_at_percent: String,
-}
 
 fn blank_to_none(s: &str) -> Option<&str> {
     let t = s.trim();
@@ -318,77 +332,6 @@ async fn check_prompt(prompt: Option<&str>) -> DomainResult<()> {
         }
         crate::domain::sessions::prompt::check(p).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
     }
-    Ok(())
-}
-
-/// Updates one of the actor's workspaces.
-pub async fn update_workspace(
-    db: &Db,
-    actor: &Actor,
-    workspace_id: Uuid,
-    form: &WorkspaceForm,
-) -> DomainResult<Workspace> {
-    let workspace = get_workspace(db, actor, workspace_id).await?;
-    let name = clean_name(&form.name, "workspace")?;
-    if !APPROVAL_MODES.contains(&form.approval_mode.as_str()) {
-        return Err(DomainError::Invalid("Choose an approval mode from the list.".into()));
-    }
-    let system_prompt = blank_to_none(&form.system_prompt);
-    check_prompt(system_prompt).await?;
-    let compact_at_percent = match blank_to_none(&form.compact_at_percent) {
-        None => None,
-        Some(p) => match p.trim_end_matches('%').trim().parse::<u8>() {
-            Ok(n @ (0 | 10..=95)) => Some(n),
-            _ => {
-                return Err(DomainError::Invalid(
-                    "Compress at: a share of the window from 10 to 95 (percent), 0 for never, or blank for the default."
-                        .into(),
-                ));
-            }
-        },
-    };
-    let settings = WorkspaceSettings {
-        name: &name,
-        system_prompt,
-        default_model: blank_to_none(&form.default_model),
-        approval_mode: &form.approval_mode,
-        infer_titles: form.infer_titles,
-        compact_at_percent,
-    };
-    repo::update_workspace(db, actor.user_id(), workspace.id, &settings).await?;
-    get_workspace(db, actor, workspace_id).await
-}
-
-/// What deleting a workspace would remove.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct WorkspaceContents {
-    /// Sessions in it.
-    pub sessions: u64,
-    /// Messages in those sessions.
-    pub messages: u64,
-}
-
-/// Counts what a workspace holds.
-pub async fn workspace_contents(
-    db: &Db,
-    actor: &Actor,
-    workspace_id: Uuid,
-) -> DomainResult<WorkspaceContents> {
-    let workspace = get_workspace(db, actor, workspace_id).await?;
-    let (sessions, messages) = repo::workspace_counts(db, actor.user_id(), workspace.id).await?;
-    Ok(WorkspaceContents { sessions, messages })
-}
-
-/// Ids of every session in one of the actor's workspaces, archived ones included.
-pub async fn workspace_session_ids(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Uuid>> {
-    let workspace = get_workspace(db, actor, workspace_id).await?;
-    Ok(repo::workspace_session_ids(db, actor.user_id(), workspace.id).await?)
-}
-
-/// Deletes one of the actor's workspaces with everything in it.
-pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<()> {
-    let workspace = get_workspace(db, actor, workspace_id).await?;
-    repo::delete_workspace(db, actor.user_id(), workspace.id).await?;
     Ok(())
 }
 
@@ -512,7 +455,7 @@ pub async fn update_session(
         params: serde_json::to_value(&params).unwrap_or_default(),
         exposed_roots: &roots,
     };
-    repo::update_session(db, actor.user_id(), session.id, &settings).await?;
+    repo::update_session(db, session.owner_id, session.id, &settings).await?;
     get_session(db, actor, session_id).await
 }
 
@@ -563,7 +506,7 @@ pub async fn change_root(
         format!("\"{root}\" is no longer exposed.")
     };
     let note = session.active_root_id.map(|_| roots_note(&roots));
-    repo::set_roots(db, actor.user_id(), session.id, &roots, note.as_deref()).await?;
+    repo::set_roots(db, session.owner_id, session.id, &roots, note.as_deref()).await?;
     Ok((get_session(db, actor, session_id).await?, message))
 }
 
@@ -596,7 +539,7 @@ pub fn is_first_exchange(path: &[Message]) -> bool {
 
 /// One message of the actor's session.
 pub async fn message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Message> {
-    let session = get_session(db, actor, session_id).await?;
+    let (session, _) = view_session(db, actor, session_id).await?;
     messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)
 }
 
@@ -609,7 +552,7 @@ pub async fn branch_from(
     message_id: Uuid,
     limit: usize,
 ) -> DomainResult<Vec<Message>> {
-    let session = get_session(db, actor, session_id).await?;
+    let (session, _) = view_session(db, actor, session_id).await?;
     let all = messages::session_messages(db, session.id).await?;
     let mut out = Vec::new();
     let mut next = all.iter().find(|m| m.id == message_id);
@@ -633,7 +576,7 @@ pub async fn side_branches(
     session_id: Uuid,
     parent: &Message,
 ) -> DomainResult<Vec<Uuid>> {
-    let session = get_session(db, actor, session_id).await?;
+    let (session, _) = view_session(db, actor, session_id).await?;
     Ok(messages::children_of(db, session.id, parent.id)
         .await?
         .into_iter()

@@ -320,6 +320,7 @@ mod tests {
             error: None,
             usage: None,
             client_id: None,
+            author_id: None,
             created_at: DateTime::from_timestamp(secs, 0).unwrap_or_default(),
         }
     }

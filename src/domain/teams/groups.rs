@@ -7,9 +7,10 @@ use uuid::Uuid;
 use crate::domain::accounts::User;
 use crate::domain::audit::{self, Origin};
 use crate::domain::authz::{Actor, Admin};
+use crate::domain::teams::shares::AccessChanges;
 use crate::domain::{DomainError, DomainResult};
 use crate::model::teams::Group;
-use crate::storage::repos::{groups as repo, users as users_repo};
+use crate::storage::repos::groups as repo;
 use crate::storage::{Db, Tx};
 
 /// At most this many groups on an instance (the console lists them all).
@@ -94,7 +95,13 @@ pub async fn rename(
 }
 
 /// Deletes a group; what was granted to it (shares, visibility, quotas) goes with it.
-pub async fn delete(db: &Db, _admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<Group> {
+pub async fn delete(
+    db: &Db,
+    changes: &AccessChanges,
+    _admin: &Admin,
+    origin: &Origin,
+    id: Uuid,
+) -> DomainResult<Group> {
     let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let tx = Tx::begin(db).await?;
     repo::delete(tx.conn(), id).await?;
@@ -107,6 +114,8 @@ pub async fn delete(db: &Db, _admin: &Admin, origin: &Origin, id: Uuid) -> Domai
     )
     .await?;
     tx.commit().await?;
+    // Its members lose what was shared with it: their open streams are checked again.
+    changes.announce(Uuid::nil());
     Ok(group)
 }
 
@@ -119,13 +128,7 @@ pub async fn add_member(
     email: &str,
 ) -> DomainResult<User> {
     let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    let email = crate::domain::accounts::normalize_email(email)
-        .map_err(|_| DomainError::Invalid("Give the email of a person on this instance.".into()))?;
-    let user = match users_repo::find_by_email(db, &email).await?.as_slice() {
-        [(user, _)] => user.clone(),
-        [] => return Err(DomainError::Invalid(format!("Nobody on this instance has the email {email}."))),
-        _ => return Err(DomainError::Invalid(format!("Several accounts have the email {email}."))),
-    };
+    let user = super::person(db, email).await?;
     if repo::add_member(db, id, user.id).await? {
         audit::record(
             db,
@@ -142,6 +145,7 @@ pub async fn add_member(
 /// Takes a person out of the group.
 pub async fn remove_member(
     db: &Db,
+    changes: &AccessChanges,
     _admin: &Admin,
     origin: &Origin,
     id: Uuid,
@@ -158,7 +162,9 @@ pub async fn remove_member(
         &format!("group:{}", group.name),
         serde_json::json!({ "group_id": id, "user_id": user_id }),
     )
-    .await
+    .await?;
+    changes.announce(Uuid::nil());
+    Ok(())
 }
 
 /// The groups the acting person is in.

@@ -24,6 +24,7 @@ pub struct Model {
     pub client_id: Option<String>,
     pub error: Option<String>,
     pub usage_estimated: bool,
+    pub author_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

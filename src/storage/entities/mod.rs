@@ -34,3 +34,4 @@ pub mod vault_key;
 pub mod vault_meta;
 pub mod vault_secret;
 pub mod workspace;
+pub mod workspace_share;

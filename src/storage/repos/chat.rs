@@ -11,7 +11,7 @@ use crate::model::sessions::{ChatSession, Workspace};
 use crate::storage::entities::{chat_session, workspace};
 use crate::storage::{Db, StorageResult};
 
-fn workspace_to_domain(m: workspace::Model) -> Workspace {
+pub(crate) fn workspace_to_domain(m: workspace::Model) -> Workspace {
     Workspace {
         id: m.id,
         owner_id: m.owner_id,
@@ -24,7 +24,7 @@ fn workspace_to_domain(m: workspace::Model) -> Workspace {
     }
 }
 
-fn session_to_domain(m: chat_session::Model) -> ChatSession {
+pub(crate) fn session_to_domain(m: chat_session::Model) -> ChatSession {
     ChatSession {
         id: m.id,
         workspace_id: m.workspace_id,
@@ -110,6 +110,16 @@ pub async fn find_session(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResult<Op
         .one(db)
         .await?
         .map(session_to_domain))
+}
+
+/// The workspace with this id, whoever owns it (the domain checks the actor's role).
+pub async fn find_workspace_by_id(db: &Db, id: Uuid) -> StorageResult<Option<Workspace>> {
+    Ok(workspace::Entity::find_by_id(id).one(db).await?.map(workspace_to_domain))
+}
+
+/// The session with this id, whoever owns it (the domain checks the actor's role).
+pub async fn find_session_by_id(db: &Db, id: Uuid) -> StorageResult<Option<ChatSession>> {
+    Ok(chat_session::Entity::find_by_id(id).one(db).await?.map(session_to_domain))
 }
 
 /// The owner's workspaces, oldest first.
@@ -363,20 +373,49 @@ pub async fn first_sessions_per_workspace(
     archived: bool,
     limit: u64,
 ) -> StorageResult<Vec<ChatSession>> {
-    use sea_orm::{DbBackend, Statement};
+    first_sessions_where(db, "s.owner_id", &[owner_id], archived, limit).await
+}
+
+/// [`first_sessions_per_workspace`] for these workspaces, whoever owns them (the ones shared
+/// with the actor, checked by the caller).
+pub async fn first_sessions_in(
+    db: &Db,
+    workspace_ids: &[Uuid],
+    archived: bool,
+    limit: u64,
+) -> StorageResult<Vec<ChatSession>> {
+    if workspace_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    first_sessions_where(db, "s.workspace_id", workspace_ids, archived, limit).await
+}
+
+async fn first_sessions_where(
+    db: &Db,
+    column: &str,
+    ids: &[Uuid],
+    archived: bool,
+    limit: u64,
+) -> StorageResult<Vec<ChatSession>> {
+    use sea_orm::{DbBackend, Statement, Value};
     let backend = db.get_database_backend();
-    let (owner, archived_p, limit_p) = match backend {
-        DbBackend::Postgres => ("$1", "$2", "$3"),
-        _ => ("?", "?", "?"),
+    let placeholder = |i: usize| match backend {
+        DbBackend::Postgres => format!("${i}"),
+        _ => "?".to_string(),
     };
+    let list = (1..=ids.len()).map(placeholder).collect::<Vec<_>>().join(", ");
+    let (archived_p, limit_p) = (placeholder(ids.len() + 1), placeholder(ids.len() + 2));
     let sql = format!(
         "SELECT * FROM (SELECT s.*, ROW_NUMBER() OVER (PARTITION BY s.workspace_id \
          ORDER BY s.updated_at DESC, s.id DESC) AS sidebar_rank FROM sessions s \
-         WHERE s.owner_id = {owner} AND s.archived = {archived_p}) ranked \
+         WHERE {column} IN ({list}) AND s.archived = {archived_p}) ranked \
          WHERE sidebar_rank <= {limit_p} ORDER BY updated_at DESC, id DESC"
     );
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let stmt = Statement::from_sql_and_values(backend, sql, [owner_id.into(), archived.into(), limit.into()]);
+    let mut values: Vec<Value> = ids.iter().map(|id| (*id).into()).collect();
+    values.push(archived.into());
+    values.push(limit.into());
+    let stmt = Statement::from_sql_and_values(backend, sql, values);
     Ok(chat_session::Entity::find()
         .from_raw_sql(stmt)
         .all(db)

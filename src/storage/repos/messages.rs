@@ -55,6 +55,7 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
         error: m.error,
         usage,
         client_id: m.client_id,
+        author_id: m.author_id,
         created_at: m.created_at,
     })
 }
@@ -115,6 +116,7 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
                 error: None,
                 usage: None,
                 client_id: None,
+                author_id: None,
                 created_at: epoch + chrono::Duration::microseconds(i64::try_from(i).unwrap_or(i64::MAX)),
             })
         })
@@ -248,6 +250,8 @@ pub struct NewMessage<'a> {
     pub status: MessageStatus,
     /// The composer's id, for user messages.
     pub client_id: Option<&'a str>,
+    /// Who wrote it: the person who asked, or who started the run that answers.
+    pub author_id: Option<Uuid>,
 }
 
 pub(crate) async fn insert_message<C: ConnectionTrait>(
@@ -285,6 +289,7 @@ async fn insert_kind<C: ConnectionTrait>(
         client_id: Set(m.client_id.map(str::to_string)),
         error: Set(None),
         usage_estimated: Set(false),
+        author_id: Set(m.author_id),
         created_at: Set(at),
         updated_at: Set(at),
     }

@@ -90,15 +90,21 @@ pub async fn sessions_of_messages(db: &Db, ids: Vec<Uuid>) -> StorageResult<Hash
         .collect())
 }
 
-/// Of these sessions, the ones `owner` owns, by id.
-pub async fn owned_sessions(
+/// Of these sessions, the ones `owner` owns or that lie in one of the workspaces shared with them, by id.
+pub async fn visible_sessions(
     db: &Db,
     owner: Uuid,
+    shared_workspaces: &[Uuid],
     ids: HashSet<Uuid>,
 ) -> StorageResult<HashMap<Uuid, chat_session::Model>> {
+    use sea_orm::Condition;
     Ok(chat_session::Entity::find()
         .filter(chat_session::Column::Id.is_in(ids))
-        .filter(chat_session::Column::OwnerId.eq(owner))
+        .filter(
+            Condition::any()
+                .add(chat_session::Column::OwnerId.eq(owner))
+                .add(chat_session::Column::WorkspaceId.is_in(shared_workspaces.iter().copied())),
+        )
         .all(db)
         .await?
         .into_iter()

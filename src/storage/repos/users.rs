@@ -286,6 +286,18 @@ pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     Ok(())
 }
 
+/// What these people are called (their name, else their email), by id, in one query.
+pub async fn names_of(db: &Db, ids: &[Uuid]) -> StorageResult<std::collections::HashMap<Uuid, String>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    Ok(user::Entity::find()
+        .filter(user::Column::Id.is_in(ids.iter().copied()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|u| (u.id, if u.display_name.trim().is_empty() { u.email } else { u.display_name }))
+        .collect())
+}
+
 /// The emails of these users, by id, in one query (missing ids are left out).
 pub async fn emails_of(db: &Db, ids: &[Uuid]) -> StorageResult<std::collections::HashMap<Uuid, String>> {
     use sea_orm::{ColumnTrait, QueryFilter};

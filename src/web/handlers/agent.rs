@@ -49,7 +49,7 @@ async fn dialog_html(
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
     let call = decisions::call_state(&state.db, actor, session_id, call_id).await?;
-    let session = sessions::get_session(&state.db, actor, session_id).await?;
+    let (session, _) = sessions::view_session(&state.db, actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
     if call.status == "proposed" {
@@ -203,7 +203,13 @@ pub async fn pending_watch(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let pending = decisions::pending_call(&state.db, &user.0.actor, session_id).await?;
+    let pending = match decisions::pending_call(&state.db, &user.0.actor, session_id).await {
+        // Gone, or no longer shared with the reader: the page reloads and says so.
+        Err(crate::domain::DomainError::NotFound) => {
+            return Ok(HttpResponse::NotFound().insert_header(("HX-Refresh", "true")).finish());
+        }
+        other => other?,
+    };
     let showing = req.headers().get("x-arbor-showing").and_then(|v| v.to_str().ok()).unwrap_or_default();
     match pending {
         Some(call) if call.id.to_string() != showing => {

@@ -15,6 +15,9 @@ use crate::web::session_page::final_message_html;
 use crate::web::sse::{self, StreamItem};
 use crate::web::{WebError, sse::done_event};
 
+/// What a page shows when the workspace stops being shared with its reader mid-stream.
+const REVOKED_NOTICE: &str = r#"<p class="flash flash-error" role="alert" id="access-revoked">This workspace is no longer shared with you: reload to leave.</p>"#;
+
 /// Query of the stream: the message the page is waiting for.
 #[derive(Deserialize)]
 pub struct EventsQuery {
@@ -30,7 +33,7 @@ pub async fn session_events(
     query: web::Query<EventsQuery>,
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
-    let session = domain::sessions::get_session(&state.db, &user.0.actor, session_id).await?;
+    let (session, _) = domain::sessions::view_session(&state.db, &user.0.actor, session_id).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
@@ -54,6 +57,22 @@ pub async fn session_events(
         .subscribe(session.id)
         .filter(|s| waiting_for.is_none() || s.snapshot.message_id == waiting_for);
     let keepalive = Duration::from_secs(state.config.events.keepalive_secs);
+    // Someone a workspace is shared with loses the stream the moment the share is revoked; the
+    // last event says so in place of the answer.
+    let revoked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lost = {
+        let (state, actor, flag) = (state.clone(), user.0.actor.clone(), revoked.clone());
+        let (owner, workspace_id) = (session.owner_id, session.workspace_id);
+        async move {
+            if owner == actor.user_id() {
+                return std::future::pending().await;
+            }
+            state.access.lost(&state.db, &actor, workspace_id).await;
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    };
+    let notice = futures_util::stream::once(async move { revoked.load(std::sync::atomic::Ordering::SeqCst) })
+        .filter_map(|lost| async move { lost.then(|| done_event(REVOKED_NOTICE.to_string())) });
     let stream = sse::session_stream(state.runs.clone(), session.id, first).then(move |item| {
         // The slot lives as long as the stream, and is given back when the browser goes.
         let _slot = &slot;
@@ -76,6 +95,7 @@ pub async fn session_events(
             }
         }
     });
+    let stream = stream.take_until(Box::pin(lost)).chain(notice);
     Ok(Sse::from_infallible_stream(stream)
         .with_keep_alive(keepalive)
         .customize()

@@ -15,4 +15,5 @@ pub mod oidc;
 pub mod search;
 pub mod sessions;
 pub mod settings;
+pub mod shares;
 pub mod workspaces;

@@ -110,7 +110,7 @@ pub async fn create(
         return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
     }
     let workspace = match form.workspace_id.as_deref().filter(|w| !w.is_empty()) {
-        Some(raw) => sessions::get_workspace(&state.db, actor, parse_id(raw)?).await?,
+        Some(raw) => sessions::view_workspace(&state.db, actor, parse_id(raw)?).await?.0,
         None => sessions::default_workspace(&state.db, actor).await?,
     };
     let session =
@@ -400,7 +400,7 @@ pub async fn prompt_preview(
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
     let session = sessions::get_session(&state.db, actor, parse_id(&path)?).await?;
-    let workspace = sessions::get_workspace(&state.db, actor, session.workspace_id).await?;
+    let (workspace, _) = sessions::view_workspace(&state.db, actor, session.workspace_id).await?;
     let mut probe = session.clone();
     probe.exposed_roots = sessions::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
     let template = match form.system_prompt.trim() {
@@ -459,7 +459,7 @@ pub async fn branch(
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let actor = &user.0.actor;
     let messages = sessions::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
-    let session = sessions::get_session(&state.db, actor, session_id).await?;
+    let (session, _) = sessions::view_session(&state.db, actor, session_id).await?;
     let views = session_view::message_views(messages).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &session);

@@ -8,6 +8,8 @@ use uuid::Uuid;
 
 use crate::domain::DomainError;
 use crate::domain::sessions;
+use crate::domain::sessions::access::ShareRole;
+use crate::domain::teams::shares;
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
@@ -96,11 +98,17 @@ async fn workspace_context(
     workspace_id: Uuid,
 ) -> Result<Context, WebError> {
     let actor = &user.0.actor;
-    let workspace = sessions::get_workspace(&state.db, actor, workspace_id).await?;
+    let (workspace, role) = sessions::view_workspace(&state.db, actor, workspace_id).await?;
     let contents = sessions::workspace_contents(&state.db, actor, workspace.id).await?;
     let (archived, _) = sessions::workspace_sessions(&state.db, actor, workspace.id, true, 0).await?;
     let mut ctx = signed_in(user);
     sidebar_into(&mut ctx, state, user, None).await;
+    if role == ShareRole::Owner {
+        ctx.insert("shares", &shares::list(&state.db, actor, workspace.id).await?);
+        ctx.insert("workspace_id", &workspace.id);
+    }
+    ctx.insert("role", &role);
+    ctx.insert("shared", &(workspace.owner_id != user.0.user.id));
     ctx.insert("workspace", &workspace);
     ctx.insert("contents", &contents);
     ctx.insert("archived", &archived);
@@ -190,11 +198,15 @@ pub async fn sessions_page(
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
-    let workspace = sessions::get_workspace(&state.db, &user.0.actor, workspace_id).await?;
+    let (workspace, role) = sessions::view_workspace(&state.db, &user.0.actor, workspace_id).await?;
     let (sessions, more) =
         sessions::workspace_sessions(&state.db, &user.0.actor, workspace.id, false, query.page).await?;
     let mut ctx = signed_in(&user);
-    ctx.insert("w", &SidebarWorkspace { workspace, sessions, more: more.then_some(query.page + 1) });
+    let shared = workspace.owner_id != user.0.user.id;
+    ctx.insert(
+        "w",
+        &SidebarWorkspace { workspace, sessions, more: more.then_some(query.page + 1), role, shared },
+    );
     ctx.insert("active_session", &None::<Uuid>);
     let html = render_to_string(&state, "partials/_sidebar_sessions.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))

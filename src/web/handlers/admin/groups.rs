@@ -125,7 +125,7 @@ pub async fn delete_group(
     id: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let group = groups::delete(&state.db, &admin.1, &who, render::parse_id(&id)?).await?;
+    let group = groups::delete(&state.db, &state.access, &admin.1, &who, render::parse_id(&id)?).await?;
     let mut res = groups_page(
         &state,
         &req,
@@ -172,6 +172,6 @@ pub async fn remove_group_member(
 ) -> Result<HttpResponse, WebError> {
     let (id, user) = (render::parse_id(&path.0)?, render::parse_id(&path.1)?);
     let who = origin(&req, &state, &admin.0);
-    groups::remove_member(&state.db, &admin.1, &who, id, user).await?;
+    groups::remove_member(&state.db, &state.access, &admin.1, &who, id, user).await?;
     group_page(&state, &req, &admin, id, Flash::ok("Taken out of the group."), StatusCode::OK).await
 }

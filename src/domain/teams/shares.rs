@@ -1,0 +1,190 @@
+//! Shared workspaces: a workspace's owners share it with people or groups as viewer, editor or
+//! owner, change the role and revoke it. A revocation is announced at once so that live streams
+//! of people who lost access end (see [`AccessChanges`]); what they may do is decided per
+//! request by `sessions::access`.
+
+use uuid::Uuid;
+
+use crate::domain::audit::{self, Origin};
+use crate::domain::authz::Actor;
+use crate::domain::sessions::access::{ShareRole, workspace_as};
+use crate::domain::{DomainError, DomainResult};
+use crate::model::teams::{Share, ShareSubject, name_key};
+use crate::storage::Db;
+use crate::storage::repos::groups as groups_repo;
+use crate::storage::repos::shares::{self as repo, Subject};
+
+/// At most this many shares on one workspace.
+pub const MAX_SHARES: u64 = 200;
+
+/// Who the owner names in the share form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A person, by email.
+    Person(String),
+    /// A group, by name.
+    Group(String),
+}
+
+/// Tells live streams that access to a workspace may have changed: a revoked share names the
+/// workspace; a change to groups or accounts, which can touch any workspace, names none
+/// (`Uuid::nil()`). Streams of people who lost access end; the rest go on. One instance only:
+/// several instances need the event bus to carry it.
+#[derive(Clone)]
+pub struct AccessChanges(tokio::sync::broadcast::Sender<Uuid>);
+
+impl Default for AccessChanges {
+    fn default() -> Self {
+        AccessChanges(tokio::sync::broadcast::channel(256).0)
+    }
+}
+
+impl AccessChanges {
+    /// Announces a change to one workspace (or, with `Uuid::nil()`, to any).
+    pub fn announce(&self, workspace_id: Uuid) {
+        // Nobody listening is fine: no stream is open.
+        let _ = self.0.send(workspace_id);
+    }
+
+    /// Resolves when the actor can no longer view the workspace; never for its owner.
+    pub async fn lost(&self, db: &Db, actor: &Actor, workspace_id: Uuid) {
+        let mut changes = self.0.subscribe();
+        loop {
+            match changes.recv().await {
+                Ok(id) if id == workspace_id || id.is_nil() => {}
+                Ok(_) => continue,
+                // Missed some announcements: check anyway.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return std::future::pending().await,
+            }
+            if matches!(
+                workspace_as(db, actor, workspace_id, ShareRole::Viewer).await,
+                Err(DomainError::NotFound)
+            ) {
+                return;
+            }
+        }
+    }
+}
+
+/// The workspace's shares (its owners only).
+pub async fn list(db: &Db, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Share>> {
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Owner).await?;
+    Ok(repo::list(db, workspace.id).await?)
+}
+
+/// Parses the share form's role.
+pub fn parse_role(raw: &str) -> DomainResult<ShareRole> {
+    ShareRole::parse(raw.trim())
+        .ok_or_else(|| DomainError::Invalid("Pick a role: viewer, editor or owner.".into()))
+}
+
+/// Shares the workspace with a person or a group (or changes the role of their share).
+pub async fn share(
+    db: &Db,
+    actor: &Actor,
+    origin: &Origin,
+    workspace_id: Uuid,
+    target: &Target,
+    role: ShareRole,
+) -> DomainResult<Share> {
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Owner).await?;
+    let (subject, label) = match target {
+        Target::Person(raw) => {
+            let user = super::person(db, raw).await?;
+            let email = user.email.clone();
+            if user.id == workspace.owner_id {
+                return Err(DomainError::Invalid(format!("{email} owns this workspace already.")));
+            }
+            if user.status != crate::domain::accounts::UserStatus::Active {
+                return Err(DomainError::Invalid(format!("{email} is disabled: enable the account first.")));
+            }
+            (Subject::Person(user.id), email)
+        }
+        Target::Group(raw) => {
+            let name = crate::domain::teams::groups::check_name(raw)?;
+            let group = groups_repo::find_by_names(db, std::slice::from_ref(&name))
+                .await?
+                .into_iter()
+                .find(|g| name_key(&g.name) == name_key(&name))
+                .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))?;
+            (Subject::Group(group.id), group.name)
+        }
+    };
+    let existing = repo::list(db, workspace.id).await?;
+    let already = existing.iter().any(|s| match (&s.subject, subject) {
+        (ShareSubject::Person { id, .. }, Subject::Person(p)) => *id == p,
+        (ShareSubject::Group { id, .. }, Subject::Group(g)) => *id == g,
+        _ => false,
+    });
+    if !already && existing.len() as u64 >= MAX_SHARES {
+        return Err(DomainError::Invalid(format!(
+            "A workspace is shared with at most {MAX_SHARES} people and groups."
+        )));
+    }
+    repo::put(db, workspace.id, subject, role, actor.user_id()).await?;
+    audit::record(
+        db,
+        origin,
+        "workspace.share",
+        &format!("workspace:{}", workspace.name),
+        serde_json::json!({ "workspace_id": workspace.id, "with": label, "role": role.as_str() }),
+    )
+    .await?;
+    repo::list(db, workspace.id)
+        .await?
+        .into_iter()
+        .find(|s| match (&s.subject, subject) {
+            (ShareSubject::Person { id, .. }, Subject::Person(p)) => *id == p,
+            (ShareSubject::Group { id, .. }, Subject::Group(g)) => *id == g,
+            _ => false,
+        })
+        .ok_or(DomainError::NotFound)
+}
+
+/// Changes the role of one share.
+pub async fn change(
+    db: &Db,
+    actor: &Actor,
+    origin: &Origin,
+    workspace_id: Uuid,
+    share_id: Uuid,
+    role: ShareRole,
+) -> DomainResult<Share> {
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Owner).await?;
+    let existing = repo::find(db, workspace.id, share_id).await?.ok_or(DomainError::NotFound)?;
+    let target = match &existing.subject {
+        ShareSubject::Person { label, .. } => Target::Person(label.clone()),
+        ShareSubject::Group { label, .. } => Target::Group(label.clone()),
+    };
+    share(db, actor, origin, workspace.id, &target, role).await
+}
+
+/// Revokes one share; streams of the people who lose access end at once.
+pub async fn revoke(
+    db: &Db,
+    changes: &AccessChanges,
+    actor: &Actor,
+    origin: &Origin,
+    workspace_id: Uuid,
+    share_id: Uuid,
+) -> DomainResult<Share> {
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Owner).await?;
+    let share = repo::find(db, workspace.id, share_id).await?.ok_or(DomainError::NotFound)?;
+    if !repo::delete(db, workspace.id, share_id).await? {
+        return Err(DomainError::NotFound);
+    }
+    let label = match &share.subject {
+        ShareSubject::Person { label, .. } | ShareSubject::Group { label, .. } => label.clone(),
+    };
+    audit::record(
+        db,
+        origin,
+        "workspace.unshare",
+        &format!("workspace:{}", workspace.name),
+        serde_json::json!({ "workspace_id": workspace.id, "with": label, "role": share.role.as_str() }),
+    )
+    .await?;
+    changes.announce(workspace.id);
+    Ok(share)
+}
