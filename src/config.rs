@@ -60,6 +60,17 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Prometheus metrics.
     pub metrics: MetricsConfig,
+    /// Share links.
+    pub sharing: SharingConfig,
+}
+
+/// Share links of sessions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SharingConfig {
+    /// Whether members may make links that open without signing in (off: links open only for
+    /// people signed in to this instance).
+    pub public_links: bool,
 }
 
 /// Prometheus metrics at `/metrics`.

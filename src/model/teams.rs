@@ -86,3 +86,57 @@ pub struct Share {
     /// In which role.
     pub role: ShareRole,
 }
+
+/// A share link as its creator and admins see it (never with its token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShareLink {
+    /// Stable id.
+    pub id: Uuid,
+    /// The session it was taken from.
+    pub session_id: Uuid,
+    /// The session's title when shared.
+    pub title: String,
+    /// How many messages the snapshot holds.
+    pub message_count: u32,
+    /// Open to anyone with the link, not only people signed in to this instance.
+    pub public: bool,
+    /// When it stops opening.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Who made it.
+    pub created_by: Uuid,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One file a snapshot message carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SnapshotFile {
+    /// The blob.
+    pub hash: String,
+    /// Its thumbnail, for images.
+    pub thumb: Option<String>,
+    /// The name it came with.
+    pub name: String,
+    /// Verified type.
+    pub mime: String,
+    /// Size in bytes.
+    pub size: i64,
+}
+
+/// One message of a snapshot, as it was when shared.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SnapshotMessage {
+    /// Speaker (`user`, `assistant`, `tool`, `system`).
+    pub role: String,
+    /// Content or boundary kind.
+    pub kind: String,
+    /// Content.
+    pub parts: serde_json::Value,
+    /// `provider/model` that wrote it.
+    pub model: Option<String>,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// Its files.
+    #[serde(default)]
+    pub files: Vec<SnapshotFile>,
+}

@@ -10,6 +10,7 @@ pub mod escape;
 pub mod extractors;
 pub mod form;
 pub mod handlers;
+pub mod link_view;
 pub mod markdown;
 pub mod middleware;
 pub mod render;

@@ -46,8 +46,8 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, agent, api, assets, auth, events, files, health, home, invitations, memory, oidc,
-        search, sessions, settings, shares, workspaces,
+        account, admin, agent, api, assets, auth, events, files, health, home, invitations, links, memory,
+        oidc, search, sessions, settings, shares, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -78,6 +78,10 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/auth/oidc/start", Public, web::post().to(oidc::start)),
         entry(Method::GET, "/auth/oidc/callback", Public, web::get().to(oidc::callback)),
         entry(Method::GET, "/invite/{token}", Public, web::get().to(invitations::show)),
+        // A link opens for signed-in people, or for anyone when it is public (checked inside).
+        entry(Method::GET, "/l/{token}", Public, web::get().to(links::show)),
+        entry(Method::GET, "/l/{token}/files/{hash}", Public, web::get().to(links::file)),
+        entry(Method::POST, "/l/{token}/continue", User, web::post().to(links::continue_here)),
         entry(Method::POST, "/invite/{token}", Public, web::post().to(invitations::accept)),
         entry(Method::GET, "/admin/invitations", Admin, web::get().to(invitations::list)),
         entry(Method::POST, "/admin/invitations", Admin, web::post().to(invitations::create)),
@@ -87,6 +91,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/admin/users/{id}/role", Admin, web::post().to(admin::set_role)),
         entry(Method::GET, "/admin/users/{id}/delete", Admin, web::get().to(admin::confirm_delete_user)),
         entry(Method::POST, "/admin/users/{id}/delete", Admin, web::post().to(admin::delete_user)),
+        entry(Method::GET, "/admin/links", Admin, web::get().to(admin::links)),
+        entry(Method::POST, "/admin/links/{id}/delete", Admin, web::post().to(admin::revoke_link)),
         entry(Method::GET, "/admin/groups", Admin, web::get().to(admin::groups)),
         entry(Method::POST, "/admin/groups", Admin, web::post().to(admin::create_group)),
         entry(Method::GET, "/admin/groups/{id}", Admin, web::get().to(admin::group)),
@@ -241,6 +247,14 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/w/{workspace_id}/delete", User, web::post().to(workspaces::delete)),
         entry(Method::GET, "/w/{workspace_id}/sessions", User, web::get().to(workspaces::sessions_page)),
         entry(Method::POST, "/w/{workspace_id}/shares", User, web::post().to(shares::create)),
+        entry(
+            Method::POST,
+            "/s/{session_id}/messages/{message_id}/share",
+            User,
+            web::post().to(links::create),
+        ),
+        entry(Method::GET, "/settings/links", User, web::get().to(links::mine)),
+        entry(Method::POST, "/settings/links/{id}/delete", User, web::post().to(links::revoke_mine)),
         entry(Method::POST, "/w/{workspace_id}/shares/{share_id}", User, web::post().to(shares::change)),
         entry(
             Method::POST,

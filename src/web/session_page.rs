@@ -123,6 +123,7 @@ pub(crate) async fn header_into_at(
     ctx.insert("viewer", &(conv.role < ShareRole::Editor));
     ctx.insert("may_not_delete", &(conv.role < ShareRole::Owner));
     ctx.insert("shared", &(conv.session.owner_id != user.0.user.id));
+    ctx.insert("public_links", &state.config.sharing.public_links);
     Ok(conv)
 }
 

@@ -70,6 +70,10 @@ pub(crate) struct Ids {
     owner_id: Uuid,
     /// A share of the spare workspace, with a person who makes no call.
     share: Uuid,
+    /// The token of a share link of the owner's session, and two links the revoke rows remove.
+    link_token: String,
+    spare_link: Uuid,
+    admin_link: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -197,6 +201,43 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         get("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), ADMIN_ONLY),
         post("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), "", ADMIN_ONLY),
+        get("/admin/links", |_| "/admin/links".into(), ADMIN_ONLY),
+        post(
+            "/admin/links/{id}/delete",
+            |ids| format!("/admin/links/{}/delete", ids.admin_link),
+            "",
+            ADMIN_ONLY,
+        ),
+        // Signed-in people of the instance read a link; anyone else is sent to sign in first.
+        get(
+            "/l/{token}",
+            |ids| format!("/l/{}", ids.link_token),
+            Expect { anonymous: 303, other_member: 200, owner: 200, admin: 200 },
+        ),
+        get(
+            "/l/{token}/files/{hash}",
+            |ids| format!("/l/{}/files/{}", ids.link_token, "0".repeat(64)),
+            all(404),
+        ),
+        post(
+            "/l/{token}/continue",
+            |ids| format!("/l/{}/continue", ids.link_token),
+            "",
+            Expect { anonymous: 401, other_member: 303, owner: 303, admin: 303 },
+        ),
+        post(
+            "/s/{session_id}/messages/{message_id}/share",
+            |ids| format!("/s/{}/messages/{}/share", ids.session, ids.answer),
+            "expires=7",
+            OWNER_ONLY(200),
+        ),
+        get("/settings/links", |_| "/settings/links".into(), OWN_PAGE),
+        post(
+            "/settings/links/{id}/delete",
+            |ids| format!("/settings/links/{}/delete", ids.spare_link),
+            "",
+            OWNER_ONLY(200),
+        ),
         get("/admin/groups", |_| "/admin/groups".into(), ADMIN_ONLY),
         post("/admin/groups", |_| "/admin/groups".into(), "name=authz-made", ADMIN_ONLY),
         get("/admin/groups/{id}", |ids| format!("/admin/groups/{}", ids.group), ADMIN_ONLY),
@@ -791,6 +832,12 @@ async fn group_objects(
             .await
             .unwrap()
             .id;
+    use arbor::domain::teams::links;
+    let plain = links::LinkForm::default();
+    let link = || links::create(db, &owner_actor, &origin, (ids.session, ids.answer), &plain, false);
+    ids.link_token = link().await.unwrap().token;
+    ids.spare_link = link().await.unwrap().link.id;
+    ids.admin_link = link().await.unwrap().link.id;
     ids
 }
 
@@ -927,6 +974,9 @@ pub(crate) async fn world(app: &TestApp) -> World {
         spare_group: Uuid::nil(),
         owner_id: owner.id,
         share: Uuid::nil(),
+        link_token: String::new(),
+        spare_link: Uuid::nil(),
+        admin_link: Uuid::nil(),
     };
     let ids = group_objects(app, &admin, &owner, ids).await;
     let ids = console_objects(app, &admin, &owner, ids).await;
@@ -1082,6 +1132,9 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         spare_group: Uuid::now_v7(),
         owner_id: owner.id,
         share: Uuid::now_v7(),
+        link_token: "A".repeat(43),
+        spare_link: Uuid::now_v7(),
+        admin_link: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());

@@ -30,6 +30,7 @@ mod gateway_surfaces;
 mod groups;
 mod invitations;
 mod limits;
+mod links;
 mod malformed;
 mod metrics;
 mod migrations;

@@ -306,3 +306,23 @@ async fn search_finds_what_is_shared_with_you_until_the_share_is_revoked() {
     assert!(!search(&t.editor).await.contains(&hit));
     assert!(search(&c.s).await.contains(&hit), "the owner still finds it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_a_workspace_is_shared_with_see_its_files_and_nobody_else_does() {
+    use crate::files::{chip_ids, png, upload};
+    let t = team().await;
+    let c = &t.c;
+    let res = upload(c, &c.s, "plan.png", png()).await;
+    let (upload_id, hash) = chip_ids(&res.text().await.unwrap());
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let body = format!("{}&attachments={upload_id}", form("see the plan", "files-1", MODEL));
+    let res = c.app.post_form(&format!("/s/{}/messages", c.session), &body, Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    c.settled(streaming_id(&res.text().await.unwrap())).await;
+    let blob = format!("/blobs/{hash}");
+    assert_eq!(c.app.get(&blob, Some(&t.viewer.cookie)).await.status(), 200);
+    assert_eq!(c.app.get(&blob, Some(&t.editor.cookie)).await.status(), 200);
+    assert_eq!(c.app.get(&blob, Some(&t.stranger.cookie)).await.status(), 404);
+    let page = c.app.get(&format!("/s/{}", c.session), Some(&t.viewer.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&blob), "the viewer's page shows the file");
+}

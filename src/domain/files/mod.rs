@@ -69,7 +69,8 @@ pub struct FileView {
     pub image: bool,
 }
 
-fn readable_size(bytes: i64) -> String {
+/// A size as people read it (B, KiB, MiB).
+pub fn readable_size(bytes: i64) -> String {
     let b = bytes.max(0) as f64;
     if b < 1024.0 {
         format!("{bytes} B")
@@ -201,12 +202,20 @@ pub struct Served {
     pub kind: Kind,
 }
 
+/// A blob whose right to be seen the caller established (a share link that shows it).
+pub async fn serve_shown(store: &BlobStore, hash: &str, name: &str) -> DomainResult<Served> {
+    let bytes = store.read(hash).await.map_err(blob_error)?;
+    let kind = Kind::sniff(&bytes);
+    Ok(Served { bytes, name: name.to_string(), kind })
+}
+
 /// A blob the actor holds a reference to; anything else, whatever the hash, is "not found".
 pub async fn serve(db: &Db, store: &BlobStore, actor: &Actor, hash: &str) -> DomainResult<Served> {
     if !blobs::valid_hash(hash) {
         return Err(DomainError::Invalid("That is not a file id.".into()));
     }
-    let Some((name, _)) = repo::visible_blob(db, actor.user_id(), hash).await? else {
+    let shared = crate::domain::sessions::access::shared_workspace_ids(db, actor.user_id()).await?;
+    let Some((name, _)) = repo::visible_blob(db, actor.user_id(), &shared, hash).await? else {
         return Err(DomainError::NotFound);
     };
     let bytes = store.read(hash).await.map_err(blob_error)?;
@@ -220,6 +229,24 @@ pub async fn views_of(db: &Db, message_ids: &[Uuid]) -> DomainResult<HashMap<Uui
     let mut out: HashMap<Uuid, Vec<FileView>> = HashMap::new();
     for a in repo::attachments_of(db, message_ids).await? {
         out.entry(a.message_id).or_default().push(view_of(a));
+    }
+    Ok(out)
+}
+
+/// The files of these messages as a share link keeps them, by message.
+pub async fn attachments_for_snapshot(
+    db: &Db,
+    message_ids: &[Uuid],
+) -> DomainResult<HashMap<Uuid, Vec<crate::model::teams::SnapshotFile>>> {
+    let mut out: HashMap<Uuid, Vec<crate::model::teams::SnapshotFile>> = HashMap::new();
+    for a in repo::attachments_of(db, message_ids).await? {
+        out.entry(a.message_id).or_default().push(crate::model::teams::SnapshotFile {
+            hash: a.hash,
+            thumb: a.thumb_hash,
+            name: a.file_name,
+            mime: a.mime,
+            size: a.size,
+        });
     }
     Ok(out)
 }
@@ -390,8 +417,12 @@ pub async fn recall(db: &Db, store: &BlobStore, user_id: Uuid, hash: &str) -> Re
     if !blobs::valid_hash(hash) {
         return Err("recall needs a file's hash: 64 hexadecimal characters.".into());
     }
+    let unreadable = "The file could not be read.";
+    let shared = crate::domain::sessions::access::shared_workspace_ids(db, user_id)
+        .await
+        .map_err(|_| unreadable.to_string())?;
     let Some((name, _)) =
-        repo::visible_blob(db, user_id, hash).await.map_err(|_| "The file could not be read.".to_string())?
+        repo::visible_blob(db, user_id, &shared, hash).await.map_err(|_| unreadable.to_string())?
     else {
         return Err("There is no such file among yours.".into());
     };

@@ -256,15 +256,7 @@ impl SearchService {
         let offset = (page - 1) * per_page;
         // Workspaces shared with the actor are searched too, checked now: a revoked share is
         // out of the results at once.
-        let shared: Vec<Uuid> = crate::storage::repos::shares::shared_with(
-            &self.db,
-            user,
-            crate::domain::sessions::SHARED_IN_SIDEBAR,
-        )
-        .await?
-        .into_iter()
-        .map(|(w, _)| w.id)
-        .collect();
+        let shared = crate::domain::sessions::access::shared_workspace_ids(&self.db, user).await?;
         let scope = shared.clone();
         let results = tokio::task::spawn_blocking(move || {
             index.search_shared(user, &scope, &query, offset, per_page + 1)

@@ -27,6 +27,16 @@ pub async fn role_in(
     Ok(shares_repo::roles_of(db, workspace_id, actor.user_id()).await?.into_iter().max())
 }
 
+/// The workspaces of others shared with the person (at most [`super::SHARED_IN_SIDEBAR`]): what
+/// search and files look in beside the person's own.
+pub async fn shared_workspace_ids(db: &Db, user_id: Uuid) -> DomainResult<Vec<Uuid>> {
+    Ok(shares_repo::shared_with(db, user_id, super::SHARED_IN_SIDEBAR)
+        .await?
+        .into_iter()
+        .map(|(w, _)| w.id)
+        .collect())
+}
+
 fn check(role: Option<ShareRole>, need: ShareRole) -> DomainResult<ShareRole> {
     match role {
         None => Err(DomainError::NotFound),

@@ -2,6 +2,7 @@
 //! second kind of subject access is granted to beside the person.
 
 pub mod groups;
+pub mod links;
 pub mod shares;
 
 pub use crate::model::teams::Group;

@@ -23,6 +23,8 @@ pub mod quota;
 pub mod run;
 pub mod session_file;
 pub mod setup_token;
+pub mod share_link;
+pub mod share_link_blob;
 pub mod stored_response;
 pub mod todo;
 pub mod tool_call;

@@ -169,16 +169,26 @@ pub async fn attachments_of(db: &Db, message_ids: &[Uuid]) -> StorageResult<Vec<
 
 /// How the user may see a blob: the file name and type of one of their references to it (or
 /// to it as a thumbnail). None: they have none, whatever the hash.
-pub async fn visible_blob(db: &Db, user_id: Uuid, hash: &str) -> StorageResult<Option<(String, String)>> {
+pub async fn visible_blob(
+    db: &Db,
+    user_id: Uuid,
+    shared_workspaces: &[Uuid],
+    hash: &str,
+) -> StorageResult<Option<(String, String)>> {
+    use crate::storage::entities::chat_session;
     let by_hash = |h: &str| {
         sea_orm::Condition::any().add(attachment::Column::Hash.eq(h)).add(attachment::Column::ThumbHash.eq(h))
     };
-    if let Some(a) = attachment::Entity::find()
-        .filter(attachment::Column::UserId.eq(user_id))
-        .filter(by_hash(hash))
-        .one(db)
-        .await?
-    {
+    // The person's own files, and the files of sessions in workspaces shared with them.
+    let shared_sessions = sea_orm::sea_query::Query::select()
+        .column(chat_session::Column::Id)
+        .from(chat_session::Entity)
+        .and_where(chat_session::Column::WorkspaceId.is_in(shared_workspaces.iter().copied()))
+        .to_owned();
+    let whose = sea_orm::Condition::any()
+        .add(attachment::Column::UserId.eq(user_id))
+        .add(attachment::Column::SessionId.in_subquery(shared_sessions));
+    if let Some(a) = attachment::Entity::find().filter(whose).filter(by_hash(hash)).one(db).await? {
         let thumb = a.hash != hash;
         return Ok(Some((a.file_name, if thumb { String::new() } else { a.mime })));
     }

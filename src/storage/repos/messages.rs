@@ -14,8 +14,10 @@ use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};
 
 mod boundaries;
+mod copies;
 mod run_records;
 pub use boundaries::*;
+pub use copies::*;
 pub use run_records::*;
 
 pub(crate) fn to_i64(n: u64) -> i64 {

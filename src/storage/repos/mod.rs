@@ -18,6 +18,7 @@ pub mod quotas;
 pub mod search;
 pub mod session_files;
 pub mod setup_tokens;
+pub mod share_links;
 pub mod shares;
 pub mod stored_responses;
 pub mod tool_refusals;

@@ -1,7 +1,7 @@
 //! Uploads (raw bodies, one file each) and serving blobs to the people allowed to see them.
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -100,18 +100,5 @@ pub async fn serve(
         Err(DomainError::Invalid(m)) => return Err(WebError::BadRequest(m)),
         Err(e) => return Err(e.into()),
     };
-    let inline = served.kind.is_raster_image();
-    let mut res = HttpResponse::Ok();
-    res.insert_header((
-        header::CONTENT_TYPE,
-        if inline { served.kind.mime() } else { "application/octet-stream" },
-    ));
-    if let Ok(v) = HeaderValue::from_str(&crate::blobs::content_disposition(&served.name, inline)) {
-        res.insert_header((header::CONTENT_DISPOSITION, v));
-    }
-    res.insert_header(("X-Content-Type-Options", "nosniff"));
-    res.insert_header(("Content-Security-Policy", "sandbox; default-src 'none'"));
-    // Content-addressed: the bytes behind a hash never change.
-    res.insert_header((header::CACHE_CONTROL, "private, max-age=31536000, immutable"));
-    Ok(res.body(served.bytes))
+    Ok(render::served_file(served))
 }

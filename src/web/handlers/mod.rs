@@ -10,6 +10,7 @@ pub mod files;
 pub mod health;
 pub mod home;
 pub mod invitations;
+pub mod links;
 pub mod memory;
 pub mod oidc;
 pub mod search;

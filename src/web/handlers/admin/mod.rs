@@ -59,6 +59,7 @@ pub async fn index(req: HttpRequest, _admin: AdminUser) -> HttpResponse {
 mod audit;
 mod groups;
 mod host_folders;
+mod links;
 mod mcp;
 mod providers;
 mod quotas;
@@ -68,6 +69,7 @@ mod users;
 pub use audit::*;
 pub use groups::*;
 pub use host_folders::*;
+pub use links::*;
 pub use mcp::*;
 pub use providers::*;
 pub use quotas::*;

@@ -1,0 +1,52 @@
+//! The share links page: every link on the instance, and revoking any of them.
+
+use super::*;
+use crate::domain::teams::{self, links};
+
+async fn links_page(
+    state: &AppState,
+    req: &HttpRequest,
+    admin: &AdminUser,
+    flash: Flash,
+) -> Result<HttpResponse, WebError> {
+    let all = links::all(&state.db, &admin.1).await?;
+    let mut creators: Vec<Uuid> = all.iter().map(|l| l.created_by).collect();
+    creators.sort_unstable();
+    creators.dedup();
+    let names: std::collections::HashMap<String, String> =
+        teams::names(&state.db, &creators).await?.into_iter().map(|(id, n)| (id.to_string(), n)).collect();
+    let mut ctx = base_context(admin, "links", &flash);
+    ctx.insert("links", &crate::web::link_view::rows(&all));
+    ctx.insert("creators", &names);
+    ctx.insert("public_links", &state.config.sharing.public_links);
+    render::section(
+        state,
+        req,
+        "pages/admin_links.html",
+        "partials/_admin_links.html",
+        ctx,
+        StatusCode::OK,
+        "#admin-links",
+    )
+}
+
+/// `GET /admin/links`.
+pub async fn links(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+) -> Result<HttpResponse, WebError> {
+    links_page(&state, &req, &admin, Flash::default()).await
+}
+
+/// `POST /admin/links/{id}/delete`: revokes anyone's link.
+pub async fn revoke_link(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &admin.0);
+    links::revoke_any(&state.db, &admin.1, &who, render::parse_id(&id)?).await?;
+    links_page(&state, &req, &admin, Flash::ok("Revoked: the link no longer opens.")).await
+}
