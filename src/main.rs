@@ -485,7 +485,8 @@ async fn cli_token(
     days: Option<u32>,
 ) -> Result<String, String> {
     use arbor::domain::accounts::api_tokens;
-    let scope = api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api or full".to_string())?;
+    let scope =
+        api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api, full or scim".to_string())?;
     let created =
         api_tokens::issue_for_operator(db, email, name, scope, days).await.map_err(|e| match e {
             arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),

@@ -22,6 +22,7 @@ mod m20261126_000018_session_files;
 mod m20261126_000019_groups;
 mod m20261126_000020_workspace_shares;
 mod m20261126_000021_share_links;
+mod m20261126_000022_scim;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000019_groups::Migration),
             Box::new(m20261126_000020_workspace_shares::Migration),
             Box::new(m20261126_000021_share_links::Migration),
+            Box::new(m20261126_000022_scim::Migration),
         ]
     }
 }

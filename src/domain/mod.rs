@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod operations;
 pub mod providers;
 pub mod runs;
+pub mod scim;
 pub mod search;
 pub mod sessions;
 pub mod teams;

@@ -198,6 +198,16 @@ impl RunRegistry {
         }
     }
 
+    /// Asks every live run of `owner` to stop (their account was deactivated); returns how many.
+    pub fn cancel_owned(&self, owner: Uuid) -> usize {
+        let inner = self.lock();
+        let mine: Vec<&LiveRun> = inner.runs.values().filter(|r| r.owner == Some(owner)).collect();
+        for run in &mine {
+            run.cancel.send_replace(true);
+        }
+        mine.len()
+    }
+
     /// At shutdown: asks every live run to stop, and every run begun from now on; returns how
     /// many were live. Their tasks end them as interrupted (see [`Self::is_stopping`]).
     pub fn stop_all(&self) -> usize {

@@ -140,3 +140,50 @@ pub struct SnapshotMessage {
     #[serde(default)]
     pub files: Vec<SnapshotFile>,
 }
+
+/// A person as directory provisioning (SCIM) sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirectoryUser {
+    /// Stable id (the SCIM `id`).
+    pub id: Uuid,
+    /// Their email (the SCIM `userName`).
+    pub email: String,
+    /// Name shown.
+    pub display_name: String,
+    /// The identity provider's id for them.
+    pub external_id: Option<String>,
+    /// May sign in.
+    pub active: bool,
+    /// Made.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A group as directory provisioning (SCIM) sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirectoryGroup {
+    /// Stable id.
+    pub id: Uuid,
+    /// Its name (the SCIM `displayName`).
+    pub name: String,
+    /// The identity provider's id for it.
+    pub external_id: Option<String>,
+    /// Made.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Which attribute a directory query filters on (`eq` only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectoryFilter {
+    /// Every resource.
+    All,
+    /// `userName` or `emails`: the email, case-insensitively.
+    Email(String),
+    /// `externalId`.
+    ExternalId(String),
+    /// `displayName`.
+    DisplayName(String),
+    /// `id`.
+    Id(Uuid),
+}

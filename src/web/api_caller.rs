@@ -103,6 +103,9 @@ async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiEr
         ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
     })?;
     match api_tokens::authenticate(&state.db, token).await {
+        Ok(Ok(caller)) if caller.scope == api_tokens::Scope::Scim => {
+            Err(ApiError::new(403, "permission", "This token is for directory provisioning (SCIM) only."))
+        }
         Ok(Ok(caller)) => Ok(caller),
         Ok(Err(Refusal::Invalid)) => Err(ApiError::new(
             401,

@@ -76,6 +76,17 @@ pub fn origin(
     crate::domain::audit::Origin::user(&auth.user, ip)
 }
 
+/// Who is acting for a directory provisioning (SCIM) token, for the audit log: the admin who
+/// owns it, as "scim".
+pub fn origin_of_token(
+    req: &HttpRequest,
+    state: &crate::state::AppState,
+    admin: &crate::domain::authz::Admin,
+) -> crate::domain::audit::Origin {
+    let ip = client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
+    crate::domain::audit::Origin { actor_id: Some(admin.actor().user_id()), actor: "scim".into(), ip }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

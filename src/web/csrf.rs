@@ -17,7 +17,7 @@ use crate::state::AppState;
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
 
 /// Paths authenticated by API tokens instead of cookies (the gateway's APIs).
-const EXEMPT_PREFIXES: &[&str] = &["/v1/", "/v1beta/"];
+const EXEMPT_PREFIXES: &[&str] = &["/v1/", "/v1beta/", "/scim/"];
 
 fn is_safe(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)

@@ -47,7 +47,7 @@ pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
         account, admin, agent, api, assets, auth, events, files, health, home, invitations, links, memory,
-        oidc, search, sessions, settings, shares, workspaces,
+        oidc, scim, search, sessions, settings, shares, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -67,6 +67,24 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/v1/messages", Public, web::post().to(api::messages)),
         entry(Method::POST, "/v1/messages/count_tokens", Public, web::post().to(api::count_tokens)),
         entry(Method::GET, "/v1/openapi.json", Public, web::get().to(api::openapi)),
+        // Directory provisioning authenticates by a SCIM token inside the handler.
+        entry(Method::GET, "/scim/v2/ServiceProviderConfig", Public, web::get().to(scim::config)),
+        entry(Method::GET, "/scim/v2/ResourceTypes", Public, web::get().to(scim::resource_types)),
+        entry(Method::GET, "/scim/v2/ResourceTypes/{name}", Public, web::get().to(scim::resource_type)),
+        entry(Method::GET, "/scim/v2/Schemas", Public, web::get().to(scim::schemas)),
+        entry(Method::GET, "/scim/v2/Schemas/{id}", Public, web::get().to(scim::schema)),
+        entry(Method::GET, "/scim/v2/Users", Public, web::get().to(scim::list_users)),
+        entry(Method::POST, "/scim/v2/Users", Public, web::post().to(scim::create_user)),
+        entry(Method::GET, "/scim/v2/Users/{id}", Public, web::get().to(scim::get_user)),
+        entry(Method::PUT, "/scim/v2/Users/{id}", Public, web::put().to(scim::replace_user)),
+        entry(Method::PATCH, "/scim/v2/Users/{id}", Public, web::patch().to(scim::patch_user)),
+        entry(Method::DELETE, "/scim/v2/Users/{id}", Public, web::delete().to(scim::delete_user)),
+        entry(Method::GET, "/scim/v2/Groups", Public, web::get().to(scim::list_groups)),
+        entry(Method::POST, "/scim/v2/Groups", Public, web::post().to(scim::create_group)),
+        entry(Method::GET, "/scim/v2/Groups/{id}", Public, web::get().to(scim::get_group)),
+        entry(Method::PUT, "/scim/v2/Groups/{id}", Public, web::put().to(scim::replace_group)),
+        entry(Method::PATCH, "/scim/v2/Groups/{id}", Public, web::patch().to(scim::patch_group)),
+        entry(Method::DELETE, "/scim/v2/Groups/{id}", Public, web::delete().to(scim::delete_group)),
         entry(Method::GET, "/v1beta/models", Public, web::get().to(api::gemini_models)),
         entry(Method::GET, "/v1beta/models/{target:.*}", Public, web::get().to(api::gemini_model)),
         entry(Method::POST, "/v1beta/models/{target:.*}", Public, web::post().to(api::gemini_post)),
@@ -91,6 +109,14 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/admin/users/{id}/role", Admin, web::post().to(admin::set_role)),
         entry(Method::GET, "/admin/users/{id}/delete", Admin, web::get().to(admin::confirm_delete_user)),
         entry(Method::POST, "/admin/users/{id}/delete", Admin, web::post().to(admin::delete_user)),
+        entry(Method::GET, "/admin/directory", Admin, web::get().to(admin::directory)),
+        entry(Method::POST, "/admin/directory/tokens", Admin, web::post().to(admin::create_scim_token)),
+        entry(
+            Method::POST,
+            "/admin/directory/tokens/{id}/revoke",
+            Admin,
+            web::post().to(admin::revoke_scim_token),
+        ),
         entry(Method::GET, "/admin/links", Admin, web::get().to(admin::links)),
         entry(Method::POST, "/admin/links/{id}/delete", Admin, web::post().to(admin::revoke_link)),
         entry(Method::GET, "/admin/groups", Admin, web::get().to(admin::groups)),

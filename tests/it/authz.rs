@@ -74,6 +74,8 @@ pub(crate) struct Ids {
     link_token: String,
     spare_link: Uuid,
     admin_link: Uuid,
+    /// A SCIM token of the admin's, which the revoke row revokes.
+    scim_token: Uuid,
 }
 
 const fn all(code: u16) -> Expect {
@@ -201,6 +203,68 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         get("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), ADMIN_ONLY),
         post("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), "", ADMIN_ONLY),
+        get("/admin/directory", |_| "/admin/directory".into(), ADMIN_ONLY),
+        post("/admin/directory/tokens", |_| "/admin/directory/tokens".into(), "name=authz-idp", ADMIN_ONLY),
+        post(
+            "/admin/directory/tokens/{id}/revoke",
+            |ids| format!("/admin/directory/tokens/{}/revoke", ids.scim_token),
+            "",
+            ADMIN_ONLY,
+        ),
+        // Directory provisioning takes only a SCIM token: browser sessions get 401 like nobody.
+        get("/scim/v2/ServiceProviderConfig", |_| "/scim/v2/ServiceProviderConfig".into(), all(401)),
+        get("/scim/v2/ResourceTypes", |_| "/scim/v2/ResourceTypes".into(), all(401)),
+        get("/scim/v2/ResourceTypes/{name}", |_| "/scim/v2/ResourceTypes/User".into(), all(401)),
+        get("/scim/v2/Schemas", |_| "/scim/v2/Schemas".into(), all(401)),
+        get("/scim/v2/Schemas/{id}", |_| "/scim/v2/Schemas/x".into(), all(401)),
+        get("/scim/v2/Users", |_| "/scim/v2/Users".into(), all(401)),
+        post("/scim/v2/Users", |_| "/scim/v2/Users".into(), "{}", all(401)),
+        get("/scim/v2/Users/{id}", |ids| format!("/scim/v2/Users/{}", ids.victim), all(401)),
+        get("/scim/v2/Groups", |_| "/scim/v2/Groups".into(), all(401)),
+        post("/scim/v2/Groups", |_| "/scim/v2/Groups".into(), "{}", all(401)),
+        get("/scim/v2/Groups/{id}", |ids| format!("/scim/v2/Groups/{}", ids.group), all(401)),
+        Case {
+            method: Method::PUT,
+            pattern: "/scim/v2/Users/{id}",
+            path: |ids| format!("/scim/v2/Users/{}", ids.victim),
+            body: "{}",
+            expect: all(401),
+        },
+        Case {
+            method: Method::PATCH,
+            pattern: "/scim/v2/Users/{id}",
+            path: |ids| format!("/scim/v2/Users/{}", ids.victim),
+            body: "{}",
+            expect: all(401),
+        },
+        Case {
+            method: Method::DELETE,
+            pattern: "/scim/v2/Users/{id}",
+            path: |ids| format!("/scim/v2/Users/{}", ids.victim),
+            body: "{}",
+            expect: all(401),
+        },
+        Case {
+            method: Method::PUT,
+            pattern: "/scim/v2/Groups/{id}",
+            path: |ids| format!("/scim/v2/Groups/{}", ids.group),
+            body: "{}",
+            expect: all(401),
+        },
+        Case {
+            method: Method::PATCH,
+            pattern: "/scim/v2/Groups/{id}",
+            path: |ids| format!("/scim/v2/Groups/{}", ids.group),
+            body: "{}",
+            expect: all(401),
+        },
+        Case {
+            method: Method::DELETE,
+            pattern: "/scim/v2/Groups/{id}",
+            path: |ids| format!("/scim/v2/Groups/{}", ids.group),
+            body: "{}",
+            expect: all(401),
+        },
         get("/admin/links", |_| "/admin/links".into(), ADMIN_ONLY),
         post(
             "/admin/links/{id}/delete",
@@ -838,6 +902,7 @@ async fn group_objects(
     ids.link_token = link().await.unwrap().token;
     ids.spare_link = link().await.unwrap().link.id;
     ids.admin_link = link().await.unwrap().link.id;
+    ids.scim_token = arbor::domain::scim::issue_token(db, &proof, &origin, "authz").await.unwrap().row.id;
     ids
 }
 
@@ -977,6 +1042,7 @@ pub(crate) async fn world(app: &TestApp) -> World {
         link_token: String::new(),
         spare_link: Uuid::nil(),
         admin_link: Uuid::nil(),
+        scim_token: Uuid::nil(),
     };
     let ids = group_objects(app, &admin, &owner, ids).await;
     let ids = console_objects(app, &admin, &owner, ids).await;
@@ -1135,6 +1201,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         link_token: "A".repeat(43),
         spare_link: Uuid::now_v7(),
         admin_link: Uuid::now_v7(),
+        scim_token: Uuid::now_v7(),
     };
     let mutating: Vec<Case> = cases().into_iter().filter(|c| c.method != Method::GET).collect();
     assert!(!mutating.is_empty());
@@ -1165,8 +1232,9 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
             ("Sec-Fetch-Site", "cross-site".into()),
         ])
         .await;
-        if arbor::web::handlers::api::is_api_path(&path) {
-            // The API takes tokens only: a browser's cookie, whatever its origin, is no credential.
+        if arbor::web::handlers::api::is_api_path(&path) || path.starts_with("/scim/") {
+            // The API and SCIM take tokens only: a browser's cookie, whatever its origin, is no
+            // credential.
             assert_eq!(cross, 401, "cookies do not authorize {path}");
             continue;
         }

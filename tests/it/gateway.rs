@@ -457,7 +457,7 @@ async fn the_anthropic_route_serves_any_provider_and_counts_tokens() {
 }
 
 /// The Python with the official SDKs: `ARBOR_SDK_PYTHON`, else the venv `scripts/test` makes.
-fn sdk_python() -> std::path::PathBuf {
+pub(crate) fn sdk_python() -> std::path::PathBuf {
     if let Ok(p) = std::env::var("ARBOR_SDK_PYTHON") {
         return p.into();
     }

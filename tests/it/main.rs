@@ -39,6 +39,7 @@ mod oidc_real;
 mod providers;
 mod recovery;
 mod runs;
+mod scim;
 mod search;
 mod settings;
 mod shares;

@@ -188,3 +188,25 @@ async fn the_groups_claim_syncs_the_groups_the_provider_manages_at_every_sign_in
     assert_eq!(sign_in(&idp, &app, "alice").await.status(), 303);
     assert_eq!(names(groups::mine(db, &Actor::for_tests(&alice)).await.unwrap()), ["arbor-admins"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_the_directory_provisioned_is_the_one_its_first_sign_in_uses() {
+    let (idp, app) = idp_and_app("RS256", |_| {}).await;
+    assert!(!app.state.config.oidc.link_verified_email, "linking by email is off");
+    let provisioned = arbor::storage::repos::directory::insert_user(
+        &app.state.db,
+        "alice@example.test",
+        "Alice",
+        Some("ext-a"),
+        true,
+    )
+    .await
+    .unwrap();
+    let res = sign_in(&idp, &app, "alice").await;
+    assert_eq!(res.status(), 303);
+    let found =
+        arbor::storage::repos::users::find_by_email(&app.state.db, "alice@example.test").await.unwrap();
+    assert_eq!(found.len(), 1, "no second account");
+    assert_eq!(found[0].0.id, provisioned.id);
+    assert!(arbor::storage::repos::users::has_identity(&app.state.db, provisioned.id).await.unwrap());
+}

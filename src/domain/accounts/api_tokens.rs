@@ -29,6 +29,8 @@ pub enum Scope {
     Full,
     /// The `/v1` API only.
     Api,
+    /// Directory provisioning (`/scim/v2`) only; made by admins, valid while they are one.
+    Scim,
 }
 
 impl Scope {
@@ -37,6 +39,7 @@ impl Scope {
         match self {
             Scope::Full => "full",
             Scope::Api => "api",
+            Scope::Scim => "scim",
         }
     }
 
@@ -45,8 +48,15 @@ impl Scope {
         match s {
             "full" => Some(Scope::Full),
             "api" => Some(Scope::Api),
+            "scim" => Some(Scope::Scim),
             _ => None,
         }
+    }
+
+    /// What a member may pick for a token of their own: `api` or `full` (SCIM tokens are made
+    /// in the admin console).
+    pub fn parse_member(s: &str) -> Option<Scope> {
+        Scope::parse(s).filter(|s| *s != Scope::Scim)
     }
 }
 

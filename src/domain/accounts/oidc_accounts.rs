@@ -101,11 +101,12 @@ async fn admit(
         return known_identity(db, cfg, id, user, &emails, &name).await;
     }
 
-    // 2. Linking by email, only when enabled and the provider verified the address, and only to
-    //    the one account with that email, which has no provider identity yet.
-    if cfg.link_verified_email
-        && let Some(email) = emails.verified.as_deref()
+    // 2. Linking by email, only when enabled (or the account was provisioned by the directory,
+    //    which vouches for its email) and the provider verified the address, and only to the one
+    //    account with that email, which has no provider identity yet.
+    if let Some(email) = emails.verified.as_deref()
         && let [(user, _)] = users::find_by_email(db, email).await?.as_slice()
+        && (cfg.link_verified_email || crate::storage::repos::directory::made_by_scim(db, user.id).await?)
         && !users::has_identity(db, user.id).await?
     {
         let user = user.clone();

@@ -11,6 +11,10 @@ pub struct Model {
     pub name: String,
     pub name_key: String,
     pub managed_by_idp: bool,
+    /// The identity provider's id for the group (SCIM `externalId`).
+    pub external_id: Option<String>,
+    /// Made by directory provisioning (SCIM).
+    pub scim: bool,
     pub created_at: DateTimeUtc,
 }
 

@@ -21,6 +21,12 @@ pub struct Model {
     pub unverified_email: Option<String>,
     /// `system`, `light` or `dark`.
     pub theme: String,
+    /// The identity provider's id for the person (SCIM `externalId`).
+    pub external_id: Option<String>,
+    /// Made by directory provisioning (SCIM).
+    pub scim: bool,
+    /// Deleted by directory provisioning: disabled, kept, and no longer seen by SCIM.
+    pub scim_deleted: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

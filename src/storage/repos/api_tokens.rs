@@ -62,3 +62,14 @@ pub async fn revoke_scope(db: &Db, user: Uuid, scope: &str, at: DateTime<Utc>) -
         .await?;
     Ok(done.rows_affected)
 }
+
+/// Revokes every live token of a user (their account was deactivated); how many.
+pub async fn revoke_all(db: &Db, user: Uuid, at: DateTime<Utc>) -> StorageResult<u64> {
+    let done = api_token::Entity::update_many()
+        .col_expr(api_token::Column::RevokedAt, Expr::value(at))
+        .filter(api_token::Column::UserId.eq(user))
+        .filter(api_token::Column::RevokedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected)
+}

@@ -31,6 +31,8 @@ pub async fn insert<C: ConnectionTrait>(
         name: name.to_string(),
         name_key: name_key(name),
         managed_by_idp,
+        external_id: None,
+        scim: false,
         created_at: Utc::now(),
     };
     let inserted = group::Entity::insert(group::ActiveModel::from(row.clone()))

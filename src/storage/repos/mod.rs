@@ -5,6 +5,7 @@ pub mod api_tokens;
 pub mod audit;
 pub mod auth_sessions;
 pub mod chat;
+pub mod directory;
 pub mod files;
 pub mod groups;
 pub mod invitations;

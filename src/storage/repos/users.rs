@@ -41,6 +41,9 @@ pub async fn insert<C: sea_orm::ConnectionTrait>(
         default_model: Set(None),
         unverified_email: Set(None),
         theme: Set(Theme::System.as_str().to_string()),
+        external_id: Set(None),
+        scim: Set(false),
+        scim_deleted: Set(false),
         created_at: Set(now),
         updated_at: Set(now),
     }

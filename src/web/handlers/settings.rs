@@ -261,7 +261,7 @@ pub async fn create_token(
     form: web::Form<TokenForm>,
 ) -> Result<HttpResponse, WebError> {
     let refuse = |m: &str| Flash { ok: None, error: Some(m.to_string()) };
-    let Some(scope) = api_tokens::Scope::parse(form.scope.trim()) else {
+    let Some(scope) = api_tokens::Scope::parse_member(form.scope.trim()) else {
         return tokens_page(
             &state,
             &req,

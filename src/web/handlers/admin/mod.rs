@@ -57,6 +57,7 @@ pub async fn index(req: HttpRequest, _admin: AdminUser) -> HttpResponse {
 }
 
 mod audit;
+mod directory;
 mod groups;
 mod host_folders;
 mod links;
@@ -67,6 +68,7 @@ mod usage;
 mod users;
 
 pub use audit::*;
+pub use directory::*;
 pub use groups::*;
 pub use host_folders::*;
 pub use links::*;
