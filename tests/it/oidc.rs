@@ -296,7 +296,7 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
         &app.state.db,
         &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
         &arbor::domain::audit::Origin::cli(),
-        Some(quoted.id),
+        arbor::domain::admin::quotas::Subject::Person(quoted.id),
         quota,
         false,
     )

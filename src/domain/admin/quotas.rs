@@ -70,14 +70,47 @@ fn seconds_until(end: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
     u64::try_from((end - now).num_seconds()).unwrap_or(0).max(1)
 }
 
-/// The quota that applies to a user: their own, else the instance default.
+/// The quota scope of a group (`g:` and its id: the column holds 40 characters).
+pub fn group_scope(group: Uuid) -> String {
+    format!("{GROUP_PREFIX}{group}")
+}
+
+const GROUP_PREFIX: &str = "g:";
+
+/// The most generous of several quotas, limit by limit: unlimited beats any number, else the
+/// larger number.
+fn most_generous(quotas: &[Quota]) -> Option<Quota> {
+    let pick = |get: fn(&Quota) -> Option<i64>| -> Option<i64> {
+        if quotas.iter().any(|q| get(q).is_none()) { None } else { quotas.iter().filter_map(get).max() }
+    };
+    (!quotas.is_empty()).then(|| Quota {
+        tokens_day: pick(|q| q.tokens_day),
+        tokens_month: pick(|q| q.tokens_month),
+        micros_day: pick(|q| q.micros_day),
+        micros_month: pick(|q| q.micros_month),
+    })
+}
+
+/// The quota that applies to a user: the most specific one. Their own; else their groups'
+/// (the most generous of them, when they are in several groups with quotas); else the
+/// instance default.
 pub async fn effective(db: &Db, user: Uuid) -> DomainResult<Quota> {
-    // One query for both rows: this runs before every reply and every API call.
+    // Two queries whatever the number of groups: this runs before every reply and API call.
+    let groups: Vec<String> =
+        crate::storage::repos::groups::group_ids_of(db, user).await?.into_iter().map(group_scope).collect();
     let user_scope = user.to_string();
-    let rows = repo::of_scopes(db, &[&user_scope, DEFAULT_SCOPE]).await?;
-    let own = rows.iter().find(|(s, _)| *s == user_scope);
-    let default = rows.iter().find(|(s, _)| s == DEFAULT_SCOPE);
-    Ok(own.or(default).map(|(_, l)| from_limits(l)).unwrap_or_default())
+    let mut scopes: Vec<&str> = vec![&user_scope, DEFAULT_SCOPE];
+    scopes.extend(groups.iter().map(String::as_str));
+    let rows = repo::of_scopes(db, &scopes).await?;
+    if let Some((_, own)) = rows.iter().find(|(s, _)| *s == user_scope) {
+        return Ok(from_limits(own));
+    }
+    let of_groups: Vec<Quota> =
+        rows.iter().filter(|(s, _)| s.starts_with(GROUP_PREFIX)).map(|(_, l)| from_limits(l)).collect();
+    if let Some(q) = most_generous(&of_groups) {
+        return Ok(q);
+    }
+    Ok(rows.iter().find(|(s, _)| s == DEFAULT_SCOPE).map(|(_, l)| from_limits(l)).unwrap_or_default())
 }
 
 /// What the user spent today and this month.
@@ -131,28 +164,51 @@ pub async fn check(db: &Db, user: Uuid) -> DomainResult<()> {
     Ok(())
 }
 
-/// The instance default and every per-user quota (admins only).
-pub async fn list(db: &Db, admin: &Admin) -> DomainResult<(Quota, Vec<(Uuid, Quota)>)> {
-    let _actor = admin.actor();
-    let mut default = Quota::default();
-    let mut users = Vec::new();
-    for (scope, limits) in repo::all(db).await? {
-        if scope == DEFAULT_SCOPE {
-            default = from_limits(&limits);
-        } else if let Ok(id) = scope.parse::<Uuid>() {
-            users.push((id, from_limits(&limits)));
-        }
-    }
-    Ok((default, users))
+/// Every quota an admin set: the instance default, per person and per group.
+#[derive(Debug, Clone, Default)]
+pub struct Quotas {
+    /// The instance default.
+    pub default: Quota,
+    /// People with their own.
+    pub people: Vec<(Uuid, Quota)>,
+    /// Groups with their own.
+    pub groups: Vec<(Uuid, Quota)>,
 }
 
-/// Sets a quota (admins only): `user` `None` is the instance default; for a user, an
-/// unlimited quota with `inherit` removes their own so the default applies again.
+/// The instance default and every per-person and per-group quota (admins only).
+pub async fn list(db: &Db, admin: &Admin) -> DomainResult<Quotas> {
+    let _actor = admin.actor();
+    let mut out = Quotas::default();
+    for (scope, limits) in repo::all(db).await? {
+        if scope == DEFAULT_SCOPE {
+            out.default = from_limits(&limits);
+        } else if let Some(id) = scope.strip_prefix(GROUP_PREFIX).and_then(|g| g.parse::<Uuid>().ok()) {
+            out.groups.push((id, from_limits(&limits)));
+        } else if let Ok(id) = scope.parse::<Uuid>() {
+            out.people.push((id, from_limits(&limits)));
+        }
+    }
+    Ok(out)
+}
+
+/// Whose quota a change is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// The instance default.
+    Default,
+    /// One person.
+    Person(Uuid),
+    /// Everyone in a group (the most generous group quota applies to someone in several).
+    Group(Uuid),
+}
+
+/// Sets a quota (admins only); for a person or a group, `inherit` removes their own so the
+/// next one (their groups', the default) applies again.
 pub async fn set(
     db: &Db,
     admin: &Admin,
     origin: &Origin,
-    user: Option<Uuid>,
+    subject: Subject,
     quota: Quota,
     inherit: bool,
 ) -> DomainResult<()> {
@@ -164,14 +220,18 @@ pub async fn set(
             return Err(DomainError::Invalid("A limit cannot be negative.".into()));
         }
     }
-    let scope = match user {
-        Some(id) => {
+    let scope = match subject {
+        Subject::Person(id) => {
             crate::storage::repos::users::find(db, id).await?.ok_or(DomainError::NotFound)?;
             id.to_string()
         }
-        None => DEFAULT_SCOPE.to_string(),
+        Subject::Group(id) => {
+            crate::storage::repos::groups::find(db, id).await?.ok_or(DomainError::NotFound)?;
+            group_scope(id)
+        }
+        Subject::Default => DEFAULT_SCOPE.to_string(),
     };
-    if inherit && user.is_some() {
+    if inherit && subject != Subject::Default {
         repo::remove(db, &scope).await?;
     } else {
         let limits = Limits {
@@ -195,6 +255,20 @@ pub async fn set(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_most_generous_group_quota_wins_limit_by_limit() {
+        let a =
+            Quota { tokens_day: Some(100), tokens_month: None, micros_day: Some(5), micros_month: Some(1) };
+        let b =
+            Quota { tokens_day: Some(300), tokens_month: Some(10), micros_day: None, micros_month: Some(2) };
+        let m = most_generous(&[a, b]).unwrap();
+        assert_eq!(
+            m,
+            Quota { tokens_day: Some(300), tokens_month: None, micros_day: None, micros_month: Some(2) }
+        );
+        assert_eq!(most_generous(&[]), None);
+    }
 
     #[test]
     fn periods_start_at_midnight_and_the_first() {

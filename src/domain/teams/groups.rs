@@ -43,6 +43,16 @@ pub async fn list(db: &Db, _admin: &Admin) -> DomainResult<Vec<(Group, u64)>> {
     Ok(repo::list(db, MAX_GROUPS).await?)
 }
 
+/// The group with this name (ignoring case), if there is one.
+pub async fn by_name(db: &Db, _admin: &Admin, raw: &str) -> DomainResult<Option<Group>> {
+    let name = check_name(raw)?;
+    let key = crate::model::teams::name_key(&name);
+    Ok(repo::find_by_names(db, std::slice::from_ref(&name))
+        .await?
+        .into_iter()
+        .find(|g| crate::model::teams::name_key(&g.name) == key))
+}
+
 /// One group and its members.
 pub async fn detail(db: &Db, _admin: &Admin, id: Uuid) -> DomainResult<(Group, Vec<User>)> {
     let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
@@ -105,6 +115,8 @@ pub async fn delete(
     let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let tx = Tx::begin(db).await?;
     repo::delete(tx.conn(), id).await?;
+    crate::storage::repos::quotas::remove_in(tx.conn(), &crate::domain::admin::quotas::group_scope(id))
+        .await?;
     audit::record(
         tx.conn(),
         origin,

@@ -66,3 +66,9 @@ pub async fn remove(db: &Db, scope: &str) -> StorageResult<()> {
     quota::Entity::delete_by_id(scope.to_string()).exec(db).await?;
     Ok(())
 }
+
+/// [`remove`] in the caller's transaction.
+pub async fn remove_in<C: sea_orm::ConnectionTrait>(conn: &C, scope: &str) -> StorageResult<()> {
+    quota::Entity::delete_by_id(scope.to_string()).exec(conn).await?;
+    Ok(())
+}

@@ -40,9 +40,26 @@ async fn quotas_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (default, users) = quotas::list(&state.db, &admin.1).await?;
-    let ids: Vec<Uuid> = users.iter().map(|(id, _)| *id).collect();
+    let all = quotas::list(&state.db, &admin.1).await?;
+    let ids: Vec<Uuid> = all.people.iter().map(|(id, _)| *id).collect();
     let emails = admin::user_emails(&state.db, &admin.1, &ids).await?;
+    let names: std::collections::HashMap<Uuid, String> =
+        crate::domain::teams::groups::list(&state.db, &admin.1)
+            .await?
+            .into_iter()
+            .map(|(g, _)| (g.id, g.name))
+            .collect();
+    let mut group_rows: Vec<QuotaRow> = all
+        .groups
+        .iter()
+        .filter_map(|(id, q)| {
+            let name = names.get(id)?;
+            let inherit_vals = serde_json::json!({ "group": name, "inherit": "on" }).to_string();
+            Some(QuotaRow { id: *id, email: name.clone(), inherit_vals, quota: quota_text(q) })
+        })
+        .collect();
+    group_rows.sort_by_key(|r| r.email.to_lowercase());
+    let (default, users) = (all.default, all.people);
     let mut rows = Vec::new();
     for (id, q) in users {
         if let Some(email) = emails.get(&id) {
@@ -54,6 +71,7 @@ async fn quotas_page(
     let mut ctx = base_context(admin, "quotas", &flash);
     ctx.insert("default", &quota_text(&default));
     ctx.insert("rows", &rows);
+    ctx.insert("group_rows", &group_rows);
     render::section(
         state,
         req,
@@ -79,6 +97,7 @@ pub async fn quotas_show(
 #[serde(default)]
 pub struct QuotaForm {
     email: String,
+    group: String,
     tokens_day: String,
     tokens_month: String,
     dollars_day: String,
@@ -128,19 +147,30 @@ pub async fn quotas_save(
         Ok(q) => q,
         Err(m) => return quotas_page(&state, &req, &admin, Flash::error(m), StatusCode::BAD_REQUEST).await,
     };
-    let user = match form.email.trim() {
-        "" => None,
-        email => match admin::user_by_email(&state.db, &admin.1, email).await? {
-            Some(id) => Some(id),
+    let subject = match (form.email.trim(), form.group.trim()) {
+        ("", "") => quotas::Subject::Default,
+        (email, "") => match admin::user_by_email(&state.db, &admin.1, email).await? {
+            Some(id) => quotas::Subject::Person(id),
             None => {
                 let flash = Flash::error(format!("There is no user {}.", form.email.trim()));
                 return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
             }
         },
+        ("", group) => match crate::domain::teams::groups::by_name(&state.db, &admin.1, group).await? {
+            Some(g) => quotas::Subject::Group(g.id),
+            None => {
+                let flash = Flash::error(format!("There is no group called {group}."));
+                return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
+            }
+        },
+        _ => {
+            let flash = Flash::error("Set a quota for a person or for a group, not both at once.");
+            return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
+        }
     };
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =
-        match quotas::set(&state.db, &admin.1, &who, user, quota, form.inherit.is_some()).await {
+        match quotas::set(&state.db, &admin.1, &who, subject, quota, form.inherit.is_some()).await {
             Ok(()) => (Flash::ok("Quota saved."), StatusCode::OK),
             Err(e) => refusal(e)?,
         };
