@@ -518,3 +518,59 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
     }
     assert!(!audit.contains("sk-mcp-secret-9876"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_shared_with_a_group_is_for_its_members_only() {
+    use arbor::domain::audit::Origin;
+    use arbor::domain::teams::groups;
+    let Console { chat, admin } = console().await;
+    let db = &chat.app.state.db;
+    let base = chat.mock.url(Provider::OpenAi);
+    let provider = add_provider(&chat.app, &admin, "team", &base, "").await;
+    add_shared_key(&chat.app, &admin, provider, "k", "sk-team-1234").await;
+    let root = arbor::storage::repos::users::find_by_email(db, "root@example.com").await.unwrap();
+    let proof = arbor::domain::accounts::Actor::for_tests(&root[0].0).admin().unwrap();
+    let eng = groups::create(db, &proof, &Origin::cli(), "eng").await.unwrap();
+    let body = format!(
+        "label=Team&kind=openai&base_url={}&visibility=users&allowed_groups=ENG&models=gpt-4o-mini&enabled=on",
+        crate::support::urlencode(&base)
+    );
+    let res = chat.app.post_form(&format!("/admin/providers/{provider}"), &body, Some(&admin)).await;
+    assert_eq!(res.status(), 200);
+    let page = chat
+        .app
+        .get(&format!("/admin/providers/{provider}"), Some(&admin.cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(">eng</textarea>"), "the console shows the group: {page}");
+
+    // Not in the group: not available.
+    let res = send(&chat, "Hello", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("not available to you"));
+    // In it: available, and offered in the picker.
+    groups::add_member(db, &proof, &Origin::cli(), eng.id, &chat.user.email).await.unwrap();
+    let page =
+        chat.app.get(&format!("/s/{}", chat.session), Some(&chat.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("team/gpt-4o-mini"), "the picker offers it");
+    chat.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = send(&chat, "Hello", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 200);
+    chat.settled(streaming_id(&res.text().await.unwrap())).await;
+    // Taken out: not any more.
+    groups::remove_member(db, &chat.app.state.access, &proof, &Origin::cli(), eng.id, chat.user.id)
+        .await
+        .unwrap();
+    let res = send(&chat, "Hello again", "team/gpt-4o-mini").await;
+    assert_eq!(res.status(), 400);
+    // An unknown group in the form is refused.
+    let body = format!(
+        "label=Team&kind=openai&base_url={}&visibility=users&allowed_groups=nope",
+        crate::support::urlencode(&base)
+    );
+    let res = chat.app.post_form(&format!("/admin/providers/{provider}"), &body, Some(&admin)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("There is no group called nope."));
+}

@@ -216,6 +216,8 @@ pub struct ProviderView {
     pub visibility: String,
     /// Users allowed when visibility is "users".
     pub allowed_users: Vec<Uuid>,
+    /// Groups whose members are allowed when visibility is "users".
+    pub allowed_groups: Vec<Uuid>,
     /// Requests per minute per user.
     pub rpm: Option<i64>,
     /// Tokens per minute per user.
@@ -249,7 +251,8 @@ fn view(row: provider::Model, keys: Vec<provider_key::Model>) -> ProviderView {
         enabled: row.enabled,
         models: serde_json::from_str(&row.models).unwrap_or_default(),
         visibility: row.visibility,
-        allowed_users: serde_json::from_str(&row.allowed_users).unwrap_or_default(),
+        allowed_users: crate::domain::providers::parse_allowed(&row.allowed_users).0,
+        allowed_groups: crate::domain::providers::parse_allowed(&row.allowed_users).1,
         rpm: row.rpm,
         tpm: row.tpm,
         keys: keys
@@ -308,6 +311,8 @@ pub struct ProviderForm {
     pub visibility: String,
     /// Emails of the users allowed, one per line or comma-separated.
     pub allowed_emails: String,
+    /// Names of the groups whose members are allowed, one per line.
+    pub allowed_groups: String,
     /// Enabled models, one per line (blank: all discovered).
     pub models: String,
     /// Requests per minute per user (blank: unlimited).
@@ -358,6 +363,15 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
             .ok_or_else(|| DomainError::Invalid(format!("There is no user {email}.")))?;
         allowed.push(user.id);
     }
+    let mut groups = Vec::new();
+    for name in form.allowed_groups.lines().map(str::trim).filter(|n| !n.is_empty()).take(1_000) {
+        let group = crate::storage::repos::groups::find_by_names(db, &[name.to_string()])
+            .await?
+            .into_iter()
+            .find(|g| crate::model::teams::name_key(&g.name) == crate::model::teams::name_key(name))
+            .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))?;
+        groups.push(group.id);
+    }
     let mut models: Vec<String> =
         form.models.split(['\n', ',']).map(str::trim).filter(|m| !m.is_empty()).map(str::to_string).collect();
     models.dedup();
@@ -377,7 +391,7 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
             enabled: form.enabled.is_some(),
             models: serde_json::to_string(&models).unwrap_or_else(|_| "[]".into()),
             visibility: visibility.to_string(),
-            allowed_users: serde_json::to_string(&allowed).unwrap_or_else(|_| "[]".into()),
+            allowed_users: crate::domain::providers::allowed_json(&allowed, &groups),
             rpm: parse_limit(&form.rpm, "Requests per minute")?,
             tpm: parse_limit(&form.tpm, "Tokens per minute")?,
         },

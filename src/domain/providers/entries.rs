@@ -10,8 +10,29 @@ pub enum Visibility {
     Everyone,
     /// Admins only.
     Admins,
-    /// Admins and the listed users.
-    Users(Vec<Uuid>),
+    /// Admins, the listed people, and everyone in the listed groups.
+    Users(Vec<Uuid>, Vec<Uuid>),
+}
+
+/// The `allowed_users` column: a JSON list of people's ids and `g:`-prefixed group ids.
+pub fn parse_allowed(raw: &str) -> (Vec<Uuid>, Vec<Uuid>) {
+    let items: Vec<String> = serde_json::from_str(raw).unwrap_or_default();
+    let mut people = Vec::new();
+    let mut groups = Vec::new();
+    for item in items {
+        match item.strip_prefix("g:") {
+            Some(g) => groups.extend(Uuid::parse_str(g).ok()),
+            None => people.extend(Uuid::parse_str(&item).ok()),
+        }
+    }
+    (people, groups)
+}
+
+/// The `allowed_users` column for these people and groups.
+pub fn allowed_json(people: &[Uuid], groups: &[Uuid]) -> String {
+    let items: Vec<String> =
+        people.iter().map(Uuid::to_string).chain(groups.iter().map(|g| format!("g:{g}"))).collect();
+    serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
 }
 
 impl Visibility {
@@ -20,17 +41,26 @@ impl Visibility {
         match self {
             Visibility::Everyone => "everyone",
             Visibility::Admins => "admins",
-            Visibility::Users(_) => "users",
+            Visibility::Users(..) => "users",
         }
     }
 
-    /// Whether the actor may use it.
-    pub fn admits(&self, actor: &Actor) -> bool {
+    /// Whether the actor, in these groups, may use it.
+    pub fn admits(&self, actor: &Actor, groups: &[Uuid]) -> bool {
         match self {
             Visibility::Everyone => true,
             Visibility::Admins => actor.is_admin(),
-            Visibility::Users(ids) => actor.is_admin() || ids.contains(&actor.user_id()),
+            Visibility::Users(ids, allowed_groups) => {
+                actor.is_admin()
+                    || ids.contains(&actor.user_id())
+                    || groups.iter().any(|g| allowed_groups.contains(g))
+            }
         }
+    }
+
+    /// Whether it lists any group (only then are a caller's groups worth looking up).
+    pub fn names_groups(&self) -> bool {
+        matches!(self, Visibility::Users(_, groups) if !groups.is_empty())
     }
 }
 
@@ -293,7 +323,10 @@ pub(super) fn managed_entry(row: provider::Model, keys: &[provider_key::Model]) 
     let models: Vec<String> = serde_json::from_str(&row.models).unwrap_or_default();
     let visibility = match row.visibility.as_str() {
         "admins" => Visibility::Admins,
-        "users" => Visibility::Users(serde_json::from_str(&row.allowed_users).unwrap_or_default()),
+        "users" => {
+            let (people, groups) = parse_allowed(&row.allowed_users);
+            Visibility::Users(people, groups)
+        }
         _ => Visibility::Everyone,
     };
     let shared = keys

@@ -48,6 +48,9 @@ pub struct Providers {
     /// `provider/model` references whose upstream refused tool definitions: not offered
     /// tools again until the server restarts.
     refuses_tools: Mutex<std::collections::HashSet<String>>,
+    /// The groups of people who asked lately, read again by every request that reads their own
+    /// keys (the first step of resolving or listing models), for providers shared with groups.
+    member_groups: Mutex<HashMap<Uuid, Vec<Uuid>>>,
     /// What each provider's API said about models the catalog does not know, by
     /// `provider/model`, refreshed after `ttl`.
     capabilities: Mutex<HashMap<String, (Instant, Discovered)>>,
@@ -129,6 +132,7 @@ impl Providers {
             catalog,
             discovered: Mutex::new(HashMap::new()),
             refuses_tools: Mutex::new(std::collections::HashSet::new()),
+            member_groups: Mutex::new(HashMap::new()),
             capabilities: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
@@ -218,7 +222,24 @@ impl Providers {
     /// The actor's own provider keys (none without a vault).
     pub async fn own_keys(&self, actor: &Actor) -> DomainResult<Vec<SecretMeta>> {
         let Some(access) = &self.vault else { return Ok(Vec::new()) };
+        if self.entries().iter().any(|e| e.visibility.names_groups()) {
+            let groups = crate::storage::repos::groups::group_ids_of(&access.db, actor.user_id()).await?;
+            let mut cache = self.member_groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if cache.len() > 10_000 {
+                cache.clear();
+            }
+            cache.insert(actor.user_id(), groups);
+        }
         Ok(Vault::list_secrets(&access.db, actor.user_id(), SecretKind::ProviderKey).await?)
+    }
+
+    /// Whether the actor may use the entry's shared keys (their groups as last read).
+    fn admits(&self, actor: &Actor, entry: &ProviderEntry) -> bool {
+        if !entry.visibility.names_groups() {
+            return entry.visibility.admits(actor, &[]);
+        }
+        let cache = self.member_groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entry.visibility.admits(actor, cache.get(&actor.user_id()).map_or(&[][..], Vec::as_slice))
     }
 
     /// The actor's own key that serves an instance provider: a key for its official kind,
@@ -275,7 +296,7 @@ impl Providers {
         if let Some(key) = Self::own_key_for(own, entry) {
             return Some(KeyPlan::Own { owner: actor.user_id(), secret: key.id });
         }
-        if !entry.enabled || !entry.visibility.admits(actor) {
+        if !entry.enabled || !self.admits(actor, entry) {
             return None;
         }
         entry.shared_plan()
@@ -358,7 +379,7 @@ impl Providers {
                     entry.label
                 )));
             }
-            if !entry.visibility.admits(actor) {
+            if !self.admits(actor, entry) {
                 return Err(DomainError::Invalid(format!(
                     "The provider \"{}\" is not available to you. Pick another model, or add your own key.",
                     entry.label

@@ -43,6 +43,7 @@ struct FormEcho {
     enabled: bool,
     visibility: String,
     allowed_emails: String,
+    allowed_groups: String,
     models: String,
     rpm: String,
     tpm: String,
@@ -58,6 +59,7 @@ impl From<&ProviderForm> for FormEcho {
             enabled: f.enabled.is_some() || f.kind.is_empty(),
             visibility: f.visibility.clone(),
             allowed_emails: f.allowed_emails.clone(),
+            allowed_groups: f.allowed_groups.clone(),
             models: f.models.clone(),
             rpm: f.rpm.clone(),
             tpm: f.tpm.clone(),
@@ -103,6 +105,13 @@ async fn provider_page(
     let p = admin::get_provider(&state.db, &admin.1, id).await?;
     let emails = admin::user_emails(&state.db, &admin.1, &p.allowed_users).await?;
     let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
+    let names: std::collections::HashMap<Uuid, String> =
+        crate::domain::teams::groups::list(&state.db, &admin.1)
+            .await?
+            .into_iter()
+            .map(|(g, _)| (g.id, g.name))
+            .collect();
+    let group_names: Vec<String> = p.allowed_groups.iter().filter_map(|id| names.get(id).cloned()).collect();
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
     let echo = FormEcho {
@@ -113,6 +122,7 @@ async fn provider_page(
         enabled: p.enabled,
         visibility: p.visibility.clone(),
         allowed_emails: allowed.join("\n"),
+        allowed_groups: group_names.join("\n"),
         models: models_override.unwrap_or_else(|| p.models.join("\n")),
         rpm: limit(p.rpm),
         tpm: limit(p.tpm),
