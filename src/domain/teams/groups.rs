@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::domain::accounts::User;
 use crate::domain::audit::{self, Origin};
 use crate::domain::authz::{Actor, Admin};
-use crate::domain::teams::shares::AccessChanges;
+use crate::domain::teams::changes::AccessChanges;
 use crate::domain::{DomainError, DomainResult};
 use crate::model::teams::Group;
 use crate::storage::repos::groups as repo;

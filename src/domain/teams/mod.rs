@@ -1,6 +1,7 @@
 //! Teams: groups of people (made in the console or synced from the identity provider), the
 //! second kind of subject access is granted to beside the person.
 
+pub mod changes;
 pub mod groups;
 pub mod links;
 pub mod shares;

@@ -12,6 +12,8 @@ use crate::domain::{DomainError, DomainResult};
 use crate::model::teams::{Share, ShareSubject, name_key};
 use crate::storage::Db;
 use crate::storage::repos::groups as groups_repo;
+
+pub use super::changes::AccessChanges;
 use crate::storage::repos::shares::{self as repo, Subject};
 
 /// At most this many shares on one workspace.
@@ -24,47 +26,6 @@ pub enum Target {
     Person(String),
     /// A group, by name.
     Group(String),
-}
-
-/// Tells live streams that access to a workspace may have changed: a revoked share names the
-/// workspace; a change to groups or accounts, which can touch any workspace, names none
-/// (`Uuid::nil()`). Streams of people who lost access end; the rest go on. One instance only:
-/// several instances need the event bus to carry it.
-#[derive(Clone)]
-pub struct AccessChanges(tokio::sync::broadcast::Sender<Uuid>);
-
-impl Default for AccessChanges {
-    fn default() -> Self {
-        AccessChanges(tokio::sync::broadcast::channel(256).0)
-    }
-}
-
-impl AccessChanges {
-    /// Announces a change to one workspace (or, with `Uuid::nil()`, to any).
-    pub fn announce(&self, workspace_id: Uuid) {
-        // Nobody listening is fine: no stream is open.
-        let _ = self.0.send(workspace_id);
-    }
-
-    /// Resolves when the actor can no longer view the workspace; never for its owner.
-    pub async fn lost(&self, db: &Db, actor: &Actor, workspace_id: Uuid) {
-        let mut changes = self.0.subscribe();
-        loop {
-            match changes.recv().await {
-                Ok(id) if id == workspace_id || id.is_nil() => {}
-                Ok(_) => continue,
-                // Missed some announcements: check anyway.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return std::future::pending().await,
-            }
-            if matches!(
-                workspace_as(db, actor, workspace_id, ShareRole::Viewer).await,
-                Err(DomainError::NotFound)
-            ) {
-                return;
-            }
-        }
-    }
 }
 
 /// The workspace's shares (its owners only).
