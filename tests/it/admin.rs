@@ -105,19 +105,29 @@ async fn a_member_uses_a_shared_key_and_the_usage_page_and_audit_log_show_it() {
     let sent = chat.mock.requests_for(Provider::OpenAi);
     assert_eq!(sent.last().unwrap().header("authorization"), Some("Bearer sk-team-key-AAAA1111"));
 
-    // The usage page and its CSV count the request for that person and model.
+    // The usage page and its CSV count the request for that person, model and group.
+    let db = &chat.app.state.db;
+    let root = arbor::storage::repos::users::find_by_email(db, "root@example.com").await.unwrap();
+    let proof = arbor::domain::accounts::Actor::for_tests(&root[0].0).admin().unwrap();
+    let origin = arbor::domain::audit::Origin::cli();
+    let research = arbor::domain::teams::groups::create(db, &proof, &origin, "research").await.unwrap();
+    arbor::domain::teams::groups::add_member(db, &proof, &origin, research.id, "ada@example.com")
+        .await
+        .unwrap();
     let usage = chat.app.get("/admin/usage?days=7", Some(&admin.cookie)).await;
     assert_eq!(usage.status(), 200);
     let html = usage.text().await.unwrap();
     assert!(html.contains("team/gpt-4o-mini"), "{html}");
     assert!(html.contains("ada@example.com"));
     assert!(html.contains("<svg"), "charts are rendered on the server");
+    let per_group = &html[html.find("id=\"usage-groups\"").unwrap()..];
+    assert!(per_group[..per_group.find("</table>").unwrap()].contains("<td>research</td>"), "{html}");
     let csv = chat.app.get("/admin/usage.csv?days=7", Some(&admin.cookie)).await;
     assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
     assert!(csv.headers()["content-disposition"].to_str().unwrap().starts_with("attachment;"));
     let csv = csv.text().await.unwrap();
-    assert!(csv.starts_with("day,user,model,via,requests,tokens_in,tokens_out,cost_usd\r\n"));
-    assert!(csv.contains("\"ada@example.com\",\"team/gpt-4o-mini\",\"ui\",1,"), "{csv}");
+    assert!(csv.starts_with("day,user,groups,model,via,requests,tokens_in,tokens_out,cost_usd\r\n"));
+    assert!(csv.contains("\"ada@example.com\",\"research\",\"team/gpt-4o-mini\",\"ui\",1,"), "{csv}");
     // A member may not read either.
     assert_eq!(chat.app.get("/admin/usage", Some(&chat.s.cookie)).await.status(), 403);
 

@@ -58,6 +58,9 @@ pub struct Report {
     pub per_user: Vec<Totals>,
     /// Per `provider/model`, most tokens first.
     pub per_model: Vec<Totals>,
+    /// Per group, most tokens first: someone in several groups counts in each, someone in
+    /// none under "no group".
+    pub per_group: Vec<Totals>,
     /// The whole period.
     pub total: Totals,
 }
@@ -68,6 +71,23 @@ type CsvKey = (String, String, String);
 async fn emails(db: &Db) -> DomainResult<HashMap<Uuid, String>> {
     Ok(crate::storage::repos::users::emails(db).await?)
 }
+
+/// Most memberships read for a report.
+const MEMBERSHIPS_READ: u64 = 1_000_000;
+
+/// Each person's groups, by name.
+async fn groups_of_people(db: &Db) -> DomainResult<HashMap<Uuid, Vec<String>>> {
+    let mut out: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for (user, name) in crate::storage::repos::groups::all_memberships(db, MEMBERSHIPS_READ).await? {
+        out.entry(user).or_default().push(name);
+    }
+    for names in out.values_mut() {
+        names.sort();
+    }
+    Ok(out)
+}
+
+const NO_GROUP: &str = "no group";
 
 fn user_label(emails: &HashMap<Uuid, String>, id: Option<Uuid>) -> String {
     match id {
@@ -96,6 +116,8 @@ pub async fn report(db: &Db, admin: &Admin, days: u32) -> DomainResult<Report> {
     let (since, until) = period(days)?;
     let rows = repo::rows_between(db, since, until, None).await?;
     let emails = emails(db).await?;
+    let memberships = groups_of_people(db).await?;
+    let mut per_group: HashMap<String, Totals> = HashMap::new();
     let mut per_day: BTreeMap<String, Totals> = (0..days)
         .map(|i| {
             let key = (since + Duration::days(i64::from(i))).format("%Y-%m-%d").to_string();
@@ -123,6 +145,14 @@ pub async fn report(db: &Db, admin: &Admin, days: u32) -> DomainResult<Report> {
             r.tokens_out,
             r.cost_micros,
         );
+        let no_group = vec![NO_GROUP.to_string()];
+        for g in r.user_id.and_then(|u| memberships.get(&u)).unwrap_or(&no_group) {
+            per_group.entry(g.clone()).or_insert_with(|| Totals { key: g.clone(), ..Totals::default() }).add(
+                r.tokens_in,
+                r.tokens_out,
+                r.cost_micros,
+            );
+        }
         total.add(r.tokens_in, r.tokens_out, r.cost_micros);
     }
     Ok(Report {
@@ -130,6 +160,7 @@ pub async fn report(db: &Db, admin: &Admin, days: u32) -> DomainResult<Report> {
         per_day: per_day.into_values().collect(),
         per_user: sorted(per_user),
         per_model: sorted(per_model),
+        per_group: sorted(per_group),
         total,
     })
 }
@@ -150,24 +181,26 @@ pub async fn csv(db: &Db, admin: &Admin, days: u32) -> DomainResult<String> {
     let (since, until) = period(days)?;
     let rows = repo::rows_between(db, since, until, None).await?;
     let emails = emails(db).await?;
+    let memberships = groups_of_people(db).await?;
+    let mut of_user: HashMap<String, String> = HashMap::new();
     let mut groups: BTreeMap<(CsvKey, String), Totals> = BTreeMap::new();
     for r in rows {
+        let user = user_label(&emails, r.user_id);
+        let member_of = r.user_id.and_then(|u| memberships.get(&u)).map(|g| g.join("; ")).unwrap_or_default();
+        of_user.insert(user.clone(), member_of);
         let key = (
-            (
-                r.created_at.format("%Y-%m-%d").to_string(),
-                user_label(&emails, r.user_id),
-                format!("{}/{}", r.provider, r.model),
-            ),
+            (r.created_at.format("%Y-%m-%d").to_string(), user, format!("{}/{}", r.provider, r.model)),
             r.via.clone(),
         );
         groups.entry(key).or_default().add(r.tokens_in, r.tokens_out, r.cost_micros);
     }
-    let mut out = String::from("day,user,model,via,requests,tokens_in,tokens_out,cost_usd\r\n");
+    let mut out = String::from("day,user,groups,model,via,requests,tokens_in,tokens_out,cost_usd\r\n");
     for (((day, user, model), via), t) in groups {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6}\r\n",
+            "{},{},{},{},{},{},{},{},{:.6}\r\n",
             csv_field(&day),
             csv_field(&user),
+            csv_field(of_user.get(&user).map_or("", String::as_str)),
             csv_field(&model),
             csv_field(&via),
             t.requests,

@@ -203,3 +203,16 @@ pub async fn leave_managed_except<C: ConnectionTrait>(
         .await?
         .rows_affected)
 }
+
+/// Every membership as (person, group name), at most `limit` (for usage by group).
+pub async fn all_memberships(db: &Db, limit: u64) -> StorageResult<Vec<(Uuid, String)>> {
+    let groups: HashMap<Uuid, String> =
+        group::Entity::find().all(db).await?.into_iter().map(|g| (g.id, g.name)).collect();
+    Ok(group_member::Entity::find()
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|m| groups.get(&m.group_id).map(|n| (m.user_id, n.clone())))
+        .collect())
+}
