@@ -326,3 +326,39 @@ async fn people_a_workspace_is_shared_with_see_its_files_and_nobody_else_does() 
     let page = c.app.get(&format!("/s/{}", c.session), Some(&t.viewer.cookie)).await.text().await.unwrap();
     assert!(page.contains(&blob), "the viewer's page shows the file");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_starting_a_session_in_a_shared_workspace_twice_gets_one_session() {
+    let t = team().await;
+    let c = &t.c;
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let body = format!("{}&workspace_id={}", form("a new topic", "editor-new-1", MODEL), t.workspace);
+    let first = c.app.post_form("/sessions", &body, Some(&t.editor)).await;
+    assert!(first.status().is_success() || first.status().is_redirection(), "{}", first.status());
+    let to = |res: &reqwest::Response| {
+        res.headers()
+            .get("location")
+            .or_else(|| res.headers().get("hx-redirect"))
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let made = to(&first).expect("sent to the new session");
+    // The same submit again (a double click, a retry): the same session, nothing new.
+    let again = c.app.post_form("/sessions", &body, Some(&t.editor)).await;
+    assert_eq!(to(&again).as_deref(), Some(made.as_str()));
+    let id: Uuid = made.trim_start_matches("/s/").parse().unwrap();
+    let session = arbor::domain::sessions::view_session(&c.app.state.db, &Actor::for_tests(&c.user), id)
+        .await
+        .unwrap()
+        .0;
+    assert_eq!(
+        (session.workspace_id, session.owner_id),
+        (t.workspace, c.user.id),
+        "in the shared workspace, the owner's"
+    );
+    // Let the answer end before the test's server goes.
+    let start = std::time::Instant::now();
+    while c.app.state.runs.is_active(id) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the answer never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -155,6 +155,10 @@ pub async fn session_with_client_id(db: &Db, owner_id: Uuid, client_id: &str) ->
     else {
         return Ok(None);
     };
+    // The person who wrote it (in a workspace shared with them the session is the owner's).
+    if m.author_id == Some(owner_id) {
+        return Ok(Some(m.session_id));
+    }
     Ok(find_session(db, owner_id, m.session_id).await?.map(|s| s.id))
 }
 
