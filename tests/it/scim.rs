@@ -226,3 +226,27 @@ async fn bad_scim_input_and_wrong_tokens_get_scims_own_errors_and_change_nothing
     let (s, e) = call(&app, Method::PATCH, &format!("/Users/{my_id}"), &token, Some(off)).await;
     assert_eq!((s, e["scimType"].as_str()), (400, Some("mutability")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admins_make_and_revoke_scim_tokens_in_the_console_and_bad_names_are_refused() {
+    let app = TestApp::spawn().await;
+    let admin = app.create_user("root@example.com", Role::Admin).await;
+    let s = app.login_full(&admin).await;
+    for (body, says) in [("name=", "Give the token a name"), (&*format!("name={}", "x".repeat(81)), "at most 80")] {
+        let res = app.post_form("/admin/directory/tokens", body, Some(&s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains(says), "{body}");
+    }
+    let res = app.post_form("/admin/directory/tokens", "name=Entra", Some(&s)).await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    let at = html.find("<code class=\"token-value\">").unwrap() + "<code class=\"token-value\">".len();
+    let token = html[at..at + html[at..].find('<').unwrap()].to_string();
+    assert_eq!(call(&app, reqwest::Method::GET, "/Users", &token, None).await.0, 200);
+    let proof = Actor::for_tests(&admin).admin().unwrap();
+    let listed = arbor::domain::scim::tokens(&app.state.db, &proof).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let res = app.post_form(&format!("/admin/directory/tokens/{}/revoke", listed[0].id), "", Some(&s)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(call(&app, reqwest::Method::GET, "/Users", &token, None).await.0, 401, "revoked at once");
+}

@@ -7,7 +7,7 @@ async fn directory_page(
     state: &AppState,
     req: &HttpRequest,
     admin: &AdminUser,
-    flash: Flash,
+    (flash, status): (Flash, StatusCode),
     created: Option<String>,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "directory", &flash);
@@ -20,7 +20,7 @@ async fn directory_page(
         "pages/admin_directory.html",
         "partials/_admin_directory.html",
         ctx,
-        StatusCode::OK,
+        status,
         "#admin-directory",
     )
 }
@@ -31,7 +31,7 @@ pub async fn directory(
     req: HttpRequest,
     admin: AdminUser,
 ) -> Result<HttpResponse, WebError> {
-    directory_page(&state, &req, &admin, Flash::default(), None).await
+    directory_page(&state, &req, &admin, (Flash::default(), StatusCode::OK), None).await
 }
 
 /// The new-token form.
@@ -56,15 +56,12 @@ pub async fn create_scim_token(
                 &state,
                 &req,
                 &admin,
-                Flash::ok("Token made: copy it now, it is not shown again."),
+                (Flash::ok("Token made: copy it now, it is not shown again."), StatusCode::OK),
                 Some(token),
             )
             .await
         }
-        Err(e) => {
-            let (flash, _) = refusal(e)?;
-            directory_page(&state, &req, &admin, flash, None).await
-        }
+        Err(e) => directory_page(&state, &req, &admin, refusal(e)?, None).await,
     }
 }
 
@@ -81,7 +78,7 @@ pub async fn revoke_scim_token(
         &state,
         &req,
         &admin,
-        Flash::ok("Revoked: the identity provider can no longer provision with it."),
+        (Flash::ok("Revoked: the identity provider can no longer provision with it."), StatusCode::OK),
         None,
     )
     .await
