@@ -365,12 +365,7 @@ async fn parse_form(db: &Db, form: &ProviderForm) -> DomainResult<(ProviderKind,
     }
     let mut groups = Vec::new();
     for name in form.allowed_groups.lines().map(str::trim).filter(|n| !n.is_empty()).take(1_000) {
-        let group = crate::storage::repos::groups::find_by_names(db, &[name.to_string()])
-            .await?
-            .into_iter()
-            .find(|g| crate::model::teams::name_key(&g.name) == crate::model::teams::name_key(name))
-            .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))?;
-        groups.push(group.id);
+        groups.push(crate::domain::teams::groups::named(db, name).await?.id);
     }
     let mut models: Vec<String> =
         form.models.split(['\n', ',']).map(str::trim).filter(|m| !m.is_empty()).map(str::to_string).collect();

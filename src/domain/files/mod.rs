@@ -251,6 +251,19 @@ pub async fn attachments_for_snapshot(
     Ok(out)
 }
 
+/// A file a share link keeps, as the templates show it under message `id`.
+pub fn snapshot_view(id: Uuid, f: &crate::model::teams::SnapshotFile) -> FileView {
+    FileView {
+        id,
+        image: is_raster(&f.mime),
+        hash: f.hash.clone(),
+        thumb: f.thumb.clone(),
+        name: f.name.clone(),
+        size: readable_size(f.size),
+        mime: f.mime.clone(),
+    }
+}
+
 fn view_of(a: attachment::Model) -> FileView {
     FileView {
         id: a.id,

@@ -45,12 +45,21 @@ pub async fn list(db: &Db, _admin: &Admin) -> DomainResult<Vec<(Group, u64)>> {
 
 /// The group with this name (ignoring case), if there is one.
 pub async fn by_name(db: &Db, _admin: &Admin, raw: &str) -> DomainResult<Option<Group>> {
+    Ok(repo::find_by_name(db, &check_name(raw)?).await?)
+}
+
+/// The group with this name (ignoring case), for a form that names one: a clear refusal when
+/// there is none.
+pub async fn named(db: &Db, raw: &str) -> DomainResult<Group> {
     let name = check_name(raw)?;
-    let key = crate::model::teams::name_key(&name);
-    Ok(repo::find_by_names(db, std::slice::from_ref(&name))
+    repo::find_by_name(db, &name)
         .await?
-        .into_iter()
-        .find(|g| crate::model::teams::name_key(&g.name) == key))
+        .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))
+}
+
+/// Every group's name, by id (for pages that name the groups something is granted to).
+pub async fn names_by_id(db: &Db, _admin: &Admin) -> DomainResult<std::collections::HashMap<Uuid, String>> {
+    Ok(repo::names(db, MAX_GROUPS).await?)
 }
 
 /// One group and its members.

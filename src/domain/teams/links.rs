@@ -145,8 +145,15 @@ pub async fn create(
 }
 
 /// A token's link, if it opens for this viewer: `NotFound` when unknown, revoked or expired,
-/// `Forbidden` when only people signed in may open it and the viewer is not.
-async fn find(db: &Db, token: &str, signed_in: bool) -> DomainResult<(ShareLink, Vec<SnapshotMessage>)> {
+/// `Forbidden` when only people signed in may open it and the viewer is not. `public_allowed`
+/// is the instance's setting now: turning public links off makes existing public links open
+/// for signed-in people only (and the link says it is not public).
+async fn find(
+    db: &Db,
+    token: &str,
+    signed_in: bool,
+    public_allowed: bool,
+) -> DomainResult<(ShareLink, Vec<SnapshotMessage>)> {
     // Tokens are 43 URL-safe base64 characters; anything else is not one, and costs no query.
     if token.len() != 43 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Err(DomainError::NotFound);
@@ -157,25 +164,21 @@ async fn find(db: &Db, token: &str, signed_in: bool) -> DomainResult<(ShareLink,
     if link.expires_at.is_some_and(|t| t <= Utc::now()) {
         return Err(DomainError::NotFound);
     }
+    let link = ShareLink { public: link.public && public_allowed, ..link };
     if !signed_in && !link.public {
         return Err(DomainError::Forbidden);
     }
     Ok((link, snapshot))
 }
 
-/// Opens a link for its page. `public_allowed` is the instance's setting now: turning public
-/// links off makes existing public links open for signed-in people only.
+/// Opens a link for its page.
 pub async fn open(
     db: &Db,
     token: &str,
     viewer: Option<&Actor>,
     public_allowed: bool,
 ) -> DomainResult<Opened> {
-    let (mut link, snapshot) = find(db, token, viewer.is_some()).await?;
-    if !public_allowed && link.public && viewer.is_none() {
-        return Err(DomainError::Forbidden);
-    }
-    link.public = link.public && public_allowed;
+    let (link, snapshot) = find(db, token, viewer.is_some(), public_allowed).await?;
     let mut files = HashMap::new();
     let messages = snapshot
         .into_iter()
@@ -183,19 +186,7 @@ pub async fn open(
         .map(|(i, m)| {
             // Stable ids of the snapshot's own, so the page's anchors stay put.
             let id = Uuid::from_u64_pair(link.id.as_u64_pair().0, i as u64);
-            let views: Vec<FileView> = m
-                .files
-                .iter()
-                .map(|f| FileView {
-                    id,
-                    hash: f.hash.clone(),
-                    thumb: f.thumb.clone(),
-                    name: f.name.clone(),
-                    image: f.mime.starts_with("image/") && f.mime != "image/svg+xml",
-                    size: files::readable_size(f.size),
-                    mime: f.mime.clone(),
-                })
-                .collect();
+            let views: Vec<FileView> = m.files.iter().map(|f| files::snapshot_view(id, f)).collect();
             if !views.is_empty() {
                 files.insert(id, views);
             }
@@ -233,11 +224,10 @@ pub async fn file(
     public_allowed: bool,
     hash: &str,
 ) -> DomainResult<Served> {
-    let opened = open(db, token, viewer, public_allowed).await?;
-    let shown = opened
-        .files
-        .values()
-        .flatten()
+    let (_, snapshot) = find(db, token, viewer.is_some(), public_allowed).await?;
+    let shown = snapshot
+        .iter()
+        .flat_map(|m| &m.files)
         .find(|f| f.hash == hash || f.thumb.as_deref() == Some(hash))
         .ok_or(DomainError::NotFound)?;
     files::serve_shown(store, hash, &shown.name).await
@@ -246,7 +236,7 @@ pub async fn file(
 /// "Continue in my workspace": the link's messages become a new session in the viewer's first
 /// workspace, with its files; returns the session's id.
 pub async fn continue_in_workspace(db: &Db, actor: &Actor, token: &str) -> DomainResult<Uuid> {
-    let (link, snapshot) = find(db, token, true).await?;
+    let (link, snapshot) = find(db, token, true, true).await?;
     let workspace = sessions::default_workspace(db, actor).await?;
     let session = sessions::create_session(db, actor, workspace.id, &link.title).await?;
     crate::storage::repos::messages::insert_copied_path(db, session.id, actor.user_id(), &snapshot).await?;

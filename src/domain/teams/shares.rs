@@ -9,9 +9,8 @@ use crate::domain::audit::{self, Origin};
 use crate::domain::authz::Actor;
 use crate::domain::sessions::access::{ShareRole, workspace_as};
 use crate::domain::{DomainError, DomainResult};
-use crate::model::teams::{Share, ShareSubject, name_key};
+use crate::model::teams::{Share, ShareSubject};
 use crate::storage::Db;
-use crate::storage::repos::groups as groups_repo;
 
 pub use super::changes::AccessChanges;
 use crate::storage::repos::shares::{self as repo, Subject};
@@ -63,21 +62,12 @@ pub async fn share(
             (Subject::Person(user.id), email)
         }
         Target::Group(raw) => {
-            let name = crate::domain::teams::groups::check_name(raw)?;
-            let group = groups_repo::find_by_names(db, std::slice::from_ref(&name))
-                .await?
-                .into_iter()
-                .find(|g| name_key(&g.name) == name_key(&name))
-                .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))?;
+            let group = crate::domain::teams::groups::named(db, raw).await?;
             (Subject::Group(group.id), group.name)
         }
     };
     let existing = repo::list(db, workspace.id).await?;
-    let already = existing.iter().any(|s| match (&s.subject, subject) {
-        (ShareSubject::Person { id, .. }, Subject::Person(p)) => *id == p,
-        (ShareSubject::Group { id, .. }, Subject::Group(g)) => *id == g,
-        _ => false,
-    });
+    let already = existing.iter().any(|s| is_for(s, subject));
     if !already && existing.len() as u64 >= MAX_SHARES {
         return Err(DomainError::Invalid(format!(
             "A workspace is shared with at most {MAX_SHARES} people and groups."
@@ -92,15 +82,16 @@ pub async fn share(
         serde_json::json!({ "workspace_id": workspace.id, "with": label, "role": role.as_str() }),
     )
     .await?;
-    repo::list(db, workspace.id)
-        .await?
-        .into_iter()
-        .find(|s| match (&s.subject, subject) {
-            (ShareSubject::Person { id, .. }, Subject::Person(p)) => *id == p,
-            (ShareSubject::Group { id, .. }, Subject::Group(g)) => *id == g,
-            _ => false,
-        })
-        .ok_or(DomainError::NotFound)
+    repo::list(db, workspace.id).await?.into_iter().find(|s| is_for(s, subject)).ok_or(DomainError::NotFound)
+}
+
+/// Whether a share is the one of this person or group.
+fn is_for(share: &Share, subject: Subject) -> bool {
+    match (&share.subject, subject) {
+        (ShareSubject::Person { id, .. }, Subject::Person(p)) => *id == p,
+        (ShareSubject::Group { id, .. }, Subject::Group(g)) => *id == g,
+        _ => false,
+    }
 }
 
 /// Changes the role of one share.

@@ -71,6 +71,20 @@ pub async fn list(db: &Db, limit: u64) -> StorageResult<Vec<(Group, u64)>> {
         .collect())
 }
 
+/// Every group's name, by id, at most `limit` (one statement).
+pub async fn names(db: &Db, limit: u64) -> StorageResult<HashMap<Uuid, String>> {
+    Ok(group::Entity::find()
+        .select_only()
+        .column(group::Column::Id)
+        .column(group::Column::Name)
+        .limit(limit)
+        .into_tuple::<(Uuid, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
 /// How many groups there are.
 pub async fn count<C: ConnectionTrait>(conn: &C) -> StorageResult<u64> {
     Ok(group::Entity::find().count(conn).await?)
@@ -182,6 +196,11 @@ pub async fn find_by_names<C: ConnectionTrait>(conn: &C, names: &[String]) -> St
         .into_iter()
         .map(to_group)
         .collect())
+}
+
+/// The group with this name (ignoring case).
+pub async fn find_by_name<C: ConnectionTrait>(conn: &C, name: &str) -> StorageResult<Option<Group>> {
+    Ok(group::Entity::find().filter(group::Column::NameKey.eq(name_key(name))).one(conn).await?.map(to_group))
 }
 
 /// Removes the person from every group synced from the identity provider except `keep`.

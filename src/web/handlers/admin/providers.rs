@@ -106,11 +106,7 @@ async fn provider_page(
     let emails = admin::user_emails(&state.db, &admin.1, &p.allowed_users).await?;
     let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
     let names: std::collections::HashMap<Uuid, String> =
-        crate::domain::teams::groups::list(&state.db, &admin.1)
-            .await?
-            .into_iter()
-            .map(|(g, _)| (g.id, g.name))
-            .collect();
+        crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
     let group_names: Vec<String> = p.allowed_groups.iter().filter_map(|id| names.get(id).cloned()).collect();
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();

@@ -44,11 +44,7 @@ async fn quotas_page(
     let ids: Vec<Uuid> = all.people.iter().map(|(id, _)| *id).collect();
     let emails = admin::user_emails(&state.db, &admin.1, &ids).await?;
     let names: std::collections::HashMap<Uuid, String> =
-        crate::domain::teams::groups::list(&state.db, &admin.1)
-            .await?
-            .into_iter()
-            .map(|(g, _)| (g.id, g.name))
-            .collect();
+        crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
     let mut group_rows: Vec<QuotaRow> = all
         .groups
         .iter()
