@@ -232,7 +232,9 @@ async fn admins_make_and_revoke_scim_tokens_in_the_console_and_bad_names_are_ref
     let app = TestApp::spawn().await;
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let s = app.login_full(&admin).await;
-    for (body, says) in [("name=", "Give the token a name"), (&*format!("name={}", "x".repeat(81)), "at most 80")] {
+    for (body, says) in
+        [("name=", "Give the token a name"), (&*format!("name={}", "x".repeat(81)), "at most 80")]
+    {
         let res = app.post_form("/admin/directory/tokens", body, Some(&s)).await;
         assert_eq!(res.status(), 400, "{body}");
         assert!(res.text().await.unwrap().contains(says), "{body}");
