@@ -459,17 +459,14 @@ async fn the_model_asks_to_write_a_file_the_user_approves_and_sees_the_diff() {
     assert!(!a.folder.join("hello.md").exists());
     browser.screenshot(artifacts_dir().join("agent-confirm.png")).await.unwrap();
 
-    browser
-        .execute("document.querySelector('.confirm button[value=yes]').scrollIntoView({block: 'center'}); return true;", &[])
-        .await
-        .unwrap();
-    browser.click(".confirm button[value=yes]").await.unwrap();
-    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(15)).await.unwrap();
+    // The page may swap or reload the dialog while it is clicked (its watcher): click it anew.
+    browser.click_when_ready(".confirm button[value=yes]", Duration::from_secs(15)).await.unwrap();
+    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(30)).await.unwrap();
     browser
         .wait_for_text(
             "#thread article:last-of-type.msg-assistant[data-status=complete] .markdown",
             "I saved notes/hello.md.",
-            Duration::from_secs(15),
+            Duration::from_secs(30),
         )
         .await
         .unwrap();
@@ -480,7 +477,7 @@ async fn the_model_asks_to_write_a_file_the_user_approves_and_sees_the_diff() {
 
     // After a reload the history is the same: the call, its diff, the answer.
     browser.goto(&a.c.app.url(&format!("/s/{}", a.c.session))).await.unwrap();
-    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(10)).await.unwrap();
+    browser.wait_for_text(".msg-tool .diff", "+from the agent", Duration::from_secs(30)).await.unwrap();
     browser.close().await.unwrap();
 }
 

@@ -33,6 +33,8 @@ const DEFAULT_WINDOW: (u32, u32) = (1280, 800);
 
 /// How often the `wait_for*` helpers poll the page.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Scrolls the element passed as the first argument to the middle of the viewport.
+const SCROLL_INTO_VIEW: &str = "arguments[0].scrollIntoView({block: 'center'}); return true;";
 
 /// How long chromedriver may take to answer `GET /status` with `ready: true`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -418,6 +420,39 @@ impl Browser {
                 return Err(BrowserError::Timeout(format!("no element matched `{css}` within {timeout:?}")));
             }
             sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// Waits for an element, scrolls it into view and clicks it; when a swap or a reload
+    /// replaced it between finding and clicking (a stale element, a click that landed on
+    /// something else), finds it again, until the timeout.
+    pub async fn click_when_ready(&self, css: &str, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let el = self.wait_for(css, left).await?;
+            let clicked = match self.execute(SCROLL_INTO_VIEW, &[el.to_arg()]).await {
+                Ok(_) => self.click_element(&el).await,
+                Err(err) => Err(err),
+            };
+            match clicked {
+                Ok(()) => return Ok(()),
+                Err(err)
+                    if Instant::now() < deadline
+                        && matches!(
+                            err.webdriver_code(),
+                            Some(
+                                "stale element reference"
+                                    | "element click intercepted"
+                                    | "element not interactable"
+                                    | "no such element"
+                            )
+                        ) =>
+                {
+                    sleep(POLL_INTERVAL).await;
+                }
+                Err(err) => return Err(err),
+            }
         }
     }
 
