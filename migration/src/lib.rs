@@ -23,6 +23,7 @@ mod m20261126_000019_groups;
 mod m20261126_000020_workspace_shares;
 mod m20261126_000021_share_links;
 mod m20261126_000022_scim;
+mod m20261126_000023_group_settings;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000020_workspace_shares::Migration),
             Box::new(m20261126_000021_share_links::Migration),
             Box::new(m20261126_000022_scim::Migration),
+            Box::new(m20261126_000023_group_settings::Migration),
         ]
     }
 }

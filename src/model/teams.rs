@@ -13,6 +13,11 @@ pub struct Group {
     pub name: String,
     /// Synced from the identity provider's groups claim: sign-ins replace its memberships.
     pub managed_by_idp: bool,
+    /// The role its members get when they first sign in (the most generous of their groups').
+    pub default_role: crate::model::accounts::Role,
+    /// The least-asking approval mode its members may use (the loosest of their groups'
+    /// settings); `None` leaves it to the instance's `agent.loosest_approval_mode`.
+    pub loosest_approval_mode: Option<String>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
 }

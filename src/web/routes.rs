@@ -123,6 +123,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/admin/groups", Admin, web::post().to(admin::create_group)),
         entry(Method::GET, "/admin/groups/{id}", Admin, web::get().to(admin::group)),
         entry(Method::POST, "/admin/groups/{id}/rename", Admin, web::post().to(admin::rename_group)),
+        entry(Method::POST, "/admin/groups/{id}/grants", Admin, web::post().to(admin::set_group_grants)),
         entry(Method::POST, "/admin/groups/{id}/delete", Admin, web::post().to(admin::delete_group)),
         entry(Method::POST, "/admin/groups/{id}/members", Admin, web::post().to(admin::add_group_member)),
         entry(

@@ -312,6 +312,12 @@ pub(crate) fn cases() -> Vec<Case> {
             ADMIN_ONLY,
         ),
         post(
+            "/admin/groups/{id}/grants",
+            |ids| format!("/admin/groups/{}/grants", ids.group),
+            "default_role=member&loosest_approval_mode=",
+            ADMIN_ONLY,
+        ),
+        post(
             "/admin/groups/{id}/delete",
             |ids| format!("/admin/groups/{}/delete", ids.spare_group),
             "",

@@ -197,3 +197,82 @@ async fn a_persons_quota_is_their_own_else_their_groups_most_generous_else_the_d
         assert_eq!(save(body).await.status(), 400, "{body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_approval_mode_loosens_the_instances_for_its_members_and_bad_grants_are_refused() {
+    use crate::agent::{agent, says, write_call};
+    use crate::support::mock_upstream::Provider;
+    const MODEL: &str = "openai/gpt-4o-mini";
+    // The session asks for auto-edit; the instance allows no looser than suggest.
+    let a = agent("auto-edit", |c| c.agent.loosest_approval_mode = "suggest".into()).await;
+    let app = &a.c.app;
+    let db = &app.state.db;
+    let root = app.create_user("root@example.com", Role::Admin).await;
+    let root_s = app.login_full(&root).await;
+    let proof = Actor::for_tests(&root).admin().unwrap();
+
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/one.md", "1\n"));
+    a.c.send_ok("Write one", MODEL).await;
+    let call = a.paused().await;
+    assert!(!a.folder.join("one.md").exists());
+    assert_eq!(a.decide(call, "no", "").await.status(), 200);
+    assert_eq!(a.ended().await, "cancelled");
+
+    // An admin lets the group "builders" use auto-edit, through the console.
+    let builders = groups::create(db, &proof, &Origin::cli(), "builders").await.unwrap();
+    groups::add_member(db, &proof, &Origin::cli(), builders.id, &a.c.user.email).await.unwrap();
+    let path = format!("/admin/groups/{}", builders.id);
+    let page = app.get(&path, Some(&root_s.cookie)).await.text().await.unwrap();
+    assert!(
+        page.contains("the instance&#x27;s (suggest)") || page.contains("the instance's (suggest)"),
+        "{page}"
+    );
+    // Bad grants are refused with a reason and change nothing.
+    for (body, says) in [
+        ("default_role=owner&loosest_approval_mode=", "member or admin"),
+        ("default_role=member&loosest_approval_mode=yolo", "suggest, auto-edit or full-auto"),
+    ] {
+        let res = app.post_form(&format!("{path}/grants"), body, Some(&root_s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains(says), "{body}");
+    }
+    assert_eq!(
+        app.post_form(&format!("{path}/grants"), "loosest_approval_mode=", Some(&root_s)).await.status(),
+        400
+    );
+    let unknown = uuid::Uuid::now_v7();
+    let res =
+        app.post_form(&format!("/admin/groups/{unknown}/grants"), "default_role=member", Some(&root_s)).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(groups::detail(db, &proof, builders.id).await.unwrap().0.loosest_approval_mode, None);
+
+    let res = app
+        .post_form(
+            &format!("{path}/grants"),
+            "default_role=member&loosest_approval_mode=auto-edit",
+            Some(&root_s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("What builders grants is saved."));
+    assert_eq!(
+        groups::loosest_approval_mode(db, a.c.user.id).await.unwrap().map(|m| m.as_str()),
+        Some("auto-edit")
+    );
+
+    // Now the same write runs unasked.
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/two.md", "2\n"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Written."));
+    a.c.send_ok("Write two", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("two.md")).unwrap(), "2\n");
+    assert_eq!(a.calls().await.last().unwrap().decision.as_deref(), Some("auto"));
+
+    // Out of the group, the instance's ceiling holds again.
+    groups::remove_member(db, &app.state.access, &proof, &Origin::cli(), builders.id, a.c.user.id)
+        .await
+        .unwrap();
+    assert_eq!(groups::loosest_approval_mode(db, a.c.user.id).await.unwrap(), None);
+    let audit = arbor::storage::repos::audit::list(db, &Default::default(), 50).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "group.grants"));
+}

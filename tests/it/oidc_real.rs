@@ -36,6 +36,15 @@ pub(crate) async fn idp_and_app(
     alg: &'static str,
     adjust: impl FnOnce(&mut arbor::config::Config),
 ) -> (Idp, TestApp) {
+    idp_with(accounts(), alg, adjust).await
+}
+
+/// A real provider holding these accounts and an Arbor registered at it.
+pub(crate) async fn idp_with(
+    accounts: Vec<IdpAccount>,
+    alg: &'static str,
+    adjust: impl FnOnce(&mut arbor::config::Config),
+) -> (Idp, TestApp) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let idp = Idp::start(IdpConfig {
@@ -43,7 +52,7 @@ pub(crate) async fn idp_and_app(
         client_secret: CLIENT_SECRET.into(),
         redirect_uris: vec![format!("{base}/auth/oidc/callback")],
         post_logout_redirect_uris: vec![format!("{base}/login")],
-        accounts: accounts(),
+        accounts,
         alg,
     })
     .await
@@ -64,7 +73,7 @@ pub(crate) async fn idp_and_app(
 }
 
 /// Start at Arbor, sign in at the provider as `login`, come back; the callback's response.
-async fn sign_in(idp: &Idp, app: &TestApp, login: &str) -> reqwest::Response {
+pub(crate) async fn sign_in(idp: &Idp, app: &TestApp, login: &str) -> reqwest::Response {
     let start = app.post_form("/auth/oidc/start", "next=%2F", None).await;
     assert_eq!(start.status(), 303);
     let flow = start
@@ -209,4 +218,49 @@ async fn an_account_the_directory_provisioned_is_the_one_its_first_sign_in_uses(
     assert_eq!(found.len(), 1, "no second account");
     assert_eq!(found[0].0.id, provisioned.id);
     assert!(arbor::storage::repos::users::has_identity(&app.state.db, provisioned.id).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_that_grants_admin_makes_its_members_admins_at_their_first_sign_in_only() {
+    use arbor::domain::accounts::Actor;
+    use arbor::domain::audit::Origin;
+    use arbor::domain::teams::groups;
+    // No configured admin groups: the role is the groups' to give.
+    let (idp, app) = idp_and_app("RS256", |c| c.oidc.admin_groups = vec![]).await;
+    let db = &app.state.db;
+    let root = app.create_user("root@example.com", Role::Admin).await;
+    let proof = Actor::for_tests(&root).admin().unwrap();
+    let dev = arbor::storage::repos::groups::insert(db, "dev", true).await.unwrap().unwrap();
+    let grants = groups::Grants { default_role: "admin".into(), loosest_approval_mode: String::new() };
+    groups::set_grants(db, &proof, &Origin::cli(), dev.id, &grants).await.unwrap();
+
+    let find = |email: &'static str| async move {
+        arbor::storage::repos::users::find_by_email(db, email).await.unwrap().into_iter().next().unwrap().0
+    };
+    // Alice's claim names dev: her account starts as an admin, and the audit says why.
+    assert_eq!(sign_in(&idp, &app, "alice").await.status(), 303);
+    let alice = find("alice@example.test").await;
+    assert_eq!(alice.role, Role::Admin);
+    let audit = arbor::storage::repos::audit::list(db, &Default::default(), 50).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.action == "user.role" && e.details.to_string().contains("first sign-in")),
+        "{audit:?}"
+    );
+
+    // Only the first sign-in: once an admin makes her a member, the next sign-in keeps that.
+    arbor::storage::repos::users::set_role(db, alice.id, Role::Member).await.unwrap();
+    assert_eq!(sign_in(&idp, &app, "alice").await.status(), 303);
+    assert_eq!(find("alice@example.test").await.role, Role::Member);
+
+    // Bob is in no group: a member.
+    assert_eq!(sign_in(&idp, &app, "bob").await.status(), 303);
+    use arbor::storage::entities::user;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let bob = user::Entity::find()
+        .filter(user::Column::UnverifiedEmail.eq("bob@example.test"))
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bob.role, "member");
 }

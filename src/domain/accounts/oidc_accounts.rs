@@ -71,20 +71,56 @@ pub async fn sign_in(
     id: &VerifiedIdentity,
     invitation: Option<Uuid>,
 ) -> DomainResult<User> {
-    let user = admit(db, cfg, id, invitation).await?;
+    let (user, role_open) = admit(db, cfg, id, invitation).await?;
     let claim = groups::Claim::from_raw(id.groups_sent.then_some(id.groups.as_slice()));
     if let Err(e) = groups::sync_from_claim(db, user.id, &claim).await {
         tracing::warn!(user_id = %user.id, error = %e, "could not record the identity provider's groups");
     }
-    Ok(user)
+    if !role_open {
+        return Ok(user);
+    }
+    match group_role(db, &user).await {
+        Ok(role) => Ok(User { role, ..user }),
+        Err(e) => {
+            tracing::warn!(user_id = %user.id, error = %e, "could not apply the groups' role at first sign-in");
+            Ok(user)
+        }
+    }
 }
 
+/// At a first sign-in whose role no invitation or configured admin group decided: the role
+/// the person's groups give (admin when any of them says so; audited).
+async fn group_role(db: &Db, user: &User) -> DomainResult<Role> {
+    let role = groups::role_at_first_sign_in(db, user.id).await?;
+    if role == user.role {
+        return Ok(role);
+    }
+    users::set_role(db, user.id, role).await?;
+    crate::domain::audit::record(
+        db,
+        &crate::domain::audit::Origin::system(),
+        "user.role",
+        &format!("user:{}", user.email),
+        serde_json::json!({
+            "user_id": user.id,
+            "from": user.role.as_str(),
+            "to": role.as_str(),
+            "by": "the role of their groups at first sign-in",
+        }),
+    )
+    .await?;
+    Ok(role)
+}
+
+/// Admits the person; the flag is a first sign-in whose role is still the groups' to give
+/// (a new account, or a directory-provisioned one linked now, with no invitation and no
+/// configured admin groups deciding it).
 async fn admit(
     db: &Db,
     cfg: &OidcConfig,
     id: &VerifiedIdentity,
     invitation: Option<Uuid>,
-) -> DomainResult<User> {
+) -> DomainResult<(User, bool)> {
     let invitation = match invitation {
         Some(invitation_id) => Some(invitations::open_by_id(db, invitation_id).await?),
         None => None,
@@ -98,15 +134,17 @@ async fn admit(
     let name = display_name(id);
 
     if let Some(user) = users::find_by_identity(db, &id.issuer, &id.subject).await? {
-        return known_identity(db, cfg, id, user, &emails, &name).await;
+        return Ok((known_identity(db, cfg, id, user, &emails, &name).await?, false));
     }
+    let role_open = invitation.is_none() && mapped_role(cfg, id).is_none();
 
     // 2. Linking by email, only when enabled (or the account was provisioned by the directory,
     //    which vouches for its email) and the provider verified the address, and only to the one
     //    account with that email, which has no provider identity yet.
     if let Some(email) = emails.verified.as_deref()
         && let [(user, _)] = users::find_by_email(db, email).await?.as_slice()
-        && (cfg.link_verified_email || crate::storage::repos::directory::made_by_scim(db, user.id).await?)
+        && let scim = crate::storage::repos::directory::made_by_scim(db, user.id).await?
+        && (cfg.link_verified_email || scim)
         && !users::has_identity(db, user.id).await?
     {
         let user = user.clone();
@@ -115,7 +153,8 @@ async fn admit(
         }
         users::set_identity(db, user.id, &id.issuer, &id.subject).await?;
         users::touch_login(db, user.id).await?;
-        return Ok(user);
+        // A directory-provisioned account's first sign-in; an older account keeps its role.
+        return Ok((user, role_open && scim));
     }
 
     // 3. A new account: the invited role, else the mapped role, else member.
@@ -123,11 +162,11 @@ async fn admit(
     match create(db, id, &emails, &name, role, invitation.as_ref().map(|i| i.id)).await {
         Ok(user) => {
             users::touch_login(db, user.id).await?;
-            Ok(user)
+            Ok((user, role_open))
         }
         // A concurrent first sign-in of the same person won the unique (issuer, subject) index.
         Err(e) => match users::find_by_identity(db, &id.issuer, &id.subject).await? {
-            Some(user) => known_identity(db, cfg, id, user, &emails, &name).await,
+            Some(user) => Ok((known_identity(db, cfg, id, user, &emails, &name).await?, false)),
             None => Err(e),
         },
     }

@@ -500,11 +500,12 @@ impl RunEngine {
         session: &ChatSession,
     ) -> DomainResult<agent::ApprovalMode> {
         let (workspace, _) = sessions::view_workspace(&self.db, &job.actor, session.workspace_id).await?;
-        Ok(agent::effective_mode(
-            session.approval_mode.as_deref(),
-            &workspace.approval_mode,
-            self.agent.loosest,
-        ))
+        // The person who started the run: their groups may allow a looser mode than the
+        // instance's (admins set it per group), the loosest of their groups' winning.
+        let loosest = crate::domain::teams::groups::loosest_approval_mode(&self.db, job.actor.user_id())
+            .await?
+            .unwrap_or(self.agent.loosest);
+        Ok(agent::effective_mode(session.approval_mode.as_deref(), &workspace.approval_mode, loosest))
     }
 
     /// Decides a proposed call by the rules alone, recording why it may run; `false` means a

@@ -4,7 +4,8 @@
 
 use uuid::Uuid;
 
-use crate::domain::accounts::User;
+use crate::domain::accounts::{Role, User};
+use crate::domain::agent::ApprovalMode;
 use crate::domain::audit::{self, Origin};
 use crate::domain::authz::{Actor, Admin};
 use crate::domain::teams::changes::AccessChanges;
@@ -111,6 +112,69 @@ pub async fn rename(
     )
     .await?;
     Ok(Group { name, ..before })
+}
+
+/// What a group grants beyond access, as the console's form sends it: the role at first
+/// sign-in (`member` or `admin`) and the least-asking approval mode (blank: the instance's).
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// `member` or `admin`.
+    pub default_role: String,
+    /// Blank, `suggest`, `auto-edit` or `full-auto`.
+    pub loosest_approval_mode: String,
+}
+
+/// Sets what the group grants its members (audited).
+pub async fn set_grants(
+    db: &Db,
+    _admin: &Admin,
+    origin: &Origin,
+    id: Uuid,
+    grants: &Grants,
+) -> DomainResult<Group> {
+    let role = Role::parse(grants.default_role.trim())
+        .ok_or_else(|| DomainError::Invalid("The role at first sign-in is member or admin.".into()))?;
+    let loosest = match grants.loosest_approval_mode.trim() {
+        "" => None,
+        mode => Some(
+            ApprovalMode::parse(mode)
+                .ok_or_else(|| {
+                    DomainError::Invalid(
+                        "The approval mode is the instance's, suggest, auto-edit or full-auto.".into(),
+                    )
+                })?
+                .as_str(),
+        ),
+    };
+    let before = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+    if !repo::set_grants(db, id, role, loosest).await? {
+        return Err(DomainError::NotFound);
+    }
+    audit::record(
+        db,
+        origin,
+        "group.grants",
+        &format!("group:{}", before.name),
+        serde_json::json!({ "group_id": id, "default_role": role.as_str(), "loosest_approval_mode": loosest }),
+    )
+    .await?;
+    Ok(Group { default_role: role, loosest_approval_mode: loosest.map(str::to_string), ..before })
+}
+
+/// The least-asking approval mode the person's groups allow: the loosest any of them sets,
+/// `None` when none sets one (the instance's setting holds).
+pub async fn loosest_approval_mode(db: &Db, user_id: Uuid) -> DomainResult<Option<ApprovalMode>> {
+    Ok(repo::groups_of(db, user_id)
+        .await?
+        .iter()
+        .filter_map(|g| g.loosest_approval_mode.as_deref().and_then(ApprovalMode::parse))
+        .max())
+}
+
+/// The role the person's groups give at first sign-in: admin when any of them says so.
+pub async fn role_at_first_sign_in(db: &Db, user_id: Uuid) -> DomainResult<Role> {
+    let groups = repo::groups_of(db, user_id).await?;
+    Ok(groups.iter().map(|g| g.default_role).find(|r| *r == Role::Admin).unwrap_or(Role::Member))
 }
 
 /// Deletes a group; what was granted to it (shares, visibility, quotas) goes with it.

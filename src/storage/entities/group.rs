@@ -15,6 +15,10 @@ pub struct Model {
     pub external_id: Option<String>,
     /// Made by directory provisioning (SCIM).
     pub scim: bool,
+    /// The role its members get at their first sign-in: `member` or `admin`.
+    pub default_role: String,
+    /// The least-asking approval mode its members may use; `None`: the instance's.
+    pub loosest_approval_mode: Option<String>,
     pub created_at: DateTimeUtc,
 }
 

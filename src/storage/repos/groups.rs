@@ -3,21 +3,28 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use sea_orm::sea_query::{OnConflict, Query};
+use sea_orm::sea_query::{Expr, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
 use uuid::Uuid;
 
-use crate::model::accounts::User;
+use crate::model::accounts::{Role, User};
 use crate::model::teams::{Group, name_key};
 use crate::storage::entities::{group, group_member, user};
 use crate::storage::repos::users::to_domain as to_user;
 use crate::storage::{Db, StorageResult};
 
 fn to_group(m: group::Model) -> Group {
-    Group { id: m.id, name: m.name, managed_by_idp: m.managed_by_idp, created_at: m.created_at }
+    Group {
+        id: m.id,
+        name: m.name,
+        managed_by_idp: m.managed_by_idp,
+        default_role: Role::parse(&m.default_role).unwrap_or(Role::Member),
+        loosest_approval_mode: m.loosest_approval_mode,
+        created_at: m.created_at,
+    }
 }
 
 /// Inserts a group, or `None` when the name (ignoring case) is taken.
@@ -33,6 +40,8 @@ pub async fn insert<C: ConnectionTrait>(
         managed_by_idp,
         external_id: None,
         scim: false,
+        default_role: Role::Member.as_str().into(),
+        loosest_approval_mode: None,
         created_at: Utc::now(),
     };
     let inserted = group::Entity::insert(group::ActiveModel::from(row.clone()))
@@ -234,4 +243,16 @@ pub async fn all_memberships(db: &Db, limit: u64) -> StorageResult<Vec<(Uuid, St
         .into_iter()
         .filter_map(|m| groups.get(&m.group_id).map(|n| (m.user_id, n.clone())))
         .collect())
+}
+
+/// Sets what the group grants beyond access: its members' role at first sign-in and their
+/// least-asking approval mode; `false` when there is no such group.
+pub async fn set_grants(db: &Db, id: Uuid, default_role: Role, loosest: Option<&str>) -> StorageResult<bool> {
+    let res = group::Entity::update_many()
+        .col_expr(group::Column::DefaultRole, Expr::value(default_role.as_str()))
+        .col_expr(group::Column::LoosestApprovalMode, Expr::value(loosest.map(str::to_string)))
+        .filter(group::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
 }

@@ -49,6 +49,8 @@ async fn group_page(
     ctx.insert("group", &group);
     ctx.insert("members", &members);
     ctx.insert("members_shown", &groups::MEMBERS_SHOWN);
+    ctx.insert("approval_modes", &crate::domain::sessions::APPROVAL_MODES);
+    ctx.insert("instance_loosest", &state.config.agent.loosest_approval_mode);
     render::section(
         state,
         req,
@@ -112,6 +114,35 @@ pub async fn rename_group(
     let who = origin(&req, &state, &admin.0);
     let (flash, status) = match groups::rename(&state.db, &admin.1, &who, id, &form.name).await {
         Ok(g) => (Flash::ok(format!("Renamed to {}.", g.name)), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
+    group_page(&state, &req, &admin, id, flash, status).await
+}
+
+/// The grants form: the role at first sign-in and the least-asking approval mode.
+#[derive(Deserialize)]
+pub struct GrantsForm {
+    default_role: String,
+    #[serde(default)]
+    loosest_approval_mode: String,
+}
+
+/// `POST /admin/groups/{id}/grants`.
+pub async fn set_group_grants(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    admin: AdminUser,
+    id: web::Path<String>,
+    form: web::Form<GrantsForm>,
+) -> Result<HttpResponse, WebError> {
+    let id = render::parse_id(&id)?;
+    let who = origin(&req, &state, &admin.0);
+    let grants = groups::Grants {
+        default_role: form.default_role.clone(),
+        loosest_approval_mode: form.loosest_approval_mode.clone(),
+    };
+    let (flash, status) = match groups::set_grants(&state.db, &admin.1, &who, id, &grants).await {
+        Ok(g) => (Flash::ok(format!("What {} grants is saved.", g.name)), StatusCode::OK),
         Err(e) => refusal(e)?,
     };
     group_page(&state, &req, &admin, id, flash, status).await
