@@ -11,8 +11,16 @@
     // The session's watcher says which confirmation dialog this page shows, so that a run
     // paused from another tab (or before this page loaded) is noticed.
     if (event.detail.elt && event.detail.elt.id === "pending-watch") {
+      // The workspace is no longer shared with this reader: the notice stays until they leave.
+      if (document.getElementById("access-revoked")) {
+        event.preventDefault();
+        return;
+      }
       var shown = document.querySelector(".confirm[data-call]");
       event.detail.headers["X-Arbor-Showing"] = shown ? shown.getAttribute("data-call") : "";
+      // Whether it follows a live run: a streaming answer, or a message on its way.
+      var following = document.querySelector('#thread [data-status="streaming"], #composer.htmx-request');
+      event.detail.headers["X-Arbor-Following"] = following ? "1" : "";
     }
   });
 

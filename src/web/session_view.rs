@@ -72,20 +72,19 @@ pub fn diff_lines(diff: &str) -> Vec<DiffLine> {
         .collect()
 }
 
-/// How a decision reads on a card.
-pub fn decision_words(decision: Option<&str>) -> Option<String> {
-    Some(
-        match decision? {
-            "auto" => "ran without asking (approval mode)",
-            "rule" => "ran without asking (an \"always\" rule)",
-            "yes" => "approved by you",
-            "always" => "approved by you, always",
-            "no" => "refused by you; the run stopped",
-            "no_continue" => "refused by you; the agent went on",
-            _ => return None,
-        }
-        .to_string(),
-    )
+/// How a decision reads on a card: who decided is named (in a shared workspace it may be a
+/// teammate); a decision recorded without a person reads as the reader's own.
+pub fn decision_words(decision: Option<&str>, decided_by: Option<&str>) -> Option<String> {
+    let who = decided_by.unwrap_or("you");
+    Some(match decision? {
+        "auto" => "ran without asking (approval mode)".to_string(),
+        "rule" => "ran without asking (an \"always\" rule)".to_string(),
+        "yes" => format!("approved by {who}"),
+        "always" => format!("approved by {who}, always"),
+        "no" => format!("refused by {who}; the run stopped"),
+        "no_continue" => format!("refused by {who}; the agent went on"),
+        _ => return None,
+    })
 }
 
 fn tool_result_view(parts: &[Part]) -> Option<ToolResultView> {
@@ -123,7 +122,7 @@ pub fn attach_calls(
     for v in views.iter_mut() {
         let (Some(result), Some(call)) = (v.tool_result.as_mut(), calls.get(&v.id)) else { continue };
         result.diff = call.diff.as_deref().map(diff_lines).unwrap_or_default();
-        result.decision = decision_words(call.decision.as_deref());
+        result.decision = decision_words(call.decision.as_deref(), call.decided_by.as_deref());
     }
 }
 

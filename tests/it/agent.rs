@@ -16,7 +16,7 @@ use crate::support::mock_upstream::{Provider, Reply};
 const MODEL: &str = "openai/gpt-4o-mini";
 
 /// One OpenAI streaming chunk.
-fn chunk(delta: Value, finish: Option<&str>) -> String {
+pub(crate) fn chunk(delta: Value, finish: Option<&str>) -> String {
     let body = json!({
         "id": "chatcmpl-agent", "object": "chat.completion.chunk", "created": 1_754_999_021,
         "model": "gpt-4o-mini-2024-07-18",

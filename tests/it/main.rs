@@ -22,6 +22,7 @@ mod csp;
 mod deploy;
 mod e2e;
 mod e2e_context;
+mod e2e_team;
 mod e2e_thread;
 mod events;
 mod files;

@@ -144,6 +144,21 @@ async fn revoking_a_share_ends_the_viewers_live_stream_at_once() {
     let mut events = SseReader::new(res);
     let (name, _) = events.next_event().await.unwrap();
     assert_eq!(name, "snapshot", "the viewer follows the run live");
+    // A viewer's page that does not follow the live run is told to reload and follow it.
+    let watch = |following: &'static str| {
+        let req = c
+            .app
+            .client
+            .get(c.app.url(&format!("/s/{s}/pending-watch")))
+            .header("Cookie", &t.viewer.cookie)
+            .header("X-Arbor-Showing", "")
+            .header("X-Arbor-Following", following);
+        async move { req.send().await.unwrap() }
+    };
+    let res = watch("").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers().get("hx-refresh").and_then(|v| v.to_str().ok()), Some("true"));
+    assert_eq!(watch("1").await.status(), 204);
 
     let shares =
         arbor::domain::teams::shares::list(&c.app.state.db, &Actor::for_tests(&c.user), ws).await.unwrap();
@@ -167,6 +182,11 @@ async fn revoking_a_share_ends_the_viewers_live_stream_at_once() {
     .expect("the stream ended at once");
     assert!(ended.is_some_and(|d| d.contains("access-revoked")), "the page says so");
     assert!(events.next_event().await.is_none(), "and the stream is closed");
+    // A page with no stream open learns it at its next watch: a 404 whose notice it shows.
+    let res = watch("1").await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(res.headers().get("hx-retarget").and_then(|v| v.to_str().ok()), Some("#thread"));
+    assert!(res.text().await.unwrap().contains("no longer shared with you"));
     assert_eq!(c.app.get(&format!("/s/{s}"), Some(&t.viewer.cookie)).await.status(), 404);
     // The editor's access is untouched; the owner's run goes on until stopped.
     assert_eq!(c.app.get(&format!("/s/{s}"), Some(&t.editor.cookie)).await.status(), 200);

@@ -49,9 +49,11 @@ async fn dialog_html(
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
     let call = decisions::call_state(&state.db, actor, session_id, call_id).await?;
-    let (session, _) = sessions::view_session(&state.db, actor, session_id).await?;
+    let (session, role) = sessions::view_session(&state.db, actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
+    // A viewer is offered no decision and no Stop on what the run writes next.
+    ctx.insert("viewer", &(role < crate::model::teams::ShareRole::Editor));
     if call.status == "proposed" {
         ctx.insert("pending", &call.call);
         return render_to_string(state, "partials/_confirm.html", &ctx);
@@ -195,7 +197,8 @@ pub async fn show(
 }
 
 /// `GET /s/{session_id}/pending-watch`: polled by every open session page. When a call waits
-/// for a decision that the page does not show (`X-Arbor-Showing`), the page reloads to show it.
+/// for a decision that the page does not show (`X-Arbor-Showing`), or a run is live that the
+/// page does not follow (`X-Arbor-Following` empty), the page reloads to show it.
 pub async fn pending_watch(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -204,17 +207,27 @@ pub async fn pending_watch(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let pending = match decisions::pending_call(&state.db, &user.0.actor, session_id).await {
-        // Gone, or no longer shared with the reader: the page reloads and says so.
+        // Gone, or no longer shared with the reader: still a 404, whose notice the page shows
+        // (app.js swaps a 4xx that names its place) and then stops watching.
         Err(crate::domain::DomainError::NotFound) => {
-            return Ok(HttpResponse::NotFound().insert_header(("HX-Refresh", "true")).finish());
+            return Ok(HttpResponse::NotFound()
+                .insert_header(("HX-Retarget", "#thread"))
+                .insert_header(("HX-Reswap", "afterbegin"))
+                .content_type("text/html; charset=utf-8")
+                .body(crate::web::handlers::events::REVOKED_NOTICE));
         }
         other => other?,
     };
-    let showing = req.headers().get("x-arbor-showing").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let showing = header("x-arbor-showing").unwrap_or_default();
+    // A run someone else started (a teammate in a shared workspace, or another tab) that this
+    // page does not follow: the reloaded page shows it streaming and follows it live.
+    let unfollowed_run = header("x-arbor-following") == Some("") && state.runs.is_active(session_id);
     match pending {
         Some(call) if call.id.to_string() != showing => {
             Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish())
         }
+        _ if unfollowed_run => Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish()),
         _ => Ok(HttpResponse::NoContent().finish()),
     }
 }

@@ -15,8 +15,9 @@ use crate::web::session_page::final_message_html;
 use crate::web::sse::{self, StreamItem};
 use crate::web::{WebError, sse::done_event};
 
-/// What a page shows when the workspace stops being shared with its reader mid-stream.
-const REVOKED_NOTICE: &str = r#"<p class="flash flash-error" role="alert" id="access-revoked">This workspace is no longer shared with you: reload to leave.</p>"#;
+/// What a page shows when its reader loses the session: mid-stream (this stream's last event) or
+/// at the page's next watch (`pending_watch`), whichever comes first.
+pub(crate) const REVOKED_NOTICE: &str = r#"<p class="flash flash-error" role="alert" id="access-revoked">This session is no longer available to you: its workspace is no longer shared with you, or it was deleted. Reload to leave.</p>"#;
 
 /// Query of the stream: the message the page is waiting for.
 #[derive(Deserialize)]

@@ -134,6 +134,17 @@ pub enum Reply {
     },
     /// Reads the request, then never answers (not even a status line) until the client hangs up.
     Hang,
+    /// Like [`Reply::Sse`], but after the `before` chunks it holds until the test opens the gate
+    /// named `gate` ([`MockUpstream::open_gate`]), then sends `after` and ends: a stream a test
+    /// can pause at a known point however slow the machine is.
+    Gated {
+        /// Sent at once.
+        before: Vec<String>,
+        /// The gate's name.
+        gate: String,
+        /// Sent once the gate is open.
+        after: Vec<String>,
+    },
 }
 
 impl Reply {
@@ -217,6 +228,7 @@ struct Inner {
     responders: HashMap<Provider, Responder>,
     requests: Vec<RecordedRequest>,
     chunk_times: Vec<Instant>,
+    open_gates: std::collections::HashSet<String>,
     problems: Vec<String>,
     counter: u64,
 }
@@ -287,6 +299,11 @@ impl MockUpstream {
     /// When each streamed chunk (of any response) finished being written, in write order.
     pub fn sent_chunk_times(&self) -> Vec<Instant> {
         self.shared.lock().chunk_times.clone()
+    }
+
+    /// Opens the gate a [`Reply::Gated`] stream waits at (now or later).
+    pub fn open_gate(&self, gate: &str) {
+        self.shared.lock().open_gates.insert(gate.to_owned());
     }
 
     /// What went wrong on the mock's side: unknown routes, empty queues, unreadable fixtures.
@@ -463,7 +480,7 @@ async fn send_reply(
             sleep_ms(first_byte_delay_ms).await;
             if path.ends_with(".sse") {
                 let events = split_events(&bytes);
-                stream_chunks(stream, shared, provider, n, &events, chunk_delay_ms, true).await
+                stream_chunks(stream, shared, provider, n, &events, chunk_delay_ms, StreamEnd::Finish).await
             } else {
                 let mut headers = default_headers(provider, n, false);
                 if !path.ends_with(".json") {
@@ -475,7 +492,7 @@ async fn send_reply(
         }
         Reply::Sse { events, chunk_delay_ms } => {
             let chunks: Vec<&[u8]> = events.iter().map(String::as_bytes).collect();
-            stream_chunks(stream, shared, provider, n, &chunks, chunk_delay_ms, true).await
+            stream_chunks(stream, shared, provider, n, &chunks, chunk_delay_ms, StreamEnd::Finish).await
         }
         Reply::ResetAfterEvents { path, events } => {
             let bytes = match load_fixture(shared, &path, what).await {
@@ -484,7 +501,24 @@ async fn send_reply(
             };
             let all = split_events(&bytes);
             let sent = all.get(..events).unwrap_or(&all);
-            stream_chunks(stream, shared, provider, n, sent, 0, false).await
+            stream_chunks(stream, shared, provider, n, sent, 0, StreamEnd::Reset).await
+        }
+        Reply::Gated { before, gate, after } => {
+            let before: Vec<&[u8]> = before.iter().map(String::as_bytes).collect();
+            stream_chunks(stream, shared, provider, n, &before, 0, StreamEnd::Open).await?;
+            while !shared.lock().open_gates.contains(&gate) {
+                sleep_ms(20).await;
+            }
+            for chunk in after.iter().filter(|c| !c.is_empty()) {
+                let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+                frame.extend_from_slice(chunk.as_bytes());
+                frame.extend_from_slice(b"\r\n");
+                stream.write_all(&frame).await?;
+                shared.lock().chunk_times.push(Instant::now());
+            }
+            stream.write_all(b"0\r\n\r\n").await?;
+            stream.flush().await?;
+            stream.shutdown().await
         }
         Reply::Hang => {
             // Never answer; return once the client gives up (EOF or error), to free the task.
@@ -578,7 +612,7 @@ async fn stream_chunks(
     n: u64,
     chunks: &[&[u8]],
     chunk_delay_ms: u64,
-    finish: bool,
+    end: StreamEnd,
 ) -> std::io::Result<()> {
     let mut head = status_line(200);
     for (name, value) in default_headers(provider, n, true) {
@@ -600,11 +634,25 @@ async fn stream_chunks(
         stream.flush().await?;
         shared.lock().chunk_times.push(Instant::now());
     }
-    if finish {
+    if end == StreamEnd::Finish {
         stream.write_all(b"0\r\n\r\n").await?;
     }
     stream.flush().await?;
+    if end == StreamEnd::Open {
+        return Ok(());
+    }
     stream.shutdown().await
+}
+
+/// How [`stream_chunks`] leaves the response.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StreamEnd {
+    /// The terminating chunk, then the connection is closed: a whole body.
+    Finish,
+    /// Closed without the terminating chunk: an incomplete body.
+    Reset,
+    /// Left open for more chunks.
+    Open,
 }
 
 async fn write_whole(
