@@ -185,6 +185,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/memory", User, web::post().to(memory::save)),
         entry(Method::POST, "/settings/mcp", User, web::post().to(settings::mcp_add)),
         entry(Method::POST, "/settings/mcp/{id}/delete", User, web::post().to(settings::mcp_remove)),
+        entry(Method::POST, "/settings/mcp/{id}/share", User, web::post().to(settings::mcp_share)),
         entry(Method::POST, "/settings/approvals/{id}/delete", User, web::post().to(agent::revoke)),
         entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),

@@ -958,6 +958,7 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
             enabled: Set(true),
             secret_id: Set(None),
             secret_names: Set("[]".into()),
+            group_id: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         }
@@ -988,9 +989,73 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
     assert_eq!(b.tool_results_sent(1)[0]["content"], "Echo: mine");
     // Another member does not get it.
     let other = b.c.app.create_user("bob@example.com", arbor::domain::accounts::Role::Member).await;
-    let theirs = b.c.app.state.engine.mcp().unwrap().tools_for(other.id).await;
+    let mcp = b.c.app.state.engine.mcp().unwrap();
+    let theirs = mcp.tools_for(other.id).await;
     assert!(theirs.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_headers(&b, &other).await;
     b.c.app.state.engine.shutdown_mcp().await;
+}
+
+/// The owner shares their server with a group they are in: its members' agents get the tools,
+/// their settings list it without its headers; unsharing or deleting the group ends it.
+async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_headers(
+    b: &Agent,
+    other: &arbor::domain::accounts::User,
+) {
+    use arbor::domain::audit::Origin;
+    use arbor::domain::teams::groups;
+    let (app, db) = (&b.c.app, b.db());
+    let mcp = app.state.engine.mcp().unwrap();
+    let root = app.create_user("root@example.com", arbor::domain::accounts::Role::Admin).await;
+    let proof = Actor::for_tests(&root).admin().unwrap();
+    let platform = groups::create(db, &proof, &Origin::cli(), "platform").await.unwrap();
+    let elsewhere = groups::create(db, &proof, &Origin::cli(), "elsewhere").await.unwrap();
+    for email in [&b.c.user.email, &other.email] {
+        groups::add_member(db, &proof, &Origin::cli(), platform.id, email).await.unwrap();
+    }
+    let server = arbor::domain::mcp::servers::list_own(db, &Actor::for_tests(&b.c.user)).await.unwrap()[0].id;
+    async fn share_as(
+        app: &crate::support::TestApp,
+        server: Uuid,
+        body: String,
+        s: &crate::support::TestSession,
+    ) -> reqwest::Response {
+        app.post_form(&format!("/settings/mcp/{server}/share"), &body, Some(s)).await
+    }
+    let share = |body: String, s| share_as(app, server, body, s);
+    // Not a group of the owner's, not a group at all: refused with a reason; another member: 404.
+    for body in [format!("group={}", elsewhere.id), "group=not-a-uuid".into()] {
+        let res = share(body.clone(), &b.c.s).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains("one of your groups"));
+    }
+    let other_s = app.login_full(other).await;
+    assert_eq!(share(format!("group={}", platform.id), &other_s).await.status(), 404);
+    assert_eq!(share("nothing=1".into(), &b.c.s).await.status(), 400);
+    assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
+
+    let res = share(format!("group={}", platform.id), &b.c.s).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("Shared: the group"));
+    let theirs = mcp.tools_for(other.id).await;
+    let echo =
+        theirs.iter().find(|t| t.spec.name == "mine__echo").expect("the group's member gets its tools");
+    assert_eq!(echo.risk, arbor::tools::Risk::Network, "asked before every call");
+    let (id, tool) = echo.mcp.clone().unwrap();
+    let out = mcp.call(other.id, id, &tool, &json!({"message": "from bob"})).await;
+    assert_eq!(out.content, "Echo: from bob");
+    let page = app.get("/settings/mcp", Some(&other_s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("shared-mcp-list") && page.contains("<code>mine</code>"), "{page}");
+    assert!(!page.contains("secret-header-value") && !page.contains("X-Api-Key"), "{page}");
+
+    // Shared with nobody again, or the group deleted: gone from their agent.
+    assert_eq!(share("group=".into(), &b.c.s).await.status(), 200);
+    assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    assert_eq!(share(format!("group={}", platform.id), &b.c.s).await.status(), 200);
+    groups::delete(db, &app.state.access, &proof, &Origin::cli(), platform.id).await.unwrap();
+    assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    let audit = arbor::storage::repos::audit::list(db, &Default::default(), 100).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "mcp.own.share"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

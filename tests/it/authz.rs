@@ -494,6 +494,12 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
         ),
         post(
+            "/settings/mcp/{id}/share",
+            |ids| format!("/settings/mcp/{}/share", ids.own_mcp),
+            "group=",
+            OWNER_ONLY(200),
+        ),
+        post(
             "/settings/mcp/{id}/delete",
             |ids| format!("/settings/mcp/{}/delete", ids.own_mcp),
             "",

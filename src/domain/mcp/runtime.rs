@@ -72,9 +72,17 @@ impl McpRuntime {
         }
     }
 
-    /// The enabled servers a user's agent may use: the instance's, and the user's own.
+    /// The enabled servers a user's agent may use: the instance's, the user's own, and those
+    /// colleagues shared with the user's groups; a shared server whose name is taken by one
+    /// listed before it is left out (tool names must stay unique).
     async fn servers_for(&self, user_id: Uuid) -> DomainResult<Vec<McpServerRecord>> {
-        Ok(repo::enabled_for(&self.db, user_id).await?)
+        let groups = crate::storage::repos::groups::group_ids_of(&self.db, user_id).await?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(repo::enabled_for(&self.db, user_id, &groups)
+            .await?
+            .into_iter()
+            .filter(|r| seen.insert(r.name.clone()))
+            .collect())
     }
 
     /// The server's configuration for the manager, decrypting its secrets only when it changed.

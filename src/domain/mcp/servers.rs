@@ -258,6 +258,7 @@ pub async fn create(
             enabled: form.enabled.is_some(),
             secret_id,
             secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+            group_id: None,
             created_at: now,
             updated_at: now,
         },
@@ -349,6 +350,8 @@ pub struct OwnServer {
     pub url: String,
     /// Names of the stored headers.
     pub header_names: Vec<String>,
+    /// The group it is shared with, if any.
+    pub group_id: Option<Uuid>,
 }
 
 /// The actor's own (HTTP) servers.
@@ -361,6 +364,7 @@ pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
             name: m.name,
             url: m.url,
             header_names: serde_json::from_str(&m.secret_names).unwrap_or_default(),
+            group_id: m.group_id,
         })
         .collect())
 }
@@ -407,6 +411,7 @@ pub async fn create_own(
             enabled: true,
             secret_id,
             secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+            group_id: None,
             created_at: now,
             updated_at: now,
         },
@@ -420,7 +425,7 @@ pub async fn create_own(
         serde_json::json!({ "url": url, "headers": names }),
     )
     .await?;
-    Ok(OwnServer { id, name: name.to_string(), url: url.to_string(), header_names: names })
+    Ok(OwnServer { id, name: name.to_string(), url: url.to_string(), header_names: names, group_id: None })
 }
 
 /// Deletes one of the actor's own servers and its stored headers.

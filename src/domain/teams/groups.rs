@@ -188,6 +188,7 @@ pub async fn delete(
     let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
     let tx = Tx::begin(db).await?;
     repo::delete(tx.conn(), id).await?;
+    crate::storage::repos::mcp_servers::unshare_group(tx.conn(), id).await?;
     crate::storage::repos::quotas::remove_in(tx.conn(), &crate::domain::admin::quotas::group_scope(id))
         .await?;
     audit::record(

@@ -17,6 +17,8 @@ pub struct Model {
     pub enabled: bool,
     pub secret_id: Option<Uuid>,
     pub secret_names: String,
+    /// The group a member's own server is shared with: its members' agents get its tools.
+    pub group_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -1,6 +1,9 @@
 //! Queries over `mcp_servers`: the instance's servers (no owner) and members' own.
 
-use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+};
 use uuid::Uuid;
 
 use crate::storage::entities::mcp_server;
@@ -25,18 +28,57 @@ pub async fn list_owned(db: &Db, owner: Uuid) -> StorageResult<Vec<McpServerReco
         .await?)
 }
 
-/// The enabled servers a user's agent may use: the instance's and the user's own, by name.
-pub async fn enabled_for(db: &Db, user: Uuid) -> StorageResult<Vec<McpServerRecord>> {
-    Ok(mcp_server::Entity::find()
+/// The enabled servers a user's agent may use, by name: the instance's and the user's own,
+/// then those colleagues shared with one of `groups` (the user's).
+pub async fn enabled_for(db: &Db, user: Uuid, groups: &[Uuid]) -> StorageResult<Vec<McpServerRecord>> {
+    let mut rows = mcp_server::Entity::find()
         .filter(mcp_server::Column::Enabled.eq(true))
         .filter(
             Condition::any()
                 .add(mcp_server::Column::OwnerId.is_null())
-                .add(mcp_server::Column::OwnerId.eq(user)),
+                .add(mcp_server::Column::OwnerId.eq(user))
+                .add(mcp_server::Column::GroupId.is_in(groups.iter().copied())),
         )
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
+        .await?;
+    // Stable: the instance's and the user's own first, each group of names in order.
+    rows.sort_by_key(|r| r.owner_id.is_some_and(|o| o != user));
+    Ok(rows)
+}
+
+/// Members' servers shared with any of these groups, except `user`'s own, by name.
+pub async fn shared_with(db: &Db, user: Uuid, groups: &[Uuid]) -> StorageResult<Vec<McpServerRecord>> {
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(mcp_server::Entity::find()
+        .filter(mcp_server::Column::GroupId.is_in(groups.iter().copied()))
+        .filter(mcp_server::Column::OwnerId.ne(user))
+        .order_by_asc(mcp_server::Column::Name)
+        .all(db)
         .await?)
+}
+
+/// Shares one of `owner`'s servers with a group, or with nobody; `false` when it is not theirs.
+pub async fn set_group(db: &Db, owner: Uuid, id: Uuid, group: Option<Uuid>) -> StorageResult<bool> {
+    let res = mcp_server::Entity::update_many()
+        .col_expr(mcp_server::Column::GroupId, Expr::value(group))
+        .filter(mcp_server::Column::Id.eq(id))
+        .filter(mcp_server::Column::OwnerId.eq(owner))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// Stops sharing every server with a group (it is being deleted).
+pub async fn unshare_group<C: ConnectionTrait>(conn: &C, group: Uuid) -> StorageResult<()> {
+    mcp_server::Entity::update_many()
+        .col_expr(mcp_server::Column::GroupId, Expr::value(Option::<Uuid>::None))
+        .filter(mcp_server::Column::GroupId.eq(group))
+        .exec(conn)
+        .await?;
+    Ok(())
 }
 
 /// The instance's server with this name.

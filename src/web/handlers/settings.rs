@@ -421,6 +421,11 @@ async fn mcp_page(
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
+    ctx.insert("my_groups", &crate::domain::teams::groups::mine(&state.db, &user.0.actor).await?);
+    ctx.insert(
+        "shared_servers",
+        &crate::domain::mcp::sharing::shared_with_me(&state.db, &user.0.actor).await?,
+    );
     settings_tab(state, req, ctx, "mcp", &flash, status)
 }
 
@@ -481,4 +486,35 @@ pub async fn mcp_remove(
     crate::domain::mcp::servers::delete_own(&state.db, &user.0.actor, &who, id.into_inner()).await?;
     let flash = Flash { ok: Some("MCP server removed.".into()), error: None };
     mcp_page(&state, &req, &user, flash, StatusCode::OK).await
+}
+
+/// The share form of one's own server: a group's id, or blank for nobody.
+#[derive(Deserialize)]
+pub struct McpShareForm {
+    group: String,
+}
+
+/// `POST /settings/mcp/{id}/share`.
+pub async fn mcp_share(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+    form: web::Form<McpShareForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    let shared =
+        crate::domain::mcp::sharing::share_own(&state.db, &user.0.actor, &who, id.into_inner(), &form.group)
+            .await;
+    let (flash, status) = match shared {
+        Ok(()) if form.group.trim().is_empty() => {
+            (Flash::ok("Shared with nobody.".to_string()), StatusCode::OK)
+        }
+        Ok(()) => {
+            (Flash::ok("Shared: the group's members' agents get its tools.".to_string()), StatusCode::OK)
+        }
+        Err(DomainError::Invalid(m)) => (Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST),
+        Err(e) => return Err(e.into()),
+    };
+    mcp_page(&state, &req, &user, flash, status).await
 }
