@@ -229,6 +229,31 @@ async fn a_link_keeps_showing_its_files_after_their_message_is_deleted_and_lets_
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "image/png");
 
+    // Continuing it copies the file, which counts against the colleague's storage: over their
+    // quota it is refused with a reason and nothing is made; within it, the copy is theirs.
+    let db = &c.app.state.db;
+    let col_actor = arbor::domain::accounts::Actor::for_tests(&colleague);
+    let tight = arbor::domain::files::FileSettings { user_quota_bytes: 1, ..Default::default() };
+    let refused = arbor::domain::teams::links::continue_in_workspace(db, &tight, &col_actor, &token).await;
+    assert!(
+        matches!(&refused, Err(arbor::domain::DomainError::Invalid(m)) if m.contains("storage limit")),
+        "{refused:?}"
+    );
+    let own_sessions = || async {
+        arbor::domain::sessions::sidebar(db, &col_actor, None)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|w| !w.shared)
+            .map(|w| w.sessions.len())
+            .sum::<usize>()
+    };
+    assert_eq!(own_sessions().await, 0, "nothing was made");
+    assert_eq!(c.app.post_form(&format!("/l/{token}/continue"), "", Some(&col)).await.status(), 303);
+    assert_eq!(own_sessions().await, 1);
+    let used = arbor::storage::repos::files::user_bytes(db, colleague.id).await.unwrap();
+    assert!(used > 0, "the copied file counts as the colleague's");
+
     let refs = || async {
         arbor::storage::repos::files::blob_row(&c.app.state.db, &hash).await.unwrap().map(|b| b.refcount)
     };
@@ -245,6 +270,6 @@ async fn a_link_keeps_showing_its_files_after_their_message_is_deleted_and_lets_
     .unwrap()
     .remove(0);
     assert_eq!(c.post(&format!("/settings/links/{}/delete", link.id)).await.status(), 200);
-    assert_eq!(refs().await, Some(0), "revoked: nothing holds the file any more");
+    assert_eq!(refs().await, Some(1), "revoked: only the colleague's continued copy holds the file");
     assert_eq!(c.app.get(&file, Some(&col.cookie)).await.status(), 404);
 }

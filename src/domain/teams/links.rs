@@ -234,12 +234,22 @@ pub async fn file(
 }
 
 /// "Continue in my workspace": the link's messages become a new session in the viewer's first
-/// workspace, with its files; returns the session's id.
-pub async fn continue_in_workspace(db: &Db, actor: &Actor, token: &str) -> DomainResult<Uuid> {
+/// workspace, with its files, which count against the viewer's storage quota (refused, with
+/// nothing made, when they would not fit); returns the session's id.
+pub async fn continue_in_workspace(
+    db: &Db,
+    settings: &files::FileSettings,
+    actor: &Actor,
+    token: &str,
+) -> DomainResult<Uuid> {
     let (link, snapshot) = find(db, token, true, true).await?;
+    let bytes: u64 = snapshot.iter().flat_map(|m| &m.files).map(|f| u64::try_from(f.size).unwrap_or(0)).sum();
+    let reservation =
+        settings.reservations.reserve(db, actor.user_id(), bytes, settings.user_quota_bytes).await?;
     let workspace = sessions::default_workspace(db, actor).await?;
     let session = sessions::create_session(db, actor, workspace.id, &link.title).await?;
     crate::storage::repos::messages::insert_copied_path(db, session.id, actor.user_id(), &snapshot).await?;
+    reservation.release().await;
     Ok(session.id)
 }
 

@@ -144,7 +144,7 @@ pub async fn continue_here(
     user: CurrentUser,
     token: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let session = links::continue_in_workspace(&state.db, &user.0.actor, &token).await?;
+    let session = links::continue_in_workspace(&state.db, &state.files, &user.0.actor, &token).await?;
     Ok(see_other(&req, &format!("/s/{session}")))
 }
 
