@@ -25,6 +25,7 @@ mod m20261126_000021_share_links;
 mod m20261126_000022_scim;
 mod m20261126_000023_group_settings;
 mod m20261126_000024_mcp_server_groups;
+mod m20261126_000025_workspace_key;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000022_scim::Migration),
             Box::new(m20261126_000023_group_settings::Migration),
             Box::new(m20261126_000024_mcp_server_groups::Migration),
+            Box::new(m20261126_000025_workspace_key::Migration),
         ]
     }
 }

@@ -23,6 +23,9 @@ pub struct Workspace {
     /// Share of a model's window (percent) past which a reply is preceded by an automatic
     /// compression: none for the default, 0 for never.
     pub compact_at_percent: Option<u8>,
+    /// A provider key of the owner's vault attached to the workspace: runs here use it for its
+    /// provider, whoever starts them.
+    pub key_secret_id: Option<Uuid>,
 }
 
 /// A chat session as shown to its owner.

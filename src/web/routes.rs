@@ -273,6 +273,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/w/{workspace_id}", User, web::get().to(workspaces::show)),
         entry(Method::POST, "/w/{workspace_id}", User, web::post().to(workspaces::save)),
         entry(Method::POST, "/w/{workspace_id}/delete", User, web::post().to(workspaces::delete)),
+        entry(Method::POST, "/w/{workspace_id}/key", User, web::post().to(workspaces::attach_key)),
         entry(Method::GET, "/w/{workspace_id}/sessions", User, web::get().to(workspaces::sessions_page)),
         entry(Method::POST, "/w/{workspace_id}/shares", User, web::post().to(shares::create)),
         entry(

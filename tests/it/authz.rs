@@ -665,6 +665,7 @@ pub(crate) fn cases() -> Vec<Case> {
             "name=Kept&approval_mode=suggest",
             OWNER_ONLY(200),
         ),
+        post("/w/{workspace_id}/key", |ids| format!("/w/{}/key", ids.workspace), "key=", OWNER_ONLY(200)),
         get(
             "/w/{workspace_id}/sessions",
             |ids| format!("/w/{}/sessions?page=1", ids.workspace),

@@ -27,7 +27,11 @@ struct Team {
 /// Ada owns the chat's workspace and shares it with Vic (viewer, by email) and the group
 /// "platform" (editor), which Eve is in; Sam has nothing.
 async fn team() -> Team {
-    let c = chat_with(|_| {}).await;
+    team_with(|_| {}).await
+}
+
+async fn team_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Team {
+    let c = chat_with(adjust).await;
     let db = &c.app.state.db;
     let admin = c.app.create_user("root@example.com", Role::Admin).await;
     let vic = c.app.create_user("vic@example.com", Role::Member).await;
@@ -380,5 +384,84 @@ async fn an_editor_starting_a_session_in_a_shared_workspace_twice_gets_one_sessi
     while c.app.state.runs.is_active(id) {
         assert!(start.elapsed() < Duration::from_secs(20), "the answer never ended");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_use_the_starters_keys_unless_the_owner_attaches_a_workspace_key() {
+    let t = team_with(|c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
+    let (c, ws, s) = (&t.c, t.workspace, t.c.session);
+    let db = &c.app.state.db;
+    // Ada keeps a key for her own endpoint "adabox".
+    let base = c.mock.url(Provider::OpenAi);
+    let body = format!(
+        "kind=openai_compatible&name=adabox&base_url={}&label=Ada&key=sk-ada-key-ABCD",
+        crate::support::urlencode(&base)
+    );
+    assert_eq!(c.app.post_form("/settings/keys", &body, Some(&c.s)).await.status(), 200);
+    let key = arbor::domain::providers::user_keys::list(db, &Actor::for_tests(&c.user)).await.unwrap()[0].id;
+    let editor_sends = |text: &'static str| {
+        let (app, editor) = (&c.app, &t.editor);
+        async move {
+            let body = form(text, &Uuid::new_v4().simple().to_string(), "adabox/gpt-4o-mini");
+            app.post_form(&format!("/s/{s}/messages"), &body, Some(editor)).await
+        }
+    };
+    // Eve, an editor, cannot reach Ada's key: the provider does not exist for her.
+    let before = c.mock.requests_for(Provider::OpenAi).len();
+    let res = editor_sends("on whose key?").await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("There is no provider"));
+
+    // Only Ada attaches a key, only one of hers; bad input changes nothing.
+    let path = format!("/w/{ws}/key");
+    for body in ["key=not-a-uuid".to_string(), format!("key={}", Uuid::now_v7())] {
+        let res = c.app.post_form(&path, &body, Some(&c.s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains("Choose one of your keys."));
+    }
+    assert_eq!(c.app.post_form(&path, &format!("key={key}"), Some(&t.editor)).await.status(), 403);
+    assert_eq!(c.app.post_form(&path, &format!("key={key}"), Some(&t.viewer)).await.status(), 403);
+    assert_eq!(c.app.post_form(&path, &format!("key={key}"), Some(&t.stranger)).await.status(), 404);
+    assert_eq!(c.app.post_form(&path, "nokey=1", Some(&c.s)).await.status(), 400);
+    assert!(
+        arbor::domain::sessions::get_workspace(db, &Actor::for_tests(&c.user), ws)
+            .await
+            .unwrap()
+            .key_secret_id
+            .is_none()
+    );
+
+    let res = c.app.post_form(&path, &format!("key={key}"), Some(&c.s)).await;
+    assert_eq!(res.status(), 200);
+    let page = res.text().await.unwrap();
+    assert!(
+        page.contains("id=\"workspace-key\"") && page.contains(&format!("value=\"{key}\" selected")),
+        "{page}"
+    );
+
+    // Now Eve's run in Ada's workspace goes out on Ada's key, and is still Eve's.
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let res = editor_sends("on Ada's key").await;
+    assert_eq!(res.status(), 200);
+    let answer = c.settled(streaming_id(&res.text().await.unwrap())).await;
+    assert_eq!(answer.status, arbor::domain::sessions::tree::MessageStatus::Complete, "{answer:?}");
+    let sent = c.mock.requests_for(Provider::OpenAi);
+    assert_eq!(sent.len(), before + 1);
+    assert_eq!(sent.last().unwrap().header("authorization"), Some("Bearer sk-ada-key-ABCD"));
+    let page = c.app.get(&format!("/s/{s}"), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("asked by eve"), "{page}");
+
+    // Detached: back to each person's own keys.
+    assert_eq!(c.app.post_form(&path, "key=", Some(&c.s)).await.status(), 200);
+    assert_eq!(editor_sends("and now?").await.status(), 400);
+    let actions: Vec<String> = arbor::storage::repos::audit::list(db, &Default::default(), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    for action in ["workspace.key.attach", "workspace.key.detach"] {
+        assert!(actions.iter().any(|a| a == action), "{action} in {actions:?}");
     }
 }

@@ -255,8 +255,12 @@ impl Providers {
 
     /// The personal providers an actor's own keys make: official kinds no instance provider
     /// of that name offers, and their own OpenAI-compatible endpoints.
-    fn personal_entries(&self, own: &[SecretMeta], instance: &[ProviderEntry]) -> Vec<(ProviderEntry, Uuid)> {
-        let mut out: Vec<(ProviderEntry, Uuid)> = Vec::new();
+    fn personal_entries<'k>(
+        &self,
+        own: &'k [SecretMeta],
+        instance: &[ProviderEntry],
+    ) -> Vec<(ProviderEntry, &'k SecretMeta)> {
+        let mut out: Vec<(ProviderEntry, &'k SecretMeta)> = Vec::new();
         for key in own {
             if instance.iter().any(|e| e.name == key.provider)
                 || out.iter().any(|(e, _)| e.name == key.provider)
@@ -264,7 +268,7 @@ impl Providers {
                 continue;
             }
             let Some(entry) = personal_entry(key) else { continue };
-            out.push((entry, key.id));
+            out.push((entry, key));
         }
         out
     }
@@ -305,7 +309,22 @@ impl Providers {
     /// Resolves `provider/model` for the actor, or says clearly why it cannot be used. Counts
     /// the call against the provider's rate limits.
     pub async fn resolve(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        let own = self.own_keys(actor).await?;
+        self.resolve_in(actor, reference, None).await
+    }
+
+    /// [`Providers::resolve`] for a run in a workspace whose owner attached one of their keys
+    /// to it: that key serves its provider first, whoever the actor is; the actor's own keys
+    /// and the shared keys serve the rest.
+    pub async fn resolve_in(
+        &self,
+        actor: &Actor,
+        reference: &str,
+        workspace_key: Option<SecretMeta>,
+    ) -> DomainResult<ResolvedModel> {
+        let mut own = self.own_keys(actor).await?;
+        if let Some(key) = workspace_key {
+            own.insert(0, key);
+        }
         let mut model = self.resolve_with(actor, reference, &own)?;
         let catalog = self.catalog.lookup(family_of(model.kind), &model.model);
         if !catalog.known {
@@ -370,7 +389,7 @@ impl Providers {
         let bare = split_alias(model).0;
         if let Some(entry) = instance.iter().find(|e| e.name == name) {
             if let Some(key) = Self::own_key_for(own, entry) {
-                let plan = KeyPlan::Own { owner: actor.user_id(), secret: key.id };
+                let plan = KeyPlan::Own { owner: key.owner_id, secret: key.id };
                 return Ok(resolved(entry, bare, self.keyed(actor, entry, plan, false)));
             }
             if !entry.enabled {
@@ -413,11 +432,12 @@ impl Providers {
             })?;
             return Ok(resolved(entry, model, self.keyed(actor, entry, plan, false)));
         }
-        if let Some((entry, secret)) =
+        if let Some((entry, key)) =
             self.personal_entries(own, &instance).into_iter().find(|(e, _)| e.name == name)
         {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
-            let plan = KeyPlan::Own { owner: actor.user_id(), secret };
+            // The key's owner: the actor, or the owner of the workspace it is attached to.
+            let plan = KeyPlan::Own { owner: key.owner_id, secret: key.id };
             return Ok(resolved(&entry, bare, self.keyed(actor, &entry, plan, guarded)));
         }
         Err(DomainError::Invalid(format!(
@@ -556,9 +576,10 @@ impl Providers {
             let ids = self.models_of(&cache_key, &entry_for_models, Some(chat)).await;
             out.push((entry.clone(), ids));
         }
-        for (entry, secret) in self.personal_entries(&own, &instance) {
+        for (entry, key) in self.personal_entries(&own, &instance) {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
-            let chat = self.keyed(actor, &entry, KeyPlan::Own { owner: actor.user_id(), secret }, guarded);
+            let plan = KeyPlan::Own { owner: key.owner_id, secret: key.id };
+            let chat = self.keyed(actor, &entry, plan, guarded);
             let ids =
                 self.models_of(&format!("own:{}:{}", actor.user_id(), entry.name), &entry, Some(chat)).await;
             out.push((entry, ids));

@@ -147,7 +147,7 @@ impl RunEngine {
                     )));
                 }
                 let reference = self.pick_model(actor, &session, None).await?;
-                let resolved = self.admit(actor, &reference).await?;
+                let resolved = self.admit(actor, &session, &reference).await?;
                 let id = Uuid::now_v7();
                 let ask = SummaryAsk::Context { focus };
                 let (summary, usage) = self.summarise(actor, &session, &path, &resolved, ask, id).await?;

@@ -58,7 +58,7 @@ impl RunEngine {
         // sub-agent's refused call ends its run through the parent, which records the refusal.
         let model = match decision {
             Decision::No if resume_at == answer.id => None,
-            _ => Some(self.admit_model(&runner, &reference).await?),
+            _ => Some(self.admit_model(&runner, &session, &reference).await?),
         };
         if decision == Decision::Explain {
             let model = model.ok_or(DomainError::NotFound)?;
@@ -195,9 +195,13 @@ impl RunEngine {
     }
 
     /// Quota check and model resolution for a resumed run.
-    pub(super) async fn admit_model(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
-        self.providers().resolve(actor, reference).await
+    pub(super) async fn admit_model(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        reference: &str,
+    ) -> DomainResult<ResolvedModel> {
+        self.admit(actor, session, reference).await
     }
 
     /// The job a decision resumes: the same model, prompt and tools the run had.

@@ -295,7 +295,7 @@ impl RunEngine {
         }
         self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, model).await?;
-        let resolved = self.admit(actor, &reference).await?;
+        let resolved = self.admit(actor, &session, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
 
         let run_id = Uuid::now_v7();
@@ -463,7 +463,7 @@ impl RunEngine {
         let parent = old.parent_id.ok_or(DomainError::NotFound)?;
         self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
-        let resolved = self.admit(actor, &reference).await?;
+        let resolved = self.admit(actor, &session, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let (run_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher = self
@@ -512,7 +512,7 @@ impl RunEngine {
         }
         self.not_paused(session.id).await?;
         let reference = self.pick_model(actor, &session, old.model.as_deref()).await?;
-        let resolved = self.admit(actor, &reference).await?;
+        let resolved = self.admit(actor, &session, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
         let run_id = Uuid::now_v7();
         let publisher = self

@@ -82,9 +82,26 @@ impl RunEngine {
 
     /// Checks the actor's quota, then resolves the model (counting it against the provider's
     /// rate limits): nothing is written when either says no.
-    pub(super) async fn admit(&self, actor: &Actor, reference: &str) -> DomainResult<ResolvedModel> {
+    pub(super) async fn admit(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        reference: &str,
+    ) -> DomainResult<ResolvedModel> {
         crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
-        self.providers.resolve(actor, reference).await
+        let key = self.workspace_key(actor, session).await?;
+        self.providers.resolve_in(actor, reference, key).await
+    }
+
+    /// The key the workspace's owner attached to the session's workspace, if any: runs in it
+    /// use that key for its provider, whoever starts them.
+    pub(super) async fn workspace_key(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+    ) -> DomainResult<Option<crate::vault::store::SecretMeta>> {
+        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
+        sessions::attached_key(&self.db, &workspace).await
     }
 
     /// The session's system prompt, rendered for this moment and model; a template error is

@@ -232,7 +232,7 @@ impl RunEngine {
         self.not_paused(session.id).await?;
         // The model is admitted before anything is written, so a refusal leaves no task behind.
         let reference = self.pick_model(actor, &session, model).await?;
-        self.admit(actor, &reference).await?;
+        self.admit(actor, &session, &reference).await?;
         let (start, parent) = {
             let _hold = self.hold(actor, session.id)?;
             let all = repo::session_messages(&self.db, session.id).await?;
@@ -287,7 +287,7 @@ impl RunEngine {
                 .await;
         }
         let reference = self.pick_model(actor, &session, None).await?;
-        let resolved = self.admit(actor, &reference).await?;
+        let resolved = self.admit(actor, &session, &reference).await?;
         let goal = path[open].text();
         let ask = SummaryAsk::Task { goal: &goal, instruction: TASK_SUMMARY_INSTRUCTION };
         let (text, usage) = self.summarise(actor, &session, &path, &resolved, ask, id).await?;

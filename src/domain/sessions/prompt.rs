@@ -143,6 +143,7 @@ mod tests {
             approval_mode: "suggest".into(),
             infer_titles: true,
             compact_at_percent: None,
+            key_secret_id: None,
         };
         let session = ChatSession {
             id: uuid::Uuid::nil(),

@@ -94,3 +94,55 @@ pub async fn delete_workspace(db: &Db, actor: &Actor, workspace_id: Uuid) -> Dom
     repo::delete_workspace(db, workspace.owner_id, workspace.id).await?;
     Ok(())
 }
+
+/// Attaches one of the actor's own provider keys (`key`: its id; blank: none) to a workspace
+/// that is theirs, so that runs in it use that key for its provider whoever starts them
+/// (an editor it is shared with spends the owner's key). Only the person whose workspace it is
+/// may, even a co-owner may not: the key is theirs. Audited.
+pub async fn attach_key(
+    db: &Db,
+    actor: &Actor,
+    origin: &crate::domain::audit::Origin,
+    workspace_id: Uuid,
+    key: &str,
+) -> DomainResult<Workspace> {
+    use crate::vault::Vault;
+    use crate::vault::store::SecretKind;
+    let (workspace, _) = workspace_as(db, actor, workspace_id, ShareRole::Owner).await?;
+    if workspace.owner_id != actor.user_id() {
+        return Err(DomainError::Forbidden);
+    }
+    let chosen = match key.trim() {
+        "" => None,
+        raw => {
+            let keys = Vault::list_secrets(db, actor.user_id(), SecretKind::ProviderKey).await?;
+            let found = Uuid::parse_str(raw).ok().and_then(|id| keys.into_iter().find(|k| k.id == id));
+            Some(found.ok_or_else(|| DomainError::Invalid("Choose one of your keys.".into()))?)
+        }
+    };
+    repo::set_workspace_key(db, actor.user_id(), workspace.id, chosen.as_ref().map(|k| k.id)).await?;
+    let (action, details) = match &chosen {
+        Some(k) => (
+            "workspace.key.attach",
+            serde_json::json!({ "workspace_id": workspace.id, "provider": k.provider, "key": k.label, "last4": k.last4 }),
+        ),
+        None => ("workspace.key.detach", serde_json::json!({ "workspace_id": workspace.id })),
+    };
+    crate::domain::audit::record(db, origin, action, &format!("workspace:{}", workspace.name), details)
+        .await?;
+    Ok(Workspace { key_secret_id: chosen.map(|k| k.id), ..workspace })
+}
+
+/// The key attached to a workspace, as runs in it use it: `None` when none is, or when its
+/// owner has since deleted it from their vault.
+pub async fn attached_key(
+    db: &Db,
+    workspace: &Workspace,
+) -> DomainResult<Option<crate::vault::store::SecretMeta>> {
+    let Some(id) = workspace.key_secret_id else { return Ok(None) };
+    match crate::vault::Vault::secret_meta(db, workspace.owner_id, id).await {
+        Ok(meta) => Ok(Some(meta)),
+        Err(crate::vault::store::StoreError::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -16,6 +16,8 @@ pub struct Model {
     pub infer_titles: bool,
     pub compact_at_percent: Option<i16>,
     pub settings: Json,
+    /// A provider key of the owner's vault that runs in the workspace use, whoever starts them.
+    pub key_secret_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -21,6 +21,7 @@ pub(crate) fn workspace_to_domain(m: workspace::Model) -> Workspace {
         approval_mode: m.approval_mode,
         infer_titles: m.infer_titles,
         compact_at_percent: m.compact_at_percent.and_then(|p| u8::try_from(p).ok()),
+        key_secret_id: m.key_secret_id,
     }
 }
 
@@ -56,6 +57,7 @@ pub async fn insert_workspace(db: &Db, owner_id: Uuid, name: &str) -> StorageRes
         infer_titles: Set(true),
         compact_at_percent: Set(None),
         settings: Set(serde_json::json!({})),
+        key_secret_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -427,4 +429,16 @@ async fn first_sessions_where(
         .into_iter()
         .map(session_to_domain)
         .collect())
+}
+
+/// Attaches a key of the owner's vault to their workspace (or none); `false` when the workspace
+/// is not theirs.
+pub async fn set_workspace_key(db: &Db, owner_id: Uuid, id: Uuid, key: Option<Uuid>) -> StorageResult<bool> {
+    let res = workspace::Entity::update_many()
+        .col_expr(workspace::Column::KeySecretId, sea_orm::sea_query::Expr::value(key))
+        .filter(workspace::Column::Id.eq(id))
+        .filter(workspace::Column::OwnerId.eq(owner_id))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
 }

@@ -107,6 +107,10 @@ async fn workspace_context(
         ctx.insert("shares", &shares::list(&state.db, actor, workspace.id).await?);
         ctx.insert("workspace_id", &workspace.id);
     }
+    if workspace.owner_id == user.0.user.id {
+        // Only the person whose workspace it is may attach a key: the keys are theirs.
+        ctx.insert("my_keys", &crate::domain::providers::user_keys::list(&state.db, actor).await?);
+    }
     ctx.insert("role", &role);
     ctx.insert("shared", &(workspace.owner_id != user.0.user.id));
     ctx.insert("workspace", &workspace);
@@ -167,6 +171,37 @@ pub async fn save(
         }
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The workspace key form: one of the owner's key ids, or blank for none.
+#[derive(Deserialize)]
+pub struct WorkspaceKeyForm {
+    key: String,
+}
+
+/// `POST /w/{workspace_id}/key`: attaches one of the owner's provider keys to the workspace
+/// (runs in it use it, whoever starts them), or detaches it.
+pub async fn attach_key(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    path: web::Path<String>,
+    form: web::Form<WorkspaceKeyForm>,
+) -> Result<HttpResponse, WebError> {
+    let workspace_id = parse_id(&path)?;
+    let who = crate::web::client::origin(&req, &state, &user.0);
+    match sessions::attach_key(&state.db, &user.0.actor, &who, workspace_id, &form.key).await {
+        Ok(_) => {
+            let mut ctx = workspace_context(&state, &user, workspace_id).await?;
+            ctx.insert("saved", &true);
+            let html = render_to_string(&state, "partials/_workspace.html", &ctx)?;
+            Ok(render::html_response(StatusCode::OK, html))
+        }
+        Err(DomainError::Invalid(m)) => {
+            form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-key-error")
         }
         Err(e) => Err(e.into()),
     }
