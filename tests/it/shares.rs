@@ -465,3 +465,72 @@ async fn runs_use_the_starters_keys_unless_the_owner_attaches_a_workspace_key() 
         assert!(actions.iter().any(|a| a == action), "{action} in {actions:?}");
     }
 }
+
+/// The statements one GET of `path` runs as `who`: the least of three tries (background
+/// writers share the connection).
+async fn queries_as(c: &Chat, who: &TestSession, path: &str) -> u64 {
+    let mut least = u64::MAX;
+    for _ in 0..3 {
+        let before = c.app.state.queries.count();
+        let res = c.app.get(path, Some(&who.cookie)).await;
+        assert_eq!(res.status(), 200, "{path}");
+        res.text().await.unwrap();
+        least = least.min(c.app.state.queries.count() - before);
+    }
+    least
+}
+
+/// The pages teams added run as many queries for many shared workspaces, groups, members and
+/// links as for few (the architecture issue's rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
+    let t = team().await;
+    let (c, s) = (&t.c, t.c.session);
+    let db = &c.app.state.db;
+    let owner = Actor::for_tests(&c.user);
+    let root = c.app.create_user("root2@example.com", Role::Admin).await;
+    let root_s = c.app.login_full(&root).await;
+    let proof = Actor::for_tests(&root).admin().unwrap();
+    let group = groups::create(db, &proof, &Origin::cli(), "many").await.unwrap();
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let first = c.send_ok("the first question", MODEL).await;
+    c.settled(first).await;
+    let link_body = "expires=7";
+    assert_eq!(
+        c.app.post_form(&format!("/s/{s}/messages/{first}/share"), link_body, Some(&c.s)).await.status(),
+        200
+    );
+    let pages = [
+        (&t.viewer, "/".to_string()),
+        (&t.viewer, format!("/s/{s}")),
+        (&t.viewer, format!("/w/{}", t.workspace)),
+        (&t.editor, "/settings".to_string()),
+        (&c.s, "/settings/links".to_string()),
+        (&root_s, "/admin/groups".to_string()),
+        (&root_s, format!("/admin/groups/{}", group.id)),
+        (&root_s, "/admin/links".to_string()),
+    ];
+    let mut few = Vec::new();
+    for (who, path) in &pages {
+        few.push(queries_as(c, who, path).await);
+    }
+
+    // Fifteen more workspaces shared with the viewer, fifteen groups (the editor in each),
+    // fifteen members in one group, fifteen links.
+    for i in 0..15 {
+        let ws = arbor::domain::sessions::create_workspace(db, &owner, &format!("Shared {i}")).await.unwrap();
+        arbor::domain::sessions::create_session(db, &owner, ws.id, "s").await.unwrap();
+        let body = "kind=person&who=VIC%40example.com&role=viewer";
+        assert_eq!(c.app.post_form(&format!("/w/{}/shares", ws.id), body, Some(&c.s)).await.status(), 200);
+        let g = groups::create(db, &proof, &Origin::cli(), &format!("g{i}")).await.unwrap();
+        groups::add_member(db, &proof, &Origin::cli(), g.id, "eve@example.com").await.unwrap();
+        let p = c.app.create_user(&format!("p{i}@example.com"), Role::Member).await;
+        groups::add_member(db, &proof, &Origin::cli(), group.id, &p.email).await.unwrap();
+        let res = c.app.post_form(&format!("/s/{s}/messages/{first}/share"), link_body, Some(&c.s)).await;
+        assert_eq!(res.status(), 200);
+    }
+    for ((who, path), few) in pages.iter().zip(few) {
+        let many = queries_as(c, who, path).await;
+        assert_eq!(many, few, "{path}: {few} queries for few items, {many} for many");
+    }
+}
