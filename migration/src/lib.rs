@@ -26,6 +26,7 @@ mod m20261126_000022_scim;
 mod m20261126_000023_group_settings;
 mod m20261126_000024_mcp_server_groups;
 mod m20261126_000025_workspace_key;
+mod m20261126_000026_prompt_templates;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000023_group_settings::Migration),
             Box::new(m20261126_000024_mcp_server_groups::Migration),
             Box::new(m20261126_000025_workspace_key::Migration),
+            Box::new(m20261126_000026_prompt_templates::Migration),
         ]
     }
 }

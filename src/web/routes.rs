@@ -47,7 +47,7 @@ pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
         account, admin, agent, api, assets, auth, events, files, health, home, invitations, links, memory,
-        oidc, scim, search, sessions, settings, shares, workspaces,
+        oidc, prompts, scim, search, sessions, settings, shares, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -186,6 +186,10 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/mcp", User, web::post().to(settings::mcp_add)),
         entry(Method::POST, "/settings/mcp/{id}/delete", User, web::post().to(settings::mcp_remove)),
         entry(Method::POST, "/settings/mcp/{id}/share", User, web::post().to(settings::mcp_share)),
+        entry(Method::GET, "/settings/prompts", User, web::get().to(prompts::show)),
+        entry(Method::POST, "/settings/prompts", User, web::post().to(prompts::create)),
+        entry(Method::POST, "/settings/prompts/{id}/delete", User, web::post().to(prompts::delete)),
+        entry(Method::POST, "/settings/prompts/{id}/share", User, web::post().to(prompts::share)),
         entry(Method::POST, "/settings/approvals/{id}/delete", User, web::post().to(agent::revoke)),
         entry(Method::GET, "/account/sessions", User, web::get().to(account::sessions)),
         entry(Method::POST, "/account/sessions/{id}/revoke", User, web::post().to(account::revoke)),

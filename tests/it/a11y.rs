@@ -98,6 +98,8 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
         "/settings/aliases",
         "/settings/approvals",
         "/settings/mcp",
+        "/settings/prompts",
+        "/settings/links",
         "/account/sessions",
         "/account/password",
     ];
@@ -109,6 +111,8 @@ async fn no_page_has_a_serious_or_critical_accessibility_violation() {
         "/admin/usage",
         "/admin/audit",
         "/admin/mcp",
+        "/admin/groups",
+        "/admin/links",
         "/admin/host-folders",
         provider_page.as_str(),
         delete_page.as_str(),

@@ -60,6 +60,8 @@ pub(crate) struct Ids {
     host_root: Uuid,
     /// The owner's own MCP server.
     own_mcp: Uuid,
+    /// The owner's prompt template.
+    prompt: Uuid,
     /// An upload of the owner's, and the hash of another file the owner keeps.
     upload: Uuid,
     blob: String,
@@ -492,6 +494,20 @@ pub(crate) fn cases() -> Vec<Case> {
             |_| "/settings/mcp".into(),
             "name=mine&url=http%3A%2F%2F127.0.0.1%3A9%2Fmcp",
             Expect { anonymous: 401, other_member: 400, owner: 400, admin: 400 },
+        ),
+        get("/settings/prompts", |_| "/settings/prompts".into(), OWN_PAGE),
+        post("/settings/prompts", |_| "/settings/prompts".into(), "name=Mine&body=Be+brief.", OWN_PAGE),
+        post(
+            "/settings/prompts/{id}/share",
+            |ids| format!("/settings/prompts/{}/share", ids.prompt),
+            "group=",
+            OWNER_ONLY(200),
+        ),
+        post(
+            "/settings/prompts/{id}/delete",
+            |ids| format!("/settings/prompts/{}/delete", ids.prompt),
+            "",
+            OWNER_ONLY(200),
         ),
         post(
             "/settings/mcp/{id}/share",
@@ -983,6 +999,16 @@ async fn agent_objects(
     .await
     .unwrap()
     .id;
+    ids.prompt = arbor::domain::sessions::create_template(
+        db,
+        &arbor::domain::accounts::Actor::for_tests(owner),
+        &arbor::domain::audit::Origin::cli(),
+        "Terse",
+        "Answer in one line.",
+    )
+    .await
+    .unwrap()
+    .id;
     ids
 }
 
@@ -1046,6 +1072,7 @@ pub(crate) async fn world(app: &TestApp) -> World {
         rule: Uuid::nil(),
         host_root: Uuid::nil(),
         own_mcp: Uuid::nil(),
+        prompt: Uuid::nil(),
         upload: Uuid::nil(),
         blob: String::new(),
         group: Uuid::nil(),
@@ -1205,6 +1232,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         rule: Uuid::now_v7(),
         host_root: Uuid::now_v7(),
         own_mcp: Uuid::now_v7(),
+        prompt: Uuid::now_v7(),
         upload: Uuid::now_v7(),
         blob: "0".repeat(64),
         group: Uuid::now_v7(),

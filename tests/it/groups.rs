@@ -276,3 +276,97 @@ async fn a_groups_approval_mode_loosens_the_instances_for_its_members_and_bad_gr
     let audit = arbor::storage::repos::audit::list(db, &Default::default(), 50).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "group.grants"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_shares_a_prompt_template_with_a_group_that_reads_and_copies_it() {
+    let app = TestApp::spawn().await;
+    let db = &app.state.db;
+    let root = app.create_user("root@example.com", Role::Admin).await;
+    let ada = app.create_user("ada@example.com", Role::Member).await;
+    let bob = app.create_user("bob@example.com", Role::Member).await;
+    let (ada_s, bob_s) = (app.login_full(&ada).await, app.login_full(&bob).await);
+    let proof = Actor::for_tests(&root).admin().unwrap();
+    let writers = groups::create(db, &proof, &Origin::cli(), "writers").await.unwrap();
+    let elsewhere = groups::create(db, &proof, &Origin::cli(), "elsewhere").await.unwrap();
+    for email in [&ada.email, &bob.email] {
+        groups::add_member(db, &proof, &Origin::cli(), writers.id, email).await.unwrap();
+    }
+
+    let body = format!("name=Terse&body={}", urlencode("Answer in one line, {{ user.name }}."));
+    let res = app.post_form("/settings/prompts", &body, Some(&ada_s)).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("Template Terse saved."));
+    // Bad templates and forms are refused with a reason and save nothing.
+    let bomb = urlencode("{{ range(end=100000000) | length }}");
+    for (body, says) in [
+        ("name=&body=x".to_string(), "needs a name"),
+        ("name=Empty&body=+".to_string(), "Write the template."),
+        (format!("name=Bomb&body={bomb}"), ""),
+        ("name=Open&body=%7B%25+for+i+in".to_string(), ""),
+    ] {
+        let res = app.post_form("/settings/prompts", &body, Some(&ada_s)).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains(says), "{body}");
+    }
+    assert_eq!(app.post_form("/settings/prompts", "name=NoBody", Some(&ada_s)).await.status(), 400);
+    let huge = format!("name=Huge&body={}", "y".repeat(1 << 20));
+    assert!(app.post_form("/settings/prompts", &huge, Some(&ada_s)).await.status().is_client_error());
+    let ada_actor = Actor::for_tests(&ada);
+    let mine = arbor::domain::sessions::my_templates(db, &ada_actor).await.unwrap();
+    assert_eq!(mine.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["Terse"]);
+    let id = mine[0].id;
+
+    // Shared with a group of hers: Bob reads it, with who keeps it; nobody else changes it.
+    let share = |body: String| {
+        let path = format!("/settings/prompts/{id}/share");
+        let s = &ada_s;
+        let app = &app;
+        async move { app.post_form(&path, &body, Some(s)).await }
+    };
+    for body in [format!("group={}", elsewhere.id), "group=nope".into()] {
+        let res = share(body.clone()).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains("one of your groups"));
+    }
+    assert_eq!(share(format!("group={}", writers.id)).await.status(), 200);
+    let page = app.get("/settings/prompts", Some(&bob_s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("id=\"shared-template-{id}\"")), "{page}");
+    assert!(
+        page.contains("Answer in one line, {{ user.name }}.") && page.contains("through writers"),
+        "{page}"
+    );
+    assert!(!page.contains(&format!("/settings/prompts/{id}/delete")), "Bob may not delete it");
+    for action in ["delete", "share"] {
+        let res = app.post_form(&format!("/settings/prompts/{id}/{action}"), "group=", Some(&bob_s)).await;
+        assert_eq!(res.status(), 404, "{action}");
+    }
+    // Deleting the group ends the sharing; unsharing too.
+    groups::delete(db, &app.state.access, &proof, &Origin::cli(), writers.id).await.unwrap();
+    assert!(
+        arbor::domain::sessions::templates_shared_with_me(db, &Actor::for_tests(&bob))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // At most 100 templates a member.
+    for i in 1..arbor::domain::sessions::MAX_TEMPLATES {
+        arbor::storage::repos::prompt_templates::insert(db, ada.id, &format!("t{i}"), "x").await.unwrap();
+    }
+    let res = app.post_form("/settings/prompts", "name=One+more&body=x", Some(&ada_s)).await;
+    assert_eq!(res.status(), 400);
+    assert!(res.text().await.unwrap().contains("at most 100 templates"));
+    assert_eq!(
+        app.post_form(&format!("/settings/prompts/{id}/delete"), "", Some(&ada_s)).await.status(),
+        200
+    );
+    let audit: Vec<String> = arbor::storage::repos::audit::list(db, &Default::default(), 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    for action in ["prompt.create", "prompt.share", "prompt.delete"] {
+        assert!(audit.iter().any(|a| a == action), "{action} in {audit:?}");
+    }
+}

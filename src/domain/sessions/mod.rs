@@ -16,8 +16,10 @@ use crate::storage::Db;
 use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettings};
 use crate::storage::repos::messages;
 
+mod library;
 mod sidebar;
 mod workspaces;
+pub use library::*;
 pub use sidebar::*;
 pub use workspaces::*;
 

@@ -189,6 +189,7 @@ pub async fn delete(
     let tx = Tx::begin(db).await?;
     repo::delete(tx.conn(), id).await?;
     crate::storage::repos::mcp_servers::unshare_group(tx.conn(), id).await?;
+    crate::storage::repos::prompt_templates::unshare_group(tx.conn(), id).await?;
     crate::storage::repos::quotas::remove_in(tx.conn(), &crate::domain::admin::quotas::group_scope(id))
         .await?;
     audit::record(

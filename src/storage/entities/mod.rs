@@ -17,6 +17,7 @@ pub mod memory;
 pub mod message;
 pub mod model_alias;
 pub mod model_override;
+pub mod prompt_template;
 pub mod provider;
 pub mod provider_key;
 pub mod quota;

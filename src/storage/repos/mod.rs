@@ -14,6 +14,7 @@ pub mod mcp_servers;
 pub mod memories;
 pub mod messages;
 pub mod model_overrides;
+pub mod prompt_templates;
 pub mod providers;
 pub mod quotas;
 pub mod search;

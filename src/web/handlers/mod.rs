@@ -13,6 +13,7 @@ pub mod invitations;
 pub mod links;
 pub mod memory;
 pub mod oidc;
+pub mod prompts;
 pub mod scim;
 pub mod search;
 pub mod sessions;

@@ -1,0 +1,110 @@
+//! Settings → Prompts: the member's library of system prompt templates, sharing one with a
+//! group, and the templates colleagues shared with theirs.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use tera::Context;
+use uuid::Uuid;
+
+use crate::domain::{DomainError, sessions, teams};
+use crate::state::AppState;
+use crate::web::WebError;
+use crate::web::client::origin;
+use crate::web::extractors::CurrentUser;
+use crate::web::form::Flash;
+use crate::web::handlers::settings::settings_tab;
+
+async fn prompts_page(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &CurrentUser,
+    flash: Flash,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let actor = &user.0.actor;
+    let mut ctx = Context::new();
+    ctx.insert("user", &user.0.user);
+    ctx.insert("csrf_token", &user.0.csrf_secret);
+    ctx.insert("templates", &sessions::my_templates(&state.db, actor).await?);
+    ctx.insert("shared_templates", &sessions::templates_shared_with_me(&state.db, actor).await?);
+    ctx.insert("my_groups", &teams::groups::mine(&state.db, actor).await?);
+    ctx.insert("prompt_variables", sessions::prompt::VARIABLES);
+    settings_tab(state, req, ctx, "prompts", &flash, status)
+}
+
+/// What a domain refusal reads as on the page; anything else is the error page's.
+fn refused(e: DomainError) -> Result<(Flash, StatusCode), WebError> {
+    match e {
+        DomainError::Invalid(m) => Ok((Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST)),
+        e => Err(e.into()),
+    }
+}
+
+/// `GET /settings/prompts`.
+pub async fn show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+) -> Result<HttpResponse, WebError> {
+    prompts_page(&state, &req, &user, Flash::default(), StatusCode::OK).await
+}
+
+/// The new-template form.
+#[derive(Deserialize)]
+pub struct TemplateForm {
+    name: String,
+    body: String,
+}
+
+/// `POST /settings/prompts`: saves a new template.
+pub async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    form: web::Form<TemplateForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    let (flash, status) =
+        match sessions::create_template(&state.db, &user.0.actor, &who, &form.name, &form.body).await {
+            Ok(t) => (Flash::ok(format!("Template {} saved.", t.name)), StatusCode::OK),
+            Err(e) => refused(e)?,
+        };
+    prompts_page(&state, &req, &user, flash, status).await
+}
+
+/// `POST /settings/prompts/{id}/delete`.
+pub async fn delete(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    sessions::delete_template(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    prompts_page(&state, &req, &user, Flash::ok("Template deleted."), StatusCode::OK).await
+}
+
+/// The share form: a group's id, or blank for nobody.
+#[derive(Deserialize)]
+pub struct ShareForm {
+    group: String,
+}
+
+/// `POST /settings/prompts/{id}/share`.
+pub async fn share(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+    form: web::Form<ShareForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    let shared = sessions::share_template(&state.db, &user.0.actor, &who, id.into_inner(), &form.group).await;
+    let (flash, status) = match shared {
+        Ok(()) if form.group.trim().is_empty() => (Flash::ok("Shared with nobody."), StatusCode::OK),
+        Ok(()) => (Flash::ok("Shared: the group's members can read and copy it."), StatusCode::OK),
+        Err(e) => refused(e)?,
+    };
+    prompts_page(&state, &req, &user, flash, status).await
+}
