@@ -466,20 +466,6 @@ async fn runs_use_the_starters_keys_unless_the_owner_attaches_a_workspace_key() 
     }
 }
 
-/// The statements one GET of `path` runs as `who`: the least of three tries (background
-/// writers share the connection).
-async fn queries_as(c: &Chat, who: &TestSession, path: &str) -> u64 {
-    let mut least = u64::MAX;
-    for _ in 0..3 {
-        let before = c.app.state.queries.count();
-        let res = c.app.get(path, Some(&who.cookie)).await;
-        assert_eq!(res.status(), 200, "{path}");
-        res.text().await.unwrap();
-        least = least.min(c.app.state.queries.count() - before);
-    }
-    least
-}
-
 /// The pages teams added run as many queries for many shared workspaces, groups, members and
 /// links as for few (the architecture issue's rule).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,7 +498,7 @@ async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
     ];
     let mut few = Vec::new();
     for (who, path) in &pages {
-        few.push(queries_as(c, who, path).await);
+        few.push(crate::support::queries_of(&c.app, &who.cookie, path).await);
     }
 
     // Fifteen more workspaces shared with the viewer, fifteen groups (the editor in each),
@@ -530,7 +516,7 @@ async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
         assert_eq!(res.status(), 200);
     }
     for ((who, path), few) in pages.iter().zip(few) {
-        let many = queries_as(c, who, path).await;
+        let many = crate::support::queries_of(&c.app, &who.cookie, path).await;
         assert_eq!(many, few, "{path}: {few} queries for few items, {many} for many");
     }
 }

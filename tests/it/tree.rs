@@ -447,18 +447,8 @@ async fn workspaces_and_the_sidebar() {
     assert!(c.messages().await.is_empty());
 }
 
-/// The statements one GET of `path` runs: the least of three tries, since the search feeder
-/// and the usage writer share the connection and may run a statement at the same moment.
 async fn queries_of(c: &Chat, path: &str) -> u64 {
-    let mut least = u64::MAX;
-    for _ in 0..3 {
-        let before = c.app.state.queries.count();
-        let res = c.app.get(path, Some(&c.s.cookie)).await;
-        assert_eq!(res.status(), 200, "{path}");
-        res.text().await.unwrap();
-        least = least.min(c.app.state.queries.count() - before);
-    }
-    least
+    crate::support::queries_of(&c.app, &c.s.cookie, path).await
 }
 
 /// The home page (with the sidebar) and the session page each run a bounded number of queries,

@@ -95,21 +95,21 @@ async fn group_role(db: &Db, user: &User) -> DomainResult<Role> {
     if role == user.role {
         return Ok(role);
     }
+    set_role(db, user, role, "the role of their groups at first sign-in").await?;
+    Ok(role)
+}
+
+/// Changes the person's role for the identity provider's reasons, audited with them.
+async fn set_role(db: &Db, user: &User, role: Role, by: &str) -> DomainResult<()> {
     users::set_role(db, user.id, role).await?;
     crate::domain::audit::record(
         db,
         &crate::domain::audit::Origin::system(),
         "user.role",
         &format!("user:{}", user.email),
-        serde_json::json!({
-            "user_id": user.id,
-            "from": user.role.as_str(),
-            "to": role.as_str(),
-            "by": "the role of their groups at first sign-in",
-        }),
+        serde_json::json!({ "user_id": user.id, "from": user.role.as_str(), "to": role.as_str(), "by": by }),
     )
-    .await?;
-    Ok(role)
+    .await
 }
 
 /// Admits the person; the flag is a first sign-in whose role is still the groups' to give
@@ -215,20 +215,7 @@ async fn known_identity(
     let user = User { email: emails.verified.clone().unwrap_or(user.email), ..user };
     let role = mapped_role(cfg, id).unwrap_or(user.role);
     if role != user.role {
-        users::set_role(db, user.id, role).await?;
-        crate::domain::audit::record(
-            db,
-            &crate::domain::audit::Origin::system(),
-            "user.role",
-            &format!("user:{}", user.email),
-            serde_json::json!({
-                "user_id": user.id,
-                "from": user.role.as_str(),
-                "to": role.as_str(),
-                "by": "the identity provider's groups",
-            }),
-        )
-        .await?;
+        set_role(db, &user, role, "the identity provider's groups").await?;
     }
     users::touch_login(db, user.id).await?;
     Ok(User { role, display_name: name.to_string(), ..user })

@@ -31,14 +31,7 @@ pub struct SharedServer {
 /// nobody (blank). Audited.
 pub async fn share_own(db: &Db, actor: &Actor, origin: &Origin, id: Uuid, group: &str) -> DomainResult<()> {
     let server = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
-    let group = match group.trim() {
-        "" => None,
-        raw => {
-            let mine = group_repo::groups_of(db, actor.user_id()).await?;
-            let chosen = Uuid::parse_str(raw).ok().and_then(|id| mine.into_iter().find(|g| g.id == id));
-            Some(chosen.ok_or_else(|| DomainError::Invalid("Share it with one of your groups.".into()))?)
-        }
-    };
+    let group = crate::domain::teams::groups::one_of_mine(db, actor, group).await?;
     if !repo::set_group(db, actor.user_id(), id, group.as_ref().map(|g| g.id)).await? {
         return Err(DomainError::NotFound);
     }

@@ -116,14 +116,7 @@ pub async fn share_template(
     group: &str,
 ) -> DomainResult<()> {
     let row = library_repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
-    let group = match group.trim() {
-        "" => None,
-        raw => {
-            let mine = group_repo::groups_of(db, actor.user_id()).await?;
-            let chosen = Uuid::parse_str(raw).ok().and_then(|id| mine.into_iter().find(|g| g.id == id));
-            Some(chosen.ok_or_else(|| DomainError::Invalid("Share it with one of your groups.".into()))?)
-        }
-    };
+    let group = crate::domain::teams::groups::one_of_mine(db, actor, group).await?;
     library_repo::set_group(db, actor.user_id(), id, group.as_ref().map(|g| g.id)).await?;
     audit::record(
         db,

@@ -114,6 +114,18 @@ pub async fn rename(
     Ok(Group { name, ..before })
 }
 
+/// One of the actor's groups, named by its id as a form sends it; `None` for blank (nobody).
+/// What members share (their MCP servers, their prompt templates) goes only to their groups.
+pub async fn one_of_mine(db: &Db, actor: &Actor, raw: &str) -> DomainResult<Option<Group>> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let mine = repo::groups_of(db, actor.user_id()).await?;
+    let chosen = Uuid::parse_str(raw).ok().and_then(|id| mine.into_iter().find(|g| g.id == id));
+    chosen.map(Some).ok_or_else(|| DomainError::Invalid("Share it with one of your groups.".into()))
+}
+
 /// What a group grants beyond access, as the console's form sends it: the role at first
 /// sign-in (`member` or `admin`) and the least-asking approval mode (blank: the instance's).
 #[derive(Debug, Clone, Default)]

@@ -146,6 +146,14 @@ pub struct WorkspaceSettingsForm {
     compact_at_percent: String,
 }
 
+/// The workspace's page again, saying it was saved.
+async fn saved(state: &AppState, user: &CurrentUser, workspace_id: Uuid) -> Result<HttpResponse, WebError> {
+    let mut ctx = workspace_context(state, user, workspace_id).await?;
+    ctx.insert("saved", &true);
+    let html = render_to_string(state, "partials/_workspace.html", &ctx)?;
+    Ok(render::html_response(StatusCode::OK, html))
+}
+
 /// `POST /w/{workspace_id}`: saves the workspace's name and defaults.
 pub async fn save(
     state: web::Data<AppState>,
@@ -163,12 +171,7 @@ pub async fn save(
         compact_at_percent: form.compact_at_percent.clone(),
     };
     match sessions::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
-        Ok(_) => {
-            let mut ctx = workspace_context(&state, &user, workspace_id).await?;
-            ctx.insert("saved", &true);
-            let html = render_to_string(&state, "partials/_workspace.html", &ctx)?;
-            Ok(render::html_response(StatusCode::OK, html))
-        }
+        Ok(_) => saved(&state, &user, workspace_id).await,
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error")
         }
@@ -194,12 +197,7 @@ pub async fn attach_key(
     let workspace_id = parse_id(&path)?;
     let who = crate::web::client::origin(&req, &state, &user.0);
     match sessions::attach_key(&state.db, &user.0.actor, &who, workspace_id, &form.key).await {
-        Ok(_) => {
-            let mut ctx = workspace_context(&state, &user, workspace_id).await?;
-            ctx.insert("saved", &true);
-            let html = render_to_string(&state, "partials/_workspace.html", &ctx)?;
-            Ok(render::html_response(StatusCode::OK, html))
-        }
+        Ok(_) => saved(&state, &user, workspace_id).await,
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-key-error")
         }

@@ -274,3 +274,17 @@ pub fn urlencode(v: &str) -> String {
         })
         .collect()
 }
+
+/// The statements one GET of `path` runs (with this cookie): the least of three tries, since
+/// the search feeder and the usage writer share the connection and may run one at that moment.
+pub async fn queries_of(app: &TestApp, cookie: &str, path: &str) -> u64 {
+    let mut least = u64::MAX;
+    for _ in 0..3 {
+        let before = app.state.queries.count();
+        let res = app.get(path, Some(cookie)).await;
+        assert_eq!(res.status(), 200, "{path}");
+        res.text().await.unwrap();
+        least = least.min(app.state.queries.count() - before);
+    }
+    least
+}
