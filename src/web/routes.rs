@@ -186,6 +186,7 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/mcp", User, web::post().to(settings::mcp_add)),
         entry(Method::POST, "/settings/mcp/{id}/delete", User, web::post().to(settings::mcp_remove)),
         entry(Method::POST, "/settings/mcp/{id}/share", User, web::post().to(settings::mcp_share)),
+        entry(Method::POST, "/settings/mcp/{id}/workspace", User, web::post().to(settings::mcp_workspace)),
         entry(Method::GET, "/settings/prompts", User, web::get().to(prompts::show)),
         entry(Method::POST, "/settings/prompts", User, web::post().to(prompts::create)),
         entry(Method::POST, "/settings/prompts/{id}/delete", User, web::post().to(prompts::delete)),

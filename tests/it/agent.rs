@@ -959,6 +959,7 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
             secret_id: Set(None),
             secret_names: Set("[]".into()),
             group_id: Set(None),
+            workspace_id: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         }
@@ -1014,15 +1015,16 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
         groups::add_member(db, &proof, &Origin::cli(), platform.id, email).await.unwrap();
     }
     let server = arbor::domain::mcp::servers::list_own(db, &Actor::for_tests(&b.c.user)).await.unwrap()[0].id;
-    async fn share_as(
+    async fn share_as_to(
         app: &crate::support::TestApp,
         server: Uuid,
+        what: &str,
         body: String,
         s: &crate::support::TestSession,
     ) -> reqwest::Response {
-        app.post_form(&format!("/settings/mcp/{server}/share"), &body, Some(s)).await
+        app.post_form(&format!("/settings/mcp/{server}/{what}"), &body, Some(s)).await
     }
-    let share = |body: String, s| share_as(app, server, body, s);
+    let share = |body: String, s| share_as_to(app, server, "share", body, s);
     // Not a group of the owner's, not a group at all: refused with a reason; another member: 404.
     for body in [format!("group={}", elsewhere.id), "group=not-a-uuid".into()] {
         let res = share(body.clone(), &b.c.s).await;
@@ -1056,6 +1058,34 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
     assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
     let audit = arbor::storage::repos::audit::list(db, &Default::default(), 100).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "mcp.own.share"));
+
+    // Attached to the owner's workspace instead: runs there get it, whoever starts them, and
+    // nowhere else.
+    let ws = arbor::domain::sessions::get_session(db, &Actor::for_tests(&b.c.user), b.c.session)
+        .await
+        .unwrap()
+        .workspace_id;
+    let (bobs_ws, _) = app.create_session(other).await;
+    let attach = |body: String, s| share_as_to(app, server, "workspace", body, s);
+    for body in ["workspace=not-a-uuid".to_string(), format!("workspace={bobs_ws}")] {
+        let res = attach(body.clone(), &b.c.s).await;
+        assert_eq!(res.status(), 400, "{body}");
+        assert!(res.text().await.unwrap().contains("one of your workspaces"));
+    }
+    assert_eq!(attach(format!("workspace={bobs_ws}"), &other_s).await.status(), 404);
+    assert_eq!(attach(format!("workspace={ws}"), &b.c.s).await.status(), 200);
+    let in_ws = mcp.tools_in(other.id, Some(ws)).await;
+    let echo =
+        in_ws.iter().find(|t| t.spec.name == "mine__echo").expect("runs in the workspace get its tools");
+    let (id, tool) = echo.mcp.clone().unwrap();
+    assert_eq!(
+        mcp.call_in(other.id, Some(ws), id, &tool, &json!({"message": "in ws"})).await.content,
+        "Echo: in ws"
+    );
+    assert!(mcp.tools_in(other.id, Some(bobs_ws)).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    assert!(mcp.call(other.id, id, &tool, &json!({"message": "elsewhere"})).await.is_error);
+    assert_eq!(attach("workspace=".into(), &b.c.s).await.status(), 200);
+    assert!(mcp.tools_in(other.id, Some(ws)).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -516,6 +516,12 @@ pub(crate) fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         post(
+            "/settings/mcp/{id}/workspace",
+            |ids| format!("/settings/mcp/{}/workspace", ids.own_mcp),
+            "workspace=",
+            OWNER_ONLY(200),
+        ),
+        post(
             "/settings/mcp/{id}/delete",
             |ids| format!("/settings/mcp/{}/delete", ids.own_mcp),
             "",

@@ -73,12 +73,16 @@ impl McpRuntime {
     }
 
     /// The enabled servers a user's agent may use: the instance's, the user's own, and those
-    /// colleagues shared with the user's groups; a shared server whose name is taken by one
+    /// colleagues shared with the user's groups or attached to the run's workspace; a shared server whose name is taken by one
     /// listed before it is left out (tool names must stay unique).
-    async fn servers_for(&self, user_id: Uuid) -> DomainResult<Vec<McpServerRecord>> {
+    async fn servers_for(
+        &self,
+        user_id: Uuid,
+        workspace: Option<Uuid>,
+    ) -> DomainResult<Vec<McpServerRecord>> {
         let groups = crate::storage::repos::groups::group_ids_of(&self.db, user_id).await?;
         let mut seen = std::collections::HashSet::new();
-        Ok(repo::enabled_for(&self.db, user_id, &groups)
+        Ok(repo::enabled_for(&self.db, user_id, &groups, workspace)
             .await?
             .into_iter()
             .filter(|r| seen.insert(r.name.clone()))
@@ -125,7 +129,12 @@ impl McpRuntime {
     /// Every tool of every server the user may use, ready to offer. A server that cannot be
     /// started or listed is left out (and logged); the run goes on without it.
     pub async fn tools_for(&self, user_id: Uuid) -> Vec<OfferedTool> {
-        let servers = match self.servers_for(user_id).await {
+        self.tools_in(user_id, None).await
+    }
+
+    /// [`McpRuntime::tools_for`] for a run in a workspace: the servers attached to it too.
+    pub async fn tools_in(&self, user_id: Uuid, workspace: Option<Uuid>) -> Vec<OfferedTool> {
+        let servers = match self.servers_for(user_id, workspace).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the MCP servers");
@@ -188,7 +197,19 @@ impl McpRuntime {
 
     /// Calls a tool of a server the user may use.
     pub async fn call(&self, user_id: Uuid, server: Uuid, tool: &str, arguments: &Value) -> ToolOutput {
-        let rows = match self.servers_for(user_id).await {
+        self.call_in(user_id, None, server, tool, arguments).await
+    }
+
+    /// [`McpRuntime::call`] for a run in a workspace: a server attached to it may be called too.
+    pub async fn call_in(
+        &self,
+        user_id: Uuid,
+        workspace: Option<Uuid>,
+        server: Uuid,
+        tool: &str,
+        arguments: &Value,
+    ) -> ToolOutput {
+        let rows = match self.servers_for(user_id, workspace).await {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the MCP servers");

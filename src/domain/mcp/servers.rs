@@ -259,6 +259,7 @@ pub async fn create(
             secret_id,
             secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
             group_id: None,
+            workspace_id: None,
             created_at: now,
             updated_at: now,
         },
@@ -352,6 +353,8 @@ pub struct OwnServer {
     pub header_names: Vec<String>,
     /// The group it is shared with, if any.
     pub group_id: Option<Uuid>,
+    /// The workspace it is attached to, if any.
+    pub workspace_id: Option<Uuid>,
 }
 
 /// The actor's own (HTTP) servers.
@@ -365,6 +368,7 @@ pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
             url: m.url,
             header_names: serde_json::from_str(&m.secret_names).unwrap_or_default(),
             group_id: m.group_id,
+            workspace_id: m.workspace_id,
         })
         .collect())
 }
@@ -412,6 +416,7 @@ pub async fn create_own(
             secret_id,
             secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
             group_id: None,
+            workspace_id: None,
             created_at: now,
             updated_at: now,
         },
@@ -425,7 +430,14 @@ pub async fn create_own(
         serde_json::json!({ "url": url, "headers": names }),
     )
     .await?;
-    Ok(OwnServer { id, name: name.to_string(), url: url.to_string(), header_names: names, group_id: None })
+    Ok(OwnServer {
+        id,
+        name: name.to_string(),
+        url: url.to_string(),
+        header_names: names,
+        group_id: None,
+        workspace_id: None,
+    })
 }
 
 /// Deletes one of the actor's own servers and its stored headers.

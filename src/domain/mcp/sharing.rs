@@ -67,3 +67,35 @@ pub async fn shared_with_me(db: &Db, actor: &Actor) -> DomainResult<Vec<SharedSe
         })
         .collect())
 }
+
+/// Attaches one of the actor's own servers to one of their own workspaces (`workspace`: its
+/// id), or to none (blank): runs in it get its tools whoever starts them, so editors the
+/// workspace is shared with use it with the owner's headers. Audited.
+pub async fn attach_to_workspace(
+    db: &Db,
+    actor: &Actor,
+    origin: &Origin,
+    id: Uuid,
+    workspace: &str,
+) -> DomainResult<()> {
+    let server = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
+    let workspace = match workspace.trim() {
+        "" => None,
+        raw => {
+            let mine = crate::storage::repos::chat::list_workspaces(db, actor.user_id()).await?;
+            let found = Uuid::parse_str(raw).ok().and_then(|id| mine.into_iter().find(|w| w.id == id));
+            Some(found.ok_or_else(|| DomainError::Invalid("Attach it to one of your workspaces.".into()))?)
+        }
+    };
+    if !repo::set_workspace(db, actor.user_id(), id, workspace.as_ref().map(|w| w.id)).await? {
+        return Err(DomainError::NotFound);
+    }
+    audit::record(
+        db,
+        origin,
+        "mcp.own.workspace",
+        &format!("mcp:{}", server.name),
+        serde_json::json!({ "workspace": workspace.map(|w| w.name) }),
+    )
+    .await
+}

@@ -144,7 +144,16 @@ impl RunEngine {
     /// the model takes tools at all.
     pub(super) async fn add_mcp_tools(&self, job: &mut Job) {
         let (Some(mcp), false) = (&self.mcp, job.tools.is_empty()) else { return };
-        let extra = mcp.tools_for(job.owner_id).await;
+        // The servers attached to the run's workspace come too (whoever started the run).
+        let workspace = match crate::storage::repos::chat::find_session_by_id(&self.db, job.session_id).await
+        {
+            Ok(found) => found.map(|s| s.workspace_id),
+            Err(e) => {
+                tracing::warn!(error = %e, "the run's workspace could not be read; its MCP servers are left out");
+                None
+            }
+        };
+        let extra = mcp.tools_in(job.owner_id, workspace).await;
         if extra.is_empty() {
             return;
         }
@@ -545,7 +554,9 @@ impl RunEngine {
     ) -> ToolOutput {
         if let Some((server, remote)) = tool.and_then(|t| t.mcp.as_ref()) {
             return match &self.mcp {
-                Some(mcp) => mcp.call(job.owner_id, *server, remote, arguments).await,
+                Some(mcp) => {
+                    mcp.call_in(job.owner_id, Some(session.workspace_id), *server, remote, arguments).await
+                }
                 None => ToolOutput::error("MCP servers are not available."),
             };
         }

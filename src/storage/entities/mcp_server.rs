@@ -19,6 +19,8 @@ pub struct Model {
     pub secret_names: String,
     /// The group a member's own server is shared with: its members' agents get its tools.
     pub group_id: Option<Uuid>,
+    /// The owner's workspace it is attached to: runs there get its tools, whoever starts them.
+    pub workspace_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

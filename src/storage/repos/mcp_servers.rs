@@ -29,16 +29,24 @@ pub async fn list_owned(db: &Db, owner: Uuid) -> StorageResult<Vec<McpServerReco
 }
 
 /// The enabled servers a user's agent may use, by name: the instance's and the user's own,
-/// then those colleagues shared with one of `groups` (the user's).
-pub async fn enabled_for(db: &Db, user: Uuid, groups: &[Uuid]) -> StorageResult<Vec<McpServerRecord>> {
+/// then those colleagues shared with one of `groups` (the user's) or attached to `workspace`
+/// (the run's).
+pub async fn enabled_for(
+    db: &Db,
+    user: Uuid,
+    groups: &[Uuid],
+    workspace: Option<Uuid>,
+) -> StorageResult<Vec<McpServerRecord>> {
+    let mut reach = Condition::any()
+        .add(mcp_server::Column::OwnerId.is_null())
+        .add(mcp_server::Column::OwnerId.eq(user))
+        .add(mcp_server::Column::GroupId.is_in(groups.iter().copied()));
+    if let Some(ws) = workspace {
+        reach = reach.add(mcp_server::Column::WorkspaceId.eq(ws));
+    }
     let mut rows = mcp_server::Entity::find()
         .filter(mcp_server::Column::Enabled.eq(true))
-        .filter(
-            Condition::any()
-                .add(mcp_server::Column::OwnerId.is_null())
-                .add(mcp_server::Column::OwnerId.eq(user))
-                .add(mcp_server::Column::GroupId.is_in(groups.iter().copied())),
-        )
+        .filter(reach)
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
         .await?;
@@ -121,4 +129,15 @@ pub async fn update(db: &Db, record: McpServerRecord) -> StorageResult<McpServer
 pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     mcp_server::Entity::delete_by_id(id).exec(db).await?;
     Ok(())
+}
+
+/// Attaches one of `owner`'s servers to a workspace, or to none; `false` when it is not theirs.
+pub async fn set_workspace(db: &Db, owner: Uuid, id: Uuid, workspace: Option<Uuid>) -> StorageResult<bool> {
+    let res = mcp_server::Entity::update_many()
+        .col_expr(mcp_server::Column::WorkspaceId, Expr::value(workspace))
+        .filter(mcp_server::Column::Id.eq(id))
+        .filter(mcp_server::Column::OwnerId.eq(owner))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
 }

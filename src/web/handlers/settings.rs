@@ -422,6 +422,7 @@ async fn mcp_page(
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
     ctx.insert("my_groups", &crate::domain::teams::groups::mine(&state.db, &user.0.actor).await?);
+    ctx.insert("my_workspaces", &crate::domain::sessions::list_workspaces(&state.db, &user.0.actor).await?);
     ctx.insert(
         "shared_servers",
         &crate::domain::mcp::sharing::shared_with_me(&state.db, &user.0.actor).await?,
@@ -513,6 +514,43 @@ pub async fn mcp_share(
         Ok(()) => {
             (Flash::ok("Shared: the group's members' agents get its tools.".to_string()), StatusCode::OK)
         }
+        Err(DomainError::Invalid(m)) => (Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST),
+        Err(e) => return Err(e.into()),
+    };
+    mcp_page(&state, &req, &user, flash, status).await
+}
+
+/// The workspace form of one's own server: one of one's workspaces' id, or blank for none.
+#[derive(Deserialize)]
+pub struct McpWorkspaceForm {
+    workspace: String,
+}
+
+/// `POST /settings/mcp/{id}/workspace`.
+pub async fn mcp_workspace(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    user: CurrentUser,
+    id: web::Path<Uuid>,
+    form: web::Form<McpWorkspaceForm>,
+) -> Result<HttpResponse, WebError> {
+    let who = origin(&req, &state, &user.0);
+    let attached = crate::domain::mcp::sharing::attach_to_workspace(
+        &state.db,
+        &user.0.actor,
+        &who,
+        id.into_inner(),
+        &form.workspace,
+    )
+    .await;
+    let (flash, status) = match attached {
+        Ok(()) if form.workspace.trim().is_empty() => {
+            (Flash::ok("Attached to no workspace."), StatusCode::OK)
+        }
+        Ok(()) => (
+            Flash::ok("Attached: runs in that workspace get its tools, whoever starts them."),
+            StatusCode::OK,
+        ),
         Err(DomainError::Invalid(m)) => (Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST),
         Err(e) => return Err(e.into()),
     };
