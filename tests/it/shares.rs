@@ -320,6 +320,23 @@ async fn search_finds_what_is_shared_with_you_until_the_share_is_revoked() {
     assert!(search(&t.viewer).await.contains(&hit), "a viewer finds the shared session");
     assert!(search(&t.editor).await.contains(&hit), "so does an editor through a group");
     assert!(!search(&t.stranger).await.contains(&hit), "nobody else does");
+    // A person a workspace is shared with who is then disabled (by an admin, or deactivated by
+    // SCIM) reaches nothing of it; the share stays, so enabling them again restores it.
+    use arbor::domain::accounts::UserStatus;
+    let db = c.app.state.db.clone();
+    let (vic, _) = arbor::storage::repos::users::find_by_email(&db, "vic@example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    arbor::storage::repos::users::set_status(&db, vic.id, UserStatus::Disabled).await.unwrap();
+    assert_eq!(c.app.get(&hit, Some(&t.viewer.cookie)).await.status(), 403);
+    let vic_s = c.app.login_full(&vic).await;
+    assert!(c.app.get(&hit, Some(&vic_s.cookie)).await.status().is_client_error());
+    arbor::storage::repos::users::set_status(&db, vic.id, UserStatus::Active).await.unwrap();
+    assert_eq!(c.app.get(&hit, Some(&vic_s.cookie)).await.status(), 200);
+
     let shares =
         arbor::domain::teams::shares::list(&c.app.state.db, &Actor::for_tests(&c.user), ws).await.unwrap();
     for s in shares {
