@@ -20,6 +20,17 @@ pub struct Flash {
     pub error: Option<String>,
 }
 
+/// How a domain refusal reads as a page's flash line: a bad form 400, a clash 409; anything
+/// else is the error page's.
+pub fn refusal(e: crate::domain::DomainError) -> Result<(Flash, StatusCode), WebError> {
+    use crate::domain::DomainError;
+    match e {
+        DomainError::Invalid(m) => Ok((Flash::error(m), StatusCode::BAD_REQUEST)),
+        DomainError::Conflict(m) => Ok((Flash::error(m), StatusCode::CONFLICT)),
+        other => Err(other.into()),
+    }
+}
+
 impl Flash {
     /// A success line.
     pub fn ok(m: impl Into<String>) -> Flash {

@@ -7,12 +7,12 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::{DomainError, sessions, teams};
+use crate::domain::{sessions, teams};
 use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
-use crate::web::form::Flash;
+use crate::web::form::{Flash, refusal};
 use crate::web::handlers::settings::settings_tab;
 
 async fn prompts_page(
@@ -31,14 +31,6 @@ async fn prompts_page(
     ctx.insert("my_groups", &teams::groups::mine(&state.db, actor).await?);
     ctx.insert("prompt_variables", sessions::prompt::VARIABLES);
     settings_tab(state, req, ctx, "prompts", &flash, status)
-}
-
-/// What a domain refusal reads as on the page; anything else is the error page's.
-fn refused(e: DomainError) -> Result<(Flash, StatusCode), WebError> {
-    match e {
-        DomainError::Invalid(m) => Ok((Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST)),
-        e => Err(e.into()),
-    }
 }
 
 /// `GET /settings/prompts`.
@@ -68,7 +60,7 @@ pub async fn create(
     let (flash, status) =
         match sessions::create_template(&state.db, &user.0.actor, &who, &form.name, &form.body).await {
             Ok(t) => (Flash::ok(format!("Template {} saved.", t.name)), StatusCode::OK),
-            Err(e) => refused(e)?,
+            Err(e) => refusal(e)?,
         };
     prompts_page(&state, &req, &user, flash, status).await
 }
@@ -104,7 +96,7 @@ pub async fn share(
     let (flash, status) = match shared {
         Ok(()) if form.group.trim().is_empty() => (Flash::ok("Shared with nobody."), StatusCode::OK),
         Ok(()) => (Flash::ok("Shared: the group's members can read and copy it."), StatusCode::OK),
-        Err(e) => refused(e)?,
+        Err(e) => refusal(e)?,
     };
     prompts_page(&state, &req, &user, flash, status).await
 }

@@ -514,8 +514,7 @@ pub async fn mcp_share(
         Ok(()) => {
             (Flash::ok("Shared: the group's members' agents get its tools.".to_string()), StatusCode::OK)
         }
-        Err(DomainError::Invalid(m)) => (Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST),
-        Err(e) => return Err(e.into()),
+        Err(e) => crate::web::form::refusal(e)?,
     };
     mcp_page(&state, &req, &user, flash, status).await
 }
@@ -551,8 +550,7 @@ pub async fn mcp_workspace(
             Flash::ok("Attached: runs in that workspace get its tools, whoever starts them."),
             StatusCode::OK,
         ),
-        Err(DomainError::Invalid(m)) => (Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST),
-        Err(e) => return Err(e.into()),
+        Err(e) => crate::web::form::refusal(e)?,
     };
     mcp_page(&state, &req, &user, flash, status).await
 }

@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::web::charts::{self, Bar};
 use crate::web::client::{origin, see_other};
 use crate::web::extractors::AdminUser;
-use crate::web::form::Flash;
+use crate::web::form::{Flash, refusal};
 use crate::web::{WebError, render};
 
 /// A same-site link with an encoded query.
@@ -40,15 +40,6 @@ fn base_context(admin: &AdminUser, section: &str, flash: &Flash) -> Context {
     ctx.insert("section", section);
     ctx.insert("flash", flash);
     ctx
-}
-
-/// Splits a refusal the person can act on from a failure: `(flash, status)` or the error.
-fn refusal(e: DomainError) -> Result<(Flash, StatusCode), WebError> {
-    match e {
-        DomainError::Invalid(m) => Ok((Flash::error(m), StatusCode::BAD_REQUEST)),
-        DomainError::Conflict(m) => Ok((Flash::error(m), StatusCode::CONFLICT)),
-        other => Err(other.into()),
-    }
 }
 
 /// `GET /admin`: the console opens on the users page.
