@@ -112,6 +112,10 @@ pub struct LimitsConfig {
     pub streams_per_member: usize,
     /// Uploads being received at once.
     pub uploads_per_member: usize,
+    /// Largest file an import accepts, MiB.
+    pub import_max_mb: u64,
+    /// Largest document in an import (the JSON an export holds), MiB: it is read whole.
+    pub import_document_mb: u64,
 }
 
 /// Chat search.

@@ -143,6 +143,19 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
     let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
+    let files = file_settings(&config_files);
+    let transfers = domain::transfer::Transfers::new(
+        db.clone(),
+        blobs.clone(),
+        files.clone(),
+        search.clone(),
+        config.data_dir.join("transfer"),
+        domain::transfer::ImportLimits {
+            max_upload: config.limits.import_max_mb.saturating_mul(1024 * 1024),
+            max_document: config.limits.import_document_mb.saturating_mul(1024 * 1024),
+        },
+    )
+    .map_err(|e| StartupError::Io(std::io::Error::other(format!("transfer scratch folder: {e}"))))?;
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -158,8 +171,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         usage,
         vault,
         blobs,
-        files: file_settings(&config_files),
+        files,
         search,
+        transfers,
         deletions,
         queries,
         access: Default::default(),

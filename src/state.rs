@@ -59,6 +59,8 @@ pub struct AppState {
     pub files: crate::domain::files::FileSettings,
     /// Chat search.
     pub search: std::sync::Arc<crate::domain::search::SearchService>,
+    /// Export and import.
+    pub transfers: crate::domain::transfer::Transfers,
     /// What may be deleted while answers are being written.
     pub deletions: crate::domain::deletion::Deletions,
     /// How many statements the database connection has run.

@@ -514,8 +514,98 @@
     }
   }
 
+  // A download that must be a POST (it is recorded: an admin's export of a member's data):
+  // fetched with the CSRF token, then handed to the browser as a file.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("[data-download-post]") : null;
+    if (!button) {
+      return;
+    }
+    button.disabled = true;
+    fetch(button.getAttribute("data-download-post"), {
+      method: "POST",
+      headers: { "X-CSRF-Token": csrfToken() },
+      credentials: "same-origin",
+    })
+      .then(function (res) {
+        if (!res.ok) {
+          return res.text().then(function (text) {
+            throw new Error(text || "The export failed.");
+          });
+        }
+        var name = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") || "");
+        return res.blob().then(function (blob) {
+          var link = document.createElement("a");
+          link.href = URL.createObjectURL(blob);
+          link.download = name ? name[1] : "arbor-export.tar.gz";
+          document.body.appendChild(link);
+          link.click();
+          link.remove();
+          setTimeout(function () {
+            URL.revokeObjectURL(link.href);
+          }, 60000);
+        });
+      })
+      .catch(function (err) {
+        window.alert(err.message);
+      })
+      .then(function () {
+        button.disabled = false;
+      });
+  });
+
+  // Settings → Export and import: the file goes up as the request body (like an attachment),
+  // and the job card that comes back follows the import's progress by itself.
+  function uploadImport(input) {
+    var form = input.closest("[data-import-form]");
+    var file = input.files[0];
+    var note = form.querySelector("#import-upload");
+    var workspace = form.querySelector("#import-workspace");
+    var xhr = new XMLHttpRequest();
+    xhr.open(
+      "POST",
+      "/settings/imports?name=" + encodeURIComponent(file.name) + "&workspace=" +
+        encodeURIComponent(workspace ? workspace.value : "")
+    );
+    xhr.setRequestHeader("X-CSRF-Token", csrfToken());
+    note.textContent = "Sending " + file.name + "…";
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) {
+        note.textContent = "Sending " + file.name + ": " + Math.round((e.loaded / e.total) * 100) + "%";
+      }
+    });
+    xhr.addEventListener("load", function () {
+      if (xhr.status === 202) {
+        note.textContent = "";
+        var holder = document.createElement("div");
+        holder.innerHTML = xhr.responseText;
+        var card = holder.firstElementChild;
+        var jobs = document.getElementById("import-jobs");
+        if (card && jobs) {
+          jobs.insertBefore(card, jobs.firstChild);
+          if (window.htmx) {
+            window.htmx.process(card);
+          }
+        }
+      } else {
+        var why = document.createElement("div");
+        why.innerHTML = xhr.responseText;
+        note.textContent = "Not imported: " + (why.textContent.trim() || "the upload failed.");
+      }
+    });
+    xhr.addEventListener("error", function () {
+      note.textContent = "Not imported: the upload failed.";
+    });
+    xhr.send(file);
+    input.value = "";
+  }
+
   document.addEventListener("change", function (event) {
     var input = event.target;
+    if (input && input.id === "import-file" && input.files && input.files.length) {
+      uploadImport(input);
+      return;
+    }
     if (input && input.id === "composer-file" && input.files) {
       uploadAll(input.closest("form"), input.files);
       input.value = "";

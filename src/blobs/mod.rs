@@ -13,7 +13,7 @@ pub use names::{clean_file_name, content_disposition};
 pub use sniff::Kind;
 
 use std::fs::File;
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +59,7 @@ pub fn valid_hash(s: &str) -> bool {
 }
 
 /// The store's name for these bytes.
-fn hash_of(bytes: &[u8]) -> String {
+pub fn hash_of(bytes: &[u8]) -> String {
     hex(&Sha512_256::digest(bytes))
 }
 
@@ -165,6 +165,38 @@ impl BlobStore {
             Ok(StoredBlob { hash, size, kind: Kind::sniff(&head), created })
         })
         .await
+    }
+
+    /// Stores what `reader` yields, hashing as it writes to a temp file, on a blocking thread
+    /// (an archive being imported). More than `max_bytes` → [`BlobError::TooLarge`]; the temp
+    /// file is removed on every failure.
+    pub fn put_reader_blocking(
+        &self,
+        reader: &mut dyn Read,
+        max_bytes: u64,
+    ) -> Result<StoredBlob, BlobError> {
+        let (temp, mut file) = TempPath::create(&self.dirs.tmp)?;
+        let mut hasher = Sha512_256::new();
+        let mut head = Vec::new();
+        let mut size: u64 = 0;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader.read(&mut buf).map_err(|_| BlobError::Interrupted)?;
+            if n == 0 {
+                break;
+            }
+            size = size.saturating_add(n as u64);
+            if size > max_bytes {
+                return Err(BlobError::TooLarge);
+            }
+            hasher.update(&buf[..n]);
+            let wanted = (sniff::SNIFF_LEN + 1).saturating_sub(head.len()).min(n);
+            head.extend_from_slice(&buf[..wanted]);
+            file.write_all(&buf[..n])?;
+        }
+        let hash = hex(&hasher.finalize());
+        let created = self.commit(&temp, file, &hash, size)?;
+        Ok(StoredBlob { hash, size, kind: Kind::sniff(&head), created })
     }
 
     /// Where the blob with this hash lives; [`BlobError::BadHash`] unless [`valid_hash`], so no

@@ -167,6 +167,14 @@ impl Config {
                 return bad(key, "must be between 1 and 10000");
             }
         }
+        for (key, value) in [
+            ("limits.import_max_mb", self.limits.import_max_mb),
+            ("limits.import_document_mb", self.limits.import_document_mb),
+        ] {
+            if !(1..=65_536).contains(&value) {
+                return bad(key, "must be between 1 and 65536");
+            }
+        }
         if self.events.channel_capacity < 16 {
             return bad("events.channel_capacity", "must be at least 16");
         }

@@ -108,6 +108,8 @@ fn validation_names_key() {
         ("ARBOR_LIMITS__RUNS_PER_MEMBER", "limits.runs_per_member", "0"),
         ("ARBOR_LIMITS__STREAMS_PER_MEMBER", "limits.streams_per_member", "100000"),
         ("ARBOR_LIMITS__UPLOADS_PER_MEMBER", "limits.uploads_per_member", "0"),
+        ("ARBOR_LIMITS__IMPORT_MAX_MB", "limits.import_max_mb", "0"),
+        ("ARBOR_LIMITS__IMPORT_DOCUMENT_MB", "limits.import_document_mb", "100000"),
         ("ARBOR_LLM__LOCAL_OLLAMA_URL", "llm.local_ollama_url", "127.0.0.1:11434"),
     ] {
         let err = load(&CliOverrides::default(), &env(&[(var, value)])).unwrap_err().to_string();

@@ -16,6 +16,7 @@ pub mod scim;
 pub mod search;
 pub mod sessions;
 pub mod teams;
+pub mod transfer;
 pub mod validate;
 
 use crate::storage::StorageError;

@@ -7,3 +7,4 @@ pub mod messages;
 pub mod search;
 pub mod sessions;
 pub mod teams;
+pub mod transfer;

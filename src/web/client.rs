@@ -87,6 +87,15 @@ pub fn origin_of_token(
     crate::domain::audit::Origin { actor_id: Some(admin.actor().user_id()), actor: "scim".into(), ip }
 }
 
+/// The body length a request declares (`Content-Length`), when it declares a valid one: uploads
+/// that cannot fit are refused from it before a byte of their body is read.
+pub fn declared_length(req: &HttpRequest) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,6 +32,9 @@ pub enum WebError {
     /// Conflicts with current state; the text is shown.
     #[error("{0}")]
     Conflict(String),
+    /// A body over its limit (413); the text is shown.
+    #[error("{0}")]
+    PayloadTooLarge(String),
     /// Rate-limited; the text is shown, the number is `Retry-After` in seconds.
     #[error("{0}")]
     TooManyRequests(String, u64),
@@ -80,6 +83,7 @@ impl WebError {
             WebError::Forbidden(m)
             | WebError::BadRequest(m)
             | WebError::Conflict(m)
+            | WebError::PayloadTooLarge(m)
             | WebError::Unavailable(m)
             | WebError::BadGateway(m)
             | WebError::Busy(m, _)
@@ -96,6 +100,7 @@ impl ResponseError for WebError {
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
+            WebError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             WebError::Unavailable(_) | WebError::Busy(..) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             WebError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,

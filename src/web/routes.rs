@@ -47,7 +47,7 @@ pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
         account, admin, agent, api, assets, auth, events, files, health, home, invitations, links, memory,
-        oidc, prompts, scim, search, sessions, settings, shares, workspaces,
+        oidc, prompts, scim, search, sessions, settings, shares, transfer, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -109,6 +109,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/admin/users/{id}/role", Admin, web::post().to(admin::set_role)),
         entry(Method::GET, "/admin/users/{id}/delete", Admin, web::get().to(admin::confirm_delete_user)),
         entry(Method::POST, "/admin/users/{id}/delete", Admin, web::post().to(admin::delete_user)),
+        // A POST: the export is recorded in the audit log (a GET never writes).
+        entry(Method::POST, "/admin/users/{id}/export", Admin, web::post().to(transfer::export_member)),
         entry(Method::GET, "/admin/directory", Admin, web::get().to(admin::directory)),
         entry(Method::POST, "/admin/directory/tokens", Admin, web::post().to(admin::create_scim_token)),
         entry(
@@ -288,6 +290,12 @@ pub fn table() -> Vec<RouteEntry> {
             web::post().to(links::create),
         ),
         entry(Method::GET, "/settings/links", User, web::get().to(links::mine)),
+        entry(Method::GET, "/settings/transfer", User, web::get().to(transfer::show)),
+        entry(Method::GET, "/settings/export", User, web::get().to(transfer::export_everything)),
+        entry(Method::POST, "/settings/imports", User, web::post().to(transfer::import)),
+        entry(Method::GET, "/settings/imports/{id}", User, web::get().to(transfer::import_status)),
+        entry(Method::GET, "/w/{id}/export", User, web::get().to(transfer::export_workspace)),
+        entry(Method::GET, "/s/{id}/export", User, web::get().to(transfer::export_session)),
         entry(Method::POST, "/settings/links/{id}/delete", User, web::post().to(links::revoke_mine)),
         entry(Method::POST, "/w/{workspace_id}/shares/{share_id}", User, web::post().to(shares::change)),
         entry(

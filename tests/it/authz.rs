@@ -62,6 +62,8 @@ pub(crate) struct Ids {
     own_mcp: Uuid,
     /// The owner's prompt template.
     prompt: Uuid,
+    /// An import of the owner's (of an empty export).
+    import_job: Uuid,
     /// An upload of the owner's, and the hash of another file the owner keeps.
     upload: Uuid,
     blob: String,
@@ -203,6 +205,7 @@ pub(crate) fn cases() -> Vec<Case> {
             "role=member",
             ADMIN_ONLY,
         ),
+        post("/admin/users/{id}/export", |ids| format!("/admin/users/{}/export", ids.victim), "", ADMIN_ONLY),
         get("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), ADMIN_ONLY),
         post("/admin/users/{id}/delete", |ids| format!("/admin/users/{}/delete", ids.victim), "", ADMIN_ONLY),
         get("/admin/directory", |_| "/admin/directory".into(), ADMIN_ONLY),
@@ -298,6 +301,18 @@ pub(crate) fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         get("/settings/links", |_| "/settings/links".into(), OWN_PAGE),
+        get("/settings/transfer", |_| "/settings/transfer".into(), OWN_PAGE),
+        get("/settings/export", |_| "/settings/export".into(), OWN_PAGE),
+        // An empty export: each member's own import starts (202) and makes nothing.
+        post(
+            "/settings/imports",
+            |_| "/settings/imports?name=walk.json".into(),
+            r#"{"format":1,"source":"walk","workspaces":[]}"#,
+            Expect { anonymous: 401, other_member: 202, owner: 202, admin: 202 },
+        ),
+        get("/settings/imports/{id}", |ids| format!("/settings/imports/{}", ids.import_job), OWNER_ONLY(200)),
+        get("/w/{id}/export", |ids| format!("/w/{}/export", ids.workspace), OWNER_ONLY(200)),
+        get("/s/{id}/export", |ids| format!("/s/{}/export", ids.session), OWNER_ONLY(200)),
         post(
             "/settings/links/{id}/delete",
             |ids| format!("/settings/links/{}/delete", ids.spare_link),
@@ -1015,6 +1030,16 @@ async fn agent_objects(
     .await
     .unwrap()
     .id;
+    let actor = arbor::domain::accounts::Actor::for_tests(owner);
+    let path = app.state.transfers.prepare_import(&actor, None).unwrap();
+    std::fs::write(&path, br#"{"format":1,"source":"walk","workspaces":[]}"#).unwrap();
+    ids.import_job = app
+        .state
+        .transfers
+        .start_import(&actor, &arbor::domain::audit::Origin::cli(), path, "walk.json", None)
+        .await
+        .unwrap()
+        .id;
     ids
 }
 
@@ -1079,6 +1104,7 @@ pub(crate) async fn world(app: &TestApp) -> World {
         host_root: Uuid::nil(),
         own_mcp: Uuid::nil(),
         prompt: Uuid::nil(),
+        import_job: Uuid::nil(),
         upload: Uuid::nil(),
         blob: String::new(),
         group: Uuid::nil(),
@@ -1239,6 +1265,7 @@ async fn every_state_changing_route_refuses_cross_site_and_tokenless_requests() 
         host_root: Uuid::now_v7(),
         own_mcp: Uuid::now_v7(),
         prompt: Uuid::now_v7(),
+        import_job: Uuid::now_v7(),
         upload: Uuid::now_v7(),
         blob: "0".repeat(64),
         group: Uuid::now_v7(),

@@ -45,6 +45,7 @@ mod search;
 mod settings;
 mod shares;
 mod tasks;
+mod transfer;
 mod tree;
 mod vault;
 mod web_basics;

@@ -32,7 +32,12 @@ pub struct NewUpload<'a> {
     pub dims: Option<(i32, i32)>,
 }
 
-async fn ensure_blob<C: ConnectionTrait>(db: &C, hash: &str, size: i64, mime: &str) -> StorageResult<()> {
+pub(crate) async fn ensure_blob<C: ConnectionTrait>(
+    db: &C,
+    hash: &str,
+    size: i64,
+    mime: &str,
+) -> StorageResult<()> {
     blob::Entity::insert(blob::ActiveModel {
         hash: Set(hash.to_string()),
         size: Set(size),

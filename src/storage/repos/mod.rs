@@ -24,5 +24,6 @@ pub mod share_links;
 pub mod shares;
 pub mod stored_responses;
 pub mod tool_refusals;
+pub mod transfer;
 pub mod usage;
 pub mod users;

@@ -1,7 +1,6 @@
 //! Uploads (raw bodies, one file each) and serving blobs to the people allowed to see them.
 
 use actix_web::http::StatusCode;
-use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -43,11 +42,7 @@ pub async fn upload(
         return refusal(&state, StatusCode::TOO_MANY_REQUESTS, &message);
     };
     // A declared length that cannot fit is refused before a byte of the body is read.
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = crate::web::client::declared_length(&req);
     if let Some(declared) = declared {
         match files::check_room(&state.db, &state.files, &user.0.actor, declared).await {
             Ok(()) => {}

@@ -19,4 +19,5 @@ pub mod search;
 pub mod sessions;
 pub mod settings;
 pub mod shares;
+pub mod transfer;
 pub mod workspaces;
