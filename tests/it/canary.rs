@@ -148,6 +148,22 @@ async fn canary_keys_never_leave_the_vault_except_to_the_provider() {
         let res = get(who, path.clone()).await.unwrap();
         assert_eq!(seen.keep(&path, res).await.0, 200, "{path}");
     }
+    // The chat exports, unpacked: the member's own and an admin's export of the member's data.
+    let own = get(1, "/settings/export".into()).await.unwrap();
+    let admins = post(0, format!("/admin/users/{}/export", sessions[1].0.id), String::new()).await.unwrap();
+    for (what, res) in [("own export", own), ("admin's export", admins)] {
+        assert_eq!(res.status(), 200, "{what}");
+        let bytes = res.bytes().await.unwrap();
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_ref()));
+        let mut unpacked = String::new();
+        for entry in archive.entries().unwrap() {
+            let mut raw = Vec::new();
+            std::io::Read::read_to_end(&mut entry.unwrap(), &mut raw).unwrap();
+            unpacked.push_str(&String::from_utf8_lossy(&raw));
+        }
+        assert!(unpacked.contains("\"title\":\"Canary\""), "{what}: the session is in it");
+        seen.0.push(format!("{what}\n{unpacked}"));
+    }
     let page = seen.0.iter().find(|p| p.starts_with(&format!("/s/{session}"))).unwrap();
     assert!(page.contains("Incorrect API key provided"), "the refusal is shown, redacted");
     conn.close().await.unwrap();
