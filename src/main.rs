@@ -174,7 +174,7 @@ enum AdminAction {
         /// The token's name.
         #[arg(long, default_value = "command line")]
         name: String,
-        /// `api` (the /v1 API only) or `full` (also the account).
+        /// `api` (the /v1 model API), `sessions` (the sessions API) or `full` (both, and the account).
         #[arg(long, default_value = "api")]
         scope: String,
         /// Days until it expires (default: never).
@@ -485,8 +485,8 @@ async fn cli_token(
     days: Option<u32>,
 ) -> Result<String, String> {
     use arbor::domain::accounts::api_tokens;
-    let scope =
-        api_tokens::Scope::parse(scope).ok_or_else(|| "--scope must be api, full or scim".to_string())?;
+    let scope = api_tokens::Scope::parse(scope)
+        .ok_or_else(|| "--scope must be api, sessions, full or scim".to_string())?;
     let created =
         api_tokens::issue_for_operator(db, email, name, scope, days).await.map_err(|e| match e {
             arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),

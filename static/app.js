@@ -21,6 +21,11 @@
       // Whether it follows a live run: a streaming answer, or a message on its way.
       var following = document.querySelector('#thread [data-status="streaming"], #composer.htmx-request');
       event.detail.headers["X-Arbor-Following"] = following ? "1" : "";
+      // The last message shown: when the session went on past it elsewhere (the sessions API,
+      // another tab), the page reloads to show what came.
+      var shown_messages = document.querySelectorAll('#thread article.msg[id^="m-"]');
+      var last = shown_messages.length ? shown_messages[shown_messages.length - 1] : null;
+      event.detail.headers["X-Arbor-Last"] = last ? last.id.slice(2) : "";
     }
   });
 

@@ -5,6 +5,118 @@ use serde_json::{Value, json};
 
 /// Every gateway route: method, path, summary, request schema name, response description.
 pub const ROUTES: &[(&str, &str, &str, Option<&str>, &str)] = &[
+    (
+        "get",
+        "/v1/workspaces",
+        "Sessions API: your workspaces (tokens of scope `sessions` or `full`).",
+        None,
+        "`{\"data\": [workspace]}`.",
+    ),
+    (
+        "post",
+        "/v1/workspaces",
+        "Sessions API: makes a workspace.",
+        Some("NewWorkspace"),
+        "The workspace (201).",
+    ),
+    (
+        "get",
+        "/v1/workspaces/{id}/sessions",
+        "Sessions API: a workspace's sessions, most recent first; `?archived=true` for the archived, `?page=` for more.",
+        None,
+        "`{\"data\": [session], \"has_more\"}`.",
+    ),
+    (
+        "post",
+        "/v1/workspaces/{id}/sessions",
+        "Sessions API: makes a session in a workspace.",
+        Some("NewSession"),
+        "The session (201).",
+    ),
+    (
+        "get",
+        "/v1/sessions/{id}",
+        "Sessions API: a session, its active path (each message with its place among its siblings) and the tool call it waits a decision on.",
+        None,
+        "`{session, role, path, message_count, running, pending_approval}`.",
+    ),
+    (
+        "patch",
+        "/v1/sessions/{id}",
+        "Sessions API: renames or archives a session.",
+        Some("SessionPatch"),
+        "The session.",
+    ),
+    (
+        "delete",
+        "/v1/sessions/{id}",
+        "Sessions API: deletes a session with every branch (owners only).",
+        None,
+        "`{id, deleted: true}`.",
+    ),
+    (
+        "get",
+        "/v1/sessions/{id}/events",
+        "Sessions API: the session's run as server-sent events of JSON: `snapshot`, `delta`, `thought`, `tool_call`, `usage`, `message`, `tool_result`, `approval_request`, `error`, `done` (last). Reconnect with `Last-Event-ID` to get exactly what was missed.",
+        None,
+        "An event stream.",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/messages",
+        "Sessions API: appends a message at the end of the active path and starts its answer; the same `client_id` twice sends it once.",
+        Some("SendMessage"),
+        "`{user_message_id, assistant_message_id, created}` (202).",
+    ),
+    (
+        "get",
+        "/v1/sessions/{id}/messages/{message_id}/children",
+        "Sessions API: the replies below a message (its branches).",
+        None,
+        "`{\"data\": [message]}`.",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/messages/{message_id}/select",
+        "Sessions API: makes the active path go through a message.",
+        None,
+        "`{selected}`.",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/messages/{message_id}/edit",
+        "Sessions API: edits a message of yours: the new text becomes its sibling and is answered; the old branch stays.",
+        Some("SendMessage"),
+        "`{user_message_id, assistant_message_id, created}` (202).",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/messages/{message_id}/regenerate",
+        "Sessions API: a new answer beside this one.",
+        None,
+        "`{assistant_message_id}` (202).",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/messages/{message_id}/continue",
+        "Sessions API: continues a stopped or interrupted answer.",
+        None,
+        "`{assistant_message_id}` (202).",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/stop",
+        "Sessions API: stops the live answer, keeping what was written.",
+        None,
+        "`{stopped}`.",
+    ),
+    (
+        "post",
+        "/v1/sessions/{id}/tool-calls/{call_id}/decision",
+        "Sessions API: decides a waiting tool call: `yes`, `no`, `no_continue`, `always` (with `scope`), `explain`.",
+        Some("Decision"),
+        "`{outcome, call}`.",
+    ),
     ("get", "/v1/models", "The models this token's user may use, then their aliases.", None, "A model list."),
     (
         "post",
@@ -189,6 +301,22 @@ pub fn document() -> Value {
                         "toolConfig": { "type": "object" },
                         "generationConfig": { "type": "object" },
                         "safetySettings": { "type": "array" }
+                    }
+                },
+                "NewWorkspace": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string", "maxLength": 200 } } },
+                "NewSession": { "type": "object", "properties": { "title": { "type": "string", "maxLength": 200 } } },
+                "SessionPatch": { "type": "object", "properties": { "title": { "type": "string" }, "archived": { "type": "boolean" } } },
+                "SendMessage": {
+                    "type": "object",
+                    "required": ["text"],
+                    "properties": { "text": { "type": "string" }, "model": { "type": "string" }, "client_id": { "type": "string" } }
+                },
+                "Decision": {
+                    "type": "object",
+                    "required": ["decision"],
+                    "properties": {
+                        "decision": { "type": "string", "enum": ["yes", "no", "no_continue", "always", "explain"] },
+                        "scope": { "type": "string", "enum": ["session", "workspace"] }
                     }
                 },
                 "Error": error_schema()

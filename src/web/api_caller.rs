@@ -98,6 +98,13 @@ fn google_key(req: &HttpRequest) -> Option<&str> {
         .filter(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'))
 }
 
+/// Whether a path belongs to the sessions API.
+pub fn is_sessions_path(path: &str) -> bool {
+    ["/v1/workspaces", "/v1/sessions"]
+        .iter()
+        .any(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+}
+
 async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiError> {
     let token = bearer_token(req).or_else(|| google_key(req)).ok_or_else(|| {
         ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
@@ -105,6 +112,22 @@ async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiEr
     match api_tokens::authenticate(&state.db, token).await {
         Ok(Ok(caller)) if caller.scope == api_tokens::Scope::Scim => {
             Err(ApiError::new(403, "permission", "This token is for directory provisioning (SCIM) only."))
+        }
+        // A token reaches the part of `/v1` its scope names: the model API or the sessions API
+        // (`full` both).
+        Ok(Ok(caller)) if caller.scope == api_tokens::Scope::Sessions && !is_sessions_path(req.path()) => {
+            Err(ApiError::new(
+                403,
+                "permission",
+                "This token is for the sessions API (/v1/workspaces, /v1/sessions) only.",
+            ))
+        }
+        Ok(Ok(caller)) if caller.scope == api_tokens::Scope::Api && is_sessions_path(req.path()) => {
+            Err(ApiError::new(
+                403,
+                "permission",
+                "This token is for the model API only; make one with the sessions scope for the sessions API.",
+            ))
         }
         Ok(Ok(caller)) => Ok(caller),
         Ok(Err(Refusal::Invalid)) => Err(ApiError::new(

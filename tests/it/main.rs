@@ -42,6 +42,7 @@ mod recovery;
 mod runs;
 mod scim;
 mod search;
+mod sessions_api;
 mod settings;
 mod shares;
 mod tasks;

@@ -27,8 +27,11 @@ pub const MAX_TOKENS: usize = 50;
 pub enum Scope {
     /// The `/v1` API and account management.
     Full,
-    /// The `/v1` API only.
+    /// The `/v1` model API only.
     Api,
+    /// The sessions API only (`/v1/workspaces`, `/v1/sessions`): a program that works in the
+    /// person's sessions as they would in the browser.
+    Sessions,
     /// Directory provisioning (`/scim/v2`) only; made by admins, valid while they are one.
     Scim,
 }
@@ -39,6 +42,7 @@ impl Scope {
         match self {
             Scope::Full => "full",
             Scope::Api => "api",
+            Scope::Sessions => "sessions",
             Scope::Scim => "scim",
         }
     }
@@ -48,12 +52,13 @@ impl Scope {
         match s {
             "full" => Some(Scope::Full),
             "api" => Some(Scope::Api),
+            "sessions" => Some(Scope::Sessions),
             "scim" => Some(Scope::Scim),
             _ => None,
         }
     }
 
-    /// What a member may pick for a token of their own: `api` or `full` (SCIM tokens are made
+    /// What a member may pick for a token of their own: `api`, `sessions` or `full` (SCIM tokens are made
     /// in the admin console).
     pub fn parse_member(s: &str) -> Option<Scope> {
         Scope::parse(s).filter(|s| *s != Scope::Scim)

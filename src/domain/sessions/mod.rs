@@ -545,6 +545,22 @@ pub async fn message(db: &Db, actor: &Actor, session_id: Uuid, message_id: Uuid)
     messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)
 }
 
+/// A message's replies (its children, oldest first): the branches below it.
+pub async fn children(
+    db: &Db,
+    actor: &Actor,
+    session_id: Uuid,
+    message_id: Uuid,
+) -> DomainResult<Vec<Message>> {
+    let (session, _) = view_session(db, actor, session_id).await?;
+    messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)?;
+    let mut out = Vec::new();
+    for id in messages::children_of(db, session.id, message_id).await? {
+        out.extend(messages::find_message(db, session.id, id).await?);
+    }
+    Ok(out)
+}
+
 /// The messages of a side branch from `message_id` down its chosen children (a sub-agent's
 /// work, say), at most `limit`.
 pub async fn branch_from(

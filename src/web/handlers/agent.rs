@@ -222,12 +222,31 @@ pub async fn pending_watch(
     let showing = header("x-arbor-showing").unwrap_or_default();
     // A run someone else started (a teammate in a shared workspace, or another tab) that this
     // page does not follow: the reloaded page shows it streaming and follows it live.
-    let unfollowed_run = header("x-arbor-following") == Some("") && state.runs.is_active(session_id);
+    let not_following = header("x-arbor-following") == Some("");
+    let unfollowed_run = not_following && state.runs.is_active(session_id);
+    // The path went on past the page's last message (a reply written through the sessions API,
+    // or in another tab, that ended between two watches).
+    let went_on = match header("x-arbor-last") {
+        _ if !not_following || unfollowed_run => false,
+        // An empty page, and the session has begun since.
+        Some("") => sessions::view_session(&state.db, &user.0.actor, session_id)
+            .await
+            .is_ok_and(|(s, _)| s.active_root_id.is_some()),
+        Some(raw) => match Uuid::parse_str(raw) {
+            Ok(last) => sessions::message(&state.db, &user.0.actor, session_id, last)
+                .await
+                .is_ok_and(|m| m.chosen_child_id.is_some()),
+            Err(_) => false,
+        },
+        None => false,
+    };
     match pending {
         Some(call) if call.id.to_string() != showing => {
             Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish())
         }
-        _ if unfollowed_run => Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish()),
+        _ if unfollowed_run || went_on => {
+            Ok(HttpResponse::Ok().insert_header(("HX-Refresh", "true")).finish())
+        }
         _ => Ok(HttpResponse::NoContent().finish()),
     }
 }

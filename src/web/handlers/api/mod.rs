@@ -8,6 +8,8 @@ mod anthropic;
 mod gemini;
 mod openai;
 mod responses;
+pub mod session_events;
+pub mod sessions;
 
 pub use anthropic::{count_tokens, messages};
 pub use gemini::{gemini_model, gemini_models, gemini_post};

@@ -1,0 +1,342 @@
+//! `GET /v1/sessions/{id}/events`: a session's run as Server-Sent Events of JSON, for programs.
+//!
+//! Events: `snapshot` (what the live message holds so far), `delta`, `thought`, `tool_call`,
+//! `usage`, `message` and `tool_result` (a message the run finished before going on),
+//! `approval_request` (the run waits for a decision), `error`, and `done` last. Every event
+//! carries an id naming the run, the message and how much of it the client has; a client that
+//! reconnects with `Last-Event-ID` gets exactly what it missed (the rest of the text, the
+//! messages finished meanwhile), never a token twice.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, Responder, web};
+use actix_web_lab::sse;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::openai_error;
+use super::sessions::{domain_error, message_json};
+use crate::domain::runs::decisions;
+use crate::domain::sessions;
+use crate::events::{RunEvent, RunSnapshot};
+use crate::gateway::ApiError;
+use crate::state::AppState;
+use crate::web::api_caller::ApiCaller;
+
+/// Messages between a reconnecting client's and the live one that are sent again, at most.
+const MAX_CATCH_UP: usize = 100;
+
+/// Where a client stands: the run and message of its last event, and how much of that message
+/// it has (bytes of text and of thoughts, tool calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    run: Uuid,
+    message: Uuid,
+    seq: u64,
+    text: usize,
+    thoughts: usize,
+    calls: usize,
+}
+
+impl Position {
+    fn of(s: &RunSnapshot, message: Uuid) -> Position {
+        Position {
+            run: s.run_id,
+            message,
+            seq: s.seq,
+            text: s.text.len(),
+            thoughts: s.thoughts.len(),
+            calls: s.tool_calls.len(),
+        }
+    }
+
+    fn id(&self) -> String {
+        format!("{}.{}.{}.{}.{}.{}", self.run, self.message, self.seq, self.text, self.thoughts, self.calls)
+    }
+
+    fn parse(raw: &str) -> Option<Position> {
+        let mut parts = raw.trim().split('.');
+        let p = Position {
+            run: Uuid::parse_str(parts.next()?).ok()?,
+            message: Uuid::parse_str(parts.next()?).ok()?,
+            seq: parts.next()?.parse().ok()?,
+            text: parts.next()?.parse().ok()?,
+            thoughts: parts.next()?.parse().ok()?,
+            calls: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(p)
+    }
+}
+
+fn event(name: &'static str, data: Value, id: Option<String>) -> sse::Event {
+    let mut data = sse::Data::new(data.to_string()).event(name);
+    if let Some(id) = id {
+        data = data.id(id);
+    }
+    data.into()
+}
+
+/// What a stream task sends; a send that fails means the client went away.
+struct Out(mpsc::Sender<sse::Event>);
+
+impl Out {
+    async fn send(&self, name: &'static str, data: Value, id: Option<String>) -> bool {
+        self.0.send(event(name, data, id)).await.is_ok()
+    }
+}
+
+/// `GET /v1/sessions/{id}/events`.
+pub async fn events(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    caller: ApiCaller,
+    path: web::Path<String>,
+) -> HttpResponse {
+    let actor = caller.0.actor.clone();
+    let Ok(session_id) = Uuid::parse_str(&path) else { return openai_error(&not_found()) };
+    if let Err(e) = sessions::view_session(&state.db, &actor, session_id).await {
+        return openai_error(&domain_error(e));
+    }
+    let max = state.config.limits.streams_per_member;
+    let Some(slot) = state.streams.try_take(actor.user_id(), max) else {
+        let message = format!("You hold {max} live streams, the most allowed: close one first.");
+        return openai_error(&ApiError {
+            status: 429,
+            kind: "rate_limit",
+            message,
+            param: None,
+            retry_after: Some(5),
+        });
+    };
+    let resume = req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(Position::parse);
+    let (tx, mut rx) = mpsc::channel(64);
+    let task_state = state.clone();
+    tokio::spawn(async move {
+        let _slot = slot;
+        follow(&task_state, &actor, session_id, resume, Out(tx)).await;
+    });
+    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    sse::Sse::from_infallible_stream(stream)
+        .with_keep_alive(Duration::from_secs(state.config.events.keepalive_secs))
+        .customize()
+        .insert_header(("X-Accel-Buffering", "no"))
+        .respond_to(&req)
+        .map_into_boxed_body()
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(404, "not_found", "No such session.")
+}
+
+/// Follows the session's run to its end (or the client's going away).
+async fn follow(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+    session_id: Uuid,
+    resume: Option<Position>,
+    out: Out,
+) {
+    let mut last_message = resume.map(|p| p.message);
+    // A run ends once; a decision may start the next, which the client follows by reconnecting
+    // after it decides.
+    'run: {
+        let Some(mut sub) = state.runs.subscribe(session_id) else { break 'run };
+        let Some(mut message) = sub.snapshot.message_id else { break 'run };
+        // The start: what the client lacks of the live message, or all of it.
+        let position = match resume.filter(|p| p.run == sub.snapshot.run_id) {
+            Some(p) if p.message == message => {
+                if !catch_up(&out, &sub.snapshot, p).await {
+                    return;
+                }
+                Some(Position::of(&sub.snapshot, message))
+            }
+            Some(p) => {
+                // The run went on past the client's message: what finished meanwhile, then all of
+                // the live one.
+                if !finished_between(state, actor, session_id, p.message, message, &out).await {
+                    return;
+                }
+                snapshot(&out, &sub.snapshot, message).await
+            }
+            None => snapshot(&out, &sub.snapshot, message).await,
+        };
+        let Some(position) = position else { return };
+        let mut at = position;
+        loop {
+            match sub.receiver.recv().await {
+                Ok(env) if env.run_id != sub.snapshot.run_id || env.seq <= at.seq => continue,
+                Ok(env) => {
+                    at.seq = env.seq;
+                    let (name, data) = match &env.event {
+                        RunEvent::Delta(t) => {
+                            at.text += t.len();
+                            ("delta", json!({ "text": t }))
+                        }
+                        RunEvent::Thought(t) => {
+                            at.thoughts += t.len();
+                            ("thought", json!({ "text": t }))
+                        }
+                        RunEvent::ToolCall { name, arguments } => {
+                            at.calls += 1;
+                            ("tool_call", json!({ "name": name, "arguments": arguments }))
+                        }
+                        RunEvent::Usage { input, output } => {
+                            ("usage", json!({ "input": input, "output": output }))
+                        }
+                        RunEvent::Advance { message_id } => {
+                            if !send_finished(state, actor, session_id, message, &out).await {
+                                return;
+                            }
+                            message = *message_id;
+                            at = Position {
+                                run: env.run_id,
+                                message,
+                                seq: env.seq,
+                                text: 0,
+                                thoughts: 0,
+                                calls: 0,
+                            };
+                            continue;
+                        }
+                        RunEvent::Done { message_id } => {
+                            last_message = message_id.or(Some(message));
+                            break;
+                        }
+                        RunEvent::Error(m) => {
+                            let _ = out.send("error", json!({ "message": m }), Some(at.id())).await;
+                            last_message = Some(message);
+                            break;
+                        }
+                    };
+                    if !out.send(name, data, Some(at.id())).await {
+                        return;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => match state.runs.subscribe(session_id) {
+                    // Too slow: start again from a fresh snapshot.
+                    Some(fresh) => {
+                        sub = fresh;
+                        message = sub.snapshot.message_id.unwrap_or(message);
+                        match snapshot(&out, &sub.snapshot, message).await {
+                            Some(p) => at = p,
+                            None => return,
+                        }
+                    }
+                    None => break,
+                },
+                Err(RecvError::Closed) => {
+                    last_message = Some(message);
+                    break;
+                }
+            }
+        }
+    }
+    end(state, actor, session_id, last_message, &out).await;
+}
+
+async fn snapshot(out: &Out, s: &RunSnapshot, message: Uuid) -> Option<Position> {
+    let calls: Vec<Value> = s.tool_calls.iter().map(|(n, a)| json!({ "name": n, "arguments": a })).collect();
+    let p = Position::of(s, message);
+    let data = json!({
+        "run_id": s.run_id, "message_id": message, "text": s.text, "thoughts": s.thoughts, "tool_calls": calls,
+    });
+    out.send("snapshot", data, Some(p.id())).await.then_some(p)
+}
+
+/// What the client lacks of the message it was reading.
+async fn catch_up(out: &Out, s: &RunSnapshot, p: Position) -> bool {
+    let mut at = p;
+    at.seq = s.seq;
+    if let Some(rest) = s.text.get(p.text..).filter(|r| !r.is_empty()) {
+        at.text = s.text.len();
+        if !out.send("delta", json!({ "text": rest }), Some(at.id())).await {
+            return false;
+        }
+    }
+    if let Some(rest) = s.thoughts.get(p.thoughts..).filter(|r| !r.is_empty()) {
+        at.thoughts = s.thoughts.len();
+        if !out.send("thought", json!({ "text": rest }), Some(at.id())).await {
+            return false;
+        }
+    }
+    for (name, arguments) in s.tool_calls.iter().skip(p.calls) {
+        at.calls += 1;
+        if !out.send("tool_call", json!({ "name": name, "arguments": arguments }), Some(at.id())).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// The finished message as a `message` or `tool_result` event.
+async fn send_finished(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+    session_id: Uuid,
+    message: Uuid,
+    out: &Out,
+) -> bool {
+    match sessions::message(&state.db, actor, session_id, message).await {
+        Ok(m) => {
+            let name = if m.role == sessions::tree::Role::Tool { "tool_result" } else { "message" };
+            out.send(name, message_json(&m), None).await
+        }
+        Err(_) => true,
+    }
+}
+
+/// The messages from the client's (finished since) down to the live one, excluded.
+async fn finished_between(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+    session_id: Uuid,
+    from: Uuid,
+    live: Uuid,
+    out: &Out,
+) -> bool {
+    let mut chain = Vec::new();
+    let mut cursor =
+        sessions::message(&state.db, actor, session_id, live).await.ok().and_then(|m| m.parent_id);
+    while let Some(id) = cursor {
+        chain.push(id);
+        if id == from || chain.len() >= MAX_CATCH_UP {
+            break;
+        }
+        cursor = sessions::message(&state.db, actor, session_id, id).await.ok().and_then(|m| m.parent_id);
+    }
+    if !chain.contains(&from) {
+        // Not on this run's way: nothing to send again but the live message.
+        return true;
+    }
+    for id in chain.into_iter().rev() {
+        if !send_finished(state, actor, session_id, id, out).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// The last events: a waiting decision, then `done` with the final message.
+async fn end(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+    session_id: Uuid,
+    message: Option<Uuid>,
+    out: &Out,
+) {
+    if let Ok(Some(call)) = decisions::pending_call(&state.db, actor, session_id).await
+        && !out.send("approval_request", json!({ "call": call }), None).await
+    {
+        return;
+    }
+    let message = match message {
+        Some(id) => sessions::message(&state.db, actor, session_id, id).await.ok(),
+        None => sessions::conversation(&state.db, actor, session_id)
+            .await
+            .ok()
+            .and_then(|c| c.path.last().cloned()),
+    };
+    let _ = out.send("done", json!({ "message": message.as_ref().map(message_json) }), None).await;
+}

@@ -1,0 +1,483 @@
+//! The sessions API: a session driven entirely over `/v1/workspaces` and `/v1/sessions` with a
+//! token of scope `sessions` — sending, streaming JSON events, branching, approvals, stopping,
+//! resuming a stream with `Last-Event-ID` — and what it refuses.
+
+use std::time::{Duration, Instant};
+
+use arbor::domain::accounts::Role;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::agent::{agent, chunk, says, write_call};
+use crate::runs::{Chat, chat_with};
+use crate::support::TestSession;
+use crate::support::mock_upstream::{Provider, Reply};
+
+const MODEL: &str = "openai/gpt-4o-mini";
+
+/// A token of `scope`, made on the settings page.
+async fn token(c: &Chat, s: &TestSession, scope: &str) -> String {
+    let res = c
+        .app
+        .post_form("/settings/tokens", &format!("name=t-{scope}&scope={scope}&expires_days="), Some(s))
+        .await;
+    assert_eq!(res.status(), 200);
+    let html = res.text().await.unwrap();
+    let at =
+        html.find("class=\"token-value\">").expect("the token is shown") + "class=\"token-value\">".len();
+    html[at..].split('<').next().unwrap().to_string()
+}
+
+async fn call(c: &Chat, method: &str, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = c
+        .app
+        .client
+        .request(method.parse().unwrap(), c.app.url(path))
+        .header("Authorization", format!("Bearer {token}"));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// One SSE event: its name, JSON data and id.
+#[derive(Debug, Clone)]
+struct Event {
+    name: String,
+    data: Value,
+    id: Option<String>,
+}
+
+/// Reads the session's events until `done`, or `stop_after` events when given (then drops the
+/// connection).
+async fn events(
+    c: &Chat,
+    token: &str,
+    session: Uuid,
+    last_id: Option<&str>,
+    stop_after: Option<usize>,
+) -> Vec<Event> {
+    use futures_util::StreamExt;
+    let mut req = c
+        .app
+        .client
+        .get(c.app.url(&format!("/v1/sessions/{session}/events")))
+        .header("Authorization", format!("Bearer {token}"));
+    if let Some(id) = last_id {
+        req = req.header("Last-Event-ID", id);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut body = res.bytes_stream();
+    let mut buf = String::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Some(chunk) =
+        tokio::time::timeout_at(deadline.into(), body.next()).await.expect("the stream ends")
+    {
+        buf.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = buf.find("\n\n") {
+            let frame: String = buf.drain(..end + 2).collect();
+            let (mut name, mut data, mut id) = (String::new(), String::new(), None);
+            for line in frame.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_string();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                } else if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.to_string());
+                }
+            }
+            if name.is_empty() {
+                continue;
+            }
+            let done = name == "done";
+            out.push(Event { name, data: serde_json::from_str(&data).unwrap_or(Value::Null), id });
+            if done || stop_after.is_some_and(|n| out.len() >= n) {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+fn names(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|e| e.name.as_str()).collect()
+}
+
+fn text_of(events: &[Event]) -> String {
+    events
+        .iter()
+        .map(|e| match e.name.as_str() {
+            "snapshot" => e.data["text"].as_str().unwrap_or_default().to_string(),
+            "delta" => e.data["text"].as_str().unwrap_or_default().to_string(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+/// A slow answer: `pieces` deltas `delay_ms` apart.
+fn slow(pieces: &[&str], delay_ms: u64) -> Reply {
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    events.extend(pieces.iter().map(|p| chunk(json!({"content": p}), None)));
+    events.push(chunk(json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".into());
+    Reply::Sse { events, chunk_delay_ms: delay_ms }
+}
+
+async fn wait_idle(c: &Chat, session: Uuid) {
+    let start = Instant::now();
+    while c.app.state.runs.is_active(session) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the run never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_driven_through_the_api_streams_branches_and_is_managed() {
+    let c = chat_with(|_| {}).await;
+    let t = token(&c, &c.s, "sessions").await;
+    let (status, ws) = call(&c, "POST", "/v1/workspaces", &t, Some(json!({"name": "Bots"}))).await;
+    assert_eq!(status, 201, "{ws}");
+    let (status, session) = call(
+        &c,
+        "POST",
+        &format!("/v1/workspaces/{}/sessions", ws["id"].as_str().unwrap()),
+        &t,
+        Some(json!({"title": "Driven"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{session}");
+    let sid: Uuid = session["id"].as_str().unwrap().parse().unwrap();
+
+    // Send; the answer streams as JSON and ends with `done` carrying the stored message.
+    c.mock.enqueue(Provider::OpenAi, slow(&["Hello", " from", " the", " model."], 30));
+    let (status, started) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{sid}/messages"),
+        &t,
+        Some(json!({"text": "Hi", "model": MODEL, "client_id": "k1"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let got = events(&c, &t, sid, None, None).await;
+    assert_eq!(names(&got).last(), Some(&"done"), "{got:?}");
+    assert_eq!(text_of(&got), "Hello from the model.", "{got:?}");
+    let done = &got.last().unwrap().data["message"];
+    assert_eq!(
+        (done["text"].as_str(), done["status"].as_str()),
+        (Some("Hello from the model."), Some("complete"))
+    );
+    assert_eq!(done["id"], started["assistant_message_id"]);
+    // The same client id again sends nothing new.
+    let (status, again) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{sid}/messages"),
+        &t,
+        Some(json!({"text": "Hi", "model": MODEL, "client_id": "k1"})),
+    )
+    .await;
+    assert_eq!((status, again["created"].as_bool()), (202, Some(false)));
+
+    // Regenerate and edit grow branches; children and select walk them.
+    c.mock.enqueue(Provider::OpenAi, says("Second take."));
+    let answer = started["assistant_message_id"].as_str().unwrap();
+    let (status, _) =
+        call(&c, "POST", &format!("/v1/sessions/{sid}/messages/{answer}/regenerate"), &t, None).await;
+    assert_eq!(status, 202);
+    wait_idle(&c, sid).await;
+    let question = started["user_message_id"].as_str().unwrap();
+    let (status, kids) =
+        call(&c, "GET", &format!("/v1/sessions/{sid}/messages/{question}/children"), &t, None).await;
+    assert_eq!(status, 200);
+    let texts: Vec<&str> =
+        kids["data"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["Hello from the model.", "Second take."]);
+    c.mock.enqueue(Provider::OpenAi, says("Edited answer."));
+    let (status, edited) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{sid}/messages/{question}/edit"),
+        &t,
+        Some(json!({"text": "Hi again"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{edited}");
+    wait_idle(&c, sid).await;
+    let (_, view) = call(&c, "GET", &format!("/v1/sessions/{sid}"), &t, None).await;
+    let path: Vec<&str> =
+        view["path"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(path, ["Hi again", "Edited answer."]);
+    assert_eq!(view["path"][0]["siblings"]["count"], 2);
+    assert_eq!(view["message_count"], 5);
+    let (status, _) =
+        call(&c, "POST", &format!("/v1/sessions/{sid}/messages/{answer}/select"), &t, None).await;
+    assert_eq!(status, 200);
+    let (_, view) = call(&c, "GET", &format!("/v1/sessions/{sid}"), &t, None).await;
+    assert_eq!(view["path"][1]["text"], "Hello from the model.");
+
+    // The browser sees the same session.
+    let page = c.app.get(&format!("/s/{sid}"), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("Hello from the model.") && page.contains("Driven"), "{page}");
+
+    // Stop keeps what was written; continue picks it up.
+    c.mock.enqueue(Provider::OpenAi, slow(&["One", " two", " three", " four", " five", " six"], 200));
+    let (_, started) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{sid}/messages"),
+        &t,
+        Some(json!({"text": "Count", "model": MODEL})),
+    )
+    .await;
+    let first = events(&c, &t, sid, None, Some(2)).await;
+    assert!(names(&first).contains(&"snapshot"), "{first:?}");
+    let (status, stopped) = call(&c, "POST", &format!("/v1/sessions/{sid}/stop"), &t, None).await;
+    assert_eq!((status, stopped["stopped"].as_bool()), (200, Some(true)));
+    wait_idle(&c, sid).await;
+    let id = started["assistant_message_id"].as_str().unwrap();
+    let (_, view) = call(&c, "GET", &format!("/v1/sessions/{sid}"), &t, None).await;
+    assert_eq!(view["path"].as_array().unwrap().last().unwrap()["status"], "stopped");
+    c.mock.enqueue(Provider::OpenAi, says(" and the rest."));
+    let (status, _) = call(&c, "POST", &format!("/v1/sessions/{sid}/messages/{id}/continue"), &t, None).await;
+    assert_eq!(status, 202);
+    let rest = events(&c, &t, sid, None, None).await;
+    assert!(
+        rest.last().unwrap().data["message"]["text"].as_str().unwrap().ends_with(" and the rest."),
+        "{rest:?}"
+    );
+
+    // Rename, archive, list, delete.
+    let (status, renamed) = call(
+        &c,
+        "PATCH",
+        &format!("/v1/sessions/{sid}"),
+        &t,
+        Some(json!({"title": "Renamed", "archived": true})),
+    )
+    .await;
+    assert_eq!(
+        (status, renamed["title"].as_str(), renamed["archived"].as_bool()),
+        (200, Some("Renamed"), Some(true))
+    );
+    let ws_id = ws["id"].as_str().unwrap();
+    let (_, listed) =
+        call(&c, "GET", &format!("/v1/workspaces/{ws_id}/sessions?archived=true"), &t, None).await;
+    assert_eq!(listed["data"][0]["id"], sid.to_string());
+    let (_, all) = call(&c, "GET", "/v1/workspaces", &t, None).await;
+    assert!(all["data"].as_array().unwrap().iter().any(|w| w["name"] == "Bots"));
+    let (status, _) = call(&c, "DELETE", &format!("/v1/sessions/{sid}"), &t, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(call(&c, "GET", &format!("/v1/sessions/{sid}"), &t, None).await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_with_last_event_id_misses_nothing_and_repeats_nothing() {
+    let c = chat_with(|_| {}).await;
+    let t = token(&c, &c.s, "sessions").await;
+    let pieces = ["alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta ", "theta"];
+    c.mock.enqueue(Provider::OpenAi, slow(&pieces, 120));
+    let (status, _) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{}/messages", c.session),
+        &t,
+        Some(json!({"text": "Go", "model": MODEL})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    // Read a little, go away, come back with the last id seen.
+    let first = events(&c, &t, c.session, None, Some(3)).await;
+    let last = first.iter().rev().find_map(|e| e.id.clone()).expect("events carry ids");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rest = events(&c, &t, c.session, Some(&last), None).await;
+    assert_ne!(
+        rest.first().map(|e| e.name.as_str()),
+        Some("snapshot"),
+        "a resumed stream sends only what was missed: {rest:?}"
+    );
+    let joined = text_of(&first) + &text_of(&rest);
+    assert_eq!(joined, pieces.concat(), "first: {first:?}\nrest: {rest:?}");
+    // A stale or malformed id gets the whole state again, never an error.
+    c.mock.enqueue(Provider::OpenAi, slow(&["x", "y", "z"], 100));
+    call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{}/messages", c.session),
+        &t,
+        Some(json!({"text": "Again", "model": MODEL})),
+    )
+    .await;
+    let fresh = events(&c, &t, c.session, Some("not-an-id"), None).await;
+    assert_eq!(text_of(&fresh), "xyz", "{fresh:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_asked_and_answered_through_the_api() {
+    let a = agent("suggest", |_| {}).await;
+    let c = &a.c;
+    let t = token(c, &c.s, "sessions").await;
+    c.mock.enqueue(Provider::OpenAi, write_call("notes/api.txt", "from the api\n"));
+    c.mock.enqueue(Provider::OpenAi, says("Written."));
+    let (status, _) = call(
+        c,
+        "POST",
+        &format!("/v1/sessions/{}/messages", c.session),
+        &t,
+        Some(json!({"text": "Write it", "model": MODEL})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let call_id = a.paused().await;
+    let got = events(c, &t, c.session, None, None).await;
+    let asked = got.iter().find(|e| e.name == "approval_request").unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!(asked.data["call"]["id"], call_id.to_string());
+    assert_eq!(asked.data["call"]["tool"], "write_file");
+    let (_, view) = call(c, "GET", &format!("/v1/sessions/{}", c.session), &t, None).await;
+    assert_eq!(view["pending_approval"]["id"], call_id.to_string());
+    // A decision the dialog does not offer is refused and changes nothing.
+    let path = format!("/v1/sessions/{}/tool-calls/{call_id}/decision", c.session);
+    let (status, err) = call(c, "POST", &path, &t, Some(json!({"decision": "maybe"}))).await;
+    assert_eq!((status, err["error"]["param"].as_str()), (400, Some("decision")));
+    let (status, decided) = call(c, "POST", &path, &t, Some(json!({"decision": "yes"}))).await;
+    assert_eq!((status, decided["outcome"].as_str()), (200, Some("resumed")), "{decided}");
+    let after = events(c, &t, c.session, None, None).await;
+    assert_eq!(after.last().unwrap().data["message"]["text"], "Written.", "{after:?}");
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("api.txt")).unwrap(), "from the api\n");
+    let calls = a.calls().await;
+    assert_eq!((calls[0].decision.as_deref(), calls[0].decided_by), (Some("yes"), Some(c.user.id)));
+    // Deciding again is harmless.
+    let (_, again) = call(c, "POST", &path, &t, Some(json!({"decision": "no"}))).await;
+    assert_eq!(again["outcome"], "already_decided");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_other_members_and_bad_input_are_refused_in_json() {
+    let c = chat_with(|_| {}).await;
+    let sessions_token = token(&c, &c.s, "sessions").await;
+    let api_token = token(&c, &c.s, "api").await;
+    let full_token = token(&c, &c.s, "full").await;
+    let own = format!("/v1/sessions/{}", c.session);
+    // Each scope reaches its part of /v1; `full` both.
+    assert_eq!(call(&c, "GET", &own, &sessions_token, None).await.0, 200);
+    assert_eq!(call(&c, "GET", &own, &full_token, None).await.0, 200);
+    let (status, err) = call(&c, "GET", &own, &api_token, None).await;
+    assert_eq!(status, 403);
+    assert!(err["error"]["message"].as_str().unwrap().contains("sessions scope"), "{err}");
+    let (status, err) = call(&c, "GET", "/v1/models", &sessions_token, None).await;
+    assert_eq!(status, 403);
+    assert!(err["error"]["message"].as_str().unwrap().contains("sessions API"), "{err}");
+    assert_eq!(call(&c, "GET", &own, "arb_not_a_token", None).await.0, 401);
+    assert_eq!(c.app.get(&own, None).await.status(), 401, "no token, no entry");
+
+    // Another member's session is not there, whatever the route.
+    let stranger = c.app.create_user("stranger@example.com", Role::Member).await;
+    let ss = c.app.login_full(&stranger).await;
+    let theirs = token(&c, &ss, "sessions").await;
+    let m = Uuid::now_v7();
+    let s = c.session;
+    for (method, path, body) in [
+        ("GET", format!("/v1/sessions/{s}"), None),
+        ("PATCH", format!("/v1/sessions/{s}"), Some(json!({"title": "x"}))),
+        ("DELETE", format!("/v1/sessions/{s}"), None),
+        ("GET", format!("/v1/sessions/{s}/events"), None),
+        ("POST", format!("/v1/sessions/{s}/messages"), Some(json!({"text": "hi"}))),
+        ("GET", format!("/v1/sessions/{s}/messages/{m}/children"), None),
+        ("POST", format!("/v1/sessions/{s}/messages/{m}/select"), None),
+        ("POST", format!("/v1/sessions/{s}/messages/{m}/edit"), Some(json!({"text": "hi"}))),
+        ("POST", format!("/v1/sessions/{s}/messages/{m}/regenerate"), None),
+        ("POST", format!("/v1/sessions/{s}/messages/{m}/continue"), None),
+        ("POST", format!("/v1/sessions/{s}/stop"), None),
+        ("POST", format!("/v1/sessions/{s}/tool-calls/{m}/decision"), Some(json!({"decision": "yes"}))),
+        ("GET", format!("/v1/workspaces/{}/sessions", Uuid::now_v7()), None),
+        ("POST", format!("/v1/workspaces/{}/sessions", Uuid::now_v7()), Some(json!({}))),
+    ] {
+        let (status, err) = call(&c, method, &path, &theirs, body).await;
+        assert_eq!(status, 404, "{method} {path}: {err}");
+        assert!(err["error"]["message"].is_string(), "{method} {path}: {err}");
+    }
+    // Bad input: a clear JSON error, nothing made.
+    for (method, path, body) in [
+        ("POST", "/v1/workspaces".to_string(), json!({})),
+        ("POST", "/v1/workspaces".to_string(), json!({"name": ""})),
+        ("POST", "/v1/workspaces".to_string(), json!({"name": "x".repeat(201)})),
+        ("POST", format!("/v1/sessions/{s}/messages"), json!({"text": 5})),
+        ("POST", format!("/v1/sessions/{s}/messages"), json!({"text": "hi", "model": "nobody/nothing"})),
+        ("PATCH", format!("/v1/sessions/{s}"), json!({"title": "\u{0007}"})),
+    ] {
+        let (status, err) = call(&c, method, &path, &sessions_token, Some(body.clone())).await;
+        assert!(matches!(status, 400 | 404), "{method} {path} {body}: {status} {err}");
+        assert!(err["error"]["message"].is_string(), "{err}");
+    }
+    let res = c
+        .app
+        .client
+        .post(c.app.url("/v1/workspaces"))
+        .header("Authorization", format!("Bearer {sessions_token}"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    assert_eq!(call(&c, "GET", "/v1/sessions/not-a-uuid", &sessions_token, None).await.0, 404);
+    let (_, all) = call(&c, "GET", "/v1/workspaces", &sessions_token, None).await;
+    assert_eq!(all["data"].as_array().unwrap().len(), 1, "nothing was made: {all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_follows_a_run_the_api_started_and_the_api_follows_one_the_browser_started() {
+    use crate::support::browser::Browser;
+    let c = chat_with(|_| {}).await;
+    let t = token(&c, &c.s, "sessions").await;
+    let browser = Browser::start().await.expect("headless Chromium (scripts/test installs it)");
+    browser.sign_in(&c.app.origin(), &c.s.cookie, &c.app.url(&format!("/s/{}", c.session))).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(15)).await.unwrap();
+
+    // Started over the API: the open page picks the run up and shows it to the end.
+    c.mock.enqueue(Provider::OpenAi, slow(&["Written ", "by ", "a ", "program ", "and ", "watched."], 150));
+    let (status, _) = call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{}/messages", c.session),
+        &t,
+        Some(json!({"text": "From a script", "model": MODEL})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "Written by a program and watched.",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert!(browser.page_source().await.unwrap().contains("From a script"));
+
+    // Started in the browser: the API's stream follows it to `done`.
+    c.mock.enqueue(Provider::OpenAi, slow(&["Typed ", "by ", "a ", "person."], 150));
+    browser
+        .execute("document.getElementById('composer-model').value = 'openai/gpt-4o-mini'; return true;", &[])
+        .await
+        .unwrap();
+    browser.type_into("#composer-message", "From a person").await.unwrap();
+    browser.click("#composer button[type=submit]").await.unwrap();
+    let start = Instant::now();
+    while !c.app.state.runs.is_active(c.session) {
+        assert!(start.elapsed() < Duration::from_secs(15), "the browser's run never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = events(&c, &t, c.session, None, None).await;
+    assert_eq!(got.last().unwrap().data["message"]["text"], "Typed by a person.", "{got:?}");
+    assert_eq!(text_of(&got), "Typed by a person.");
+    let errors = browser.console_errors().await.unwrap();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
+}
