@@ -28,6 +28,7 @@ mod m20261126_000024_mcp_server_groups;
 mod m20261126_000025_workspace_key;
 mod m20261126_000026_prompt_templates;
 mod m20261126_000027_mcp_server_workspace;
+mod m20261126_000028_session_events;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000025_workspace_key::Migration),
             Box::new(m20261126_000026_prompt_templates::Migration),
             Box::new(m20261126_000027_mcp_server_workspace::Migration),
+            Box::new(m20261126_000028_session_events::Migration),
         ]
     }
 }

@@ -62,6 +62,20 @@ pub const ROUTES: &[(&str, &str, &str, Option<&str>, &str)] = &[
         "An event stream.",
     ),
     (
+        "get",
+        "/v1/sessions/{id}/activity",
+        "Sessions API: the session's activity log as JSON Lines, oldest first: messages, runs started and ended, tool calls and decisions (who and when), settings changes, branch switches, compressions.",
+        None,
+        "`application/x-ndjson`: one `{at, kind, actor_id, actor, details}` per line.",
+    ),
+    (
+        "get",
+        "/v1/sessions/{id}/ws",
+        "Sessions API: the agent server protocol over a WebSocket (`user_input`, `approval_response`; `loading_state`, `response_item`, `approval_request`, `agent_finished`, `error`).",
+        None,
+        "101 Switching Protocols.",
+    ),
+    (
         "post",
         "/v1/sessions/{id}/messages",
         "Sessions API: appends a message at the end of the active path and starts its answer; the same `client_id` twice sends it once.",

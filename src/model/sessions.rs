@@ -60,3 +60,18 @@ pub struct ChatSession {
     /// Last activity.
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
+
+/// One entry of a session's activity log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ActivityEvent {
+    /// When.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// What: `message`, `answer`, `tool_result`, `compression`, `clear`, `clear_files`,
+    /// `task_start`, `task_end`, `run_started`, `run_ended`, `tool_call`, `decision`, `settings`,
+    /// `branch`.
+    pub kind: String,
+    /// Who (the person who wrote, started, decided or changed it), when known.
+    pub actor_id: Option<Uuid>,
+    /// The rest: ids, statuses, what changed.
+    pub details: serde_json::Value,
+}

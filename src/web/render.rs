@@ -150,3 +150,16 @@ pub fn signed_in(user: &super::extractors::CurrentUser) -> Context {
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx
 }
+
+/// A JSON Lines body (`application/x-ndjson`), as a download named `download` when given.
+pub fn json_lines(body: String, download: Option<&str>) -> HttpResponse {
+    let mut res = HttpResponse::Ok();
+    res.content_type("application/x-ndjson; charset=utf-8");
+    if let Some(name) = download {
+        res.insert_header((
+            actix_web::http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{name}\""),
+        ));
+    }
+    res.body(body)
+}

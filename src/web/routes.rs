@@ -46,8 +46,8 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, admin, agent, api, assets, auth, events, files, health, home, invitations, links, memory,
-        oidc, prompts, scim, search, sessions, settings, shares, transfer, workspaces,
+        account, activity, admin, agent, api, assets, auth, events, files, health, home, invitations, links,
+        memory, oidc, prompts, scim, search, sessions, settings, shares, transfer, workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -77,6 +77,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::PATCH, "/v1/sessions/{id}", Public, web::patch().to(api::sessions::update_session)),
         entry(Method::DELETE, "/v1/sessions/{id}", Public, web::delete().to(api::sessions::delete_session)),
         entry(Method::GET, "/v1/sessions/{id}/events", Public, web::get().to(api::session_events::events)),
+        entry(Method::GET, "/v1/sessions/{id}/ws", Public, web::get().to(api::session_ws::connect)),
+        entry(Method::GET, "/v1/sessions/{id}/activity", Public, web::get().to(api::sessions::activity)),
         entry(Method::POST, "/v1/sessions/{id}/messages", Public, web::post().to(api::sessions::send)),
         entry(
             Method::GET,
@@ -326,6 +328,8 @@ pub fn table() -> Vec<RouteEntry> {
         ),
         entry(Method::GET, "/s/{session_id}/older", User, web::get().to(sessions::older)),
         entry(Method::GET, "/s/{session_id}/tree", User, web::get().to(sessions::tree)),
+        entry(Method::GET, "/s/{session_id}/activity", User, web::get().to(activity::panel)),
+        entry(Method::GET, "/s/{session_id}/activity.jsonl", User, web::get().to(activity::download)),
         entry(Method::POST, "/s/{session_id}/settings", User, web::post().to(sessions::save_settings)),
         entry(Method::POST, "/s/{session_id}/prompt-preview", User, web::post().to(sessions::prompt_preview)),
         entry(Method::POST, "/s/{session_id}/rename", User, web::post().to(workspaces::rename_session)),

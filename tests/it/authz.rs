@@ -176,6 +176,8 @@ pub(crate) fn cases() -> Vec<Case> {
             expect: all(401),
         },
         get("/v1/sessions/{id}/events", |ids| format!("/v1/sessions/{}/events", ids.session), all(401)),
+        get("/v1/sessions/{id}/ws", |ids| format!("/v1/sessions/{}/ws", ids.session), all(401)),
+        get("/v1/sessions/{id}/activity", |ids| format!("/v1/sessions/{}/activity", ids.session), all(401)),
         post(
             "/v1/sessions/{id}/messages",
             |ids| format!("/v1/sessions/{}/messages", ids.session),
@@ -737,6 +739,12 @@ pub(crate) fn cases() -> Vec<Case> {
             OWNER_ONLY(200),
         ),
         get("/s/{session_id}/tree", |ids| format!("/s/{}/tree", ids.session), OWNER_ONLY(200)),
+        get("/s/{session_id}/activity", |ids| format!("/s/{}/activity", ids.session), OWNER_ONLY(200)),
+        get(
+            "/s/{session_id}/activity.jsonl",
+            |ids| format!("/s/{}/activity.jsonl", ids.session),
+            OWNER_ONLY(200),
+        ),
         post(
             "/s/{session_id}/settings",
             |ids| format!("/s/{}/settings", ids.session),

@@ -481,3 +481,194 @@ async fn a_browser_follows_a_run_the_api_started_and_the_api_follows_one_the_bro
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
 }
+
+/// Runs the protocol's client (Python `websockets`) against the session; returns what it got.
+async fn ws_client(c: &Chat, token: &str, text: &str, review: &str) -> Vec<Value> {
+    let python = crate::gateway::sdk_python();
+    assert!(python.exists(), "{} is missing: run scripts/test", python.display());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ws/agent_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&python)
+            .arg(&script)
+            .arg(c.app.origin())
+            .arg(token)
+            .arg(c.session.to_string())
+            .arg(text)
+            .arg(review)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().last(), Some("finished"), "{stdout}");
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn kinds(got: &[Value]) -> Vec<&str> {
+    got.iter().map(|m| m["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_the_websocket_agent_protocol_works_against_a_session() {
+    let a = agent("suggest", |_| {}).await;
+    let c = &a.c;
+    let t = token(c, &c.s, "sessions").await;
+    // A plain exchange.
+    c.mock.enqueue(Provider::OpenAi, says("Hello over a socket."));
+    let got = ws_client(c, &t, "Say hello", "YES").await;
+    assert_eq!(
+        kinds(&got),
+        ["error", "loading_state", "response_item", "loading_state", "agent_finished"],
+        "{got:#?}"
+    );
+    let item = &got[2]["payload"];
+    assert_eq!((item["type"].as_str(), item["role"].as_str()), (Some("message"), Some("assistant")));
+    assert_eq!(item["content"][0]["text"], "Hello over a socket.");
+    assert_eq!(got[4]["payload"]["responseId"], item["id"]);
+
+    // A tool call that waits: approval_request, YES, the call runs, the answer follows.
+    c.mock.enqueue(Provider::OpenAi, write_call("notes/ws.txt", "over the socket\n"));
+    c.mock.enqueue(Provider::OpenAi, says("Saved it."));
+    let got = ws_client(c, &t, "Save a note", "YES").await;
+    let asked = got.iter().find(|m| m["type"] == "approval_request").unwrap_or_else(|| panic!("{got:#?}"));
+    assert_eq!(asked["payload"]["tool"], "write_file");
+    assert_eq!(asked["payload"]["arguments"]["path"], "notes/ws.txt");
+    let items: Vec<&str> = got
+        .iter()
+        .filter(|m| m["type"] == "response_item")
+        .map(|m| m["payload"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(items, ["function_call", "function_call_output", "message"], "{got:#?}");
+    assert_eq!(got.last().unwrap()["type"], "agent_finished");
+    assert_eq!(std::fs::read_to_string(a.folder.join("ws.txt")).unwrap(), "over the socket\n");
+    let calls = a.calls().await;
+    assert_eq!((calls[0].decision.as_deref(), calls[0].decided_by), (Some("yes"), Some(c.user.id)));
+
+    // NO refuses it and ends the run.
+    c.mock.enqueue(Provider::OpenAi, write_call("notes/no.txt", "never\n"));
+    let got = ws_client(c, &t, "Save another", "NO").await;
+    assert!(kinds(&got).contains(&"approval_request"), "{got:#?}");
+    assert!(!a.folder.join("no.txt").exists());
+    assert_eq!(a.calls().await.last().unwrap().decision.as_deref(), Some("no"));
+
+    // The session is Arbor's: the browser shows what the socket did.
+    let page = c.app.get(&format!("/s/{}", c.session), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains("Hello over a socket.") && page.contains("Saved it."), "{page}");
+    // Without a token, or someone else's session: no upgrade.
+    let res = c.app.get(&format!("/v1/sessions/{}/ws", c.session), None).await;
+    assert_eq!(res.status(), 401);
+    let stranger = c.app.create_user("ws-stranger@example.com", Role::Member).await;
+    let ss = c.app.login_full(&stranger).await;
+    let theirs = token(c, &ss, "sessions").await;
+    assert_eq!(call(c, "GET", &format!("/v1/sessions/{}/ws", c.session), &theirs, None).await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_activity_log_keeps_every_event_with_who_and_when_in_the_page_the_download_and_the_api() {
+    let a = agent("suggest", |_| {}).await;
+    let c = &a.c;
+    let t = token(c, &c.s, "sessions").await;
+    let sid = c.session;
+    // A run with a tool call the person approves.
+    c.mock.enqueue(Provider::OpenAi, write_call("notes/log.txt", "logged\n"));
+    c.mock.enqueue(Provider::OpenAi, says("Logged."));
+    let (_, started) = call(
+        c,
+        "POST",
+        &format!("/v1/sessions/{sid}/messages"),
+        &t,
+        Some(json!({"text": "Log it", "model": MODEL})),
+    )
+    .await;
+    let call_id = a.paused().await;
+    call(
+        c,
+        "POST",
+        &format!("/v1/sessions/{sid}/tool-calls/{call_id}/decision"),
+        &t,
+        Some(json!({"decision": "yes"})),
+    )
+    .await;
+    assert_eq!(a.ended().await, "completed");
+    // A settings change, a regenerated answer, a branch switch back, a compression.
+    let res = c
+        .app
+        .post_form(
+            &format!("/s/{sid}/settings"),
+            "model=openai%2Fgpt-4o-mini&approval_mode=suggest&exposed_roots=notes",
+            Some(&c.s),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let answer = started["assistant_message_id"].as_str().unwrap();
+    c.mock.enqueue(Provider::OpenAi, says("Another way."));
+    call(c, "POST", &format!("/v1/sessions/{sid}/messages/{answer}/regenerate"), &t, None).await;
+    wait_idle(c, sid).await;
+    call(c, "POST", &format!("/v1/sessions/{sid}/messages/{answer}/select"), &t, None).await;
+    c.mock.enqueue(Provider::OpenAi, says("## Goals\nLog things."));
+    let body = crate::runs::form("/compress", "cmp-1", MODEL);
+    assert_eq!(c.app.post_form(&format!("/s/{sid}/messages"), &body, Some(&c.s)).await.status(), 200);
+
+    // The download: one JSON object per line, oldest first, with who and when.
+    let res = c.app.get(&format!("/s/{sid}/activity.jsonl"), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("application/x-ndjson"));
+    let text = res.text().await.unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    for kind in [
+        "message",
+        "run_started",
+        "tool_call",
+        "decision",
+        "tool_result",
+        "answer",
+        "run_ended",
+        "settings",
+        "branch",
+        "compression",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} is missing from {kinds:?}");
+    }
+    let times: Vec<&str> = lines.iter().map(|l| l["at"].as_str().unwrap()).collect();
+    let mut sorted = times.clone();
+    sorted.sort();
+    assert_eq!(times, sorted, "oldest first");
+    let decision = lines.iter().find(|l| l["kind"] == "decision").unwrap();
+    assert_eq!(decision["details"]["decision"], "yes");
+    assert_eq!(decision["actor_id"], c.user.id.to_string());
+    assert_eq!(decision["details"]["call_id"], call_id.to_string());
+    let settings = lines.iter().find(|l| l["kind"] == "settings").unwrap();
+    assert_eq!(settings["details"]["exposed_roots"], json!(["notes"]));
+    // The API gives the same log.
+    let res = c
+        .app
+        .client
+        .get(c.app.url(&format!("/v1/sessions/{sid}/activity")))
+        .header("Authorization", format!("Bearer {t}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.text().await.unwrap().lines().count(), lines.len());
+    // The page's panel says it in words.
+    let panel = c.app.get(&format!("/s/{sid}/activity"), Some(&c.s.cookie)).await.text().await.unwrap();
+    for words in [
+        "decided “yes” on write_file",
+        "changed the settings",
+        "switched to another branch",
+        "compressed the conversation",
+    ] {
+        assert!(panel.contains(words), "{words}: {panel}");
+    }
+    let page = c.app.get(&format!("/s/{sid}"), Some(&c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("hx-get=\"/s/{sid}/activity\"")), "the session page offers the panel");
+    // Nobody else reads it.
+    let stranger = c.app.create_user("log-stranger@example.com", Role::Member).await;
+    let cookie = c.app.login(&stranger).await;
+    assert_eq!(c.app.get(&format!("/s/{sid}/activity.jsonl"), Some(&cookie)).await.status(), 404);
+    assert_eq!(c.app.get(&format!("/s/{sid}/activity"), Some(&cookie)).await.status(), 404);
+}

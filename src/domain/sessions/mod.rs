@@ -1,6 +1,7 @@
 //! Workspaces and chat sessions, always read through the acting user.
 
 pub mod access;
+pub mod activity;
 pub mod prompt;
 pub mod tree;
 
@@ -235,6 +236,15 @@ async fn select_through(
         true => messages::select_path_ending(db, session.id, &path).await?,
         false => messages::select_path(db, session.id, &path).await?,
     }
+    let how = if end_here { "continue_from" } else { "select" };
+    activity::record(
+        db,
+        session.id,
+        actor,
+        "branch",
+        serde_json::json!({ "message_id": message_id, "how": how }),
+    )
+    .await;
     Ok(())
 }
 
@@ -458,6 +468,11 @@ pub async fn update_session(
         exposed_roots: &roots,
     };
     repo::update_session(db, session.owner_id, session.id, &settings).await?;
+    let changed = serde_json::json!({
+        "model": settings.model, "approval_mode": settings.approval_mode, "params": settings.params,
+        "exposed_roots": roots, "system_prompt_changed": system_prompt != session.system_prompt.as_deref(),
+    });
+    activity::record(db, session.id, actor, "settings", changed).await;
     get_session(db, actor, session_id).await
 }
 

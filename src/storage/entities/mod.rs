@@ -22,6 +22,7 @@ pub mod provider;
 pub mod provider_key;
 pub mod quota;
 pub mod run;
+pub mod session_event;
 pub mod session_file;
 pub mod setup_token;
 pub mod share_link;

@@ -1,4 +1,5 @@
 //! Queries, one module per area. Each maps rows to domain types at the boundary.
+pub mod activity;
 pub mod agent;
 pub mod aliases;
 pub mod api_tokens;

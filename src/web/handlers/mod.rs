@@ -1,5 +1,6 @@
 //! HTTP handlers, one file per area: extract, authorize, call one service, render.
 pub mod account;
+pub mod activity;
 pub mod admin;
 pub mod agent;
 pub mod api;

@@ -9,6 +9,7 @@ mod gemini;
 mod openai;
 mod responses;
 pub mod session_events;
+pub mod session_ws;
 pub mod sessions;
 
 pub use anthropic::{count_tokens, messages};
@@ -59,6 +60,36 @@ pub(super) fn from_domain(e: DomainError, model: &str) -> ApiError {
             ApiError::new(500, "internal", "Something went wrong on our side.")
         }
     }
+}
+
+/// A domain refusal in API terms.
+pub(super) fn domain_error(e: DomainError) -> ApiError {
+    match e {
+        DomainError::NotFound => ApiError::new(404, "not_found", "No such workspace, session or message."),
+        other => from_domain(other, ""),
+    }
+}
+
+/// A message as the API shows it: its parts, and its text for convenience.
+pub(super) fn message_json(m: &crate::domain::sessions::tree::Message) -> Value {
+    json!({
+        "id": m.id, "parent_id": m.parent_id, "chosen_child_id": m.chosen_child_id,
+        "role": m.role, "kind": m.kind, "status": m.status, "text": m.text(), "parts": m.parts,
+        "model": m.model, "error": m.error, "usage": m.usage, "created_at": m.created_at,
+    })
+}
+
+/// One of the member's live-stream slots (event streams and sockets count alike), or the
+/// refusal (SECURITY.md 54).
+pub(super) fn stream_slot(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+) -> Result<crate::limits::Slot, ApiError> {
+    let max = state.config.limits.streams_per_member;
+    state.streams.try_take(actor.user_id(), max).ok_or_else(|| {
+        let message = format!("You hold {max} live streams, the most allowed: close one first.");
+        ApiError { status: 429, kind: "rate_limit", message, param: None, retry_after: Some(5) }
+    })
 }
 
 /// A provider's failure in API terms: its rate limit and bad requests pass through; a refused

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::openai_error;
-use super::sessions::{domain_error, message_json};
+use super::{domain_error, message_json};
 use crate::domain::runs::decisions;
 use crate::domain::sessions;
 use crate::events::{RunEvent, RunSnapshot};
@@ -99,16 +99,9 @@ pub async fn events(
     if let Err(e) = sessions::view_session(&state.db, &actor, session_id).await {
         return openai_error(&domain_error(e));
     }
-    let max = state.config.limits.streams_per_member;
-    let Some(slot) = state.streams.try_take(actor.user_id(), max) else {
-        let message = format!("You hold {max} live streams, the most allowed: close one first.");
-        return openai_error(&ApiError {
-            status: 429,
-            kind: "rate_limit",
-            message,
-            param: None,
-            retry_after: Some(5),
-        });
+    let slot = match super::stream_slot(&state, &actor) {
+        Ok(slot) => slot,
+        Err(refused) => return openai_error(&refused),
     };
     let resume = req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(Position::parse);
     let (tx, mut rx) = mpsc::channel(64);

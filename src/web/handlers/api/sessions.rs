@@ -8,23 +8,15 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{openai_error, read_json};
+use super::{domain_error, message_json, openai_error, read_json};
 use crate::domain::DomainError;
 use crate::domain::agent::{Decision, RuleScope};
 use crate::domain::runs::agent_loop::Decided;
 use crate::domain::runs::{Started, decisions};
-use crate::domain::sessions::{self, tree::Message};
+use crate::domain::sessions;
 use crate::gateway::ApiError;
 use crate::state::AppState;
 use crate::web::api_caller::ApiCaller;
-
-/// A domain refusal in API terms.
-pub(super) fn domain_error(e: DomainError) -> ApiError {
-    match e {
-        DomainError::NotFound => ApiError::new(404, "not_found", "No such workspace, session or message."),
-        other => super::from_domain(other, ""),
-    }
-}
 
 /// A refused call, answered in the OpenAI shape like the rest of `/v1`.
 #[derive(Debug)]
@@ -62,15 +54,6 @@ async fn body<T: DeserializeOwned>(payload: web::Payload) -> Result<T, Refusal> 
     let value = read_json(payload).await.map_err(Refusal)?;
     serde_json::from_value(value)
         .map_err(|e| Refusal(ApiError::invalid(format!("The body does not fit: {e}."), None)))
-}
-
-/// A message as the API shows it: its parts, and its text for convenience.
-pub(super) fn message_json(m: &Message) -> Value {
-    json!({
-        "id": m.id, "parent_id": m.parent_id, "chosen_child_id": m.chosen_child_id,
-        "role": m.role, "kind": m.kind, "status": m.status, "text": m.text(), "parts": m.parts,
-        "model": m.model, "error": m.error, "usage": m.usage, "created_at": m.created_at,
-    })
 }
 
 fn started_json(s: &Started) -> Value {
@@ -352,4 +335,13 @@ pub async fn decide(
         Decided::AlreadyDecided => "already_decided",
     };
     Ok(HttpResponse::Ok().json(json!({ "outcome": outcome, "call": state_now })))
+}
+
+/// `GET /v1/sessions/{id}/activity`: the session's activity log as JSON Lines.
+pub async fn activity(state: web::Data<AppState>, caller: ApiCaller, path: web::Path<String>) -> Answer {
+    use crate::domain::sessions::activity::{self as log, ACTIVITY_EXPORTED};
+    let session_id = id(&path)?;
+    let entries =
+        log::activity(&state.db, &caller.0.actor, session_id, ACTIVITY_EXPORTED).await.map_err(refuse)?;
+    Ok(crate::web::render::json_lines(log::json_lines(&entries), None))
 }
