@@ -477,6 +477,25 @@ async fn a_browser_follows_a_run_the_api_started_and_the_api_follows_one_the_bro
     let got = events(&c, &t, c.session, None, None).await;
     assert_eq!(got.last().unwrap().data["message"]["text"], "Typed by a person.", "{got:?}");
     assert_eq!(text_of(&got), "Typed by a person.");
+
+    // Through the WebSocket protocol, both ways: a socket's run shows in the page...
+    c.mock.enqueue(Provider::OpenAi, slow(&["Sent ", "over ", "a ", "socket."], 150));
+    let got = ws_client(&c, &t, "From a socket", "YES").await;
+    assert_eq!(got.last().unwrap()["type"], "agent_finished");
+    browser.wait_for_text("#thread", "Sent over a socket.", Duration::from_secs(30)).await.unwrap();
+    // ...and a socket that connects while the browser's run is live follows it to its end.
+    c.mock.enqueue(Provider::OpenAi, slow(&["Watched ", "from ", "a ", "socket ", "too."], 300));
+    browser.type_into("#composer-message", "Another from a person").await.unwrap();
+    browser.click("#composer button[type=submit]").await.unwrap();
+    let start = Instant::now();
+    while !c.app.state.runs.is_active(c.session) {
+        assert!(start.elapsed() < Duration::from_secs(15), "the browser's run never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = ws_client(&c, &t, "", "YES").await;
+    let item = got.iter().find(|m| m["type"] == "response_item").unwrap_or_else(|| panic!("{got:#?}"));
+    assert_eq!(item["payload"]["content"][0]["text"], "Watched from a socket too.");
+    assert_eq!(got.last().unwrap()["type"], "agent_finished");
     let errors = browser.console_errors().await.unwrap();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();

@@ -5,7 +5,8 @@ Usage: agent_client.py <origin> <token> <session id> <text> [<review>]
 
 Sends one user_input; answers an approval_request with <review> (YES, NO, ...); prints every
 message it receives as one JSON line, then "finished". Also checks that a malformed message is
-answered with an error and the connection stays open.
+answered with an error and the connection stays open. With an empty <text> it sends nothing and
+follows the run that is live in the session (resumption) to agent_finished.
 """
 
 import asyncio
@@ -21,6 +22,14 @@ async def main() -> None:
     review = sys.argv[5] if len(sys.argv) > 5 else "YES"
     url = origin.replace("http://", "ws://", 1) + f"/v1/sessions/{session}/ws"
     async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        if not text:
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                print(json.dumps(message), flush=True)
+                if message["type"] == "agent_finished":
+                    break
+            print("finished", flush=True)
+            return
         await ws.send(json.dumps({"id": str(uuid.uuid4()), "type": "no_such_type", "payload": {}}))
         reply = json.loads(await asyncio.wait_for(ws.recv(), 20))
         assert reply["type"] == "error", reply

@@ -93,7 +93,9 @@ impl Connection {
     async fn run(&mut self, mut stream: actix_ws::AggregatedMessageStream) {
         // What the session holds already counts as sent: a resumed session replays nothing.
         if let Ok(c) = sessions::conversation(&self.state.db, &self.actor, self.session_id).await {
-            self.sent.extend(c.path.iter().map(|m| m.id));
+            // A message still being written is not sent yet: the client gets it when it ends.
+            let finished = c.path.iter().filter(|m| m.status != sessions::tree::MessageStatus::Streaming);
+            self.sent.extend(finished.map(|m| m.id));
         }
         if self.state.runs.is_active(self.session_id) && self.follow().await.is_err() {
             return;
