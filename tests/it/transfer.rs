@@ -421,11 +421,27 @@ async fn bad_imports_are_refused_with_a_reason_and_leave_nothing() {
     let (status, text) = post_import(&app, &s, "name=big.json", vec![b' '; 1024 * 1024 + 1]).await;
     assert_eq!(status, 413, "{text}");
     assert!(text.contains("1 MiB"), "{text}");
+    // Without a declared length the body is counted as it comes, and stopped at the limit.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..20).map(|_| Ok(vec![b' '; 64 * 1024])).collect();
+    let res = app
+        .client
+        .post(app.url("/settings/imports?name=stream.json"))
+        .header("Origin", app.origin())
+        .header("Cookie", &s.cookie)
+        .header("X-CSRF-Token", &s.csrf)
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
     assert_eq!(post_import(&app, &s, "name=x.json&workspace=nope", valid.clone()).await.0, 400);
     let stranger = app.create_user("stranger@example.com", Role::Member).await;
     let (theirs, _) = app.create_session(&stranger).await;
     assert_eq!(post_import(&app, &s, &format!("name=x.json&workspace={theirs}"), valid.clone()).await.0, 404);
     assert_eq!(footprint(&app).await[0], before[0] + 1, "only the stranger's workspace was made");
+    // Nothing received is left in the scratch folder, refused or not.
+    let scratch = app.state.config.data_dir.join("transfer");
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "{scratch:?}");
     // A valid one still goes in after all of that.
     let job = import(&app, &user, &s, "fine.json", valid).await;
     assert!(matches!(job.state, ImportState::Done { sessions: 1, messages: 2, .. }), "{job:?}");
