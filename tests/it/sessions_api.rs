@@ -304,6 +304,22 @@ async fn a_stream_resumed_with_last_event_id_misses_nothing_and_repeats_nothing(
     );
     let joined = text_of(&first) + &text_of(&rest);
     assert_eq!(joined, pieces.concat(), "first: {first:?}\nrest: {rest:?}");
+    // Away until the run ended: the stream gives the finished message, never a fragment.
+    c.mock.enqueue(Provider::OpenAi, slow(&["one ", "two ", "three ", "four"], 80));
+    call(
+        &c,
+        "POST",
+        &format!("/v1/sessions/{}/messages", c.session),
+        &t,
+        Some(json!({"text": "Once more", "model": MODEL})),
+    )
+    .await;
+    let first = events(&c, &t, c.session, None, Some(2)).await;
+    let last = first.iter().rev().find_map(|e| e.id.clone()).expect("events carry ids");
+    wait_idle(&c, c.session).await;
+    let rest = events(&c, &t, c.session, Some(&last), None).await;
+    assert_eq!(names(&rest), ["done"], "{rest:?}");
+    assert_eq!(rest[0].data["message"]["text"], "one two three four");
     // A stale or malformed id gets the whole state again, never an error.
     c.mock.enqueue(Provider::OpenAi, slow(&["x", "y", "z"], 100));
     call(

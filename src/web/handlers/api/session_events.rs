@@ -132,11 +132,16 @@ async fn follow(
     out: Out,
 ) {
     let mut last_message = resume.map(|p| p.message);
+    // Whether the run the client was reading ended while it was away.
+    let mut ended_meanwhile = false;
     // A run ends once; a decision may start the next, which the client follows by reconnecting
     // after it decides.
     'run: {
-        let Some(mut sub) = state.runs.subscribe(session_id) else { break 'run };
-        let Some(mut message) = sub.snapshot.message_id else { break 'run };
+        let live = state.runs.subscribe(session_id).and_then(|sub| sub.snapshot.message_id.map(|m| (sub, m)));
+        let Some((mut sub, mut message)) = live else {
+            ended_meanwhile = resume.is_some();
+            break 'run;
+        };
         // The start: what the client lacks of the live message, or all of it.
         let position = match resume.filter(|p| p.run == sub.snapshot.run_id) {
             Some(p) if p.message == message => {
@@ -226,7 +231,36 @@ async fn follow(
             }
         }
     }
-    end(state, actor, session_id, last_message, &out).await;
+    if ended_meanwhile
+        && let Some(from) = last_message
+        && !finished_after(state, actor, session_id, from, &out).await
+    {
+        return;
+    }
+    // After a gap, `done` carries the path's last message; otherwise the run's own.
+    let done_with = if ended_meanwhile { None } else { last_message };
+    end(state, actor, session_id, done_with, &out).await;
+}
+
+/// After a gap in which the run ended: the client's message as it ended, and every message the
+/// run finished after it but the last (which `done` carries).
+async fn finished_after(
+    state: &AppState,
+    actor: &crate::domain::accounts::Actor,
+    session_id: Uuid,
+    from: Uuid,
+    out: &Out,
+) -> bool {
+    let Ok(c) = sessions::conversation(&state.db, actor, session_id).await else { return true };
+    let Some(at) = c.path.iter().position(|m| m.id == from) else { return true };
+    let end = c.path.len().saturating_sub(1);
+    for m in c.path.iter().take(end).skip(at).take(MAX_CATCH_UP) {
+        let name = if m.role == sessions::tree::Role::Tool { "tool_result" } else { "message" };
+        if !out.send(name, message_json(m), None).await {
+            return false;
+        }
+    }
+    true
 }
 
 async fn snapshot(out: &Out, s: &RunSnapshot, message: Uuid) -> Option<Position> {
