@@ -421,8 +421,10 @@ async fn bad_imports_are_refused_with_a_reason_and_leave_nothing() {
     let (status, text) = post_import(&app, &s, "name=big.json", vec![b' '; 1024 * 1024 + 1]).await;
     assert_eq!(status, 413, "{text}");
     assert!(text.contains("1 MiB"), "{text}");
-    // Without a declared length the body is counted as it comes, and stopped at the limit.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..20).map(|_| Ok(vec![b' '; 64 * 1024])).collect();
+    // Without a declared length the body is counted as it comes, and stopped at the limit. (The
+    // last chunk is the one that passes it: a client still sending after the refusal could wait
+    // on a full socket forever.)
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..65).map(|_| Ok(vec![b' '; 16 * 1024])).collect();
     let res = app
         .client
         .post(app.url("/settings/imports?name=stream.json"))
@@ -430,6 +432,7 @@ async fn bad_imports_are_refused_with_a_reason_and_leave_nothing() {
         .header("Cookie", &s.cookie)
         .header("X-CSRF-Token", &s.csrf)
         .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .timeout(Duration::from_secs(30))
         .send()
         .await
         .unwrap();
