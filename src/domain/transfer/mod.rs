@@ -234,7 +234,7 @@ impl Transfers {
         })
         .await
         .map_err(|_| "The import stopped unexpectedly.".to_string())?;
-        let archive = archive_checked?;
+        let mut archive = archive_checked?;
         let templates =
             crate::storage::repos::prompt_templates::count_owned(&self.db, owner).await.map_err(hidden)?;
         let room = sessions::MAX_TEMPLATES.saturating_sub(templates);
@@ -245,7 +245,6 @@ impl Transfers {
                 sessions::MAX_TEMPLATES
             ));
         }
-        let mut archive = archive;
         // Files count against the member's storage, as if uploaded one by one.
         let bytes = check::settle_files(&mut archive, &files);
         let blobs: Vec<repo::BlobFacts> = files
