@@ -91,7 +91,7 @@ pub async fn create(db: &Db, config: &Config, to: &Path) -> Result<Manifest, Bac
         .filter(|(_, applied)| *applied)
         .map(|(name, _)| name)
         .collect();
-    let blobs_dir = config.data_dir.join(BLOBS);
+    let blobs_dir = config.files.blob_dir(&config.data_dir);
     let partial = work.join("archive.partial");
     let to_owned = to.to_path_buf();
     let result = tokio::task::spawn_blocking(move || {

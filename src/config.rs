@@ -58,6 +58,8 @@ pub struct Config {
     pub search: SearchConfig,
     /// What one member may hold at once.
     pub limits: LimitsConfig,
+    /// Several instances: the event bus and shared limits.
+    pub bus: BusConfig,
     /// Prometheus metrics.
     pub metrics: MetricsConfig,
     /// Share links.
@@ -153,6 +155,19 @@ pub struct FilesConfig {
     pub max_image_side: u32,
     /// Hours an upload that was never sent is kept.
     pub upload_ttl_hours: u64,
+    /// Where attached files are kept (blank: `blobs` in the data directory).
+    pub blob_dir: String,
+}
+
+impl FilesConfig {
+    /// The blob folder for a data directory.
+    pub fn blob_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        if self.blob_dir.trim().is_empty() {
+            data_dir.join("blobs")
+        } else {
+            PathBuf::from(self.blob_dir.trim())
+        }
+    }
 }
 
 /// The agent: tools, approvals and their limits.
@@ -340,6 +355,29 @@ pub enum LogFormat {
     Pretty,
     /// One JSON object per line.
     Json,
+}
+
+/// Several instances on one database: the bus between them.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BusConfig {
+    /// The Redis URL (empty: one instance, the in-process bus).
+    pub url: String,
+    /// The installation's channel and key prefix in Redis.
+    pub prefix: String,
+    /// Seconds an instance's lease lasts without renewal.
+    pub lease_secs: u64,
+}
+
+impl std::fmt::Debug for BusConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("BusConfig")
+            .field("url", &if self.url.is_empty() { "" } else { "[set]" })
+            .field("prefix", &self.prefix)
+            .field("lease_secs", &self.lease_secs)
+            .finish()
+    }
 }
 
 /// Live event stream settings.

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod backup;
 pub mod blobs;
+pub mod bus;
 pub mod config;
 pub mod domain;
 pub mod events;
@@ -60,6 +61,9 @@ pub enum StartupError {
     /// The vault's master key is missing, unreadable or not the database's.
     #[error("{0}")]
     Vault(#[from] vault::VaultError),
+    /// The bus to the other instances could not be opened.
+    #[error("{0}")]
+    Bus(#[from] bus::BusError),
     /// The listener could not be bound or the server failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -94,8 +98,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let env = vault::handover::process_env();
     let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
     let templates = web::render::build_templates().map_err(StartupError::Templates)?;
-    let runs =
-        RunRegistry::new(config.events.channel_capacity).with_owner_limit(config.limits.runs_per_member);
+    let bus = bus::open(&config.bus.url, &config.bus.prefix, storage::instance_id()).await?;
+    let runs = RunRegistry::new(config.events.channel_capacity)
+        .with_owner_limit(config.limits.runs_per_member)
+        .with_bus(bus.clone());
     let oidc = auth::oidc::Oidc::new(&config.oidc, &config.public_url())
         .map_err(|e| StartupError::Oidc(e.to_string()))?
         .map(Arc::new);
@@ -105,13 +111,25 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     if config.llm.detect_local_ollama {
         providers.detect_local_ollama(config.llm.local_ollama_url.trim().trim_end_matches('/')).await;
     }
-    let providers = providers.with_vault(db.clone(), vault.clone());
+    let mut providers = providers.with_vault(db.clone(), vault.clone());
+    // Several instances: limits counted in Redis, cooldowns and reloads announced on the bus.
+    let counters = match bus.is_shared() {
+        true => Some(
+            bus::limits::SharedCounters::connect(config.bus.url.trim(), &config.bus.prefix)
+                .await
+                .map_err(|e| bus::BusError::Unreachable(e.to_string()))?,
+        ),
+        false => None,
+    };
+    if let Some(counters) = &counters {
+        providers = providers.with_instances(counters.clone(), bus.clone());
+    }
     providers.reload().await.map_err(|e| StartupError::Providers(e.to_string()))?;
     let pacing = domain::runs::Pacing {
         coalesce: Duration::from_millis(config.llm.coalesce_ms),
         flush: Duration::from_millis(config.llm.flush_ms),
     };
-    let blobs = blobs::BlobStore::new(config.data_dir.join("blobs"))
+    let blobs = blobs::BlobStore::new(config.files.blob_dir(&config.data_dir))
         .map_err(|e| StartupError::Io(std::io::Error::other(format!("blob store: {e}"))))?;
     let config_files = config.files.clone();
     let search = domain::search::SearchService::start(
@@ -121,7 +139,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     )
     .await
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("search index: {e}"))))?;
-    let engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), Arc::new(providers), pacing)
+    let providers = Arc::new(providers);
+    domain::providers::listen_to_instances(providers.clone());
+    let mut engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), providers, pacing)
         .with_blobs(blobs.clone())
         .with_search(search.clone())
         .with_data_dir(config.data_dir.clone())
@@ -136,10 +156,16 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
             ),
             netguard::AllowedRanges::parse(&config.llm.member_base_url_allow.join(" ")).unwrap_or_default(),
         )));
+    if bus.is_shared() {
+        engine = engine.with_lease(Duration::from_secs(config.bus.lease_secs));
+    }
     // Replies that were streaming when the process died: keep their text, offer "Continue".
     let interrupted = engine.recover().await.map_err(|e| StartupError::Recovery(e.to_string()))?;
     if interrupted > 0 {
         tracing::warn!(interrupted, "replies cut off by the last shutdown are marked interrupted");
+    }
+    if bus.is_shared() {
+        engine.keep_lease(Duration::from_secs(config.bus.lease_secs));
     }
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
     let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
@@ -149,7 +175,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         blobs.clone(),
         files.clone(),
         search.clone(),
-        config.data_dir.join("transfer"),
+        transfer_scratch(&config.data_dir, bus.is_shared()),
         domain::transfer::ImportLimits {
             max_upload: config.limits.import_max_mb.saturating_mul(1024 * 1024),
             max_document: config.limits.import_document_mb.saturating_mul(1024 * 1024),
@@ -164,7 +190,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         engine,
         mailer,
         oidc,
-        login_limiter: auth::ratelimit::RateLimiter::default(),
+        login_limiter: counters.map(auth::ratelimit::RateLimiter::shared).unwrap_or_default(),
         passwords: auth::passwords::Hasher::default(),
         streams: limits::MemberSlots::default(),
         uploads: limits::MemberSlots::default(),
@@ -176,8 +202,28 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         transfers,
         deletions,
         queries,
-        access: Default::default(),
+        access: domain::teams::shares::AccessChanges::linked(bus.clone()),
+        bus,
     })
+}
+
+/// Where exports and imports are spooled: `transfer` in the data directory, emptied at start.
+/// Instances sharing a data directory each get a folder of their own there (a folder of an
+/// instance gone for a day is removed).
+fn transfer_scratch(data_dir: &std::path::Path, shared: bool) -> std::path::PathBuf {
+    let root = data_dir.join("transfer");
+    if !shared {
+        return root;
+    }
+    let day = Duration::from_secs(86_400);
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let old =
+            entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|e| e > day));
+        if old && entry.file_name().to_str().is_some_and(|n| uuid::Uuid::parse_str(n).is_ok()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    root.join(storage::instance_id().to_string())
 }
 
 /// Upload limits and image handling from the configuration.

@@ -329,7 +329,7 @@ async fn serve(config: Config) -> ExitCode {
     };
     let state = match arbor::build_state(config).await {
         Ok(s) => s,
-        Err(e @ arbor::StartupError::Vault(_)) => {
+        Err(e @ (arbor::StartupError::Vault(_) | arbor::StartupError::Bus(_))) => {
             // A key problem is a configuration error: nothing was written.
             eprintln!("cannot start: {e}");
             return ExitCode::from(EXIT_CONFIG);

@@ -29,6 +29,8 @@ mod m20261126_000025_workspace_key;
 mod m20261126_000026_prompt_templates;
 mod m20261126_000027_mcp_server_workspace;
 mod m20261126_000028_session_events;
+mod m20261127_000029_instances;
+mod m20261127_000030_search_tombstones;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -65,6 +67,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000026_prompt_templates::Migration),
             Box::new(m20261126_000027_mcp_server_workspace::Migration),
             Box::new(m20261126_000028_session_events::Migration),
+            Box::new(m20261127_000029_instances::Migration),
+            Box::new(m20261127_000030_search_tombstones::Migration),
         ]
     }
 }

@@ -1,4 +1,6 @@
-//! A small fixed-window rate limiter for sign-in attempts, in memory, per instance.
+//! A small fixed-window rate limiter for sign-in attempts: in memory for one instance, in Redis
+//! (shared by every instance, one atomic step per attempt) when several run; if Redis fails,
+//! the instance counts in memory meanwhile.
 //!
 //! Bounded whatever arrives (SECURITY.md 53): keys are kept as 64-bit keyed hashes, never as
 //! the text sent, and the table holds at most [`CAPACITY`] windows. When it is full, windows
@@ -10,6 +12,8 @@ use std::hash::BuildHasher as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sha2::Digest as _;
+
 /// The most windows kept at once (about 24 bytes each).
 pub const CAPACITY: usize = 65_536;
 
@@ -17,6 +21,7 @@ pub const CAPACITY: usize = 65_536;
 #[derive(Clone, Default)]
 pub struct RateLimiter {
     inner: Arc<Mutex<Windows>>,
+    shared: Option<crate::bus::limits::SharedCounters>,
 }
 
 #[derive(Default)]
@@ -30,8 +35,30 @@ struct Windows {
 pub struct RetryAfter(pub Duration);
 
 impl RateLimiter {
-    /// Counts one attempt for `key`; refuses once `limit` attempts were made within `window`.
-    pub fn check(&self, key: &str, limit: u32, window: Duration) -> Result<(), RetryAfter> {
+    /// A limiter whose windows every instance shares.
+    pub fn shared(counters: crate::bus::limits::SharedCounters) -> RateLimiter {
+        RateLimiter { shared: Some(counters), ..Default::default() }
+    }
+
+    /// Counts one attempt for `key`; refuses once `limit` attempts were made within `window`
+    /// (on any instance, when they share the windows).
+    pub async fn check(&self, key: &str, limit: u32, window: Duration) -> Result<(), RetryAfter> {
+        if let Some(shared) = &self.shared {
+            // The key as a digest: what was typed never reaches Redis.
+            let digest = sha2::Sha256::digest(key.as_bytes());
+            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            match shared.hit(&shared.key(&format!("signin:{hex}")), u64::from(limit), window).await {
+                Ok(outcome) => return outcome.map_err(|left| RetryAfter(left.max(Duration::from_secs(1)))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "sign-in limits are counted in this instance until Redis is back")
+                }
+            }
+        }
+        self.check_here(key, limit, window)
+    }
+
+    /// [`Self::check`], counted in this process only.
+    pub fn check_here(&self, key: &str, limit: u32, window: Duration) -> Result<(), RetryAfter> {
         let now = Instant::now();
         let mut windows = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let id = windows.hasher.hash_one(key);
@@ -86,21 +113,21 @@ mod tests {
         let rl = RateLimiter::default();
         let w = Duration::from_secs(60);
         for _ in 0..3 {
-            assert!(rl.check("a", 3, w).is_ok());
+            assert!(rl.check_here("a", 3, w).is_ok());
         }
-        let retry = rl.check("a", 3, w).unwrap_err();
+        let retry = rl.check_here("a", 3, w).unwrap_err();
         assert!(retry.0 <= w && retry.0 >= Duration::from_secs(1));
-        assert!(rl.check("b", 3, w).is_ok());
+        assert!(rl.check_here("b", 3, w).is_ok());
     }
 
     #[test]
     fn a_new_window_starts_fresh() {
         let rl = RateLimiter::default();
         let w = Duration::from_millis(30);
-        assert!(rl.check("a", 1, w).is_ok());
-        assert!(rl.check("a", 1, w).is_err());
+        assert!(rl.check_here("a", 1, w).is_ok());
+        assert!(rl.check_here("a", 1, w).is_err());
         std::thread::sleep(Duration::from_millis(40));
-        assert!(rl.check("a", 1, w).is_ok());
+        assert!(rl.check_here("a", 1, w).is_ok());
     }
 
     #[test]
@@ -109,13 +136,13 @@ mod tests {
         let w = Duration::from_secs(60);
         let long = "x".repeat(1000);
         for i in 0..(CAPACITY * 3) {
-            assert!(rl.check(&format!("account:{i}{long}"), 5, w).is_ok());
+            assert!(rl.check_here(&format!("account:{i}{long}"), 5, w).is_ok());
             assert!(rl.len() <= CAPACITY);
         }
         // A key under attack now is still counted and limited.
         for _ in 0..5 {
-            assert!(rl.check("account:victim", 5, w).is_ok());
+            assert!(rl.check_here("account:victim", 5, w).is_ok());
         }
-        assert!(rl.check("account:victim", 5, w).is_err());
+        assert!(rl.check_here("account:victim", 5, w).is_err());
     }
 }

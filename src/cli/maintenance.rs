@@ -38,7 +38,7 @@ pub(crate) async fn blobs_gc(config: Config, grace_secs: u64) -> ExitCode {
         Ok(db) => db,
         Err(code) => return code,
     };
-    let store = match arbor::blobs::BlobStore::new(config.data_dir.join("blobs")) {
+    let store = match arbor::blobs::BlobStore::new(config.files.blob_dir(&config.data_dir)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("cannot open the file store: {e}");

@@ -74,6 +74,7 @@ impl Config {
     pub fn to_redacted_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = redact_url(&self.database.url);
+        shown.bus.url = redact_url(&self.bus.url);
         if !shown.smtp.password.is_empty() {
             shown.smtp.password = "****".into();
         }
@@ -117,6 +118,25 @@ impl Config {
             && self.metrics.separate_bind().is_none()
         {
             return bad("metrics.token", "metrics.enabled needs a token, or a separate metrics.bind address");
+        }
+        let bus = self.bus.url.trim();
+        if !(bus.is_empty() || bus.starts_with("redis://") || bus.starts_with("rediss://")) {
+            return bad("bus.url", "must start with redis:// or rediss://, or be empty");
+        }
+        if !bus.is_empty() && !db.starts_with("postgres") {
+            return bad(
+                "bus.url",
+                "several instances need PostgreSQL: set database.url to a postgres:// URL",
+            );
+        }
+        let prefix = &self.bus.prefix;
+        let prefix_ok = (1..=64).contains(&prefix.len())
+            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'-'));
+        if !prefix_ok {
+            return bad("bus.prefix", "must be 1-64 letters, digits, ':', '_' or '-'");
+        }
+        if !(2..=300).contains(&self.bus.lease_secs) {
+            return bad("bus.lease_secs", "must be between 2 and 300");
         }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");

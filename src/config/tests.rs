@@ -144,3 +144,34 @@ fn https_public_url_turns_on_secure_cookies() {
     assert!(c.is_https());
     assert_eq!(c.public_url(), "https://arbor.example.com");
 }
+
+#[test]
+fn the_bus_settings_are_checked_and_the_redis_password_is_never_shown() {
+    let pg = ("ARBOR_DATABASE_URL", "postgres://arbor@db/arbor");
+    let bus = |pairs: &[(&str, &str)]| load(&CliOverrides::default(), &env(pairs));
+    let err = bus(&[pg, ("ARBOR_BUS__URL", "http://redis:6379")]).unwrap_err();
+    assert!(err.to_string().contains("bus.url"), "{err}");
+    let err = bus(&[("ARBOR_BUS__URL", "redis://redis:6379")]).unwrap_err();
+    assert!(err.to_string().contains("PostgreSQL"), "several instances need PostgreSQL: {err}");
+    for prefix in ["", "a b", "arbor/x", &"p".repeat(65)] {
+        let err =
+            bus(&[pg, ("ARBOR_BUS__URL", "redis://redis:6379"), ("ARBOR_BUS__PREFIX", prefix)]).unwrap_err();
+        assert!(err.to_string().contains("bus.prefix"), "{prefix:?}: {err}");
+    }
+    for lease in ["0", "1", "301"] {
+        let err = bus(&[pg, ("ARBOR_BUS__LEASE_SECS", lease)]).unwrap_err();
+        assert!(err.to_string().contains("bus.lease_secs"), "{lease}: {err}");
+    }
+    let ok = bus(&[
+        pg,
+        ("ARBOR_BUS__URL", "redis://:s3cret-bus@redis:6379"),
+        ("ARBOR_BUS__PREFIX", "team-a:arbor"),
+    ])
+    .unwrap()
+    .config;
+    assert_eq!(ok.bus.prefix, "team-a:arbor");
+    let shown = ok.to_redacted_toml();
+    assert!(!shown.contains("s3cret-bus") && shown.contains("redis://:****@redis:6379"), "{shown}");
+    assert!(!format!("{ok:?}").contains("s3cret-bus"));
+    assert!(bus(&[]).unwrap().config.bus.url.is_empty(), "one instance by default");
+}

@@ -1,8 +1,11 @@
 //! Live events: the run registry owns every live run and fans its events out per session.
 //!
 //! A run publishes typed [`RunEvent`]s; subscribers get a consistent snapshot plus every later
-//! event in order. The web layer turns these into HTML fragments; nothing here knows HTML.
+//! event in order. With several instances, a run lives on the one executing it and every other
+//! instance keeps a mirror of it fed by the bus (`mirror.rs`), so a page on any instance
+//! subscribes the same way. The web layer turns these into HTML fragments; nothing here knows HTML.
 
+mod mirror;
 pub mod registry;
 
 pub use registry::{BeginError, Envelope, RunPublisher, RunRegistry, RunSnapshot, Subscription};
@@ -10,7 +13,7 @@ pub use registry::{BeginError, Envelope, RunPublisher, RunRegistry, RunSnapshot,
 use uuid::Uuid;
 
 /// What a live run reports, in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RunEvent {
     /// Answer text appended.
     Delta(String),

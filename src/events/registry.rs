@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::RunEvent;
 
 /// One event with its position in the run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Envelope {
     /// 1-based, gap-free sequence number within the run.
     pub seq: u64,
@@ -22,7 +22,7 @@ pub struct Envelope {
 }
 
 /// Everything a live run has produced up to `seq`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSnapshot {
     /// The run.
     pub run_id: Uuid,
@@ -41,7 +41,7 @@ pub struct RunSnapshot {
 }
 
 impl RunSnapshot {
-    fn apply(&mut self, event: &RunEvent) {
+    pub(super) fn apply(&mut self, event: &RunEvent) {
         match event {
             RunEvent::Delta(t) => self.text.push_str(t),
             RunEvent::Thought(t) => self.thoughts.push_str(t),
@@ -68,23 +68,43 @@ pub struct Subscription {
     pub receiver: broadcast::Receiver<Arc<Envelope>>,
 }
 
-struct LiveRun {
+pub(super) struct LiveRun {
     /// Whose run it is, when counted against a per-member limit.
-    owner: Option<Uuid>,
-    snapshot: RunSnapshot,
-    sender: broadcast::Sender<Arc<Envelope>>,
+    pub(super) owner: Option<Uuid>,
+    pub(super) snapshot: RunSnapshot,
+    pub(super) sender: broadcast::Sender<Arc<Envelope>>,
     cancel: watch::Sender<bool>,
+    /// The instance executing it when that is another one (this entry mirrors it).
+    pub(super) remote: Option<Uuid>,
+}
+
+impl LiveRun {
+    /// The mirror of a run instance `from` executes.
+    pub(super) fn mirrored(
+        owner: Option<Uuid>,
+        snapshot: RunSnapshot,
+        sender: broadcast::Sender<Arc<Envelope>>,
+        from: Uuid,
+    ) -> LiveRun {
+        // Stop reaches a mirrored run through the bus, never through this channel.
+        let (cancel, _) = watch::channel(false);
+        LiveRun { owner, snapshot, sender, cancel, remote: Some(from) }
+    }
 }
 
 #[derive(Default)]
-struct Inner {
-    runs: HashMap<Uuid, LiveRun>,
+pub(super) struct Inner {
+    pub(super) runs: HashMap<Uuid, LiveRun>,
+    /// Sessions whose snapshot was asked of their owner and has not come yet.
+    pub(super) awaiting_snapshot: std::collections::HashSet<Uuid>,
 }
 
 /// Live runs keyed by session. Cheap to clone; all clones share one table.
 #[derive(Clone)]
 pub struct RunRegistry {
-    inner: Arc<Mutex<Inner>>,
+    pub(super) inner: Arc<Mutex<Inner>>,
+    /// The other instances, when there are any.
+    pub(super) bus: Option<crate::bus::SharedBus>,
     /// Set once the server is stopping: every run is asked to stop, new ones as they begin.
     stopping: Arc<AtomicBool>,
     /// Woken whenever a run leaves the table.
@@ -118,11 +138,17 @@ impl RunRegistry {
     pub fn new(capacity: usize) -> Self {
         RunRegistry {
             inner: Arc::new(Mutex::new(Inner::default())),
+            bus: None,
             stopping: Arc::new(AtomicBool::new(false)),
             left: Arc::new(Notify::new()),
             capacity: capacity.max(16),
             per_owner: usize::MAX,
         }
+    }
+
+    /// Events buffered per subscriber.
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// The same registry, allowing each member at most `max` live runs at once.
@@ -158,15 +184,21 @@ impl RunRegistry {
         message_id: Option<Uuid>,
     ) -> RunPublisher {
         let (sender, _) = broadcast::channel(self.capacity);
+        self.announce(super::mirror::Wire::Begin {
+            session: session_id,
+            run: run_id,
+            message: message_id,
+            owner,
+        });
         // A run that begins while the server stops is stopped at once (checked under the lock
         // that `stop_all` takes, so none slips between).
         let (cancel, cancelled) = watch::channel(self.is_stopping());
         let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
-        inner.runs.insert(session_id, LiveRun { owner, snapshot, sender, cancel });
+        inner.runs.insert(session_id, LiveRun { owner, snapshot, sender, cancel, remote: None });
         RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock cannot leave the map half-updated (every critical
         // section is a single insert, remove or push), so a poisoned lock is still usable.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -186,10 +218,15 @@ impl RunRegistry {
         Ok(self.insert(&mut inner, None, session_id, run_id, message_id))
     }
 
-    /// Asks a session's live run to stop; false when none is running.
+    /// Asks a session's live run to stop (through the bus when another instance executes it);
+    /// false when none is running.
     pub fn cancel(&self, session_id: Uuid) -> bool {
         let inner = self.lock();
         match inner.runs.get(&session_id) {
+            Some(run) if run.remote.is_some() => {
+                self.announce(super::mirror::Wire::Cancel { session: session_id });
+                true
+            }
             Some(run) => {
                 run.cancel.send_replace(true);
                 true
@@ -200,8 +237,15 @@ impl RunRegistry {
 
     /// Asks every live run of `owner` to stop (their account was deactivated); returns how many.
     pub fn cancel_owned(&self, owner: Uuid) -> usize {
+        self.announce(super::mirror::Wire::CancelOwned { owner });
+        self.cancel_owned_here(owner)
+    }
+
+    /// Stops the live runs of `owner` that this instance executes.
+    pub(super) fn cancel_owned_here(&self, owner: Uuid) -> usize {
         let inner = self.lock();
-        let mine: Vec<&LiveRun> = inner.runs.values().filter(|r| r.owner == Some(owner)).collect();
+        let mine: Vec<&LiveRun> =
+            inner.runs.values().filter(|r| r.owner == Some(owner) && r.remote.is_none()).collect();
         for run in &mine {
             run.cancel.send_replace(true);
         }
@@ -213,10 +257,24 @@ impl RunRegistry {
     pub fn stop_all(&self) -> usize {
         let inner = self.lock();
         self.stopping.store(true, Ordering::SeqCst);
-        for run in inner.runs.values() {
-            run.cancel.send_replace(true);
-        }
-        inner.runs.len()
+        let local = inner.runs.values().filter(|r| r.remote.is_none());
+        local
+            .inspect(|run| {
+                run.cancel.send_replace(true);
+            })
+            .count()
+    }
+
+    /// Asks every run this instance executes to stop, without refusing new ones (its lease was
+    /// lost: another instance already ended them as interrupted); returns how many.
+    pub fn stop_local(&self) -> usize {
+        let inner = self.lock();
+        let local = inner.runs.values().filter(|r| r.remote.is_none());
+        local
+            .inspect(|run| {
+                run.cancel.send_replace(true);
+            })
+            .count()
     }
 
     /// Whether the server is stopping (a run stopped now was not stopped by its member).
@@ -243,8 +301,9 @@ impl RunRegistry {
 
     fn remove(&self, session_id: Uuid, run_id: Uuid) {
         let mut inner = self.lock();
-        if inner.runs.get(&session_id).is_some_and(|r| r.snapshot.run_id == run_id) {
+        if inner.runs.get(&session_id).is_some_and(|r| r.snapshot.run_id == run_id && r.remote.is_none()) {
             inner.runs.remove(&session_id);
+            self.announce(super::mirror::Wire::Ended { session: session_id, run: run_id, note: None });
             self.left.notify_waiters();
         }
     }
@@ -266,12 +325,12 @@ impl RunRegistry {
         self.lock().runs.contains_key(&session_id)
     }
 
-    /// Number of live runs.
+    /// Number of live runs this instance executes.
     pub fn len(&self) -> usize {
-        self.lock().runs.len()
+        self.lock().runs.values().filter(|r| r.remote.is_none()).count()
     }
 
-    /// Whether no run is live.
+    /// Whether no run of this instance is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -282,7 +341,7 @@ impl RunRegistry {
         let Some(run) = inner.runs.get_mut(&session_id) else {
             return;
         };
-        if run.snapshot.run_id != run_id {
+        if run.snapshot.run_id != run_id || run.remote.is_some() {
             return;
         }
         // Snapshot and broadcast change under one lock: a subscriber sees a snapshot at seq N and
@@ -290,6 +349,10 @@ impl RunRegistry {
         run.snapshot.seq += 1;
         run.snapshot.apply(&event);
         let envelope = Arc::new(Envelope { seq: run.snapshot.seq, run_id, event });
+        if self.bus.is_some() {
+            let wire = super::mirror::Wire::Event { session: session_id, envelope: (*envelope).clone() };
+            self.announce(wire);
+        }
         // No receivers is fine: nobody is watching, the run goes on.
         let _ = run.sender.send(envelope);
         if terminal {

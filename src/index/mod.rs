@@ -7,14 +7,18 @@
 //! - [`Indexer`] is the task that feeds the writer: it batches changes and commits about once
 //!   per interval, reporting the last committed sequence number so the caller can keep a
 //!   watermark for crash healing.
+//! - [`IndexId`] names the index in a directory (several instances, each with its own index,
+//!   keep their watermarks apart in one database).
 //!
 //! No function here logs message text.
 
+mod identity;
 mod indexer;
 mod query;
 mod schema;
 mod search_index;
 
+pub use identity::{ID_FILE, IndexId};
 pub use indexer::Indexer;
 pub use query::SearchQuery;
 pub use search_index::{MAX_LIMIT, MAX_OFFSET, SearchHit, SearchIndex, SearchResults};

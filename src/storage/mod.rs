@@ -27,6 +27,13 @@ pub enum StorageError {
     Corrupt(String),
 }
 
+/// This process's id among the instances serving one database: the runs it executes carry it,
+/// and its lease row is keyed by it. One per process (an instance is a process).
+pub fn instance_id() -> uuid::Uuid {
+    static ID: std::sync::LazyLock<uuid::Uuid> = std::sync::LazyLock::new(uuid::Uuid::now_v7);
+    *ID
+}
+
 /// The database handle services receive.
 pub type Db = sea_orm::DatabaseConnection;
 
@@ -177,14 +184,30 @@ pub async fn check_pragmas(db: &DatabaseConnection) -> StorageResult<()> {
 
 /// Applies every pending migration, after refusing a database a newer Arbor migrated: this
 /// version would not know its tables, and its own migrations might undo the newer ones'.
+///
+/// On PostgreSQL several instances may start together: the migrations run in one transaction
+/// holding an advisory lock, so one instance applies them and the others, waiting on the lock,
+/// find nothing left to do (PostgreSQL's DDL is transactional: a failed migration leaves
+/// nothing half-applied either).
 pub async fn migrate_up(db: &DatabaseConnection) -> StorageResult<()> {
-    refuse_newer_schema(db).await?;
-    Migrator::up(db, None).await?;
+    if db.get_database_backend() != DbBackend::Postgres {
+        refuse_newer_schema(db).await?;
+        Migrator::up(db, None).await?;
+        return Ok(());
+    }
+    let txn = sea_orm::TransactionTrait::begin(db).await?;
+    txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")).await?;
+    refuse_newer_schema(&txn).await?;
+    Migrator::up(&txn, None).await?;
+    txn.commit().await?;
     Ok(())
 }
 
+/// The advisory lock key the migrations hold on PostgreSQL ("arbor" in ASCII, then 1).
+const MIGRATION_LOCK: i64 = 0x6172_626f_7201;
+
 /// An error when the database holds a migration this binary does not know.
-pub async fn refuse_newer_schema(db: &DatabaseConnection) -> StorageResult<()> {
+pub async fn refuse_newer_schema<C: ConnectionTrait>(db: &C) -> StorageResult<()> {
     let backend = db.get_database_backend();
     let exists = match backend {
         sea_orm::DbBackend::Sqlite => {

@@ -396,7 +396,17 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
     let (index, _) = arbor::index::SearchIndex::open(&dir.path().join("data/index")).unwrap();
     let query = arbor::index::SearchQuery::parse("otters", None).unwrap();
     assert_eq!(index.search(user.id, &query, 0, 10).unwrap().total, 2);
+    // The rebuilt index's watermarks are stored under the directory's own id, as the server
+    // reads them (several instances share the database, each with its own index).
+    let id = arbor::index::IndexId::of_dir(&dir.path().join("data/index")).unwrap();
     drop(index);
+    let db = arbor::storage::connect(&config).await.unwrap();
+    let cursors = arbor::domain::search::Cursors::of(id);
+    use arbor::storage::repos::search::load_watermark;
+    assert!(load_watermark(&db, &cursors.messages).await.unwrap().is_some());
+    assert!(load_watermark(&db, &cursors.tombstones).await.unwrap().is_some());
+    assert_eq!(load_watermark(&db, "messages").await.unwrap(), None, "no shared watermark");
+    db.close().await.unwrap();
     let (out, _) = run(&["blobs", "gc"]);
     assert!(out.contains("removed 0 unreferenced files"), "{out}");
 }

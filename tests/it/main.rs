@@ -16,6 +16,7 @@ mod canary;
 mod capabilities;
 mod cli;
 mod clients;
+mod cluster;
 mod context;
 mod crash;
 mod csp;

@@ -5,7 +5,8 @@ use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 
 use crate::support::TestDb;
 
-const TABLES: &[&str] = &["users", "auth_sessions", "workspaces", "sessions", "messages", "runs"];
+const TABLES: &[&str] =
+    &["users", "auth_sessions", "workspaces", "sessions", "messages", "runs", "search_tombstones"];
 
 async fn existing_tables(db: &sea_orm::DatabaseConnection) -> Vec<String> {
     let sql = match db.get_database_backend() {

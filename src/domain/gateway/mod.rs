@@ -108,7 +108,7 @@ pub async fn open_with(
     quotas::check(db, actor.user_id()).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
-        let model = match providers.resolve_with(actor, reference, own) {
+        let model = match providers.resolve_with(actor, reference, own).await {
             Ok(m) => m,
             Err(e) => {
                 last = Some(OpenError::Domain(e));
@@ -198,7 +198,7 @@ pub async fn embed(
     let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
-        let model = match providers.resolve_with(actor, reference, &own) {
+        let model = match providers.resolve_with(actor, reference, &own).await {
             Ok(m) => m,
             Err(e) => {
                 last = Some(OpenError::Domain(e));

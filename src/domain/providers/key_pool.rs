@@ -60,6 +60,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct KeyHealth {
     resting: Mutex<HashMap<Uuid, Instant>>,
     cursor: Mutex<HashMap<Uuid, usize>>,
+    /// The other instances, told of every cooldown.
+    bus: Option<crate::bus::SharedBus>,
 }
 
 impl KeyHealth {
@@ -86,8 +88,22 @@ impl KeyHealth {
         fresh.into_iter().chain(tired).collect()
     }
 
+    /// Key health that tells the other instances of every cooldown.
+    pub(super) fn announcing(bus: crate::bus::SharedBus) -> KeyHealth {
+        KeyHealth { bus: Some(bus), ..Default::default() }
+    }
+
     /// Rests a key until `until`.
     pub fn rest(&self, key: Uuid, until: Instant) {
+        self.rest_here(key, until);
+        if let Some(bus) = &self.bus {
+            let ms = until.saturating_duration_since(Instant::now()).as_millis() as u64;
+            super::instances::announce(bus, &super::instances::Note::KeyRest { key, ms });
+        }
+    }
+
+    /// Rests a key in this instance only (another instance saw the 429).
+    pub(super) fn rest_here(&self, key: Uuid, until: Instant) {
         lock(&self.resting).insert(key, until);
     }
 
@@ -341,16 +357,52 @@ impl Window {
     }
 }
 
-/// Requests and tokens per minute, per user and provider.
+/// Requests and tokens per minute, per user and provider: sliding windows in memory for one
+/// instance; fixed one-minute windows in Redis when several instances share them (if Redis
+/// fails, each instance counts in memory meanwhile).
 #[derive(Default)]
 pub struct RateLimits {
     windows: Mutex<HashMap<(Uuid, String), Window>>,
+    shared: Option<crate::bus::limits::SharedCounters>,
 }
 
 impl RateLimits {
+    /// Limits every instance shares through `counters`.
+    pub fn shared(counters: crate::bus::limits::SharedCounters) -> RateLimits {
+        RateLimits { shared: Some(counters), ..Default::default() }
+    }
+
     /// Admits one request when both limits allow it and counts it; otherwise the seconds until
-    /// the oldest counted call leaves the window.
-    pub fn admit(&self, user: Uuid, provider: &str, rpm: Option<u64>, tpm: Option<u64>) -> Result<(), u64> {
+    /// a call leaves the window.
+    pub async fn admit(
+        &self,
+        user: Uuid,
+        provider: &str,
+        rpm: Option<u64>,
+        tpm: Option<u64>,
+    ) -> Result<(), u64> {
+        if rpm.is_none() && tpm.is_none() {
+            return Ok(());
+        }
+        if let Some(shared) = &self.shared {
+            match admit_shared(shared, user, provider, rpm, tpm).await {
+                Ok(outcome) => return outcome,
+                Err(e) => {
+                    tracing::warn!(error = %e, "rate limits are counted in this instance until Redis is back")
+                }
+            }
+        }
+        self.admit_here(user, provider, rpm, tpm)
+    }
+
+    /// [`Self::admit`], counted in this process only.
+    pub fn admit_here(
+        &self,
+        user: Uuid,
+        provider: &str,
+        rpm: Option<u64>,
+        tpm: Option<u64>,
+    ) -> Result<(), u64> {
         if rpm.is_none() && tpm.is_none() {
             return Ok(());
         }
@@ -375,12 +427,43 @@ impl RateLimits {
 
     /// Counts the tokens a finished call used.
     pub fn spend(&self, user: Uuid, provider: &str, tokens: u64) {
+        if let Some(shared) = self.shared.clone() {
+            let key = shared.key(&format!("tpm:{user}:{provider}"));
+            tokio::spawn(async move {
+                if let Err(e) = shared.add(&key, tokens, Duration::from_secs(60)).await {
+                    tracing::warn!(error = %e, "tokens spent were not counted in Redis");
+                }
+            });
+        }
         let now = Instant::now();
         let mut windows = lock(&self.windows);
         let w = windows.entry((user, provider.to_string())).or_default();
         w.trim(now);
         w.tokens.push_back((now, tokens));
     }
+}
+
+async fn admit_shared(
+    shared: &crate::bus::limits::SharedCounters,
+    user: Uuid,
+    provider: &str,
+    rpm: Option<u64>,
+    tpm: Option<u64>,
+) -> Result<Result<(), u64>, crate::bus::limits::CounterError> {
+    let secs = |left: Duration| left.as_secs().max(1);
+    if let Some(tpm) = tpm {
+        let (spent, left) = shared.total(&shared.key(&format!("tpm:{user}:{provider}"))).await?;
+        if spent >= tpm {
+            return Ok(Err(secs(left)));
+        }
+    }
+    if let Some(rpm) = rpm {
+        let key = shared.key(&format!("rpm:{user}:{provider}"));
+        if let Err(left) = shared.hit(&key, rpm, Duration::from_secs(60)).await? {
+            return Ok(Err(secs(left)));
+        }
+    }
+    Ok(Ok(()))
 }
 
 #[cfg(test)]
@@ -406,14 +489,14 @@ mod tests {
     fn rate_limits_count_requests_and_tokens_per_user_and_provider() {
         let limits = RateLimits::default();
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-        assert!(limits.admit(a, "p", Some(2), None).is_ok());
-        assert!(limits.admit(a, "p", Some(2), None).is_ok());
-        let wait = limits.admit(a, "p", Some(2), None).unwrap_err();
+        assert!(limits.admit_here(a, "p", Some(2), None).is_ok());
+        assert!(limits.admit_here(a, "p", Some(2), None).is_ok());
+        let wait = limits.admit_here(a, "p", Some(2), None).unwrap_err();
         assert!((1..=60).contains(&wait));
-        assert!(limits.admit(b, "p", Some(2), None).is_ok(), "another user has their own window");
-        assert!(limits.admit(a, "q", Some(2), None).is_ok(), "another provider too");
+        assert!(limits.admit_here(b, "p", Some(2), None).is_ok(), "another user has their own window");
+        assert!(limits.admit_here(a, "q", Some(2), None).is_ok(), "another provider too");
         limits.spend(b, "p", 500);
-        assert!(limits.admit(b, "p", None, Some(500)).is_err());
-        assert!(limits.admit(b, "p", None, None).is_ok(), "no limits, no counting");
+        assert!(limits.admit_here(b, "p", None, Some(500)).is_err());
+        assert!(limits.admit_here(b, "p", None, None).is_ok(), "no limits, no counting");
     }
 }

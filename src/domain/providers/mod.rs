@@ -9,6 +9,9 @@
 
 pub mod aliases;
 mod capabilities;
+mod instances;
+mod managed;
+pub use instances::listen as listen_to_instances;
 pub mod key_pool;
 pub mod user_keys;
 
@@ -63,6 +66,8 @@ pub struct Providers {
     limits: RateLimits,
     cooldown: Duration,
     member_ranges: Arc<AllowedRanges>,
+    /// The other instances (none alone).
+    bus: Option<crate::bus::SharedBus>,
 }
 
 /// The catalog family of a provider kind.
@@ -142,6 +147,7 @@ impl Providers {
             limits: RateLimits::default(),
             cooldown: Duration::from_secs(cfg.key_cooldown_secs),
             member_ranges: Arc::new(member_ranges),
+            bus: None,
         })
     }
 
@@ -150,28 +156,6 @@ impl Providers {
     pub fn with_vault(mut self, db: crate::storage::Db, vault: Vault) -> Providers {
         self.vault = Some(VaultAccess { db, vault });
         self
-    }
-
-    /// Reads the admin-managed providers and their keys again (after every change).
-    pub async fn reload(&self) -> DomainResult<()> {
-        let Some(access) = &self.vault else { return Ok(()) };
-        let rows = crate::storage::repos::providers::all(&access.db).await?;
-        let keys = crate::storage::repos::providers::all_keys(&access.db).await?;
-        let entries: Vec<ProviderEntry> = rows
-            .into_iter()
-            .filter_map(|row| {
-                let name = row.name.clone();
-                let entry = managed_entry(row, &keys);
-                if entry.is_none() {
-                    tracing::error!(provider = %name, "stored provider has an unknown kind; skipped");
-                }
-                entry
-            })
-            .collect();
-        *self.managed.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
-        self.load_overrides(&access.db).await?;
-        self.refresh();
-        Ok(())
     }
 
     /// Adds the local Ollama as provider `ollama` when it answers and no provider has that name.
@@ -325,7 +309,7 @@ impl Providers {
         if let Some(key) = workspace_key {
             own.insert(0, key);
         }
-        let mut model = self.resolve_with(actor, reference, &own)?;
+        let mut model = self.resolve_with(actor, reference, &own).await?;
         let catalog = self.catalog.lookup(family_of(model.kind), &model.model);
         if !catalog.known {
             self.learn_capabilities(&model).await;
@@ -368,7 +352,7 @@ impl Providers {
 
     /// As [`Providers::resolve`], with the actor's own keys already read (a fallback chain
     /// resolves several references for one call).
-    pub fn resolve_with(
+    pub async fn resolve_with(
         &self,
         actor: &Actor,
         reference: &str,
@@ -421,7 +405,7 @@ impl Providers {
                     entry.label
                 ))
             })?;
-            self.limits.admit(actor.user_id(), &entry.name, entry.rpm, entry.tpm).map_err(|wait| {
+            self.limits.admit(actor.user_id(), &entry.name, entry.rpm, entry.tpm).await.map_err(|wait| {
                 DomainError::Limited(
                     format!(
                         "You are sending requests to \"{}\" faster than its limit allows. Try again in {wait} s.",

@@ -10,6 +10,7 @@ pub mod ambient;
 pub mod compaction;
 pub mod context;
 pub mod decisions;
+mod lease;
 mod preparation;
 mod recovery;
 mod stream;
@@ -68,6 +69,8 @@ pub struct RunEngine {
     pub(super) mcp: Option<crate::domain::mcp::runtime::SharedMcp>,
     pub(super) blobs: Option<crate::blobs::BlobStore>,
     pub(super) search: Option<std::sync::Arc<crate::domain::search::SearchService>>,
+    /// With other instances on the database: how long this instance's lease lasts.
+    pub(super) lease: Option<Duration>,
 }
 
 /// What a submit, retry or continue produced.
@@ -161,7 +164,15 @@ impl RunEngine {
             mcp: None,
             blobs: None,
             search: None,
+            lease: None,
         }
+    }
+
+    /// Other instances share the database: this one holds a lease of `lease` (see `lease.rs`).
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration) -> RunEngine {
+        self.lease = Some(lease);
+        self
     }
 
     /// Chat search, for the agent's `search_chat`.

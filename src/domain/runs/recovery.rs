@@ -17,7 +17,11 @@ use crate::storage::repos::messages as repo;
 
 impl RunEngine {
     /// Marks runs a crash left `running` as interrupted; returns how many.
+    /// With other instances on the database, only the runs no live instance holds.
     pub async fn recover(&self) -> DomainResult<u64> {
+        if self.lease.is_some() {
+            return self.join_instances().await;
+        }
         Ok(repo::interrupt_orphans(&self.db).await?)
     }
 
@@ -34,9 +38,12 @@ impl RunEngine {
     /// At shutdown, once the server stopped serving (the workers' tasks are gone with it): the
     /// runs still marked running (those [`Self::stop_for_shutdown`] could not end in time) are
     /// marked interrupted with the text they saved, so nothing is left "streaming" and Continue
-    /// picks them up after the restart. One instance owns the database, as at start-up's
-    /// [`Self::recover`]. Returns how many.
+    /// picks them up after the restart. Alone on the database, every run still running is this
+    /// instance's; with others, only those it executes. Returns how many.
     pub async fn interrupt_for_shutdown(&self) -> DomainResult<u64> {
+        if self.lease.is_some() {
+            return self.leave_instances().await;
+        }
         Ok(repo::interrupt_orphans(&self.db).await?)
     }
 }

@@ -4,6 +4,11 @@
 //! watermark, so start-up re-reads whatever a crash left out. Searches are the acting user's
 //! alone (a term the server builds), and every hit is checked against the database before it
 //! is shown, so a deleted message or session never appears, even before the index forgets it.
+//!
+//! Each instance keeps its own index, fed from the database (`feeder.rs`): its watermark is its
+//! own, and a deletion writes a tombstone that every instance's feeder applies to its index.
+
+mod feeder;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -17,20 +22,11 @@ use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
-use crate::index::{IndexDoc, IndexOp, Indexer, SearchIndex, SearchQuery};
-use crate::providers::types::Part;
+use crate::index::{IndexId, IndexOp, Indexer, SearchIndex, SearchQuery};
 use crate::storage::Db;
-use crate::storage::entities::message;
 use crate::storage::repos::search as repo;
 
-/// The watermark's row name.
-const WATERMARK: &str = "messages";
-/// Messages read per feeder step.
-const BATCH: u64 = 2000;
-/// Start-up re-reads this much before the watermark (clocks of several writers differ a little).
-const MARGIN_SECS: i64 = 5;
-/// Text indexed per message, bytes.
-const MAX_TEXT: usize = 100 * 1024;
+pub use feeder::{Cursors, TOMBSTONE_DAYS, reindex};
 
 /// The search service: the index, its indexer and the feeder.
 pub struct SearchService {
@@ -41,8 +37,8 @@ pub struct SearchService {
     nudge: Arc<tokio::sync::Notify>,
     /// Passes of the feeder that read everything there was (for [`SearchService::settle`]).
     caught_up: Arc<AtomicU64>,
-    /// Watermark writes started and not finished yet.
-    watermarks_pending: Arc<AtomicUsize>,
+    /// Watermark and tombstone writes started and not finished yet.
+    writes_pending: Arc<AtomicUsize>,
 }
 
 /// One hit as the UI shows it.
@@ -75,110 +71,45 @@ pub struct ResultsPage {
     pub more: bool,
 }
 
-/// What a message contributes to the index: its text (tool results too), none for notes.
-fn searchable_text(m: &message::Model) -> Option<String> {
-    if m.role == "system" || m.status == "streaming" {
-        return None;
-    }
-    let parts: Vec<Part> = serde_json::from_value(m.parts.clone()).ok()?;
-    let mut text = String::new();
-    for p in parts {
-        match p {
-            Part::Text { text: t } => text.push_str(&t),
-            Part::ToolResult { content, .. } => text.push_str(&content),
-            Part::ToolCall { name, arguments, .. } => text.push_str(&format!("{name} {arguments}")),
-            _ => {}
-        }
-        text.push('\n');
-        if text.len() > MAX_TEXT {
-            break;
-        }
-    }
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_string())
-}
-
-fn micros(t: DateTime<Utc>) -> u64 {
-    u64::try_from(t.timestamp_micros()).unwrap_or(0)
-}
-
-async fn store_watermark(db: &Db, at: DateTime<Utc>) {
-    if let Err(e) = repo::store_watermark(db, WATERMARK, at).await {
-        tracing::warn!(error = %e, "could not store the search watermark");
-    }
-}
-
-async fn load_watermark(db: &Db) -> DomainResult<Option<DateTime<Utc>>> {
-    Ok(repo::load_watermark(db, WATERMARK).await?)
-}
-
-/// Messages changed after `(at, id)`, in change order, with the documents they make.
-/// A step of the feeder: the documents made, and the `(updated_at, id)` of the last row read.
-type Step = (Vec<(u64, IndexDoc)>, Option<(DateTime<Utc>, Uuid)>, u64);
-
-/// Messages changed after `(at, id)`, in change order, with the documents they make (and how
-/// many rows were read).
-async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid) -> DomainResult<Step> {
-    let repo::Changed { messages: rows, sessions, with_files } =
-        repo::changed_after(db, at, id, BATCH).await?;
-    let last = rows.last().map(|m| (m.updated_at, m.id));
-    let read = rows.len() as u64;
-    let mut docs = Vec::new();
-    for m in rows {
-        let (Some(text), Some(s)) = (searchable_text(&m), sessions.get(&m.session_id)) else { continue };
-        docs.push((
-            micros(m.updated_at),
-            IndexDoc {
-                message_id: m.id,
-                user_id: s.owner_id,
-                workspace_id: s.workspace_id,
-                session_id: s.id,
-                role: m.role.clone(),
-                created_at: m.created_at,
-                has_attachment: with_files.contains(&m.id),
-                text,
-                session_title: s.title.clone(),
-            },
-        ));
-    }
-    Ok((docs, last, read))
-}
-
 impl SearchService {
     /// Opens (or creates) the index in `dir`, starts the indexer and the feeder, which begins
-    /// just before the stored watermark (or at the start, for a new or rebuilt index).
+    /// just before the index's stored watermark (or at the start, for a new or rebuilt index).
     pub async fn start(db: Db, dir: &Path, interval: Duration) -> Result<Arc<SearchService>, String> {
         let (index, recreated) = SearchIndex::open(dir).map_err(|e| e.to_string())?;
         if recreated {
             tracing::warn!("the search index was (re)created: every message is indexed again");
         }
-        Self::start_with(db, index, recreated, interval).await
+        // Read with the index open: its writer lock keeps other processes out of `dir`.
+        let id = IndexId::of_dir(dir).map_err(|e| e.to_string())?;
+        Self::start_with(db, index, id, recreated, interval).await
     }
 
-    /// [`Self::start`] over an already opened index.
+    /// [`Self::start`] over an already opened index, whose rows in `index_state` are named
+    /// after `id`.
     pub async fn start_with(
         db: Db,
         index: SearchIndex,
+        id: IndexId,
         from_scratch: bool,
         interval: Duration,
     ) -> Result<Arc<SearchService>, String> {
+        let cursors = Cursors::of(id);
         let watermark_db = db.clone();
-        let watermarks_pending = Arc::new(AtomicUsize::new(0));
-        let pending = watermarks_pending.clone();
+        let writes_pending = Arc::new(AtomicUsize::new(0));
+        let pending = writes_pending.clone();
+        let watermark = cursors.messages.clone();
         let indexer = Indexer::spawn(index.clone(), interval, move |seq| {
-            let (db, pending) = (watermark_db.clone(), pending.clone());
+            let (db, pending, name) = (watermark_db.clone(), pending.clone(), watermark.clone());
             let at =
                 DateTime::<Utc>::from_timestamp_micros(i64::try_from(seq).unwrap_or(0)).unwrap_or_default();
             pending.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                store_watermark(&db, at).await;
+                feeder::store(&db, &name, at).await;
                 pending.fetch_sub(1, Ordering::SeqCst);
             });
         });
-        let start = match (from_scratch, load_watermark(&db).await.map_err(|e| e.to_string())?) {
-            (false, Some(w)) => w - chrono::Duration::seconds(MARGIN_SECS),
-            _ => DateTime::<Utc>::UNIX_EPOCH,
-        };
+        let (start, tombstones_from) =
+            feeder::starting_points(&db, &cursors, from_scratch).await.map_err(|e| e.to_string())?;
         let nudge = Arc::new(tokio::sync::Notify::new());
         let caught_up = Arc::new(AtomicU64::new(0));
         let service = Arc::new(SearchService {
@@ -187,16 +118,17 @@ impl SearchService {
             indexer,
             nudge: nudge.clone(),
             caught_up: caught_up.clone(),
-            watermarks_pending,
+            writes_pending,
         });
-        let feeder = Arc::downgrade(&service);
+        let weak = Arc::downgrade(&service);
         tokio::spawn(async move {
             let mut cursor = (start, Uuid::nil());
+            let mut tombstones = feeder::Tombstones::new(cursors.tombstones, tombstones_from);
             loop {
-                let Some(service) = feeder.upgrade() else { break };
-                match changed_after(&service.db, cursor.0, cursor.1).await {
+                let Some(service) = weak.upgrade() else { break };
+                match feeder::changed_after(&service.db, cursor.0, cursor.1).await {
                     Ok((docs, last, read)) => {
-                        let full = read >= BATCH;
+                        let full = read >= feeder::BATCH;
                         for (seq, doc) in docs {
                             service.indexer.send(seq, IndexOp::Upsert(doc));
                         }
@@ -209,6 +141,10 @@ impl SearchService {
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "the search feeder could not read messages"),
+                }
+                // After the messages: a deletion that raced with this read is undone here.
+                if let Err(e) = tombstones.apply(&service.db, &service.indexer).await {
+                    tracing::warn!(error = %e, "the search feeder could not read tombstones");
                 }
                 caught_up.fetch_add(1, Ordering::SeqCst);
                 drop(service);
@@ -223,10 +159,12 @@ impl SearchService {
         self.nudge.notify_one();
     }
 
-    /// Waits for a feeder pass that began after the call and read everything, then for its
-    /// commit and the watermark it writes; gives up after 30 seconds.
+    /// Waits for the tombstones already being written, for a feeder pass that began after that
+    /// and read everything, then for its commit and the watermark it writes; gives up after 30
+    /// seconds.
     pub async fn settle(&self) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        self.writes_settled(deadline).await;
         // A pass running now may have read before the latest writes; the one after it began
         // after this call.
         let seen = self.caught_up.load(Ordering::SeqCst);
@@ -235,7 +173,11 @@ impl SearchService {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         self.indexer.flush().await;
-        while self.watermarks_pending.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        self.writes_settled(deadline).await;
+    }
+
+    async fn writes_settled(&self, deadline: std::time::Instant) {
+        while self.writes_pending.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -291,48 +233,33 @@ impl SearchService {
         Ok(ResultsPage { hits, total: results.total, page, more })
     }
 
-    /// Drops a deleted session's messages from the index.
+    /// Drops a deleted session's messages from the index, and writes a tombstone so that every
+    /// other instance's index drops them too.
     pub fn forget_session(&self, session_id: Uuid) {
         self.indexer.send(0, IndexOp::DeleteSession(session_id));
+        self.tombstone(Some(session_id), None);
     }
 
-    /// Drops a deleted user's messages from the index.
+    /// Drops a deleted user's messages from the index, and writes a tombstone so that every
+    /// other instance's index drops them too.
     pub fn forget_user(&self, user_id: Uuid) {
         self.indexer.send(0, IndexOp::DeleteUser(user_id));
+        self.tombstone(None, Some(user_id));
     }
-}
 
-/// Rebuilds the index in `dir` from the database, reporting (done, total) as it goes.
-pub async fn reindex(db: &Db, dir: &Path, progress: impl Fn(u64, u64)) -> Result<u64, String> {
-    let (index, _) = SearchIndex::open(dir).map_err(|e| e.to_string())?;
-    index.clear().map_err(|e| e.to_string())?;
-    let total = repo::count_messages(db).await.map_err(|e| e.to_string())?;
-    let mut cursor = (DateTime::<Utc>::UNIX_EPOCH, Uuid::nil());
-    let (mut done, mut last_seen) = (0u64, None);
-    let mut pending: Vec<IndexOp> = Vec::new();
-    // Large commits are what make indexing fast (see the search benchmark).
-    let flush = |ops: Vec<IndexOp>| {
-        let index = index.clone();
-        async move {
-            tokio::task::spawn_blocking(move || index.apply(ops))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
-        }
-    };
-    loop {
-        let (docs, last, read) = changed_after(db, cursor.0, cursor.1).await.map_err(|e| e.to_string())?;
-        let Some(last) = last else { break };
-        pending.extend(docs.into_iter().map(|(_, d)| IndexOp::Upsert(d)));
-        if pending.len() >= crate::index::REINDEX_BATCH {
-            flush(std::mem::take(&mut pending)).await?;
-        }
-        done = (done + read).min(total);
-        progress(done, total);
-        cursor = last;
-        last_seen = Some(last.0);
+    /// Writes a tombstone in the background (the callers are past their deletion already).
+    fn tombstone(&self, session: Option<Uuid>, user: Option<Uuid>) {
+        let (db, pending) = (self.db.clone(), self.writes_pending.clone());
+        pending.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            feeder::write_tombstone(&db, session, user).await;
+            pending.fetch_sub(1, Ordering::SeqCst);
+        });
     }
-    flush(pending).await?;
-    store_watermark(db, last_seen.unwrap_or_else(Utc::now)).await;
-    Ok(index.num_docs())
+
+    /// The index itself, for tests that look past the database check.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn index_for_tests(&self) -> &SearchIndex {
+        &self.index
+    }
 }

@@ -10,22 +10,56 @@ use crate::storage::Db;
 
 /// Tells live streams that access to a workspace may have changed: a revoked share names the
 /// workspace; a change to groups or accounts, which can touch any workspace, names none
-/// (`Uuid::nil()`). Streams of people who lost access end; the rest go on. One instance only:
-/// several instances need the event bus to carry it.
+/// (`Uuid::nil()`). Streams of people who lost access end; the rest go on. With several
+/// instances the bus carries each announcement to the others' streams too.
 #[derive(Clone)]
-pub struct AccessChanges(tokio::sync::broadcast::Sender<Uuid>);
+pub struct AccessChanges(tokio::sync::broadcast::Sender<Uuid>, Option<crate::bus::SharedBus>);
 
 impl Default for AccessChanges {
     fn default() -> Self {
-        AccessChanges(tokio::sync::broadcast::channel(256).0)
+        AccessChanges(tokio::sync::broadcast::channel(256).0, None)
     }
 }
 
 impl AccessChanges {
+    /// Announcements that reach every instance on `bus` (alone: as [`Default`]).
+    pub fn linked(bus: crate::bus::SharedBus) -> AccessChanges {
+        let mut changes = AccessChanges::default();
+        if !bus.is_shared() {
+            return changes;
+        }
+        let (local, me, mut frames) = (changes.0.clone(), bus.instance(), bus.subscribe());
+        tokio::spawn(async move {
+            loop {
+                match frames.recv().await {
+                    Ok(f) if f.topic == crate::bus::Topic::Access && f.from != me => {
+                        if let Ok(id) = Uuid::from_slice(&f.body) {
+                            let _ = local.send(id);
+                        }
+                    }
+                    // Missed some (or Redis was away): any workspace may have changed.
+                    Ok(f) if f.topic == crate::bus::Topic::Reconnected => {
+                        let _ = local.send(Uuid::nil());
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = local.send(Uuid::nil());
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        changes.1 = Some(bus);
+        changes
+    }
+
     /// Announces a change to one workspace (or, with `Uuid::nil()`, to any).
     pub fn announce(&self, workspace_id: Uuid) {
         // Nobody listening is fine: no stream is open.
         let _ = self.0.send(workspace_id);
+        if let Some(bus) = &self.1 {
+            bus.publish(crate::bus::Topic::Access, bytes::Bytes::copy_from_slice(workspace_id.as_bytes()));
+        }
     }
 
     /// Resolves when the actor can no longer view the workspace; never for its owner.

@@ -18,6 +18,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub finished_at: Option<DateTimeUtc>,
+    /// The instance executing it (several instances on one database).
+    pub instance_id: Option<Uuid>,
 }
 
 impl ActiveModelBehavior for ActiveModel {}

@@ -317,6 +317,8 @@ pub async fn record_decision(db: &Db, session_id: Uuid, d: &DecisionRecord<'_>) 
     choose(&txn, session_id, d.result.parent_id, d.result.id).await?;
     let resumed = run::Entity::update_many()
         .col_expr(run::Column::Status, Expr::value("running"))
+        // The deciding instance goes on with the run, whichever began it.
+        .col_expr(run::Column::InstanceId, Expr::value(Some(crate::storage::instance_id())))
         .col_expr(run::Column::AssistantMessageId, Expr::value(d.result.id))
         .col_expr(run::Column::UpdatedAt, Expr::value(now))
         .filter(run::Column::Id.eq(d.run_id))

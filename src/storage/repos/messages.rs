@@ -375,6 +375,7 @@ async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) ->
         leaf_message_id: Set(Some(r.leaf_message_id)),
         assistant_message_id: Set(Some(r.assistant_message_id)),
         status: Set("running".into()),
+        instance_id: Set(Some(crate::storage::instance_id())),
         iterations: Set(0),
         error: Set(None),
         created_at: Set(now),
@@ -516,6 +517,14 @@ pub struct Outcome<'a> {
 /// In one transaction: the message's final state and the run's end.
 pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
     let txn = crate::storage::begin_write(db).await?;
+    // Another instance ended this run as interrupted while this one was paused past its lease:
+    // what it recorded stands.
+    let taken_over =
+        run::Entity::find_by_id(run_id).one(&txn).await?.is_some_and(|r| r.status == "interrupted");
+    if taken_over {
+        txn.rollback().await?;
+        return Ok(());
+    }
     let now = Utc::now();
     let mut update = message::Entity::update_many()
         .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))

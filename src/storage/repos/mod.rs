@@ -9,6 +9,7 @@ pub mod chat;
 pub mod directory;
 pub mod files;
 pub mod groups;
+pub mod instances;
 pub mod invitations;
 pub mod login_flows;
 pub mod mcp_servers;

@@ -1,5 +1,6 @@
-//! Queries the search feeder and the result check run: messages in the order they changed, the
-//! index watermark, and which hits still exist and whose they are.
+//! Queries the search feeder and the result check run: messages in the order they changed, each
+//! index's watermarks, the tombstones of deleted sessions and users, and which hits still exist
+//! and whose they are.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,10 +11,10 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::storage::entities::{attachment, chat_session, index_state, message};
+use crate::storage::entities::{attachment, chat_session, index_state, message, search_tombstone};
 use crate::storage::{Db, StorageResult};
 
-/// Stores how far the index has committed, under `name`.
+/// Stores how far an index has committed (or applied tombstones), under `name`.
 pub async fn store_watermark(db: &Db, name: &str, at: DateTime<Utc>) -> StorageResult<()> {
     let row = index_state::ActiveModel { name: Set(name.into()), watermark: Set(at) };
     index_state::Entity::insert(row)
@@ -115,4 +116,68 @@ pub async fn visible_sessions(
 /// How many messages there are.
 pub async fn count_messages(db: &Db) -> StorageResult<u64> {
     Ok(message::Entity::find().count(db).await?)
+}
+
+/// A tombstone: every instance's index drops the documents of this session or user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    /// Its id (a v7 uuid: ties on `created_at` are ordered by it).
+    pub id: Uuid,
+    /// A deleted session.
+    pub session_id: Option<Uuid>,
+    /// A deleted user.
+    pub user_id: Option<Uuid>,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Writes a tombstone for a deleted session or user.
+pub async fn add_tombstone(db: &Db, session_id: Option<Uuid>, user_id: Option<Uuid>) -> StorageResult<()> {
+    let row = search_tombstone::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        session_id: Set(session_id),
+        user_id: Set(user_id),
+        created_at: Set(Utc::now()),
+    };
+    search_tombstone::Entity::insert(row).exec_without_returning(db).await?;
+    Ok(())
+}
+
+/// Up to `limit` tombstones written after `(at, id)`, oldest first.
+pub async fn tombstones_after(
+    db: &Db,
+    at: DateTime<Utc>,
+    id: Uuid,
+    limit: u64,
+) -> StorageResult<Vec<Tombstone>> {
+    Ok(search_tombstone::Entity::find()
+        .filter(
+            Condition::any().add(search_tombstone::Column::CreatedAt.gt(at)).add(
+                Condition::all()
+                    .add(search_tombstone::Column::CreatedAt.eq(at))
+                    .add(search_tombstone::Column::Id.gt(id)),
+            ),
+        )
+        .order_by_asc(search_tombstone::Column::CreatedAt)
+        .order_by_asc(search_tombstone::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| Tombstone {
+            id: t.id,
+            session_id: t.session_id,
+            user_id: t.user_id,
+            created_at: t.created_at,
+        })
+        .collect())
+}
+
+/// Deletes the tombstones written before `before`; returns how many.
+pub async fn prune_tombstones(db: &Db, before: DateTime<Utc>) -> StorageResult<u64> {
+    Ok(search_tombstone::Entity::delete_many()
+        .filter(search_tombstone::Column::CreatedAt.lt(before))
+        .exec(db)
+        .await?
+        .rows_affected)
 }

@@ -424,6 +424,7 @@ async fn write_calls<C: ConnectionTrait>(
         created_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(Some(now)),
+        instance_id: Set(None),
     }
     .insert(txn)
     .await?;

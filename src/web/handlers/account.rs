@@ -131,7 +131,7 @@ pub async fn change_password(
     // The current-password check is a password guess like a sign-in: limited the same way.
     let limit = state.config.auth.login_attempts_per_account_per_minute;
     let key = format!("password:{}", user.0.actor.user_id());
-    if let Err(retry) = state.login_limiter.check(&key, limit, std::time::Duration::from_secs(60)) {
+    if let Err(retry) = state.login_limiter.check(&key, limit, std::time::Duration::from_secs(60)).await {
         let secs = retry.0.as_secs().max(1);
         let msg = format!("Too many attempts. Try again in {secs} seconds.");
         let mut res = password_page(&state, &req, &user, Some(&msg), None, StatusCode::TOO_MANY_REQUESTS)?;

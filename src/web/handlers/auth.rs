@@ -182,16 +182,17 @@ pub async fn login(
     let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
     let minute = Duration::from_secs(60);
     let account = form.email.trim().to_lowercase();
-    let limited = state
+    let limited = match state
         .login_limiter
         .check(&format!("ip:{ip}"), cfg.login_attempts_per_ip_per_minute, minute)
-        .and_then(|()| {
-            state.login_limiter.check(
-                &format!("account:{account}"),
-                cfg.login_attempts_per_account_per_minute,
-                minute,
-            )
-        });
+        .await
+    {
+        Ok(()) => {
+            let per_account = cfg.login_attempts_per_account_per_minute;
+            state.login_limiter.check(&format!("account:{account}"), per_account, minute).await
+        }
+        refused => refused,
+    };
     if let Err(retry) = limited {
         let secs = retry.0.as_secs().max(1);
         let msg = format!("Too many sign-in attempts. Try again in {secs} seconds.");
@@ -315,6 +316,7 @@ pub async fn signup(
     if state
         .login_limiter
         .check(&format!("signup:{ip}"), cfg.login_attempts_per_ip_per_minute, Duration::from_secs(60))
+        .await
         .is_err()
     {
         return signup_page(

@@ -36,11 +36,15 @@ pub async fn start(
     let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
     let cfg = &state.config.auth;
     let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
-    if let Err(retry) = state.login_limiter.check(
-        &format!("oidc:{ip}"),
-        cfg.login_attempts_per_ip_per_minute,
-        std::time::Duration::from_secs(60),
-    ) {
+    if let Err(retry) = state
+        .login_limiter
+        .check(
+            &format!("oidc:{ip}"),
+            cfg.login_attempts_per_ip_per_minute,
+            std::time::Duration::from_secs(60),
+        )
+        .await
+    {
         let secs = retry.0.as_secs().max(1);
         return Err(WebError::TooManyRequests(
             format!("Too many sign-in attempts. Try again in {secs} seconds."),

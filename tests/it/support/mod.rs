@@ -43,10 +43,24 @@ impl TestDb {
 
     /// A fresh, empty database.
     pub async fn fresh() -> TestDb {
+        Self::fresh_on(std::env::var("ARBOR_TEST_DATABASE_URL").ok().filter(|v| !v.is_empty())).await
+    }
+
+    /// A fresh PostgreSQL database, whichever run this is (several instances need one): on
+    /// `ARBOR_TEST_DATABASE_URL`'s server, else the machine's own at 127.0.0.1:5432.
+    pub async fn fresh_postgres() -> TestDb {
+        let url = std::env::var("ARBOR_TEST_DATABASE_URL")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        Self::fresh_on(Some(url)).await
+    }
+
+    async fn fresh_on(admin_url: Option<String>) -> TestDb {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = dir.path().join("data");
         std::fs::create_dir_all(&data_dir).expect("data dir");
-        match std::env::var("ARBOR_TEST_DATABASE_URL").ok().filter(|v| !v.is_empty()) {
+        match admin_url {
             None => {
                 let url = format!("sqlite://{}?mode=rwc", data_dir.join("arbor.db").display());
                 TestDb { url, data_dir, _dir: dir, pg: None }

@@ -173,5 +173,9 @@ pub async fn delete_user(
     let result = admin::delete_user(&state.db, &admin.1, &who, id).await.map(|s| {
         format!("{} was deleted with {} sessions and {} messages.", s.email, s.sessions, s.messages)
     });
+    if result.is_ok() {
+        // Every instance's search index forgets their messages (a tombstone reaches the others).
+        state.search.forget_user(id);
+    }
     after_user_change(&state, &req, &admin, result).await
 }

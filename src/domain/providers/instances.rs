@@ -1,0 +1,90 @@
+//! The providers registry with several instances: an admin's change reloads the registry on
+//! every instance, a key that one instance saw rate-limited (429) rests on all of them, and the
+//! per-member request and token limits are counted in Redis, once for all.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::Providers;
+use super::key_pool::{KeyHealth, RateLimits};
+use crate::bus::limits::SharedCounters;
+use crate::bus::{SharedBus, Topic};
+
+/// What the registries of several instances tell each other.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "providers", rename_all = "snake_case")]
+pub(super) enum Note {
+    /// The admin-managed providers, keys or overrides changed: read them again.
+    Reload,
+    /// This shared key was rate-limited: rest it for `ms`.
+    KeyRest { key: Uuid, ms: u64 },
+}
+
+pub(super) fn announce(bus: &SharedBus, note: &Note) {
+    if let Ok(body) = serde_json::to_vec(note) {
+        bus.publish(Topic::Caches, Bytes::from(body));
+    }
+}
+
+impl Providers {
+    /// Shares limits, cooldowns and reloads with the other instances.
+    pub fn with_instances(mut self, counters: SharedCounters, bus: SharedBus) -> Providers {
+        self.limits = RateLimits::shared(counters);
+        self.health = Arc::new(KeyHealth::announcing(bus.clone()));
+        self.bus = Some(bus);
+        self
+    }
+
+    /// Tells the other instances that the registry changed.
+    pub(super) fn announce_reload(&self) {
+        if let Some(bus) = &self.bus {
+            announce(bus, &Note::Reload);
+        }
+    }
+}
+
+/// Applies what the other instances announce, for as long as the process runs.
+pub fn listen(providers: Arc<Providers>) {
+    let Some(bus) = providers.bus.clone() else { return };
+    let me = bus.instance();
+    let mut frames = bus.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let frame = match frames.recv().await {
+                Ok(frame) => frame,
+                // Missed some: whatever they said, reading everything again covers it.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    reload(&providers).await;
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if frame.topic == Topic::Reconnected {
+                reload(&providers).await;
+                continue;
+            }
+            if frame.from == me || frame.topic != Topic::Caches {
+                continue;
+            }
+            match serde_json::from_slice::<Note>(&frame.body) {
+                Ok(Note::Reload) => reload(&providers).await,
+                Ok(Note::KeyRest { key, ms }) => {
+                    providers
+                        .health
+                        .rest_here(key, Instant::now() + Duration::from_millis(ms.min(86_400_000)));
+                }
+                // Another subsystem's cache note.
+                Err(_) => {}
+            }
+        }
+    });
+}
+
+async fn reload(providers: &Providers) {
+    if let Err(e) = providers.reload_here().await {
+        tracing::warn!(error = %e, "reloading the providers another instance changed failed");
+    }
+}
