@@ -710,3 +710,71 @@ async fn redis_lost_while_running_leaves_each_instance_serving_and_recovers_when
     assert!(names.iter().filter(|n| **n == "delta").count() >= 10, "live again: {names:?}");
     assert_eq!(c.settled(answer, Duration::from_secs(20)).await.status, MessageStatus::Complete);
 }
+
+/// A reply of `pieces`, `delay_ms` apart.
+fn slow(pieces: &[&str], delay_ms: u64) -> Reply {
+    use crate::agent::chunk;
+    let mut events = vec![chunk(serde_json::json!({"role": "assistant", "content": ""}), None)];
+    events.extend(pieces.iter().map(|p| chunk(serde_json::json!({"content": p}), None)));
+    events.push(chunk(serde_json::json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".into());
+    Reply::Sse { events, chunk_delay_ms: delay_ms }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_on_one_instance_watches_a_run_another_executes_and_search_there_finds_it() {
+    use crate::support::browser::Browser;
+    let c = Cluster::start(2, "").await;
+    let browser = Browser::start().await.expect("headless Chromium (scripts/test installs it)");
+    let page = format!("{}/s/{}", c.origin(1), c.session);
+    browser.sign_in(&c.origin(1), &c.cookie, &page).await.unwrap();
+    browser.wait_for("#composer-message", Duration::from_secs(15)).await.unwrap();
+
+    // Started on A; the page open on B (its watcher looks every 4 s) shows it while it is
+    // written (12 s), then finished.
+    let pieces = [
+        "Streamed ",
+        "from ",
+        "the ",
+        "other ",
+        "instance ",
+        "through ",
+        "Redis, ",
+        "piece ",
+        "by ",
+        "piece.",
+    ];
+    c.mock.enqueue(Provider::OpenAi, slow(&pieces, 1200));
+    let answer = c.send(0, "Show me").await;
+    browser
+        .wait_for_text(".msg-assistant.is-streaming", "Streamed from", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("B's page never showed the live reply: {e}\n{}", c.logs()));
+    let live = messages::find_message(&c.conn, c.session, answer).await.unwrap().unwrap();
+    assert_eq!(live.status, MessageStatus::Streaming, "the page showed it while it was being written");
+    browser
+        .wait_for_text(
+            ".msg-assistant[data-status=complete] .markdown",
+            "Streamed from the other instance through Redis, piece by piece.",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let errors = browser.console_errors().await.unwrap();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await.unwrap();
+
+    // Search on B finds what was written through A within two seconds of its end.
+    c.mock.enqueue(Provider::OpenAi, slow(&["The ", "quokka ", "smiles."], 0));
+    let answer = c.send(0, "Tell me about marsupials").await;
+    c.settled(answer, Duration::from_secs(15)).await;
+    let began = Instant::now();
+    loop {
+        let html = c.get(1, "/search?q=quokka").await.text().await.unwrap();
+        if html.contains(&answer.to_string()) {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(2), "B's search never found it:\n{html}\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
