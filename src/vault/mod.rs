@@ -10,7 +10,7 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 
-use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait, Set};
+use sea_orm::{EntityTrait, PaginatorTrait, Set};
 
 use crate::storage::Db;
 use crate::storage::entities::{vault_key, vault_meta};
@@ -196,14 +196,22 @@ impl Vault {
             // Data keys without a record of their master key: refuse rather than guess.
             None if has_keys => return Err(VaultError::MissingKey),
             None => {
-                vault_meta::ActiveModel {
+                let row = vault_meta::ActiveModel {
                     id: Set(1),
                     kek_id: Set(key_id.clone()),
                     canary: Set(crypto::canary(&master)),
                     created_at: Set(chrono::Utc::now()),
+                };
+                // Several instances starting together on a new database: one records its key,
+                // and every one then checks its own key against what was recorded.
+                let first =
+                    sea_orm::sea_query::OnConflict::column(vault_meta::Column::Id).do_nothing().to_owned();
+                vault_meta::Entity::insert(row).on_conflict(first).exec_without_returning(db).await?;
+                let stored =
+                    vault_meta::Entity::find_by_id(1).one(db).await?.ok_or(VaultError::MissingKey)?;
+                if stored.kek_id != key_id {
+                    return Err(VaultError::Mismatch { configured: key_id, expected: stored.kek_id });
                 }
-                .insert(db)
-                .await?;
             }
         }
         Ok(Vault { master, key_id, source })

@@ -112,32 +112,19 @@ impl Cluster {
         }
         let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
         let probe = crate::support::test_config(&db);
-        let user = arbor::storage::repos::users::insert(
-            &conn,
-            "ada@example.com",
-            "Ada",
-            Role::Member,
-            UserStatus::Active,
-        )
-        .await
-        .unwrap();
-        let issued =
-            arbor::auth::sessions::issue(&conn, &probe.auth, user.id, Some("tests"), None).await.unwrap();
-        let actor = Actor::for_tests(&user);
-        let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
-        let session =
-            arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Cluster").await.unwrap().id;
+        let seeded =
+            crate::support::seed_person(&conn, &probe.auth, "ada@example.com", Role::Member, "Cluster").await;
         Cluster {
             mock,
             _db: db,
             dir,
             instances,
             conn,
-            user,
-            workspace: ws.id,
-            session,
-            cookie: format!("arbor_session={}", issued.token),
-            csrf: issued.csrf_secret,
+            user: seeded.user,
+            workspace: seeded.workspace,
+            session: seeded.session,
+            cookie: seeded.cookie,
+            csrf: seeded.csrf,
         }
     }
 
@@ -189,20 +176,7 @@ impl Cluster {
 
     /// A form POST to instance `n` as the signed-in browser.
     pub(crate) async fn post(&self, n: usize, path: &str, body: &str) -> reqwest::Response {
-        let origin = self.origin(n);
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap()
-            .post(format!("{origin}{path}"))
-            .header("Origin", &origin)
-            .header("Cookie", &self.cookie)
-            .header("X-CSRF-Token", &self.csrf)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap()
+        self.post_as(n, &(self.cookie.clone(), self.csrf.clone()), path, body).await
     }
 
     /// A GET on instance `n` as the signed-in browser.

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use arbor::domain::accounts::{Actor, Role, UserStatus};
+use arbor::domain::accounts::{Actor, Role};
 use arbor::domain::sessions::tree::MessageStatus;
 use arbor::storage::repos::messages;
 use uuid::Uuid;
@@ -102,22 +102,10 @@ pub(crate) async fn crash_server(extra_config: &str) -> CrashServer {
 
     // A user, a browser session and a chat session, written next to the running server.
     let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
-    let user = arbor::storage::repos::users::insert(
-        &conn,
-        "ada@example.com",
-        "Ada",
-        Role::Member,
-        UserStatus::Active,
-    )
-    .await
-    .unwrap();
-    let issued =
-        arbor::auth::sessions::issue(&conn, &probe.auth, user.id, Some("tests"), None).await.unwrap();
-    let cookie = format!("arbor_session={}", issued.token);
-    let actor = Actor::for_tests(&user);
-    let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
-    let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Crash").await.unwrap().id;
-    CrashServer { mock, db, dir, config, port, server, conn, user, session, cookie, csrf: issued.csrf_secret }
+    let seeded =
+        crate::support::seed_person(&conn, &probe.auth, "ada@example.com", Role::Member, "Crash").await;
+    let crate::support::Seeded { user, cookie, csrf, session, .. } = seeded;
+    CrashServer { mock, db, dir, config, port, server, conn, user, session, cookie, csrf }
 }
 
 /// The real server with a slow reply being written, and some of its text flushed.

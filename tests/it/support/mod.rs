@@ -102,6 +102,44 @@ impl Drop for TestDb {
     }
 }
 
+/// A person signed in (cookie and CSRF token) with a workspace and a chat session, written
+/// straight into the database of a real server process.
+pub struct Seeded {
+    /// The person.
+    pub user: User,
+    /// `Cookie` header value.
+    pub cookie: String,
+    /// The browser session's CSRF token.
+    pub csrf: String,
+    /// Their workspace.
+    pub workspace: Uuid,
+    /// A chat session in it.
+    pub session: Uuid,
+}
+
+/// Seeds `email` with `role`, signed in, with a workspace "Work" and a chat session `title`.
+pub async fn seed_person(
+    conn: &sea_orm::DatabaseConnection,
+    auth: &arbor::config::AuthConfig,
+    email: &str,
+    role: Role,
+    title: &str,
+) -> Seeded {
+    let user =
+        arbor::storage::repos::users::insert(conn, email, "Ada", role, UserStatus::Active).await.unwrap();
+    let issued = arbor::auth::sessions::issue(conn, auth, user.id, Some("tests"), None).await.unwrap();
+    let actor = Actor::for_tests(&user);
+    let ws = arbor::domain::sessions::create_workspace(conn, &actor, "Work").await.unwrap();
+    let session = arbor::domain::sessions::create_session(conn, &actor, ws.id, title).await.unwrap().id;
+    Seeded {
+        user,
+        cookie: format!("arbor_session={}", issued.token),
+        csrf: issued.csrf_secret,
+        workspace: ws.id,
+        session,
+    }
+}
+
 /// The configuration tests run with: defaults, one worker, the test database.
 pub fn test_config(db: &TestDb) -> Config {
     let mut config = arbor::config::load(&CliOverrides::default(), &[]).expect("default config").config;
