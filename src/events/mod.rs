@@ -7,8 +7,11 @@
 
 mod mirror;
 pub mod registry;
+mod snapshot;
+mod wire;
 
-pub use registry::{BeginError, Envelope, RunPublisher, RunRegistry, RunSnapshot, Subscription};
+pub use registry::{BeginError, RunPublisher, RunRegistry, Subscription};
+pub use snapshot::{Envelope, RunSnapshot};
 
 use uuid::Uuid;
 

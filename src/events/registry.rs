@@ -9,56 +9,8 @@ use tokio::sync::{Notify, broadcast, watch};
 use uuid::Uuid;
 
 use super::RunEvent;
-
-/// One event with its position in the run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Envelope {
-    /// 1-based, gap-free sequence number within the run.
-    pub seq: u64,
-    /// The run it belongs to.
-    pub run_id: Uuid,
-    /// The event itself.
-    pub event: RunEvent,
-}
-
-/// Everything a live run has produced up to `seq`.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunSnapshot {
-    /// The run.
-    pub run_id: Uuid,
-    /// The message the run writes.
-    pub message_id: Option<Uuid>,
-    /// Last sequence number folded into this snapshot.
-    pub seq: u64,
-    /// Answer text so far.
-    pub text: String,
-    /// Reasoning text so far.
-    pub thoughts: String,
-    /// Latest usage.
-    pub usage: Option<(u64, u64)>,
-    /// Tool calls so far: name and arguments as JSON text.
-    pub tool_calls: Vec<(String, String)>,
-}
-
-impl RunSnapshot {
-    pub(super) fn apply(&mut self, event: &RunEvent) {
-        match event {
-            RunEvent::Delta(t) => self.text.push_str(t),
-            RunEvent::Thought(t) => self.thoughts.push_str(t),
-            RunEvent::Usage { input, output } => self.usage = Some((*input, *output)),
-            RunEvent::ToolCall { name, arguments } => self.tool_calls.push((name.clone(), arguments.clone())),
-            RunEvent::Advance { message_id } => {
-                *self = RunSnapshot {
-                    run_id: self.run_id,
-                    message_id: Some(*message_id),
-                    seq: self.seq,
-                    ..Default::default()
-                };
-            }
-            RunEvent::Done { .. } | RunEvent::Error(_) => {}
-        }
-    }
-}
+use super::snapshot::{Envelope, RunSnapshot};
+use super::wire::Wire;
 
 /// A consistent view to start streaming from: the snapshot, then everything after it.
 pub struct Subscription {
@@ -184,12 +136,7 @@ impl RunRegistry {
         message_id: Option<Uuid>,
     ) -> RunPublisher {
         let (sender, _) = broadcast::channel(self.capacity);
-        self.announce(super::mirror::Wire::Begin {
-            session: session_id,
-            run: run_id,
-            message: message_id,
-            owner,
-        });
+        self.announce(Wire::Begin { session: session_id, run: run_id, message: message_id, owner });
         // A run that begins while the server stops is stopped at once (checked under the lock
         // that `stop_all` takes, so none slips between).
         let (cancel, cancelled) = watch::channel(self.is_stopping());
@@ -224,7 +171,7 @@ impl RunRegistry {
         let inner = self.lock();
         match inner.runs.get(&session_id) {
             Some(run) if run.remote.is_some() => {
-                self.announce(super::mirror::Wire::Cancel { session: session_id });
+                self.announce(Wire::Cancel { session: session_id });
                 true
             }
             Some(run) => {
@@ -237,7 +184,7 @@ impl RunRegistry {
 
     /// Asks every live run of `owner` to stop (their account was deactivated); returns how many.
     pub fn cancel_owned(&self, owner: Uuid) -> usize {
-        self.announce(super::mirror::Wire::CancelOwned { owner });
+        self.announce(Wire::CancelOwned { owner });
         self.cancel_owned_here(owner)
     }
 
@@ -303,7 +250,7 @@ impl RunRegistry {
         let mut inner = self.lock();
         if inner.runs.get(&session_id).is_some_and(|r| r.snapshot.run_id == run_id && r.remote.is_none()) {
             inner.runs.remove(&session_id);
-            self.announce(super::mirror::Wire::Ended { session: session_id, run: run_id, note: None });
+            self.announce(Wire::Ended { session: session_id, run: run_id, note: None });
             self.left.notify_waiters();
         }
     }
@@ -350,7 +297,7 @@ impl RunRegistry {
         run.snapshot.apply(&event);
         let envelope = Arc::new(Envelope { seq: run.snapshot.seq, run_id, event });
         if self.bus.is_some() {
-            let wire = super::mirror::Wire::Event { session: session_id, envelope: (*envelope).clone() };
+            let wire = Wire::Event { session: session_id, envelope: (*envelope).clone() };
             self.announce(wire);
         }
         // No receivers is fine: nobody is watching, the run goes on.

@@ -5,29 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use uuid::Uuid;
-
 use super::Providers;
 use super::key_pool::{KeyHealth, RateLimits};
+use super::notes::{Note, announce};
 use crate::bus::limits::SharedCounters;
 use crate::bus::{SharedBus, Topic};
-
-/// What the registries of several instances tell each other.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "providers", rename_all = "snake_case")]
-pub(super) enum Note {
-    /// The admin-managed providers, keys or overrides changed: read them again.
-    Reload,
-    /// This shared key was rate-limited: rest it for `ms`.
-    KeyRest { key: Uuid, ms: u64 },
-}
-
-pub(super) fn announce(bus: &SharedBus, note: &Note) {
-    if let Ok(body) = serde_json::to_vec(note) {
-        bus.publish(Topic::Caches, Bytes::from(body));
-    }
-}
 
 impl Providers {
     /// Shares limits, cooldowns and reloads with the other instances.

@@ -98,7 +98,7 @@ impl KeyHealth {
         self.rest_here(key, until);
         if let Some(bus) = &self.bus {
             let ms = until.saturating_duration_since(Instant::now()).as_millis() as u64;
-            super::instances::announce(bus, &super::instances::Note::KeyRest { key, ms });
+            super::notes::announce(bus, &super::notes::Note::KeyRest { key, ms });
         }
     }
 

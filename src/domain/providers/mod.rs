@@ -11,6 +11,7 @@ pub mod aliases;
 mod capabilities;
 mod instances;
 mod managed;
+mod notes;
 pub use instances::listen as listen_to_instances;
 pub mod key_pool;
 pub mod user_keys;
