@@ -169,7 +169,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
     let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
-    let files = file_settings(&config_files);
+    let mut files = file_settings(&config_files);
+    if let Some(counters) = &counters {
+        files.reservations = domain::files::Reservations::shared(counters.clone());
+    }
     let transfers = domain::transfer::Transfers::new(
         db.clone(),
         blobs.clone(),

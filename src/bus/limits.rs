@@ -35,6 +35,27 @@ if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) 
 return n
 ";
 
+/// Takes `KEYS[1]` away from `ARGV[1]` (never below zero, the key goes at zero).
+const SUB: &str = r"
+local n = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[1])
+if n <= 0 then redis.call('DEL', KEYS[1]) return 0 end
+redis.call('SET', KEYS[1], n, 'KEEPTTL')
+return n
+";
+
+/// Deletes the lock `KEYS[1]` only if it still holds this holder's token `ARGV[1]`.
+const UNLOCK: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// A short lock every instance respects, held until [`SharedCounters::unlock`] (or its expiry).
+#[derive(Debug)]
+pub struct SharedLock {
+    key: String,
+    token: String,
+}
+
 /// Why a shared counter could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error("shared counters unavailable: {0}")]
@@ -86,6 +107,53 @@ impl SharedCounters {
             .await
             .map_err(|e| CounterError(e.to_string()))?;
         Ok(n.max(0) as u64)
+    }
+
+    /// Takes `amount` from `key` (not below zero); returns what is left.
+    pub async fn sub(&self, key: &str, amount: u64) -> Result<u64, CounterError> {
+        let mut conn = self.conn.clone();
+        let n: i64 = Script::new(SUB)
+            .key(key)
+            .arg(amount)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| CounterError(e.to_string()))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Takes the lock `key` (waiting at most `wait` for another holder), held at most `hold`.
+    pub async fn lock(&self, key: &str, hold: Duration, wait: Duration) -> Result<SharedLock, CounterError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let mut conn = self.conn.clone();
+            let taken: Option<String> = redis::cmd("SET")
+                .arg(key)
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(hold.as_millis().max(1) as u64)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| CounterError(e.to_string()))?;
+            if taken.is_some() {
+                return Ok(SharedLock { key: key.to_string(), token });
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(CounterError(format!("{key} stayed locked")));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Gives a lock back (a lock that expired meanwhile is left to its new holder).
+    pub async fn unlock(&self, lock: SharedLock) {
+        let mut conn = self.conn.clone();
+        let done: Result<i64, _> =
+            Script::new(UNLOCK).key(&lock.key).arg(&lock.token).invoke_async(&mut conn).await;
+        if let Err(e) = done {
+            tracing::warn!(error = %e, key = %lock.key, "a shared lock was not given back; it expires on its own");
+        }
     }
 
     /// The total in `key`'s window (0 when none is open), and the time left in it.

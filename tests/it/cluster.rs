@@ -752,3 +752,44 @@ async fn a_browser_on_one_instance_watches_a_run_another_executes_and_search_the
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_quota_reservations_hold_across_instances() {
+    use arbor::domain::files::Reservations;
+    init_crypto();
+    let db = TestDb::fresh_postgres().await;
+    let mut config = crate::support::test_config(&db);
+    config.database.url = db.url.clone();
+    let conn = arbor::storage::connect(&config).await.unwrap();
+    arbor::storage::migrate_up(&conn).await.unwrap();
+    let member = arbor::storage::repos::users::insert(
+        &conn,
+        "ada@example.com",
+        "Ada",
+        Role::Member,
+        UserStatus::Active,
+    )
+    .await
+    .unwrap()
+    .id;
+    let prefix = format!("t{}", Uuid::new_v4().simple());
+    let counters = arbor::bus::limits::SharedCounters::connect(&redis_url(), &prefix).await.unwrap();
+    // Two instances' reservations: the same member's quota of 100 bytes.
+    let (a, b) = (Reservations::shared(counters.clone()), Reservations::shared(counters));
+    let on_a = a.reserve(&conn, member, 60, 100).await.expect("60 of 100 fit");
+    let refused = b.reserve(&conn, member, 60, 100).await.expect_err("60 more do not, on the other instance");
+    assert!(refused.to_string().contains("storage limit"), "{refused}");
+    let small = b.reserve(&conn, member, 40, 100).await.expect("40 more fit exactly");
+    // Given back on A (the upload stored nothing): B has room again.
+    on_a.release().await;
+    let again = b.reserve(&conn, member, 60, 100).await.expect("room again after A gave its bytes back");
+    // A failed upload's reservation (dropped) is given back too, in the background.
+    drop(again);
+    drop(small);
+    let began = Instant::now();
+    while a.reserve(&conn, member, 100, 100).await.is_err() {
+        assert!(began.elapsed() < Duration::from_secs(5), "dropped reservations were never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    conn.close().await.unwrap();
+}
