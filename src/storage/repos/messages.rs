@@ -495,6 +495,8 @@ pub async fn save_parts(db: &Db, message_id: Uuid, parts: &[Part]) -> StorageRes
         .col_expr(message::Column::Parts, Expr::value(parts_json(parts)))
         .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
         .filter(message::Column::Id.eq(message_id))
+        // Only while it streams: another instance may have ended it as interrupted meanwhile.
+        .filter(message::Column::Status.eq(MessageStatus::Streaming.as_str()))
         .exec(db)
         .await?;
     Ok(())
