@@ -94,6 +94,11 @@ async fn publish_loop(
             };
             connected.store(true, Ordering::SeqCst);
             tracing::info!("the bus reaches Redis again (publishing)");
+            // The batch that found the connection broken goes out now: often Redis was back
+            // already and only this connection had not noticed (a mirror ignores what it has).
+            if let Err(e) = pipe.query_async::<()>(&mut conn).await {
+                tracing::warn!(error = %e, "frames published while Redis came back were dropped");
+            }
         }
     }
 }

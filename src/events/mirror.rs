@@ -125,7 +125,7 @@ impl RunRegistry {
         let mut inner = self.lock();
         let Some(run) = inner.runs.get_mut(&session) else {
             // Begun before this instance listened: ask for the whole of it, once.
-            if !envelope.event.is_terminal() && inner.awaiting_snapshot.insert(session) {
+            if !envelope.event.is_terminal() && inner.ask_snapshot(session) {
                 drop(inner);
                 self.announce(Wire::Resync { session });
             }
@@ -141,7 +141,7 @@ impl RunRegistry {
             // A gap: what watchers have is incomplete. End their streams (they reload) and ask
             // for the run as it stands.
             inner.runs.remove(&session);
-            if !envelope.event.is_terminal() && inner.awaiting_snapshot.insert(session) {
+            if !envelope.event.is_terminal() && inner.ask_snapshot(session) {
                 drop(inner);
                 self.announce(Wire::Resync { session });
             }
@@ -159,8 +159,29 @@ impl RunRegistry {
     /// After the bus was away: every mirror may have missed events. Drop them all (their
     /// watchers reload) and ask every instance for its live runs.
     fn resynchronise(&self) {
-        self.lock().runs.retain(|_, r| r.remote.is_none());
+        let mut inner = self.lock();
+        inner.runs.retain(|_, r| r.remote.is_none());
+        inner.awaiting_snapshot.clear();
+        drop(inner);
         self.announce(Wire::Hello);
+    }
+}
+
+/// How long a snapshot asked for may take before it is asked for again (the request or the
+/// answer may have been lost while Redis was away).
+const SNAPSHOT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl super::registry::Inner {
+    /// Whether to ask for `session`'s snapshot now: not asked yet, or asked too long ago.
+    fn ask_snapshot(&mut self, session: Uuid) -> bool {
+        let now = std::time::Instant::now();
+        match self.awaiting_snapshot.get(&session) {
+            Some(at) if now.duration_since(*at) < SNAPSHOT_PATIENCE => false,
+            _ => {
+                self.awaiting_snapshot.insert(session, now);
+                true
+            }
+        }
     }
 }
 

@@ -47,8 +47,8 @@ impl LiveRun {
 #[derive(Default)]
 pub(super) struct Inner {
     pub(super) runs: HashMap<Uuid, LiveRun>,
-    /// Sessions whose snapshot was asked of their owner and has not come yet.
-    pub(super) awaiting_snapshot: std::collections::HashSet<Uuid>,
+    /// Sessions whose snapshot was asked of their owner and has not come yet, and when.
+    pub(super) awaiting_snapshot: HashMap<Uuid, std::time::Instant>,
 }
 
 /// Live runs keyed by session. Cheap to clone; all clones share one table.
