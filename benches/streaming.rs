@@ -839,39 +839,9 @@ async fn run(opts: Opts) -> Res<()> {
         std::env::args().skip(1).filter(|a| a != "--bench").collect::<Vec<_>>().join(" ")
     );
     md.push_str(&sections.join("\n"));
-    println!("{md}");
-    if opts.write {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join("arbor-streaming.md");
-        std::fs::write(&path, &md)?;
-        eprintln!("written to {}", path.display());
-    }
-    Ok(())
+    common::report(&md, opts.write, "arbor-streaming.md")
 }
 
 fn main() -> std::process::ExitCode {
-    // reqwest is built without a default TLS provider; Arbor installs ring, and so do we.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let opts = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{e}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start tokio: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(opts)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("streaming bench failed: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    common::bench_main("streaming", parse_args, run)
 }

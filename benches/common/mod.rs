@@ -841,3 +841,51 @@ pub fn git_describe() -> String {
     let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     if dirty { format!("{head} + uncommitted changes") } else { head }
 }
+
+/// Prints the results and, when asked, writes them to `bench/results/<file>`.
+pub fn report(md: &str, write: bool, file: &str) -> Res<()> {
+    println!("{md}");
+    if write {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(file);
+        std::fs::write(&path, md)?;
+        eprintln!("written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A bench's `main`: the TLS provider, its options (exit code 2 when they are wrong), a tokio
+/// runtime, and `run` on it.
+pub fn bench_main<O, F>(
+    name: &str,
+    parse: impl FnOnce() -> Res<O>,
+    run: impl FnOnce(O) -> F,
+) -> std::process::ExitCode
+where
+    F: std::future::Future<Output = Res<()>>,
+{
+    // reqwest is built without a default TLS provider; Arbor installs ring, and so do we.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let opts = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start tokio: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name} bench failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
