@@ -164,9 +164,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     if interrupted > 0 {
         tracing::warn!(interrupted, "replies cut off by the last shutdown are marked interrupted");
     }
-    if bus.is_shared() {
-        engine.keep_lease(Duration::from_secs(config.bus.lease_secs));
-    }
+    engine.keep_lease();
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
     let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
     let mut files = file_settings(&config_files);
@@ -205,8 +203,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         transfers,
         deletions,
         queries,
-        access: domain::teams::shares::AccessChanges::linked(bus.clone()),
-        bus,
+        access: domain::teams::shares::AccessChanges::linked(bus),
     })
 }
 

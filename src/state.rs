@@ -65,8 +65,6 @@ pub struct AppState {
     pub deletions: crate::domain::deletion::Deletions,
     /// How many statements the database connection has run.
     pub queries: crate::storage::QueryCounter,
-    /// The bus to the other instances (in-process when alone).
-    pub bus: crate::bus::SharedBus,
     /// Announces revoked shares, so that streams of people who lost access end.
     pub access: crate::domain::teams::shares::AccessChanges,
 }

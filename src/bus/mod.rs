@@ -126,6 +126,36 @@ impl Bus for InProcessBus {
     }
 }
 
+/// What a listener hears: a frame of its topic from another instance, or that it may have
+/// missed some (it fell behind, or the bus was away and is back).
+pub enum Heard {
+    /// A frame from another instance.
+    Frame(Arc<Frame>),
+    /// Frames may have been missed: whatever was kept from them should be made again.
+    Gap,
+}
+
+/// Calls `on` with every frame of `topic` other instances publish, and with [`Heard::Gap`] when
+/// some may have been missed, for as long as the process runs.
+pub fn listen<F, Fut>(bus: &SharedBus, topic: Topic, mut on: F)
+where
+    F: FnMut(Heard) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let (me, mut frames) = (bus.instance(), bus.subscribe());
+    tokio::spawn(async move {
+        loop {
+            match frames.recv().await {
+                Ok(f) if f.topic == Topic::Reconnected => on(Heard::Gap).await,
+                Ok(f) if f.topic == topic && f.from != me => on(Heard::Frame(f)).await,
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => on(Heard::Gap).await,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
 /// Why the bus could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {

@@ -18,7 +18,7 @@ use super::RunEvent;
 use super::registry::{LiveRun, RunRegistry};
 use super::snapshot::{Envelope, RunSnapshot};
 use super::wire::Wire;
-use crate::bus::{SharedBus, Topic};
+use crate::bus::{Heard, SharedBus, Topic};
 
 impl RunRegistry {
     /// The same registry, linked to the other instances through `bus` (a bus that is not shared
@@ -27,9 +27,19 @@ impl RunRegistry {
         if !bus.is_shared() {
             return self;
         }
-        let frames = bus.subscribe();
-        self.bus = Some(bus);
-        tokio::spawn(listen(self.clone(), frames));
+        self.bus = Some(bus.clone());
+        let registry = self.clone();
+        crate::bus::listen(&bus, Topic::Runs, move |heard| {
+            match heard {
+                // Mirrors may have gaps: drop them and ask for every live run again.
+                Heard::Gap => registry.resynchronise(),
+                Heard::Frame(frame) => match serde_json::from_slice::<Wire>(&frame.body) {
+                    Ok(wire) => registry.receive(wire, frame.from),
+                    Err(e) => tracing::warn!(error = %e, "an unreadable run message on the bus"),
+                },
+            }
+            std::future::ready(())
+        });
         self.announce(Wire::Hello);
         self
     }
@@ -181,23 +191,6 @@ impl super::registry::Inner {
                 self.awaiting_snapshot.insert(session, now);
                 true
             }
-        }
-    }
-}
-
-async fn listen(registry: RunRegistry, mut frames: broadcast::Receiver<Arc<crate::bus::Frame>>) {
-    let me = registry.bus.as_ref().map(|b| b.instance()).unwrap_or_default();
-    loop {
-        match frames.recv().await {
-            Ok(frame) if frame.topic == Topic::Reconnected => registry.resynchronise(),
-            Ok(frame) if frame.from == me || frame.topic != Topic::Runs => {}
-            Ok(frame) => match serde_json::from_slice::<Wire>(&frame.body) {
-                Ok(wire) => registry.receive(wire, frame.from),
-                Err(e) => tracing::warn!(error = %e, "an unreadable run message on the bus"),
-            },
-            // Too slow to keep up: mirrors may have gaps, as after a reconnect.
-            Err(broadcast::error::RecvError::Lagged(_)) => registry.resynchronise(),
-            Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }

@@ -9,7 +9,7 @@ use super::Providers;
 use super::key_pool::{KeyHealth, RateLimits};
 use super::notes::{Note, announce};
 use crate::bus::limits::SharedCounters;
-use crate::bus::{SharedBus, Topic};
+use crate::bus::{Heard, SharedBus, Topic};
 
 impl Providers {
     /// Shares limits, cooldowns and reloads with the other instances.
@@ -31,35 +31,21 @@ impl Providers {
 /// Applies what the other instances announce, for as long as the process runs.
 pub fn listen(providers: Arc<Providers>) {
     let Some(bus) = providers.bus.clone() else { return };
-    let me = bus.instance();
-    let mut frames = bus.subscribe();
-    tokio::spawn(async move {
-        loop {
-            let frame = match frames.recv().await {
-                Ok(frame) => frame,
+    crate::bus::listen(&bus, Topic::Caches, move |heard| {
+        let providers = providers.clone();
+        async move {
+            match heard {
                 // Missed some: whatever they said, reading everything again covers it.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    reload(&providers).await;
-                    continue;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if frame.topic == Topic::Reconnected {
-                reload(&providers).await;
-                continue;
-            }
-            if frame.from == me || frame.topic != Topic::Caches {
-                continue;
-            }
-            match serde_json::from_slice::<Note>(&frame.body) {
-                Ok(Note::Reload) => reload(&providers).await,
-                Ok(Note::KeyRest { key, ms }) => {
-                    providers
-                        .health
-                        .rest_here(key, Instant::now() + Duration::from_millis(ms.min(86_400_000)));
-                }
-                // Another subsystem's cache note.
-                Err(_) => {}
+                Heard::Gap => reload(&providers).await,
+                Heard::Frame(frame) => match serde_json::from_slice::<Note>(&frame.body) {
+                    Ok(Note::Reload) => reload(&providers).await,
+                    Ok(Note::KeyRest { key, ms }) => {
+                        let until = Instant::now() + Duration::from_millis(ms.min(86_400_000));
+                        providers.health.rest_here(key, until);
+                    }
+                    // Another subsystem's cache note.
+                    Err(_) => {}
+                },
             }
         }
     });

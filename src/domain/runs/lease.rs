@@ -28,9 +28,10 @@ impl RunEngine {
         Ok(ended.len() as u64)
     }
 
-    /// Renews this instance's lease and takes over lapsed ones, every third of `lease`, for as
-    /// long as the process runs.
-    pub fn keep_lease(&self, lease: Duration) {
+    /// Renews this instance's lease and takes over lapsed ones, every third of the lease, for as
+    /// long as the process runs (alone on the database, there is no lease to keep).
+    pub fn keep_lease(&self) {
+        let Some(lease) = self.lease else { return };
         let engine = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(lease / 3);

@@ -28,26 +28,17 @@ impl AccessChanges {
         if !bus.is_shared() {
             return changes;
         }
-        let (local, me, mut frames) = (changes.0.clone(), bus.instance(), bus.subscribe());
-        tokio::spawn(async move {
-            loop {
-                match frames.recv().await {
-                    Ok(f) if f.topic == crate::bus::Topic::Access && f.from != me => {
-                        if let Ok(id) = Uuid::from_slice(&f.body) {
-                            let _ = local.send(id);
-                        }
-                    }
-                    // Missed some (or Redis was away): any workspace may have changed.
-                    Ok(f) if f.topic == crate::bus::Topic::Reconnected => {
-                        let _ = local.send(Uuid::nil());
-                    }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let _ = local.send(Uuid::nil());
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
+        let local = changes.0.clone();
+        crate::bus::listen(&bus, crate::bus::Topic::Access, move |heard| {
+            let workspace = match heard {
+                crate::bus::Heard::Frame(f) => Uuid::from_slice(&f.body).ok(),
+                // Missed some (or Redis was away): any workspace may have changed.
+                crate::bus::Heard::Gap => Some(Uuid::nil()),
+            };
+            if let Some(id) = workspace {
+                let _ = local.send(id);
             }
+            std::future::ready(())
         });
         changes.1 = Some(bus);
         changes
