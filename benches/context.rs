@@ -46,6 +46,7 @@ fn message(role: Role, kind: MessageKind, parts: Vec<Part>) -> Message {
         status: MessageStatus::Complete,
         error: None,
         usage: None,
+        tokens: None,
         client_id: None,
         author_id: None,
         created_at: chrono::Utc::now(),

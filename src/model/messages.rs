@@ -192,6 +192,10 @@ pub struct Message {
     pub error: Option<String>,
     /// Usage, for assistant messages that have any.
     pub usage: Option<MessageUsage>,
+    /// Its size in tokens: the provider's output count for an answer that has one, otherwise
+    /// Arbor's count of its parts; none while it streams and on messages from before counts
+    /// were kept.
+    pub tokens: Option<u64>,
     /// The composer's id of the submit that created it.
     pub client_id: Option<String>,
     /// Who wrote it (the person who asked, or who started the answering run); none on messages

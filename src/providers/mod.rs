@@ -8,4 +8,5 @@ pub mod gemini;
 pub mod metered;
 pub mod openai;
 pub mod sse;
+pub mod tokens;
 pub mod types;

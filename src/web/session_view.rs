@@ -6,6 +6,7 @@ use uuid::Uuid;
 use crate::domain::sessions::Conversation;
 use crate::domain::sessions::tree::{Message, MessageStatus, MessageUsage, Role, Siblings};
 use crate::providers::catalog::ModelInfo;
+use crate::providers::tokens;
 use crate::providers::types::Part;
 use crate::web::error::WebError;
 use crate::web::markdown::{SafeHtml, render_markdown};
@@ -323,19 +324,17 @@ pub struct GaugeView {
 /// The gauge for a conversation under a model.
 pub fn gauge(conv: &Conversation, info: Option<&ModelInfo>) -> Option<GaugeView> {
     let info = info?;
-    let reported = conv
-        .path
-        .iter()
-        .rev()
-        .find_map(|m| m.usage.filter(|_| m.role == Role::Assistant))
-        .map_or(0, |u| u.input + u.output);
-    // A provider that reports no usage (many local servers) still fills the window: the
-    // path's text is counted at about four characters a token.
-    let (used, estimated) = if reported == 0 {
-        let chars: usize = conv.path.iter().map(|m| m.text().len()).sum();
-        (crate::domain::runs::context::estimate_tokens(chars), true)
-    } else {
-        (reported, false)
+    let latest = conv.path.iter().rev().find_map(|m| m.usage.filter(|_| m.role == Role::Assistant));
+    // The latest answer's usage covers the whole context it was given. Without one (a
+    // provider that reports none, or no answer yet), the path's messages are summed: each
+    // keeps its size in tokens, and one not counted yet (still streaming, or older than
+    // counts) is counted now from its content when the page has it.
+    let (used, estimated) = match latest.filter(|u| u.input + u.output > 0) {
+        Some(u) => (u.input + u.output, u.estimated),
+        None => {
+            let sizes = conv.path.iter().map(|m| m.tokens.unwrap_or_else(|| tokens::count_parts(&m.parts)));
+            (sizes.fold(0, u64::saturating_add), true)
+        }
     };
     let window = u64::from(info.context_window.max(1));
     // A non-empty session never reads 0 %: anything used rounds up to 1.

@@ -80,7 +80,17 @@ async fn an_unknown_model_gets_tools_and_one_that_refuses_them_answers_without()
     let percent: u64 =
         gauge.split("% of context").next().unwrap().rsplit(['>', ' ']).next().unwrap().parse().unwrap();
     assert!((1..=100).contains(&percent), "{gauge}");
-    assert!(gauge.contains("of 8192 tokens (window assumed: unknown model)"), "{gauge}");
+    assert!(gauge.contains("of 8192 tokens (estimated: the provider reports no usage)"), "{gauge}");
+    assert!(gauge.contains("(window assumed: unknown model)"), "{gauge}");
+    // Every message keeps its size, counted by Arbor's tokenizer (the provider counted nothing),
+    // and the gauge reads the last answer's usage, counted by the same tokenizer.
+    let path = a.path().await;
+    for m in &path {
+        assert_eq!(m.tokens, Some(arbor::providers::tokens::count_parts(&m.parts)), "{:?}", m.role);
+    }
+    let usage = path.last().unwrap().usage.expect("estimated usage");
+    assert!(usage.estimated && usage.output == path.last().unwrap().tokens.unwrap(), "{usage:?}");
+    assert_eq!(percent, ((usage.input + usage.output) * 100).div_ceil(8192).clamp(1, 100), "{gauge}");
     // The Ollama model's window is the one its server stated.
     let actor = arbor::domain::accounts::Actor::for_tests(&a.c.user);
     let local = a.c.app.state.engine.providers().resolve(&actor, LOCAL).await.unwrap();

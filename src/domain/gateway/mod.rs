@@ -143,14 +143,15 @@ pub struct Finished<'a> {
     pub started: Instant,
 }
 
-/// Queues one gateway call's usage row (estimated from characters when the provider sent none).
+/// Queues one gateway call's usage row (Arbor's own count when the provider sent none).
 pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, done: Finished<'_>) {
     let Finished { model: opened_model, request, reported, produced_chars, started } = done;
     let (u, estimated) = match reported {
         Some(u) => (u, false),
         None => (
             Usage {
-                input_tokens: context::estimate_tokens(context::request_chars(request)),
+                input_tokens: crate::providers::tokens::count_request(request),
+                // The gateway streams what it relays without keeping it: characters it is.
                 output_tokens: context::estimate_tokens(produced_chars),
                 ..Usage::default()
             },
@@ -225,8 +226,8 @@ pub async fn embed(
     Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
 }
 
-/// A token count for a request: exact when the serving provider can count, else Arbor's
-/// estimate (about four characters a token).
+/// A token count for a request: exact when the serving provider can count, else Arbor's own
+/// count (the tokenizer the context gauge uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counted {
     /// The count.
@@ -244,8 +245,7 @@ pub async fn count_tokens(
     request: &ChatRequest,
 ) -> DomainResult<Counted> {
     let chain = chain(db, providers, actor, requested).await?;
-    let estimate =
-        Counted { tokens: context::estimate_tokens(context::request_chars(request)), estimated: true };
+    let estimate = Counted { tokens: crate::providers::tokens::count_request(request), estimated: true };
     let Some(first) = chain.first() else { return Ok(estimate) };
     let model = providers.resolve(actor, first).await?;
     let mut request = request.clone();

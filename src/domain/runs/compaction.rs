@@ -243,6 +243,7 @@ impl RunEngine {
                 status: MessageStatus::Complete,
                 error: None,
                 usage,
+                tokens: None,
                 client_id: None,
                 author_id: None,
                 created_at: chrono::Utc::now(),

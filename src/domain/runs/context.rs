@@ -313,6 +313,7 @@ mod tests {
             status: MessageStatus::Complete,
             error: None,
             usage: None,
+            tokens: None,
             client_id: None,
             author_id: None,
             created_at: chrono::Utc::now(),

@@ -246,8 +246,8 @@ impl RunEngine {
             // Without the provider's figures: estimate, and say so.
             None if produced > 0 || matches!(end, End::Finished) => Some((
                 Usage {
-                    input_tokens: context::estimate_tokens(context::request_chars(&job.request)),
-                    output_tokens: context::estimate_tokens(produced),
+                    input_tokens: crate::providers::tokens::count_request(&job.request),
+                    output_tokens: crate::providers::tokens::count_parts(&acc.parts),
                     ..Usage::default()
                 },
                 true,

@@ -319,6 +319,7 @@ mod tests {
             status: MessageStatus::Complete,
             error: None,
             usage: None,
+            tokens: None,
             client_id: None,
             author_id: None,
             created_at: DateTime::from_timestamp(secs, 0).unwrap_or_default(),

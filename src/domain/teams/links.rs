@@ -209,6 +209,7 @@ fn snapshot_message(id: Uuid, session_id: Uuid, m: SnapshotMessage) -> Message {
         status: MessageStatus::Complete,
         error: None,
         usage: None,
+        tokens: None,
         client_id: None,
         author_id: None,
         created_at: m.created_at,

@@ -25,6 +25,7 @@ pub struct Model {
     pub error: Option<String>,
     pub usage_estimated: bool,
     pub author_id: Option<Uuid>,
+    pub token_count: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

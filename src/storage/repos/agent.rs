@@ -218,7 +218,11 @@ pub async fn close_message(
         .col_expr(message::Column::Parts, Expr::value(parts_json(parts)))
         .col_expr(message::Column::Status, Expr::value(status.as_str()))
         .col_expr(message::Column::Error, Expr::value(error.map(str::to_string)))
-        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()));
+        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
+        .col_expr(
+            message::Column::TokenCount,
+            Expr::value(to_i64(super::messages::answer_tokens(parts, usage))),
+        );
     if parts.iter().any(|p| matches!(p, Part::ToolCall { .. })) {
         update = update.col_expr(
             message::Column::Kind,

@@ -9,6 +9,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Query
 use uuid::Uuid;
 
 use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, Role};
+use crate::providers::tokens::count_parts;
 use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
 use crate::storage::{Db, StorageError, StorageResult};
@@ -16,9 +17,11 @@ use crate::storage::{Db, StorageError, StorageResult};
 mod boundaries;
 mod copies;
 mod run_records;
+mod skeleton;
 pub use boundaries::*;
 pub use copies::*;
 pub use run_records::*;
+pub use skeleton::*;
 
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -56,6 +59,7 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
         status,
         error: m.error,
         usage,
+        tokens: m.token_count.and_then(|n| u64::try_from(n).ok()),
         client_id: m.client_id,
         author_id: m.author_id,
         created_at: m.created_at,
@@ -77,96 +81,6 @@ pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .into_iter()
         .map(to_domain)
         .collect()
-}
-
-/// Every message of a session without its content, oldest first: ids, links and role, enough
-/// to walk the tree and count siblings at a fraction of the cost of [`session_messages`] on a
-/// long session. Status reads complete, kind reads text, usage is absent (see [`session_usage_totals`]) and
-/// `created_at` only keeps the order (timestamps are the costliest column to decode).
-pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
-    use sea_orm::QuerySelect;
-    let rows: Vec<(Uuid, Option<Uuid>, Option<Uuid>, String)> = message::Entity::find()
-        .select_only()
-        .columns([
-            message::Column::Id,
-            message::Column::ParentId,
-            message::Column::ChosenChildId,
-            message::Column::Role,
-        ])
-        .filter(message::Column::SessionId.eq(session_id))
-        .order_by_asc(message::Column::CreatedAt)
-        .order_by_asc(message::Column::Id)
-        .into_tuple()
-        .all(db)
-        .await?;
-    let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH;
-    rows.into_iter()
-        .enumerate()
-        .map(|(i, (id, parent_id, chosen_child_id, role))| {
-            let role =
-                Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
-            Ok(Message {
-                id,
-                session_id,
-                parent_id,
-                chosen_child_id,
-                role,
-                kind: MessageKind::Text,
-                parts: Vec::new(),
-                model: None,
-                status: MessageStatus::Complete,
-                error: None,
-                usage: None,
-                client_id: None,
-                author_id: None,
-                created_at: epoch + chrono::Duration::microseconds(i64::try_from(i).unwrap_or(i64::MAX)),
-            })
-        })
-        .collect()
-}
-
-/// Sessions shorter than this are read afresh each time; caching them gains nothing.
-const SKELETON_CACHE_MIN: usize = 200;
-
-/// How many long sessions' skeletons are kept.
-const SKELETON_CACHE_SESSIONS: usize = 64;
-
-type SkeletonCache = std::collections::HashMap<Uuid, (chrono::DateTime<Utc>, std::sync::Arc<Vec<Message>>)>;
-
-/// Skeletons of recently shown long sessions, keyed by the session's `updated_at`: every write
-/// that changes the tree (a turn, an answer, a switch, a deleted branch) touches it in the
-/// same transaction, so a matching version means an unchanged tree, on any instance.
-static SKELETONS: std::sync::LazyLock<std::sync::Mutex<SkeletonCache>> =
-    std::sync::LazyLock::new(|| std::sync::Mutex::new(SkeletonCache::new()));
-
-fn skeletons() -> std::sync::MutexGuard<'static, SkeletonCache> {
-    SKELETONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// [`session_skeleton`] for the session as of `version` (its `updated_at`), from the cache when
-/// the tree has not changed since.
-pub async fn session_skeleton_at(
-    db: &Db,
-    session_id: Uuid,
-    version: chrono::DateTime<Utc>,
-) -> StorageResult<std::sync::Arc<Vec<Message>>> {
-    if let Some((cached_version, skeleton)) = skeletons().get(&session_id)
-        && *cached_version == version
-    {
-        return Ok(skeleton.clone());
-    }
-    let fresh = std::sync::Arc::new(session_skeleton(db, session_id).await?);
-    if fresh.len() >= SKELETON_CACHE_MIN {
-        let mut cache = skeletons();
-        if cache.len() >= SKELETON_CACHE_SESSIONS && !cache.contains_key(&session_id) {
-            let evict = cache.iter().min_by_key(|(_, (v, _))| *v).map(|(id, _)| *id);
-            if let Some(id) = evict {
-                cache.remove(&id);
-            }
-        }
-        cache.insert(session_id, (version, fresh.clone()));
-    }
-    Ok(fresh)
 }
 
 /// Tokens and cost of every answer in a session, summed by the database; the cost is known
@@ -292,6 +206,8 @@ async fn insert_kind<C: ConnectionTrait>(
         error: Set(None),
         usage_estimated: Set(false),
         author_id: Set(m.author_id),
+        // Counted once, when written whole; an answer is counted when it ends.
+        token_count: Set((m.status != MessageStatus::Streaming).then(|| to_i64(count_parts(m.parts)))),
         created_at: Set(at),
         updated_at: Set(at),
     }
@@ -516,6 +432,14 @@ pub struct Outcome<'a> {
     pub usage: Option<MessageUsage>,
 }
 
+/// An answer's size: the provider's count of what it wrote, else Arbor's count of its parts.
+pub(crate) fn answer_tokens(parts: &[Part], usage: Option<MessageUsage>) -> u64 {
+    match usage {
+        Some(u) if !u.estimated && u.output > 0 => u.output,
+        _ => count_parts(parts),
+    }
+}
+
 /// In one transaction: the message's final state and the run's end.
 pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
     let txn = crate::storage::begin_write(db).await?;
@@ -532,7 +456,8 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
         .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))
         .col_expr(message::Column::Status, Expr::value(o.status.as_str()))
         .col_expr(message::Column::Error, Expr::value(o.error.map(str::to_string)))
-        .col_expr(message::Column::UpdatedAt, Expr::value(now));
+        .col_expr(message::Column::UpdatedAt, Expr::value(now))
+        .col_expr(message::Column::TokenCount, Expr::value(to_i64(answer_tokens(o.parts, o.usage))));
     if let Some(u) = o.usage {
         update = update
             .col_expr(message::Column::TokensIn, Expr::value(to_i64(u.input)))

@@ -353,6 +353,7 @@ async fn write_session<C: ConnectionTrait>(
             error: Set(m.error.clone()),
             usage_estimated: Set(false),
             author_id: Set((m.role == "user").then_some(owner)),
+            token_count: Set(imported_tokens(&m.parts)),
             created_at: Set(at),
             // The search feeder reads by `updated_at`: an import is new to this instance.
             updated_at: Set(now),
@@ -472,4 +473,10 @@ where
         E::insert_many(chunk).exec_without_returning(txn).await?;
     }
     Ok(())
+}
+
+/// An imported message's size in tokens (none for parts this version cannot read).
+fn imported_tokens(parts: &serde_json::Value) -> Option<i64> {
+    let parts: Vec<crate::providers::types::Part> = serde_json::from_value(parts.clone()).ok()?;
+    Some(super::messages::to_i64(crate::providers::tokens::count_parts(&parts)))
 }

@@ -32,7 +32,7 @@ use crate::state::AppState;
 use crate::web::api_caller::{ApiCaller, Dialect, error_response};
 
 /// The `Warning` on a token count that is Arbor's estimate.
-const ESTIMATE_WARNING: &str = "199 - \"the count is an estimate (about 4 characters a token): the serving provider cannot count tokens\"";
+const ESTIMATE_WARNING: &str = "199 - \"the count is an estimate (OpenAI's o200k_base tokenizer): the serving provider cannot count tokens\"";
 
 /// The largest request body the gateway reads (inline images included).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
