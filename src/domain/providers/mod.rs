@@ -12,6 +12,7 @@ mod capabilities;
 mod instances;
 mod managed;
 mod notes;
+pub mod overrides;
 pub use instances::listen as listen_to_instances;
 pub mod key_pool;
 pub mod user_keys;
