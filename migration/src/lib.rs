@@ -31,6 +31,7 @@ mod m20261126_000027_mcp_server_workspace;
 mod m20261126_000028_session_events;
 mod m20261127_000029_instances;
 mod m20261127_000030_search_tombstones;
+mod m20261127_000032_member_model_overrides;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000028_session_events::Migration),
             Box::new(m20261127_000029_instances::Migration),
             Box::new(m20261127_000030_search_tombstones::Migration),
+            Box::new(m20261127_000032_member_model_overrides::Migration),
         ]
     }
 }
