@@ -1,7 +1,8 @@
 //! A member's word on the models of their own endpoint: the "Models" view of a key shows every
 //! fact in force and where it came from ("you" for theirs), their override counts for their
 //! runs only, and another member with an endpoint of the same name on another server is not
-//! touched by it, nor by what the first one's server said.
+//! touched by it, nor by what the first one's server said. And Ollama's native model list
+//! (`/api/tags`) where its OpenAI-compatible one is missing or empty.
 
 use arbor::domain::accounts::{Actor, Role};
 use serde_json::json;
@@ -263,4 +264,92 @@ async fn bad_overrides_of_an_own_endpoint_are_refused_and_change_nothing() {
     .await
     .unwrap();
     assert!(audit.is_empty(), "{audit:?}");
+}
+
+/// An Ollama whose OpenAI-compatible list is missing (404) or empty is listed from its native
+/// `GET /api/tags` (shape from Ollama's API reference, "List models"); embedding models stay
+/// out of the picker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ollama_without_an_openai_model_list_is_listed_from_api_tags() {
+    let a = agent("auto-edit", |c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
+    let (app, mock) = (&a.c.app, &a.c.mock);
+    // The settings page the new key comes back on lists its models for the picker.
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
+    let key = add_endpoint(app, &a.c.s, &mock.url(Provider::OpenAi)).await;
+
+    // `/v1/models` is not there: "Test" lists the two models `/api/tags` names.
+    mock.enqueue(Provider::OpenAi, Reply::json(404, r#"404 page not found"#));
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_tags.json"));
+    let res = app.post_form(&format!("/settings/keys/{key}/test"), "", Some(&a.c.s)).await;
+    let html = res.text().await.unwrap();
+    assert!(html.contains("the provider lists 2 models"), "{html}");
+
+    // An empty `/v1/models`: the Models view and the picker show the chat model only.
+    mock.enqueue(Provider::OpenAi, Reply::json(200, json!({ "object": "list", "data": [] }).to_string()));
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_tags.json"));
+    let page =
+        app.get(&format!("/settings/keys/{key}/models"), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    let table = facts_table(&page);
+    assert!(table.contains("<code>gemma3:latest</code>") && !table.contains("nomic-embed-text"), "{table}");
+    let choices = app.state.engine.providers().choices(&Actor::for_tests(&a.c.user)).await;
+    assert!(choices.iter().any(|c| c.value == "mine/gemma3:latest"), "{choices:?}");
+    let paths: Vec<String> = mock.requests_for(Provider::OpenAi).iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/openai/v1/models",
+            "/openai/v1/models",
+            "/openai/api/tags",
+            "/openai/v1/models",
+            "/openai/api/tags"
+        ]
+    );
+
+    // A server that has neither says why: the first answer stands.
+    mock.enqueue(Provider::OpenAi, Reply::json(404, r#"{"error":"no such route"}"#));
+    mock.enqueue(Provider::OpenAi, Reply::json(404, r#"{"error":"no such route either"}"#));
+    let res = app.post_form(&format!("/settings/keys/{key}/test"), "", Some(&a.c.s)).await;
+    let html = res.text().await.unwrap();
+    assert!(html.contains("no such route") && !html.contains("either"), "{html}");
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+}
+
+/// The local Ollama detected at start: its models come from `/api/tags` when its `/v1/models`
+/// is missing, and get their real capabilities from `/api/show`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detected_ollama_lists_its_models_from_api_tags() {
+    let mock = crate::support::mock_upstream::start().await.unwrap();
+    mock.enqueue(Provider::OpenAi, Reply::json(200, r#"{"version":"0.12.6"}"#));
+    let base = format!("{}/openai", mock.base_url);
+    let app = TestApp::spawn_with(|c| {
+        crate::runs::use_mock(c, &mock);
+        c.llm.detect_local_ollama = true;
+        c.llm.local_ollama_url = base.clone();
+    })
+    .await;
+    let user = app.create_user("ada@example.com", Role::Member).await;
+    let actor = Actor::for_tests(&user);
+    mock.enqueue(Provider::OpenAi, Reply::json(404, "404 page not found"));
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_tags.json"));
+    let choices = app.state.engine.providers().choices(&actor).await;
+    let ollama: Vec<&str> =
+        choices.iter().filter(|c| c.value.starts_with("ollama/")).map(|c| c.value.as_str()).collect();
+    assert_eq!(ollama, ["ollama/gemma3:latest"]);
+    // Resolving asks `/v1/models` (missing) and `/api/show` for what the model can do.
+    mock.enqueue(Provider::OpenAi, Reply::json(404, "404 page not found"));
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_show.json"));
+    let m = app.state.engine.providers().resolve(&actor, "ollama/gemma3:latest").await.unwrap();
+    assert_eq!((m.info.tools, m.info.vision, m.info.context_window), (true, true, 131_072));
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/openai/api/version",
+            "/openai/v1/models",
+            "/openai/api/tags",
+            "/openai/v1/models",
+            "/openai/api/show"
+        ]
+    );
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
 }
