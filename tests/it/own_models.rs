@@ -193,6 +193,52 @@ async fn a_member_states_what_their_endpoints_model_can_do_and_no_other_member_i
     assert!(a.c.mock.problems().is_empty() && other.problems().is_empty());
 }
 
+/// A run in a workspace whose owner attached her endpoint's key follows her word on its
+/// models, whoever starts it; so does the context gauge its session page shows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_key_attached_to_a_shared_workspace_follows_its_owners_word() {
+    let a = agent("auto-edit", |c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
+    let (app, db) = (&a.c.app, &a.c.app.state.db);
+    ollama(
+        &a.c.mock,
+        json!({ "capabilities": ["completion", "tools"],
+        "model_info": { "general.architecture": "llama", "llama.context_length": 131072 } }),
+    );
+    let key = add_endpoint(app, &a.c.s, &a.c.mock.url(Provider::OpenAi)).await;
+    let path = format!("/settings/keys/{key}/models");
+    let res =
+        app.post_form(&path, "model=llama3.2%3Alatest&tools=no&context_window=4096", Some(&a.c.s)).await;
+    assert_eq!(res.status(), 200);
+    let ws = arbor::domain::sessions::get_session(db, &Actor::for_tests(&a.c.user), a.c.session)
+        .await
+        .unwrap()
+        .workspace_id;
+    let eve = app.create_user("eve@example.com", Role::Member).await;
+    let eve_s = app.login_full(&eve).await;
+    let res = app
+        .post_form(&format!("/w/{ws}/shares"), "kind=person&who=eve%40example.com&role=editor", Some(&a.c.s))
+        .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        app.post_form(&format!("/w/{ws}/key"), &format!("key={key}"), Some(&a.c.s)).await.status(),
+        200
+    );
+
+    let body = crate::runs::form("Hello", &Uuid::new_v4().simple().to_string(), MODEL);
+    let res = app.post_form(&format!("/s/{}/messages", a.c.session), &body, Some(&eve_s)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    let sent = a.c.mock.requests_for(Provider::OpenAi);
+    let chat = sent.iter().rfind(|r| r.path_only() == "/openai/v1/chat/completions").unwrap().json().unwrap();
+    assert!(chat.get("tools").is_none(), "Ada's word on her key: {chat}");
+    let page = app.get(&format!("/s/{}", a.c.session), Some(&eve_s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(" of 4096 tokens"), "Eve's gauge uses Ada's window");
+    // Eve's own calls elsewhere know nothing of Ada's endpoint.
+    let err = app.state.engine.providers().resolve(&Actor::for_tests(&eve), MODEL).await.err().unwrap();
+    assert!(err.to_string().contains("There is no provider"), "{err}");
+    assert!(a.c.mock.problems().is_empty(), "{:?}", a.c.mock.problems());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_overrides_of_an_own_endpoint_are_refused_and_change_nothing() {
     let a = agent("auto-edit", |c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
