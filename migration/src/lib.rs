@@ -32,6 +32,7 @@ mod m20261126_000028_session_events;
 mod m20261127_000029_instances;
 mod m20261127_000030_search_tombstones;
 mod m20261127_000031_message_tokens;
+mod m20261127_000032_member_model_overrides;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -71,6 +72,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000029_instances::Migration),
             Box::new(m20261127_000030_search_tombstones::Migration),
             Box::new(m20261127_000031_message_tokens::Migration),
+            Box::new(m20261127_000032_member_model_overrides::Migration),
         ]
     }
 }

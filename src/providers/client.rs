@@ -397,15 +397,32 @@ impl ProviderClient {
         Ok(body)
     }
 
-    /// The model ids the provider lists.
+    /// The model ids the provider lists. An OpenAI-compatible server whose `GET /models` is
+    /// missing (404) or empty is asked Ollama's native `GET /api/tags` beside it (an older
+    /// Ollama, or one whose OpenAI-compatible list is off); the first answer stands when that
+    /// says nothing either.
     pub async fn list_models(&self, ep: &Endpoint) -> Result<Vec<String>, ProviderError> {
         let (url, parse): (String, ParseFn<Vec<String>>) = match ep.format {
             WireFormat::OpenAi => (openai::models_endpoint(&ep.base_url), openai::parse_models),
             WireFormat::Anthropic => (anthropic::models_endpoint(&ep.base_url), anthropic::parse_models),
             WireFormat::Gemini => (gemini::models_endpoint(&ep.base_url), gemini::parse_models),
         };
-        let body = self.exchange(ep, self.http.get(url)).await?;
-        parse(&body).map_err(|e| parse_failure(&e))
+        let listed = match self.exchange(ep, self.http.get(url)).await {
+            Ok(body) => parse(&body).map_err(|e| parse_failure(&e)),
+            Err(e) => Err(e),
+        };
+        let missing = match &listed {
+            Ok(ids) => ids.is_empty(),
+            Err(e) => e.status == 404,
+        };
+        if ep.format != WireFormat::OpenAi || !missing {
+            return listed;
+        }
+        let tags = self.http.get(openai::native_endpoint(&ep.base_url, "api/tags"));
+        match self.exchange(ep, tags).await.map(|body| openai::parse_models(&body)) {
+            Ok(Ok(ids)) if !ids.is_empty() => Ok(ids),
+            _ => listed,
+        }
     }
 
     /// The prompt's size in tokens, where the provider can count it (`None`: it cannot).

@@ -46,8 +46,9 @@ fn entry(method: Method, path: &'static str, access: Access, route: Route) -> Ro
 pub fn table() -> Vec<RouteEntry> {
     use Access::*;
     use handlers::{
-        account, activity, admin, agent, api, assets, auth, events, files, health, home, invitations, links,
-        memory, oidc, prompts, scim, search, sessions, settings, shares, transfer, workspaces,
+        account, activity, admin, agent, api, assets, auth, events, files, health, home, invitations,
+        key_models, links, memory, oidc, prompts, scim, search, sessions, settings, shares, transfer,
+        workspaces,
     };
     vec![
         entry(Method::GET, "/", Public, web::get().to(home::index)),
@@ -229,6 +230,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::POST, "/settings/keys/{id}", User, web::post().to(settings::replace_key)),
         entry(Method::POST, "/settings/keys/{id}/delete", User, web::post().to(settings::delete_key)),
         entry(Method::POST, "/settings/keys/{id}/test", User, web::post().to(settings::test_key)),
+        entry(Method::GET, "/settings/keys/{id}/models", User, web::get().to(key_models::show)),
+        entry(Method::POST, "/settings/keys/{id}/models", User, web::post().to(key_models::set)),
         entry(Method::POST, "/settings/model", User, web::post().to(settings::set_model)),
         entry(Method::GET, "/settings/tokens", User, web::get().to(settings::tokens)),
         entry(Method::POST, "/settings/tokens", User, web::post().to(settings::create_token)),

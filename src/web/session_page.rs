@@ -110,7 +110,10 @@ pub(crate) async fn header_into_at(
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
     };
-    let info = selected.as_deref().and_then(|m| state.engine.providers().model_info(m));
+    let info = match selected.as_deref() {
+        Some(m) => state.engine.model_info(&user.0.actor, &conv.session, m).await,
+        None => None,
+    };
     ctx.insert("gauge", &session_view::gauge(&conv, info.as_ref()));
     ctx.insert("selected_model", &selected);
     ctx.insert("totals", &usage_view(&conv.totals));

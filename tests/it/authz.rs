@@ -526,6 +526,19 @@ pub(crate) fn cases() -> Vec<Case> {
             "",
             OWNER_ONLY(200),
         ),
+        // The endpoint cannot be listed (the guard refuses it): the view says so.
+        get(
+            "/settings/keys/{id}/models",
+            |ids| format!("/settings/keys/{}/models", ids.own_key),
+            OWNER_ONLY(200),
+        ),
+        // Every field empty clears the member's word, which needs no listed model.
+        post(
+            "/settings/keys/{id}/models",
+            |ids| format!("/settings/keys/{}/models", ids.own_key),
+            "model=authz-model&tools=",
+            OWNER_ONLY(200),
+        ),
         post(
             "/settings/keys/{id}",
             |ids| format!("/settings/keys/{}", ids.own_key),

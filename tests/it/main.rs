@@ -38,6 +38,7 @@ mod metrics;
 mod migrations;
 mod oidc;
 mod oidc_real;
+mod own_models;
 mod providers;
 mod recovery;
 mod runs;

@@ -280,10 +280,12 @@ pub async fn listing(db: &Db, providers: &Providers, actor: &Actor) -> DomainRes
         for raw in ids {
             let (id, _) = crate::domain::providers::split_alias(&raw);
             let reference = format!("{}/{id}", entry.name);
-            let limits = providers
-                .model_info(&reference)
-                .filter(|m| m.known)
-                .map_or((None, None), |m| (Some(u64::from(m.context_window)), Some(u64::from(m.max_output))));
+            let info = providers.info_of(&entry, id);
+            let limits = if info.known {
+                (Some(u64::from(info.context_window)), Some(u64::from(info.max_output)))
+            } else {
+                (None, None)
+            };
             out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
         }
     }

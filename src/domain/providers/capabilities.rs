@@ -1,18 +1,27 @@
-//! What a model can do, and where each fact comes from: an admin's override first, then what
-//! the provider's own API said (for models the catalog does not know), then the catalog, then
-//! the defaults. A tool refusal the provider answered with turns tools off whatever the rest say.
+//! What a model can do, and where each fact comes from: a member's override for a model they
+//! reach with their own key, then an admin's override (never for a member's personal provider),
+//! then what the provider's own API said (for models the catalog does not know), then the
+//! catalog, then the defaults. A tool refusal the provider answered with turns tools off
+//! whatever the provider and the catalog say.
+//!
+//! What a member's own endpoint says and refuses is kept for that key alone: two members may
+//! each name an endpoint "mine" and point it at different servers.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use uuid::Uuid;
 
-use super::Providers;
+use super::{Providers, ResolvedModel};
 use crate::domain::DomainResult;
 use crate::providers::catalog::ModelInfo;
+use crate::providers::discovery::Discovered;
 use crate::storage::Db;
-use crate::storage::repos::model_overrides as repo;
+use crate::storage::repos::{member_model_overrides as member_repo, model_overrides as repo};
 
-/// An admin's word on one model; `None` leaves the fact to the provider or the catalog.
+/// An admin's or a member's word on one model; `None` leaves the fact to the provider or the
+/// catalog.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CapabilityOverride {
     /// Offer tools.
@@ -31,10 +40,46 @@ pub struct CapabilityOverride {
     pub output_per_mtok: Option<f64>,
 }
 
+/// Whose word counts for a provider's models besides the provider's and the catalog's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Holder {
+    /// An instance provider with its shared keys: the admins'.
+    #[default]
+    Instance,
+    /// An instance provider called with a member's own key (its id): the admins', then the
+    /// member's for that key.
+    OwnKey(Uuid),
+    /// A member's personal provider, made by their key (its id): their own endpoint, or an
+    /// official kind no instance provider offers. The member's word alone, and what its server
+    /// says is kept for that key only.
+    Personal(Uuid),
+}
+
+impl Holder {
+    /// The member's key whose overrides count, if any.
+    pub fn key(self) -> Option<Uuid> {
+        match self {
+            Holder::Instance => None,
+            Holder::OwnKey(key) | Holder::Personal(key) => Some(key),
+        }
+    }
+
+    /// Under what `reference`'s provider said and refused is kept: the reference, prefixed by
+    /// the key for a personal provider.
+    pub fn facts_key(self, reference: &str) -> String {
+        match self {
+            Holder::Personal(key) => format!("{key}:{reference}"),
+            _ => reference.to_string(),
+        }
+    }
+}
+
 /// Where a fact in force came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// The member set it for their own key.
+    Member,
     /// An admin set it.
     Admin,
     /// The provider's API said it (or the provider refused tools).
@@ -60,14 +105,43 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+fn tokens(v: Option<i64>) -> Option<u32> {
+    v.and_then(|n| u32::try_from(n).ok())
+}
+
+/// Lays an override over `info`, marking the facts it sets as coming from `source`.
+fn apply(info: &mut ModelInfo, sources: &mut [Source; 7], o: &CapabilityOverride, source: Source) {
+    info.known |= o.context_window.is_some();
+    let present = [
+        o.tools.is_some(),
+        o.vision.is_some(),
+        o.reasoning.is_some(),
+        o.context_window.is_some(),
+        o.max_output.is_some(),
+        o.input_per_mtok.is_some(),
+        o.output_per_mtok.is_some(),
+    ];
+    for (slot, set) in sources.iter_mut().zip(present) {
+        if set {
+            *slot = source;
+        }
+    }
+    info.tools = o.tools.unwrap_or(info.tools);
+    info.vision = o.vision.unwrap_or(info.vision);
+    info.reasoning = o.reasoning.unwrap_or(info.reasoning);
+    info.context_window = o.context_window.unwrap_or(info.context_window);
+    info.max_output = o.max_output.unwrap_or(info.max_output);
+    info.input_per_mtok = o.input_per_mtok.or(info.input_per_mtok);
+    info.output_per_mtok = o.output_per_mtok.or(info.output_per_mtok);
+}
+
 impl Providers {
-    /// Reads the admins' overrides (at start and after each change).
+    /// Reads the admins' and the members' overrides (at start and after each change).
     pub(super) async fn load_overrides(&self, db: &Db) -> DomainResult<()> {
         let rows = repo::all(db).await?;
         let map: HashMap<String, CapabilityOverride> = rows
             .into_iter()
             .map(|r| {
-                let tokens = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
                 (
                     format!("{}/{}", r.provider, r.model),
                     CapabilityOverride {
@@ -83,9 +157,28 @@ impl Providers {
             })
             .collect();
         *self.overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
+        let members = member_repo::all(db).await?;
+        let mut map: HashMap<(Uuid, String), CapabilityOverride> = HashMap::new();
+        for r in members {
+            map.insert((r.secret_id, r.model.clone()), member_override(r));
+        }
+        *self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
         // Refusals remembered before a restart (added to: a reload never forgets one).
         let refused = crate::storage::repos::tool_refusals::all(db).await?;
         lock(&self.refuses_tools).extend(refused);
+        Ok(())
+    }
+
+    /// Reads the overrides of one member's key again (after they changed one, or deleted the
+    /// key), here only.
+    pub(crate) async fn load_key_overrides(&self, key: Uuid) -> DomainResult<()> {
+        let Some(access) = &self.vault else { return Ok(()) };
+        let rows = member_repo::of_key(&access.db, key).await?;
+        let mut map = self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.retain(|(k, _), _| *k != key);
+        for r in rows {
+            map.insert((key, r.model.clone()), member_override(r));
+        }
         Ok(())
     }
 
@@ -99,10 +192,25 @@ impl Providers {
         self.overrides.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(reference).cloned()
     }
 
+    /// The override the owner of key `key` set for `model`, if any.
+    pub fn member_override_of(&self, key: Uuid, model: &str) -> Option<CapabilityOverride> {
+        self.member_overrides
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(key, model.to_string()))
+            .cloned()
+    }
+
     /// The catalog's facts (`catalog`) for `provider/model` with what the provider said and
-    /// what an admin set.
-    pub(super) fn learned(&self, provider: &str, model: &str, catalog: ModelInfo) -> ModelInfo {
-        self.in_force(provider, model, catalog).0
+    /// what an admin or the member set.
+    pub(super) fn learned(
+        &self,
+        provider: &str,
+        model: &str,
+        holder: Holder,
+        catalog: ModelInfo,
+    ) -> ModelInfo {
+        self.in_force(provider, model, holder, catalog).0
     }
 
     /// The facts in force for `provider/model` and where each came from.
@@ -110,62 +218,39 @@ impl Providers {
         &self,
         provider: &str,
         model: &str,
+        holder: Holder,
         mut info: ModelInfo,
     ) -> (ModelInfo, Vec<Fact>) {
         let reference = format!("{provider}/{model}");
+        let said_under = holder.facts_key(&reference);
         let base = if info.known { Source::Catalog } else { Source::Default };
         let mut sources = [base; 7];
-        let said = lock(&self.capabilities).get(&reference).map(|(_, d)| d.clone());
+        let said = lock(&self.capabilities).get(&said_under).map(|(_, d)| d.clone());
         if let Some(d) = said {
-            // A window the provider stated is not an assumption.
-            info.known |= d.context_window.is_some();
-            let mut take = |i: usize, set: bool| {
-                if set {
-                    sources[i] = Source::Provider;
-                }
+            // A window the provider stated is not an assumption; its prices come as a pair.
+            let (input, output) = d.prices.unzip();
+            let stated = CapabilityOverride {
+                tools: d.tools,
+                vision: d.vision,
+                reasoning: d.reasoning,
+                context_window: d.context_window,
+                max_output: d.max_output,
+                input_per_mtok: input,
+                output_per_mtok: output,
             };
-            take(0, d.tools.is_some());
-            take(1, d.vision.is_some());
-            take(2, d.reasoning.is_some());
-            take(3, d.context_window.is_some());
-            take(4, d.max_output.is_some());
-            take(5, d.prices.is_some());
-            take(6, d.prices.is_some());
-            info.tools = d.tools.unwrap_or(info.tools);
-            info.vision = d.vision.unwrap_or(info.vision);
-            info.reasoning = d.reasoning.unwrap_or(info.reasoning);
-            info.context_window = d.context_window.unwrap_or(info.context_window);
-            info.max_output = d.max_output.unwrap_or(info.max_output);
-            if let Some((input, output)) = d.prices {
-                info.input_per_mtok = Some(input);
-                info.output_per_mtok = Some(output);
-            }
+            apply(&mut info, &mut sources, &stated, Source::Provider);
         }
-        if lock(&self.refuses_tools).contains(&reference) {
+        if lock(&self.refuses_tools).contains(&said_under) {
             info.tools = false;
             sources[0] = Source::Provider;
         }
-        if let Some(o) = self.override_of(&reference) {
-            info.known |= o.context_window.is_some();
-            let mut set = |i: usize, present: bool| {
-                if present {
-                    sources[i] = Source::Admin;
-                }
-            };
-            set(0, o.tools.is_some());
-            set(1, o.vision.is_some());
-            set(2, o.reasoning.is_some());
-            set(3, o.context_window.is_some());
-            set(4, o.max_output.is_some());
-            set(5, o.input_per_mtok.is_some());
-            set(6, o.output_per_mtok.is_some());
-            info.tools = o.tools.unwrap_or(info.tools);
-            info.vision = o.vision.unwrap_or(info.vision);
-            info.reasoning = o.reasoning.unwrap_or(info.reasoning);
-            info.context_window = o.context_window.unwrap_or(info.context_window);
-            info.max_output = o.max_output.unwrap_or(info.max_output);
-            info.input_per_mtok = o.input_per_mtok.or(info.input_per_mtok);
-            info.output_per_mtok = o.output_per_mtok.or(info.output_per_mtok);
+        if !matches!(holder, Holder::Personal(_))
+            && let Some(o) = self.override_of(&reference)
+        {
+            apply(&mut info, &mut sources, &o, Source::Admin);
+        }
+        if let Some(o) = holder.key().and_then(|key| self.member_override_of(key, model)) {
+            apply(&mut info, &mut sources, &o, Source::Member);
         }
         info.max_output = info.max_output.min(info.context_window);
         let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
@@ -182,14 +267,49 @@ impl Providers {
         (info, facts)
     }
 
-    /// Remembers that `reference`'s upstream refused tool definitions: it is not offered tools
-    /// again (until the server restarts, or an admin says otherwise).
-    pub async fn note_refuses_tools(&self, reference: &str) {
-        lock(&self.refuses_tools).insert(reference.to_string());
-        if let Some(access) = &self.vault
-            && let Err(e) = crate::storage::repos::tool_refusals::remember(&access.db, reference).await
+    /// Asks the provider what a model the catalog does not know can do, unless it was asked
+    /// within the cache's lifetime. A provider that cannot say (or takes longer than five
+    /// seconds) leaves the defaults; that answer is cached too.
+    pub(super) async fn learn_capabilities(&self, model: &ResolvedModel) {
+        let under = model.facts_key();
+        let fresh = |map: &HashMap<String, (Instant, Discovered)>| {
+            map.get(&under).is_some_and(|(at, _)| at.elapsed() < self.ttl)
+        };
+        if fresh(&lock(&self.capabilities)) {
+            return;
+        }
+        let found = match tokio::time::timeout(Duration::from_secs(5), model.chat.discover(&model.model))
+            .await
         {
-            tracing::warn!(model = %reference, error = %e, "could not remember that the model refuses tools");
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                tracing::info!(model = %model.reference(), status = e.status, "the provider could not say what the model can do");
+                Discovered::default()
+            }
+            Err(_) => Discovered::default(),
+        };
+        let mut map = lock(&self.capabilities);
+        // Members' endpoints are many: the map never holds more than a bounded number.
+        if map.len() > 20_000 {
+            map.retain(|_, (at, _)| at.elapsed() < self.ttl);
+        }
+        map.insert(under, (Instant::now(), found));
+    }
+
+    /// Forgets what providers said about models, so the next use asks again.
+    pub(super) fn refresh_capabilities(&self) {
+        lock(&self.capabilities).clear();
+    }
+
+    /// Remembers that the model kept under `facts_key` (see [`ResolvedModel::facts_key`])
+    /// refused tool definitions: it is not offered tools again (until an admin asks the
+    /// providers again, or a member or admin says otherwise).
+    pub async fn note_refuses_tools(&self, facts_key: &str) {
+        lock(&self.refuses_tools).insert(facts_key.to_string());
+        if let Some(access) = &self.vault
+            && let Err(e) = crate::storage::repos::tool_refusals::remember(&access.db, facts_key).await
+        {
+            tracing::warn!(model = %facts_key, error = %e, "could not remember that the model refuses tools");
         }
     }
 
@@ -204,7 +324,8 @@ impl Providers {
         Ok(())
     }
 
-    /// The facts in force for a `provider/model` reference, for the console.
+    /// The facts in force for an instance provider's `provider/model` reference, for the
+    /// console.
     pub fn facts(&self, reference: &str) -> Vec<Fact> {
         let Some((provider, model)) = reference.split_once('/') else { return Vec::new() };
         let family = self.entries().iter().find(|e| e.name == provider).map(|e| e.family());
@@ -212,6 +333,25 @@ impl Providers {
             Some(f) => self.catalog().lookup(f, model),
             None => return Vec::new(),
         };
-        self.in_force(provider, model, catalog).1
+        self.in_force(provider, model, Holder::Instance, catalog).1
+    }
+
+    /// The facts in force for `model` of `entry` (an instance provider, or a member's own), as
+    /// the entry's holder sees them.
+    pub fn facts_of(&self, entry: &super::ProviderEntry, model: &str) -> Vec<Fact> {
+        let catalog = self.catalog().lookup(entry.family(), model);
+        self.in_force(&entry.name, model, entry.holder, catalog).1
+    }
+}
+
+fn member_override(r: crate::storage::entities::member_model_override::Model) -> CapabilityOverride {
+    CapabilityOverride {
+        tools: r.tools,
+        vision: r.vision,
+        reasoning: r.reasoning,
+        context_window: tokens(r.context_window),
+        max_output: tokens(r.max_output),
+        input_per_mtok: r.input_per_mtok,
+        output_per_mtok: r.output_per_mtok,
     }
 }

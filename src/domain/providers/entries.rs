@@ -109,6 +109,8 @@ pub struct ProviderEntry {
     pub rpm: Option<u64>,
     /// Tokens per minute per user, when limited.
     pub tpm: Option<u64>,
+    /// Whose word on its models counts (a member's, for their own key or endpoint).
+    pub holder: Holder,
 }
 
 impl ProviderEntry {
@@ -126,6 +128,7 @@ impl ProviderEntry {
             visibility: Visibility::Everyone,
             rpm: None,
             tpm: None,
+            holder: Holder::Instance,
         }
     }
 
@@ -173,12 +176,20 @@ pub struct ResolvedModel {
     pub info: ModelInfo,
     /// The handle to call.
     pub chat: Arc<dyn ChatProvider>,
+    /// Whose word on the model counts (a member's, for their own key or endpoint).
+    pub holder: Holder,
 }
 
 impl ResolvedModel {
     /// `provider/model`.
     pub fn reference(&self) -> String {
         format!("{}/{}", self.provider, self.model)
+    }
+
+    /// Under what the provider's word on the model is kept: the reference, per key for a
+    /// member's personal provider (see [`Holder::facts_key`]).
+    pub fn facts_key(&self) -> String {
+        self.holder.facts_key(&self.reference())
     }
 }
 
@@ -314,7 +325,10 @@ pub(super) fn personal_entry(key: &SecretMeta) -> Option<ProviderEntry> {
         _ => return None,
     };
     let label = format!("{} (your key)", if key.label.is_empty() { &key.provider } else { &key.label });
-    Some(ProviderEntry::open(&key.provider, label, kind, base_url))
+    Some(ProviderEntry {
+        holder: Holder::Personal(key.id),
+        ..ProviderEntry::open(&key.provider, label, kind, base_url)
+    })
 }
 
 /// Builds a registry entry from an admin-managed row and its keys.
@@ -346,6 +360,7 @@ pub(super) fn managed_entry(row: provider::Model, keys: &[provider_key::Model]) 
         visibility,
         rpm: row.rpm.and_then(|v| u64::try_from(v).ok()),
         tpm: row.tpm.and_then(|v| u64::try_from(v).ok()),
+        holder: Holder::Instance,
     })
 }
 

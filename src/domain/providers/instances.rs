@@ -39,6 +39,11 @@ pub fn listen(providers: Arc<Providers>) {
                 Heard::Gap => reload(&providers).await,
                 Heard::Frame(frame) => match serde_json::from_slice::<Note>(&frame.body) {
                     Ok(Note::Reload) => reload(&providers).await,
+                    Ok(Note::KeyOverrides { key }) => {
+                        if let Err(e) = providers.load_key_overrides(key).await {
+                            tracing::warn!(error = %e, "reading a member's overrides another instance changed failed");
+                        }
+                    }
                     Ok(Note::KeyRest { key, ms }) => {
                         let until = Instant::now() + Duration::from_millis(ms.min(86_400_000));
                         providers.health.rest_here(key, until);

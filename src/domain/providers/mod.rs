@@ -12,6 +12,8 @@ mod capabilities;
 mod instances;
 mod managed;
 mod notes;
+pub mod overrides;
+pub mod own_models;
 pub use instances::listen as listen_to_instances;
 pub mod key_pool;
 pub mod user_keys;
@@ -38,7 +40,7 @@ use crate::vault::Vault;
 use crate::vault::store::{SecretKind, SecretMeta};
 
 mod entries;
-pub use capabilities::{CapabilityOverride, Fact, Source};
+pub use capabilities::{CapabilityOverride, Fact, Holder, Source};
 pub use entries::*;
 
 /// The registry, built once at start and shared.
@@ -60,6 +62,8 @@ pub struct Providers {
     capabilities: Mutex<HashMap<String, (Instant, Discovered)>>,
     /// Admins' word on models, by `provider/model` (loaded with the providers).
     overrides: RwLock<HashMap<String, CapabilityOverride>>,
+    /// Members' word on the models of their own keys, by key id and model.
+    member_overrides: RwLock<HashMap<(Uuid, String), CapabilityOverride>>,
     ttl: Duration,
     default_model: String,
     vault: Option<VaultAccess>,
@@ -122,6 +126,7 @@ impl Providers {
                 visibility: Visibility::Everyone,
                 rpm: None,
                 tpm: None,
+                holder: Holder::Instance,
             })
             .collect();
         let member_ranges = AllowedRanges::parse(&cfg.member_base_url_allow.join(","))
@@ -141,6 +146,7 @@ impl Providers {
             member_groups: Mutex::new(HashMap::new()),
             capabilities: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
+            member_overrides: RwLock::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
             vault: None,
@@ -314,41 +320,9 @@ impl Providers {
         let catalog = self.catalog.lookup(family_of(model.kind), &model.model);
         if !catalog.known {
             self.learn_capabilities(&model).await;
-            model.info = self.learned(&model.provider, &model.model, catalog);
+            model.info = self.learned(&model.provider, &model.model, model.holder, catalog);
         }
         Ok(model)
-    }
-
-    /// Asks the provider what a model the catalog does not know can do, unless it was asked
-    /// within the cache's lifetime. A provider that cannot say (or takes longer than five
-    /// seconds) leaves the defaults; that answer is cached too.
-    async fn learn_capabilities(&self, model: &ResolvedModel) {
-        let reference = model.reference();
-        let fresh = |map: &HashMap<String, (Instant, Discovered)>| {
-            map.get(&reference).is_some_and(|(at, _)| at.elapsed() < self.ttl)
-        };
-        if fresh(&self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
-            return;
-        }
-        let found = match tokio::time::timeout(Duration::from_secs(5), model.chat.discover(&model.model))
-            .await
-        {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
-                tracing::info!(model = %reference, status = e.status, "the provider could not say what the model can do");
-                Discovered::default()
-            }
-            Err(_) => Discovered::default(),
-        };
-        self.capabilities
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(reference, (Instant::now(), found));
-    }
-
-    /// Forgets what providers said about models, so the next use asks again.
-    fn refresh_capabilities(&self) {
-        self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 
     /// As [`Providers::resolve`], with the actor's own keys already read (a fallback chain
@@ -367,15 +341,17 @@ impl Providers {
             provider: entry.name.clone(),
             kind: entry.kind,
             model: model.to_string(),
-            info: self.learned(&entry.name, model, self.catalog.lookup(entry.family(), model)),
+            info: self.learned(&entry.name, model, entry.holder, self.catalog.lookup(entry.family(), model)),
             chat: crate::providers::metered::Metered::wrap(chat, &entry.name, model),
+            holder: entry.holder,
         };
         // An own key or personal endpoint reaches every model: only a `$alias` is dropped.
         let bare = split_alias(model).0;
         if let Some(entry) = instance.iter().find(|e| e.name == name) {
             if let Some(key) = Self::own_key_for(own, entry) {
                 let plan = KeyPlan::Own { owner: key.owner_id, secret: key.id };
-                return Ok(resolved(entry, bare, self.keyed(actor, entry, plan, false)));
+                let entry = ProviderEntry { holder: Holder::OwnKey(key.id), ..entry.clone() };
+                return Ok(resolved(&entry, bare, self.keyed(actor, &entry, plan, false)));
             }
             if !entry.enabled {
                 return Err(DomainError::Invalid(format!(
@@ -435,18 +411,46 @@ impl Providers {
         self.limits.spend(actor_id, provider, tokens);
     }
 
-    /// What the catalog knows about a model reference (defaults when unknown or unparsable).
-    pub fn model_info(&self, reference: &str) -> Option<ModelInfo> {
+    /// What is in force for `model` of `entry` as offered to someone (its holder counts).
+    pub fn info_of(&self, entry: &ProviderEntry, model: &str) -> ModelInfo {
+        self.learned(&entry.name, model, entry.holder, self.catalog.lookup(entry.family(), model))
+    }
+
+    /// What is in force for a model reference as the actor's calls would see it, their own
+    /// keys and the key attached to the workspace counted, without calling anyone: defaults
+    /// when unknown, `None` when unparsable.
+    pub async fn model_info(
+        &self,
+        actor: &Actor,
+        reference: &str,
+        workspace_key: Option<SecretMeta>,
+    ) -> Option<ModelInfo> {
         let (name, model) = split_reference(reference)?;
-        let family = match self.entries().iter().find(|e| e.name == name) {
-            Some(entry) => entry.family(),
-            None => official_kind(name).map_or(Family::OpenAi, |k| match k {
-                ProviderKind::Anthropic => Family::Anthropic,
-                ProviderKind::Gemini => Family::Gemini,
-                _ => Family::OpenAi,
-            }),
+        let mut own = self.own_keys(actor).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not read the user's own keys");
+            Vec::new()
+        });
+        own.splice(0..0, workspace_key);
+        let instance = self.entries();
+        let entry = match instance.iter().find(|e| e.name == name) {
+            Some(entry) => match Self::own_key_for(&own, entry) {
+                Some(key) => ProviderEntry { holder: Holder::OwnKey(key.id), ..entry.clone() },
+                None => entry.clone(),
+            },
+            None => match self.personal_entries(&own, &instance).into_iter().find(|(e, _)| e.name == name) {
+                Some((entry, _)) => entry,
+                None => {
+                    let family = official_kind(name).map_or(Family::OpenAi, family_of);
+                    return Some(self.learned(
+                        name,
+                        model,
+                        Holder::Instance,
+                        self.catalog.lookup(family, model),
+                    ));
+                }
+            },
         };
-        Some(self.learned(name, model, self.catalog.lookup(family, model)))
+        Some(self.info_of(&entry, model))
     }
 
     /// Model ids of one provider: enabled/configured, else discovered (cached), else curated.
@@ -549,17 +553,17 @@ impl Providers {
         let mut out = Vec::new();
         for entry in &instance {
             let Some(plan) = self.plan_for(actor, &own, entry) else { continue };
-            let (cache_key, entry_for_models) = match plan {
+            let (cache_key, entry) = match plan {
                 // The user's own key reaches every model of the provider.
-                KeyPlan::Own { .. } => (
+                KeyPlan::Own { secret, .. } => (
                     format!("own:{}:{}", actor.user_id(), entry.name),
-                    ProviderEntry { models: Vec::new(), ..entry.clone() },
+                    ProviderEntry { models: Vec::new(), holder: Holder::OwnKey(secret), ..entry.clone() },
                 ),
                 _ => (entry.name.clone(), entry.clone()),
             };
-            let chat = self.keyed(actor, entry, plan, false);
-            let ids = self.models_of(&cache_key, &entry_for_models, Some(chat)).await;
-            out.push((entry.clone(), ids));
+            let chat = self.keyed(actor, &entry, plan, false);
+            let ids = self.models_of(&cache_key, &entry, Some(chat)).await;
+            out.push((entry, ids));
         }
         for (entry, key) in self.personal_entries(&own, &instance) {
             let guarded = entry.kind == ProviderKind::OpenAiCompatible;
@@ -578,7 +582,7 @@ impl Providers {
         for (entry, ids) in self.offered(actor).await {
             for raw in ids {
                 let (id, _) = split_alias(&raw);
-                let info = self.learned(&entry.name, id, self.catalog.lookup(entry.family(), id));
+                let info = self.info_of(&entry, id);
                 out.push(ModelChoice {
                     value: format!("{}/{id}", entry.name),
                     facts: ModelChoice::describe(&info),

@@ -11,6 +11,8 @@ use crate::bus::{SharedBus, Topic};
 pub(super) enum Note {
     /// The admin-managed providers, keys or overrides changed: read them again.
     Reload,
+    /// A member's overrides for the models of their key `key` changed: read them again.
+    KeyOverrides { key: Uuid },
     /// This shared key was rate-limited: rest it for `ms`.
     KeyRest { key: Uuid, ms: u64 },
 }

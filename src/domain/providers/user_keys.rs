@@ -35,7 +35,7 @@ pub struct KeyRow {
     pub updated: String,
 }
 
-fn row(m: SecretMeta) -> KeyRow {
+pub(super) fn row(m: SecretMeta) -> KeyRow {
     KeyRow {
         id: m.id,
         label: m.label,
@@ -218,6 +218,8 @@ pub async fn delete(
         return Err(DomainError::NotFound);
     }
     Vault::delete_secret(db, actor.user_id(), id).await?;
+    // Its overrides went with it (the database's cascade): forget them everywhere.
+    providers.key_overrides_changed(id).await?;
     audit::record(
         db,
         origin,

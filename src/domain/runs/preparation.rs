@@ -93,6 +93,21 @@ impl RunEngine {
         self.providers.resolve_in(actor, reference, key).await
     }
 
+    /// What is in force for `reference` in `session` as the actor's runs there would see it
+    /// (their own keys and the key attached to the workspace counted), for the context gauge.
+    pub async fn model_info(
+        &self,
+        actor: &Actor,
+        session: &ChatSession,
+        reference: &str,
+    ) -> Option<crate::providers::catalog::ModelInfo> {
+        let key = self.workspace_key(actor, session).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not read the workspace's key");
+            None
+        });
+        self.providers.model_info(actor, reference, key).await
+    }
+
     /// The key the workspace's owner attached to the session's workspace, if any: runs in it
     /// use that key for its provider, whoever starts them.
     pub(super) async fn workspace_key(

@@ -112,7 +112,7 @@ impl RunEngine {
     ) -> Result<crate::providers::client::EventStream, crate::providers::types::ProviderError> {
         let reference = job.model.reference();
         tracing::info!(model = %reference, "the upstream refused tool definitions; asking again without them");
-        self.providers().note_refuses_tools(&reference).await;
+        self.providers().note_refuses_tools(&job.model.facts_key()).await;
         let notice = format!(
             "{reference} does not take tool definitions, so it answers without tools; Arbor will not offer it tools again.\n\n"
         );

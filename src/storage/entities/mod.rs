@@ -14,6 +14,7 @@ pub mod instance;
 pub mod invitation;
 pub mod login_flow;
 pub mod mcp_server;
+pub mod member_model_override;
 pub mod memory;
 pub mod message;
 pub mod model_alias;

@@ -13,6 +13,7 @@ pub mod instances;
 pub mod invitations;
 pub mod login_flows;
 pub mod mcp_servers;
+pub mod member_model_overrides;
 pub mod memories;
 pub mod messages;
 pub mod model_overrides;

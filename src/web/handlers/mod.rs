@@ -11,6 +11,7 @@ pub mod files;
 pub mod health;
 pub mod home;
 pub mod invitations;
+pub mod key_models;
 pub mod links;
 pub mod memory;
 pub mod oidc;

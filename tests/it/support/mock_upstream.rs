@@ -13,7 +13,7 @@
 //! - OpenAI, base URL `{base_url}/openai/v1`: `POST /openai/v1/chat/completions`,
 //!   `POST /openai/v1/responses`,
 //!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`, and Ollama's native
-//!   `GET /openai/api/version` and `POST /openai/api/show` (beside the OpenAI-compatible base,
+//!   `GET /openai/api/version`, `GET /openai/api/tags` and `POST /openai/api/show` (beside the OpenAI-compatible base,
 //!   as on an Ollama server), LM Studio's `GET /openai/api/v0/models/{model}` and llama.cpp's
 //!   `GET /openai/props`.
 //! - Anthropic, base URL `{base_url}/anthropic` (or `{base_url}/anthropic/v1`):
@@ -428,7 +428,9 @@ fn route(method: &str, path: &str) -> Option<Provider> {
             | "/openai/v1/embeddings"
             | "/openai/api/show",
         )
-        | ("GET", "/openai/v1/models" | "/openai/api/version" | "/openai/props") => Some(Provider::OpenAi),
+        | ("GET", "/openai/v1/models" | "/openai/api/version" | "/openai/api/tags" | "/openai/props") => {
+            Some(Provider::OpenAi)
+        }
         ("GET", _)
             if path
                 .strip_prefix("/openai/api/v0/models/")

@@ -1,0 +1,72 @@
+//! Queries over `member_model_overrides`.
+
+use chrono::Utc;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
+use uuid::Uuid;
+
+use crate::storage::entities::member_model_override as row;
+use crate::storage::{Db, StorageResult};
+
+/// Every member's overrides (read at start).
+pub async fn all(db: &Db) -> StorageResult<Vec<row::Model>> {
+    Ok(row::Entity::find().all(db).await?)
+}
+
+/// The overrides of one key, by model.
+pub async fn of_key(db: &Db, secret_id: Uuid) -> StorageResult<Vec<row::Model>> {
+    Ok(row::Entity::find()
+        .filter(row::Column::SecretId.eq(secret_id))
+        .order_by_asc(row::Column::Model)
+        .all(db)
+        .await?)
+}
+
+/// How many models of `owner`'s key `secret_id` have an override.
+pub async fn count_of_key(db: &Db, owner: Uuid, secret_id: Uuid) -> StorageResult<u64> {
+    Ok(row::Entity::find()
+        .filter(row::Column::OwnerId.eq(owner))
+        .filter(row::Column::SecretId.eq(secret_id))
+        .count(db)
+        .await?)
+}
+
+/// Writes one model's override for the owner's key (replacing the old one); a row of only
+/// `NULL`s is deleted.
+pub async fn put(db: &Db, new: row::Model) -> StorageResult<()> {
+    let empty = new.tools.is_none()
+        && new.vision.is_none()
+        && new.reasoning.is_none()
+        && new.context_window.is_none()
+        && new.max_output.is_none()
+        && new.input_per_mtok.is_none()
+        && new.output_per_mtok.is_none();
+    // The old row goes and the new one comes in one transaction.
+    let tx = crate::storage::begin_write(db).await?;
+    row::Entity::delete_many()
+        .filter(row::Column::OwnerId.eq(new.owner_id))
+        .filter(row::Column::SecretId.eq(new.secret_id))
+        .filter(row::Column::Model.eq(new.model.clone()))
+        .exec(&tx)
+        .await?;
+    if empty {
+        tx.commit().await?;
+        return Ok(());
+    }
+    row::ActiveModel {
+        secret_id: Set(new.secret_id),
+        model: Set(new.model),
+        owner_id: Set(new.owner_id),
+        tools: Set(new.tools),
+        vision: Set(new.vision),
+        reasoning: Set(new.reasoning),
+        context_window: Set(new.context_window),
+        max_output: Set(new.max_output),
+        input_per_mtok: Set(new.input_per_mtok),
+        output_per_mtok: Set(new.output_per_mtok),
+        updated_at: Set(Utc::now()),
+    }
+    .insert(&tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
