@@ -200,7 +200,13 @@ impl ModelChoice {
     /// The picker's words for what a model can do and costs (from the facts in force).
     pub fn describe(info: &crate::providers::catalog::ModelInfo) -> String {
         let mut parts: Vec<String> = Vec::new();
-        for (on, word) in [(info.tools, "tools"), (info.vision, "vision"), (info.reasoning, "reasoning")] {
+        let words = [
+            (info.image_output, "makes images"),
+            (info.tools, "tools"),
+            (info.vision, "vision"),
+            (info.reasoning, "reasoning"),
+        ];
+        for (on, word) in words {
             if on {
                 parts.push(word.to_string());
             }
