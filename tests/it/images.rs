@@ -284,3 +284,39 @@ async fn upstream_failures_and_bad_images_are_shown_and_nothing_is_kept() {
     let m = c.settled(answer).await;
     assert!(m.error.as_deref().unwrap().contains("I cannot draw that."), "{:?}", m.error);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_image_model_is_offered_and_its_facts_say_it_makes_images() {
+    let c = chat_with(|cfg| {
+        if let Some(p) = cfg.llm.providers.get_mut("openai") {
+            p.models.clear();
+        }
+    })
+    .await;
+    let listed = json!({"object": "list", "data": [
+        {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"},
+        {"id": "gpt-image-1", "object": "model", "created": 1745517030, "owned_by": "system"},
+        {"id": "dall-e-2", "object": "model", "created": 1698798177, "owned_by": "system"},
+        {"id": "text-embedding-3-small", "object": "model", "created": 1705948997, "owned_by": "system"}
+    ]});
+    c.mock.respond_with(Provider::OpenAi, move |r| {
+        assert_eq!(r.path_only(), "/openai/v1/models", "only the list is asked for");
+        Reply::json(200, listed.to_string())
+    });
+    let actor = arbor::domain::accounts::Actor::for_tests(&c.user);
+    let providers = c.app.state.engine.providers();
+    let offered: Vec<String> = providers
+        .choices(&actor)
+        .await
+        .into_iter()
+        .map(|m| m.value)
+        .filter(|v| v.starts_with("openai/"))
+        .collect();
+    assert_eq!(offered, vec!["openai/gpt-4o-mini", "openai/gpt-image-1"]);
+    assert_eq!(providers.image_model(&actor).await.as_deref(), Some(GPT_IMAGE));
+    let fact = |reference: &str| {
+        providers.facts(reference).into_iter().find(|f| f.name == "image output").map(|f| f.value)
+    };
+    assert_eq!(fact(GPT_IMAGE).as_deref(), Some("yes"));
+    assert_eq!(fact(CHAT).as_deref(), Some("no"));
+}

@@ -211,7 +211,9 @@ impl ModelChoice {
                 parts.push(word.to_string());
             }
         }
-        if info.known || info.context_window != crate::providers::catalog::DEFAULT_CONTEXT_WINDOW {
+        // An image model's window says nothing to the person picking it.
+        let window = info.known || info.context_window != crate::providers::catalog::DEFAULT_CONTEXT_WINDOW;
+        if window && !info.image_output {
             let k = info.context_window / 1000;
             parts.push(if k >= 1000 { format!("{}M context", k / 1000) } else { format!("{k}k context") });
         }
