@@ -147,15 +147,27 @@ async fn the_tool_is_offered_only_with_an_image_model_and_refuses_unknown_images
     // With one, an image the thread does not hold is refused before anything is sent.
     let a = agent("auto-edit", with_image_models).await;
     let c = &a.c;
-    let call = json!({"prompt": "Edit it", "images": ["holiday.png"]});
-    c.mock.enqueue(Provider::OpenAi, calls(&[("call_x", "generate_image", call)]));
+    let unknown = json!({"prompt": "Edit it", "images": ["holiday.png"]});
+    let not_a_list = json!({"prompt": "Edit it", "images": "last"});
+    let no_prompt = json!({"images": ["last"]});
+    c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[
+            ("call_x", "generate_image", unknown),
+            ("call_y", "generate_image", not_a_list),
+            ("call_z", "generate_image", no_prompt),
+        ]),
+    );
     c.mock.enqueue(Provider::OpenAi, says("There is no such image."));
     c.send_ok("Edit my holiday photo", CHAT).await;
     assert_eq!(a.ended().await, "completed");
-    let told = a.tool_results_sent(1);
-    assert!(told[0]["content"].as_str().unwrap().contains("no images yet"), "{told:?}");
+    let told: Vec<String> =
+        a.tool_results_sent(1).iter().map(|r| r["content"].as_str().unwrap().to_string()).collect();
+    assert!(told[0].contains("no images yet"), "{told:?}");
+    assert!(told[1].contains("\"images\" is a list"), "{told:?}");
+    assert!(told[2].contains("needs \"prompt\""), "{told:?}");
     assert!(image_requests(c, Provider::OpenAi).is_empty());
-    assert_eq!(a.calls().await[0].status, "failed");
+    assert!(a.calls().await.iter().all(|c| c.status == "failed"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
