@@ -205,6 +205,24 @@ async fn an_openai_image_model_in_the_composer_answers_with_the_image_and_edits_
     assert!(edit.body_text().contains("name=\"image[]\"; filename=\"cat.png\""));
     assert!(has_bytes(&edit.body, &crate::files::png()));
     assert_eq!(attachments(&c, answer).await.len(), 1);
+
+    // A chat model asked next is told of the images made, by name.
+    c.mock.enqueue(Provider::OpenAi, crate::agent::says("A lighthouse, then a cat in a hat."));
+    let next = c.send_ok("What did you draw?", CHAT).await;
+    assert_eq!(c.settled(next).await.status, MessageStatus::Complete);
+    let chat = c.mock.requests_for(Provider::OpenAi).pop().unwrap().json().unwrap();
+    let assistant: Vec<String> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert_eq!(assistant.len(), 2, "{chat}");
+    assert!(
+        assistant[0].contains(&format!("[Images made for the user: {}]", files[0].file_name)),
+        "{assistant:?}"
+    );
     assert!(c.mock.problems().is_empty(), "{:?}", c.mock.problems());
 }
 
