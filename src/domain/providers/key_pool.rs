@@ -222,9 +222,13 @@ impl KeyedChat {
                     let key = self.reveal(ORG_OWNER, *id, purpose).await?;
                     match op.run(self.handle(client.clone(), key, retry).as_ref()).await {
                         Ok(v) => return Ok(v),
+                        // An image call that failed otherwise may have been made (and billed).
                         Err(e)
                             if more
-                                && (e.status == 429 || e.status == 401 || e.status == 403 || e.retryable) =>
+                                && (e.status == 429
+                                    || e.status == 401
+                                    || e.status == 403
+                                    || (e.retryable && !matches!(op, Op::Images(..)))) =>
                         {
                             let rest = match e.status {
                                 429 => Some(self.cooldown),
