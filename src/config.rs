@@ -226,6 +226,9 @@ pub struct LlmConfig {
     pub max_retry_wait_secs: u64,
     /// `provider/model` used when nothing else picks one.
     pub default_model: String,
+    /// `provider/model` of the image model behind the agent's `generate_image` tool (empty:
+    /// the first image model the member may use).
+    pub image_model: String,
     /// Extra curated model entries.
     pub models_file: String,
     /// Cache lifetime of discovered model lists, seconds.

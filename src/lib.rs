@@ -139,10 +139,15 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     )
     .await
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("search index: {e}"))))?;
+    let mut files = file_settings(&config_files);
+    if let Some(counters) = &counters {
+        files.reservations = domain::files::Reservations::shared(counters.clone());
+    }
     let providers = Arc::new(providers);
     domain::providers::listen_to_instances(providers.clone());
     let mut engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), providers, pacing)
         .with_blobs(blobs.clone())
+        .with_files(files.clone())
         .with_search(search.clone())
         .with_data_dir(config.data_dir.clone())
         .with_title_inference(config.llm.infer_titles)
@@ -167,10 +172,6 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     engine.keep_lease();
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
     let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
-    let mut files = file_settings(&config_files);
-    if let Some(counters) = &counters {
-        files.reservations = domain::files::Reservations::shared(counters.clone());
-    }
     let transfers = domain::transfer::Transfers::new(
         db.clone(),
         blobs.clone(),

@@ -258,6 +258,9 @@ impl Config {
         if !self.llm.default_model.is_empty() && !self.llm.default_model.contains('/') {
             return bad("llm.default_model", "must be \"<provider>/<model>\", e.g. \"openai/gpt-4.1-mini\"");
         }
+        if !self.llm.image_model.is_empty() && !self.llm.image_model.contains('/') {
+            return bad("llm.image_model", "must be \"<provider>/<model>\", e.g. \"openai/gpt-image-1\"");
+        }
         for (name, p) in &self.llm.providers {
             let key = format!("llm.providers.{name}");
             if name.is_empty()

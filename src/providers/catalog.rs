@@ -42,6 +42,11 @@ pub struct ModelInfo {
     pub vision: bool,
     /// Accepts a reasoning effort or thinking budget.
     pub reasoning: bool,
+    /// Makes images (OpenAI's Images API, Gemini's IMAGE modality) rather than chat answers.
+    pub image_output: bool,
+    /// USD per million image input tokens (an image model's input images); `None`: the input
+    /// price applies.
+    pub image_input_per_mtok: Option<f64>,
     /// `false` when the model is not in the catalog and conservative defaults were used.
     pub known: bool,
 }
@@ -62,6 +67,8 @@ impl ModelInfo {
             tools: true,
             vision: false,
             reasoning: false,
+            image_output: false,
+            image_input_per_mtok: None,
             known: false,
         }
     }
@@ -85,10 +92,31 @@ impl ModelInfo {
         if output_tokens > 0 {
             total += charge(output_tokens, self.output_per_mtok?);
         }
-        // `total` is in 1e-12 USD; round half up to whole micro-dollars.
-        let micros = (total + PRICE_SCALE / 2) / PRICE_SCALE;
-        Some(i64::try_from(micros).unwrap_or(i64::MAX))
+        Some(to_micros(total))
     }
+
+    /// Cost of an image call in micro-dollars: text input at the input price, input images at
+    /// the image input price (the input price when that is unknown), the images made at the
+    /// output price. `None` when a needed price is unknown.
+    pub fn image_cost_micros(&self, text_input: u64, image_input: u64, output_tokens: u64) -> Option<i64> {
+        let mut total = 0u128;
+        if text_input > 0 {
+            total += charge(text_input, self.input_per_mtok?);
+        }
+        if image_input > 0 {
+            total += charge(image_input, self.image_input_per_mtok.or(self.input_per_mtok)?);
+        }
+        if output_tokens > 0 {
+            total += charge(output_tokens, self.output_per_mtok?);
+        }
+        Some(to_micros(total))
+    }
+}
+
+/// 1e-12 USD rounded half up to whole micro-dollars.
+fn to_micros(total: u128) -> i64 {
+    let micros = (total + PRICE_SCALE / 2) / PRICE_SCALE;
+    i64::try_from(micros).unwrap_or(i64::MAX)
 }
 
 /// Price units per micro-dollar: prices are kept to 1e-6 USD per million tokens, exactly.
@@ -148,7 +176,7 @@ pub enum CatalogError {
 }
 
 /// The keys a `[[model]]` table may have.
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 13] = [
     "provider",
     "id",
     "label",
@@ -160,6 +188,8 @@ const KEYS: [&str; 11] = [
     "tools",
     "vision",
     "reasoning",
+    "image_output",
+    "image_input_per_mtok",
 ];
 
 /// Reads and checks one `[[model]]` table; the error is the problem, naming the key.
@@ -213,6 +243,8 @@ fn parse_entry(item: &toml::Value) -> Result<(Family, ModelInfo), String> {
         tools: flag(table, "tools")?,
         vision: flag(table, "vision")?,
         reasoning: flag(table, "reasoning")?,
+        image_output: flag(table, "image_output")?,
+        image_input_per_mtok: price(table, "image_input_per_mtok")?,
         known: true,
     };
     Ok((family, info))

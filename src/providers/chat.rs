@@ -4,6 +4,7 @@ use futures_util::future::BoxFuture;
 
 use super::client::{Endpoint, EventStream, ProviderClient, RetryPolicy, WireFormat};
 use super::discovery::Discovered;
+use super::images::{ImageAnswer, ImageLimits, ImageRequest};
 use super::types::{ChatRequest, Embeddings, ProviderError};
 
 /// Streams chat requests, lists models and counts tokens for one configured provider.
@@ -22,6 +23,12 @@ pub trait ChatProvider: Send + Sync {
         model: &'a str,
         inputs: &'a [String],
     ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>>;
+    /// Images made by an image model (see [`crate::providers::images`]), never retried.
+    fn generate_images<'a>(
+        &'a self,
+        req: &'a ImageRequest,
+        limits: ImageLimits,
+    ) -> BoxFuture<'a, Result<ImageAnswer, ProviderError>>;
 }
 
 /// What every HTTP provider shares: the client, where to call and how to retry.
@@ -56,6 +63,14 @@ impl Http {
     fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>> {
         Box::pin(self.client.discover(&self.endpoint, model))
     }
+
+    fn generate_images<'a>(
+        &'a self,
+        req: &'a ImageRequest,
+        limits: ImageLimits,
+    ) -> BoxFuture<'a, Result<ImageAnswer, ProviderError>> {
+        Box::pin(async move { self.client.generate_images(&self.endpoint, req, &limits).await })
+    }
 }
 
 macro_rules! http_provider {
@@ -87,6 +102,9 @@ macro_rules! http_provider {
             }
             fn discover<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Discovered, ProviderError>> {
                 self.0.discover(model)
+            }
+            fn generate_images<'a>(&'a self, req: &'a ImageRequest, limits: ImageLimits) -> BoxFuture<'a, Result<ImageAnswer, ProviderError>> {
+                self.0.generate_images(req, limits)
             }
         }
     };

@@ -213,7 +213,7 @@ fn idle_timeout_error() -> ProviderError {
     }
 }
 
-fn parse_failure(e: &StreamParseError) -> ProviderError {
+pub(super) fn parse_failure(e: &StreamParseError) -> ProviderError {
     ProviderError {
         status: 0,
         kind: "bad_stream".into(),
@@ -370,11 +370,26 @@ impl ProviderClient {
         Self::authorize(ep, b)
     }
 
+    /// The HTTP client (for the requests of the other call kinds, such as images).
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// Sends a non-streaming request and returns the body of a successful answer.
     async fn exchange(
         &self,
         ep: &Endpoint,
         b: reqwest::RequestBuilder,
+    ) -> Result<bytes::Bytes, ProviderError> {
+        self.exchange_capped(ep, b, MAX_ANSWER_BYTES).await
+    }
+
+    /// [`Self::exchange`] with an answer of at most `cap` bytes.
+    pub(super) async fn exchange_capped(
+        &self,
+        ep: &Endpoint,
+        b: reqwest::RequestBuilder,
+        cap: usize,
     ) -> Result<bytes::Bytes, ProviderError> {
         let res = Self::authorize(ep, b)
             .timeout(self.idle_timeout)
@@ -385,7 +400,7 @@ impl ProviderClient {
         let ok = res.status().is_success();
         let retry_after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
         let body = if ok {
-            read_capped(res, MAX_ANSWER_BYTES, false).await?
+            read_capped(res, cap, false).await?
         } else {
             read_capped(res, MAX_ERROR_BYTES, true).await?
         };

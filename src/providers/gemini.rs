@@ -53,6 +53,7 @@ use super::types::*;
 
 mod embeddings;
 mod errors;
+mod images;
 mod schema;
 
 pub use embeddings::{build_embeddings, embeddings_endpoint, parse_embeddings};
@@ -60,6 +61,7 @@ use errors::error_from_status;
 #[cfg(test)]
 use errors::*;
 pub use errors::{parse_error, redact_secrets};
+pub use images::{build_image_request, parse_images};
 pub use schema::sanitize_schema;
 
 /// Default base URL of the Gemini API.

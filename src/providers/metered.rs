@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use super::chat::ChatProvider;
 use super::client::EventStream;
 use super::discovery::Discovered;
+use super::images::{ImageAnswer, ImageLimits, ImageRequest};
 use super::types::{ChatRequest, Embeddings, ProviderError};
 
 /// Wraps a provider handle for one model.
@@ -69,5 +70,22 @@ impl ChatProvider for Metered {
         inputs: &'a [String],
     ) -> BoxFuture<'a, Result<Option<Embeddings>, ProviderError>> {
         self.inner.embed(model, inputs)
+    }
+
+    fn generate_images<'a>(
+        &'a self,
+        req: &'a ImageRequest,
+        limits: ImageLimits,
+    ) -> BoxFuture<'a, Result<ImageAnswer, ProviderError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let result = self.inner.generate_images(req, limits).await;
+            let label = match &result {
+                Ok(_) => "ok",
+                Err(e) => outcome(e),
+            };
+            crate::metrics::provider_call(&self.provider, &self.model, label, started.elapsed());
+            result
+        })
     }
 }

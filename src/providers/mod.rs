@@ -5,6 +5,7 @@ pub mod chat;
 pub mod client;
 pub mod discovery;
 pub mod gemini;
+pub mod images;
 pub mod metered;
 pub mod openai;
 pub mod sse;

@@ -21,9 +21,14 @@ use super::types::*;
 
 mod embeddings;
 mod errors;
+mod images;
 pub mod responses;
 pub use embeddings::{build_embeddings, embeddings_endpoint, parse_embeddings};
 pub use errors::*;
+pub use images::{
+    build_image_edit, build_image_generation, images_edits_endpoint, images_generations_endpoint,
+    parse_images,
+};
 
 /// How many characters of a non-JSON error body are kept in the message.
 const ERROR_BODY_CHARS: usize = 500;

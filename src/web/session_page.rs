@@ -236,12 +236,13 @@ async fn authors_into(
     Ok(())
 }
 
-/// Adds each message's attached files to its view.
+/// Adds each message's attached files to its view: the person's uploads, and the images
+/// answers and tool results made.
 pub(crate) async fn files_into(
     state: &AppState,
     views: &mut [session_view::MessageView],
 ) -> Result<(), WebError> {
-    let ids: Vec<Uuid> = views.iter().filter(|v| v.role == "user").map(|v| v.id).collect();
+    let ids: Vec<Uuid> = views.iter().map(|v| v.id).collect();
     let mut files = crate::domain::files::views_of(&state.db, &ids).await?;
     for v in views.iter_mut() {
         if let Some(f) = files.remove(&v.id) {

@@ -130,6 +130,9 @@ async fn an_admin_states_what_a_model_can_do_and_the_console_says_where_each_fac
         a.c.app.get(&format!("/admin/providers/{provider}"), Some(&admin.cookie)).await.text().await.unwrap();
     let table = page.split("id=\"model-facts\"").nth(1).unwrap().split("</table>").next().unwrap();
     assert!(table.contains("<code>gpt-4o-mini</code>") && table.contains("(catalog)"), "{table}");
+    // A chat model does not make images (the catalog says so).
+    assert!(table.contains("<th>Makes images</th>"), "{table}");
+    assert!(table.matches("<td>").count() % 9 == 0, "one cell per column: {table}");
     assert!(page.contains("hx-post=\"/admin/models/refresh\""), "the console can ask the providers again");
     let res = a.c.app.post_form("/admin/models/refresh", "", Some(&admin)).await;
     assert!(res.text().await.unwrap().contains("will be fetched again"));

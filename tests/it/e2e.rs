@@ -667,3 +667,37 @@ async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_model_picked_in_the_composer_shows_its_picture_in_the_lightbox() {
+    use crate::support::mock_upstream::{Provider, Reply};
+    let c = crate::runs::chat_with(|cfg| {
+        if let Some(p) = cfg.llm.providers.get_mut("openai") {
+            p.models.push("gpt-image-1".into());
+        }
+    })
+    .await;
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/images.json"));
+    let browser = Browser::start().await.unwrap();
+    browser.goto(&c.app.url("/")).await.unwrap();
+    browse_as(&browser, &c.app, &c.user, &format!("/s/{}", c.session)).await;
+    browser.wait_for("#composer-message", Duration::from_secs(10)).await.unwrap();
+    browser
+        .execute("document.getElementById('composer-model').value = 'openai/gpt-image-1'; return true;", &[])
+        .await
+        .unwrap();
+    browser.type_into("#composer-message", "A lighthouse at dusk").await.unwrap();
+    browser.send_keys("#composer-message", "\u{E007}").await.unwrap();
+    // The answer's picture arrives with the run's end, without a reload.
+    browser
+        .wait_for(".msg-assistant[data-status=complete] .msg-files .msg-image img", Duration::from_secs(15))
+        .await
+        .unwrap();
+    browser.screenshot(artifacts_dir().join("generated-image.png")).await.unwrap();
+    browser.click(".msg-assistant .msg-image").await.unwrap();
+    browser.wait_for("dialog#lightbox[open] img", Duration::from_secs(5)).await.unwrap();
+    browser.send_keys("dialog#lightbox", "\u{E00C}").await.unwrap();
+    browser.wait_for("dialog#lightbox:not([open])", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
+    browser.close().await.unwrap();
+}

@@ -30,6 +30,7 @@ mod files;
 mod gateway;
 mod gateway_surfaces;
 mod groups;
+mod images;
 mod invitations;
 mod limits;
 mod links;

@@ -19,8 +19,10 @@ use crate::storage::Db;
 use crate::storage::repos::agent as repo;
 use crate::tools::{self, FetchLimits, ProcessLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
+mod images;
 pub mod memory;
 mod todos;
+pub use images::*;
 pub use todos::*;
 
 mod host_roots;
@@ -210,7 +212,9 @@ fn literal(subject: &str) -> String {
 /// same origin, everything else (commands above all) only these exact arguments.
 pub fn default_pattern(tool: &str, args: &Value) -> String {
     match tool {
-        "read_file" | "write_file" | "edit_file" | "list_directory" | "write_todo" => "*".into(),
+        "read_file" | "write_file" | "edit_file" | "list_directory" | "write_todo" | GENERATE_IMAGE => {
+            "*".into()
+        }
         "web_fetch" => {
             let url = rule_subject(tool, args);
             match reqwest::Url::parse(&url) {

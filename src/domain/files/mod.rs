@@ -17,7 +17,9 @@ use crate::storage::Db;
 use crate::storage::entities::attachment;
 use crate::storage::repos::files::{self as repo, NewUpload};
 
+mod generated;
 mod reservations;
+pub use generated::{Destination, attach_generated, message_images, room_for_images, thread_images};
 pub use reservations::{Reservation, Reservations};
 
 /// Upload limits and image handling.

@@ -263,6 +263,8 @@ impl Providers {
             Fact { name: "output limit", value: info.max_output.to_string(), source: sources[4] },
             Fact { name: "input price", value: price(info.input_per_mtok), source: sources[5] },
             Fact { name: "output price", value: price(info.output_per_mtok), source: sources[6] },
+            // From the catalog alone (an admin cannot turn a chat model into an image model).
+            Fact { name: "image output", value: yes_no(info.image_output), source: base },
         ];
         (info, facts)
     }
@@ -322,6 +324,19 @@ impl Providers {
             crate::storage::repos::tool_refusals::forget_all(&access.db).await?;
         }
         Ok(())
+    }
+
+    /// The image model behind the agent's `generate_image` tool for the actor: `llm.image_model`
+    /// when the actor may pick it, else the first model they may pick that makes images.
+    pub async fn image_model(&self, actor: &crate::domain::accounts::Actor) -> Option<String> {
+        let choices = self.choices(actor).await;
+        if !self.image_model.is_empty() && choices.iter().any(|c| c.value == self.image_model) {
+            return Some(self.image_model.clone());
+        }
+        choices
+            .into_iter()
+            .map(|c| c.value)
+            .find(|value| self.model_info(value).is_some_and(|info| info.image_output))
     }
 
     /// The facts in force for an instance provider's `provider/model` reference, for the

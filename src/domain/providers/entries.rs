@@ -211,12 +211,20 @@ impl ModelChoice {
     /// The picker's words for what a model can do and costs (from the facts in force).
     pub fn describe(info: &crate::providers::catalog::ModelInfo) -> String {
         let mut parts: Vec<String> = Vec::new();
-        for (on, word) in [(info.tools, "tools"), (info.vision, "vision"), (info.reasoning, "reasoning")] {
+        let words = [
+            (info.image_output, "makes images"),
+            (info.tools, "tools"),
+            (info.vision, "vision"),
+            (info.reasoning, "reasoning"),
+        ];
+        for (on, word) in words {
             if on {
                 parts.push(word.to_string());
             }
         }
-        if info.known || info.context_window != crate::providers::catalog::DEFAULT_CONTEXT_WINDOW {
+        // An image model's window says nothing to the person picking it.
+        let window = info.known || info.context_window != crate::providers::catalog::DEFAULT_CONTEXT_WINDOW;
+        if window && !info.image_output {
             let k = info.context_window / 1000;
             parts.push(if k >= 1000 { format!("{}M context", k / 1000) } else { format!("{k}k context") });
         }

@@ -14,6 +14,7 @@ use crate::config::ProviderKind;
 use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat};
 use crate::providers::client::{EventStream, ProviderClient, RetryPolicy};
 use crate::providers::discovery::Discovered;
+use crate::providers::images::{ImageAnswer, ImageLimits, ImageRequest};
 use crate::providers::types::{ChatRequest, Embeddings, ProviderError};
 use crate::secret::Secret;
 use crate::storage::Db;
@@ -221,9 +222,13 @@ impl KeyedChat {
                     let key = self.reveal(ORG_OWNER, *id, purpose).await?;
                     match op.run(self.handle(client.clone(), key, retry).as_ref()).await {
                         Ok(v) => return Ok(v),
+                        // An image call that failed otherwise may have been made (and billed).
                         Err(e)
                             if more
-                                && (e.status == 429 || e.status == 401 || e.status == 403 || e.retryable) =>
+                                && (e.status == 429
+                                    || e.status == 401
+                                    || e.status == 403
+                                    || (e.retryable && !matches!(op, Op::Images(..)))) =>
                         {
                             let rest = match e.status {
                                 429 => Some(self.cooldown),
@@ -260,6 +265,7 @@ enum Op<'r> {
     Count(&'r ChatRequest),
     Embed(&'r str, &'r [String]),
     Discover(&'r str),
+    Images(&'r ImageRequest, ImageLimits),
 }
 
 /// What the call produced.
@@ -269,6 +275,7 @@ enum Out {
     Count(Option<u64>),
     Embedded(Option<Embeddings>),
     Discovered(Discovered),
+    Images(ImageAnswer),
 }
 
 impl Op<'_> {
@@ -279,6 +286,7 @@ impl Op<'_> {
             Op::Count(req) => Out::Count(p.count_tokens(req).await?),
             Op::Embed(model, inputs) => Out::Embedded(p.embed(model, inputs).await?),
             Op::Discover(model) => Out::Discovered(p.discover(model).await?),
+            Op::Images(req, limits) => Out::Images(p.generate_images(req, limits).await?),
         })
     }
 }
@@ -332,6 +340,18 @@ impl ChatProvider for KeyedChat {
         Box::pin(async move {
             match self.with_key("embeddings", Op::Embed(model, inputs)).await? {
                 Out::Embedded(e) => Ok(e),
+                _ => Err(mismatch()),
+            }
+        })
+    }
+    fn generate_images<'a>(
+        &'a self,
+        req: &'a ImageRequest,
+        limits: ImageLimits,
+    ) -> BoxFuture<'a, Result<ImageAnswer, ProviderError>> {
+        Box::pin(async move {
+            match self.with_key("images", Op::Images(req, limits)).await? {
+                Out::Images(a) => Ok(a),
                 _ => Err(mismatch()),
             }
         })

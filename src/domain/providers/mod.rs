@@ -66,6 +66,7 @@ pub struct Providers {
     member_overrides: RwLock<HashMap<(Uuid, String), CapabilityOverride>>,
     ttl: Duration,
     default_model: String,
+    image_model: String,
     vault: Option<VaultAccess>,
     health: Arc<KeyHealth>,
     limits: RateLimits,
@@ -149,6 +150,7 @@ impl Providers {
             member_overrides: RwLock::new(HashMap::new()),
             ttl: Duration::from_secs(cfg.discovery_ttl_secs),
             default_model: cfg.default_model.clone(),
+            image_model: cfg.image_model.trim().to_string(),
             vault: None,
             health: Arc::new(KeyHealth::default()),
             limits: RateLimits::default(),
@@ -469,7 +471,11 @@ impl Providers {
         if let Some(chat) = chat {
             match chat.list_models().await {
                 Ok(ids) => {
-                    let ids: Vec<String> = ids.into_iter().filter(|id| is_chat_model(id)).collect();
+                    // Image models the catalog knows are offered too (they answer with images).
+                    let keep = |id: &String| {
+                        is_chat_model(id) || self.catalog.lookup(entry.family(), id).image_output
+                    };
+                    let ids: Vec<String> = ids.into_iter().filter(keep).collect();
                     self.store(cache_key, ids.clone());
                     return ids;
                 }

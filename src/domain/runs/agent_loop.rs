@@ -560,6 +560,9 @@ impl RunEngine {
                 None => ToolOutput::error("MCP servers are not available."),
             };
         }
+        if name == agent::GENERATE_IMAGE {
+            return self.generate_image_tool(job, session, arguments).await;
+        }
         if name == "write_todo" {
             return agent::write_todo(&self.db, job.session_id, arguments).await;
         }

@@ -189,7 +189,8 @@ impl RunEngine {
     ) -> Option<Message> {
         let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await.ok()?;
         let percent = workspace.compact_at_percent.unwrap_or(DEFAULT_COMPACT_AT_PERCENT);
-        if percent == 0 || path.is_empty() {
+        // An image model reads only the question (and cannot write a summary).
+        if percent == 0 || path.is_empty() || resolved.info.image_output {
             return None;
         }
         let request = context::render(&ContextInput {

@@ -239,7 +239,7 @@ impl RunEngine {
             prior_usage: None,
             first_question: None,
         };
-        self.add_mcp_tools(&mut job).await;
+        self.add_run_tools(&mut job).await;
         Some(job)
     }
 

@@ -10,6 +10,7 @@ pub mod ambient;
 pub mod compaction;
 pub mod context;
 pub mod decisions;
+mod images;
 mod lease;
 mod preparation;
 mod recovery;
@@ -68,6 +69,8 @@ pub struct RunEngine {
     pub(super) agent: Arc<AgentSettings>,
     pub(super) mcp: Option<crate::domain::mcp::runtime::SharedMcp>,
     pub(super) blobs: Option<crate::blobs::BlobStore>,
+    /// Limits and quota of the files runs make (generated images).
+    pub(super) files: crate::domain::files::FileSettings,
     pub(super) search: Option<std::sync::Arc<crate::domain::search::SearchService>>,
     /// With other instances on the database: how long this instance's lease lasts.
     pub(super) lease: Option<Duration>,
@@ -163,6 +166,7 @@ impl RunEngine {
             agent: Arc::new(AgentSettings::defaults()),
             mcp: None,
             blobs: None,
+            files: crate::domain::files::FileSettings::default(),
             search: None,
             lease: None,
         }
@@ -186,6 +190,13 @@ impl RunEngine {
     #[must_use]
     pub fn with_blobs(mut self, blobs: crate::blobs::BlobStore) -> RunEngine {
         self.blobs = Some(blobs);
+        self
+    }
+
+    /// The limits and storage quota generated images are held to (those of uploads).
+    #[must_use]
+    pub fn with_files(mut self, files: crate::domain::files::FileSettings) -> RunEngine {
+        self.files = files;
         self
     }
 

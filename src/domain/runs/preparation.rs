@@ -47,14 +47,30 @@ impl RunEngine {
         let ids: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // PDFs go as documents to the three APIs that read them, for models that see images.
         let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents).await
-        {
-            Ok(parts) => parts,
-            Err(e) => {
-                tracing::warn!(error = %e, "attachments could not be read for a request");
-                Default::default()
+        let mut parts =
+            match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents)
+                .await
+            {
+                Ok(parts) => parts,
+                Err(e) => {
+                    tracing::warn!(error = %e, "attachments could not be read for a request");
+                    Default::default()
+                }
+            };
+        // The images an image model answered with are named to the model (so that it knows
+        // of them, and can give them to `generate_image` to edit).
+        let answers: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::Assistant).map(|m| m.id).collect();
+        match crate::domain::files::views_of(&self.db, &answers).await {
+            Ok(made) => {
+                for (id, views) in made {
+                    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+                    let text = format!("[Images made for the user: {}]", names.join(", "));
+                    parts.entry(id).or_default().push(Part::Text { text });
+                }
             }
+            Err(e) => tracing::warn!(error = %e, "the images of answers could not be read for a request"),
         }
+        parts
     }
 
     /// The model a session's next reply uses: the given one, the session's, the workspace's, or

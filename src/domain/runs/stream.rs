@@ -73,7 +73,10 @@ impl RunEngine {
     }
 
     pub(super) async fn drive(&self, mut job: Job, publisher: RunPublisher) {
-        self.add_mcp_tools(&mut job).await;
+        if job.model.info.image_output {
+            return self.image_reply(job, publisher).await;
+        }
+        self.add_run_tools(&mut job).await;
         self.run_loop(job, publisher, Start::Model).await;
     }
 

@@ -135,6 +135,8 @@ fn unknown_model_gets_conservative_defaults() {
             tools: true,
             vision: false,
             reasoning: false,
+            image_output: false,
+            image_input_per_mtok: None,
             known: false,
         }
     );
@@ -403,4 +405,19 @@ fn model_info_serializes() {
     assert_eq!(json["id"], "gemini-2.5-flash");
     assert_eq!(json["known"], true);
     assert_eq!(json["reasoning"], true);
+}
+
+#[test]
+fn image_models_are_marked_and_priced_per_kind_of_token() {
+    let gpt = builtin().lookup(Family::OpenAi, "gpt-image-1");
+    assert!(gpt.known && gpt.image_output && !gpt.tools);
+    // 1,000 text tokens at $5, 2,000 image tokens at $10, 4,160 output tokens at $40 per million.
+    assert_eq!(gpt.image_cost_micros(1000, 2000, 4160), Some(5_000 + 20_000 + 166_400));
+    let gemini = builtin().lookup(Family::Gemini, "gemini-2.5-flash-image-preview");
+    assert!(gemini.image_output, "the image model wins over gemini-2.5-flash: {gemini:?}");
+    // Without an image input price, input images cost the input price.
+    assert_eq!(gemini.image_cost_micros(100, 1000, 1290), Some(30 + 300 + 38_700));
+    assert!(!builtin().lookup(Family::Gemini, "gemini-2.5-flash").image_output);
+    let (_, _, problem) = entry_error(&one("m", "image_output = \"yes\""));
+    assert!(problem.contains("image_output"), "{problem}");
 }

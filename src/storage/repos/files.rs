@@ -255,3 +255,77 @@ pub async fn blob_known(db: &Db, hash: &str) -> StorageResult<bool> {
 pub async fn blob_row(db: &Db, hash: &str) -> StorageResult<Option<blob::Model>> {
     Ok(blob::Entity::find_by_id(hash.to_string()).one(db).await?)
 }
+
+/// A file a run made (a generated image), to attach to one of its messages.
+pub struct NewAttachment<'a> {
+    /// The message that shows it.
+    pub message_id: Uuid,
+    /// The message's session.
+    pub session_id: Uuid,
+    /// Whose file it is (whose storage it counts against).
+    pub user_id: Uuid,
+    /// Its blob.
+    pub hash: &'a str,
+    /// Its size in bytes.
+    pub size: i64,
+    /// Its verified type.
+    pub mime: &'a str,
+    /// The thumbnail's blob, size and type.
+    pub thumb: Option<(&'a str, i64, &'a str)>,
+    /// The name it is shown under.
+    pub file_name: &'a str,
+    /// Image dimensions.
+    pub dims: Option<(i32, i32)>,
+}
+
+/// In one transaction: the blob rows (if new) and the attachments, each after those its
+/// message has already.
+pub async fn insert_attachments(
+    db: &Db,
+    rows: &[NewAttachment<'_>],
+) -> StorageResult<Vec<attachment::Model>> {
+    use sea_orm::PaginatorTrait;
+    let txn = crate::storage::begin_write(db).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for a in rows {
+        ensure_blob(&txn, a.hash, a.size, a.mime).await?;
+        if let Some((hash, size, mime)) = a.thumb {
+            ensure_blob(&txn, hash, size, mime).await?;
+        }
+        let position = attachment::Entity::find()
+            .filter(attachment::Column::MessageId.eq(a.message_id))
+            .count(&txn)
+            .await?;
+        let row = attachment::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            message_id: Set(a.message_id),
+            session_id: Set(a.session_id),
+            user_id: Set(a.user_id),
+            hash: Set(a.hash.to_string()),
+            thumb_hash: Set(a.thumb.map(|(h, _, _)| h.to_string())),
+            file_name: Set(a.file_name.to_string()),
+            size: Set(a.size),
+            mime: Set(a.mime.to_string()),
+            width: Set(a.dims.map(|d| d.0)),
+            height: Set(a.dims.map(|d| d.1)),
+            position: Set(i32::try_from(position).unwrap_or(i32::MAX)),
+            created_at: Set(Utc::now()),
+        }
+        .insert(&txn)
+        .await?;
+        out.push(row);
+    }
+    txn.commit().await?;
+    Ok(out)
+}
+
+/// The latest 1,000 attachments of a session's messages (every branch), newest first.
+pub async fn attachments_in_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<attachment::Model>> {
+    Ok(attachment::Entity::find()
+        .filter(attachment::Column::SessionId.eq(session_id))
+        .order_by_desc(attachment::Column::CreatedAt)
+        .order_by_desc(attachment::Column::Position)
+        .limit(1000)
+        .all(db)
+        .await?)
+}

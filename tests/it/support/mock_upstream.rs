@@ -12,7 +12,8 @@
 //!
 //! - OpenAI, base URL `{base_url}/openai/v1`: `POST /openai/v1/chat/completions`,
 //!   `POST /openai/v1/responses`,
-//!   `POST /openai/v1/embeddings`, `GET /openai/v1/models`, and Ollama's native
+//!   `POST /openai/v1/embeddings`, `POST /openai/v1/images/generations` (JSON) and
+//!   `POST /openai/v1/images/edits` (multipart/form-data), `GET /openai/v1/models`, and Ollama's native
 //!   `GET /openai/api/version`, `GET /openai/api/tags` and `POST /openai/api/show` (beside the OpenAI-compatible base,
 //!   as on an Ollama server), LM Studio's `GET /openai/api/v0/models/{model}` and llama.cpp's
 //!   `GET /openai/props`.
@@ -426,6 +427,8 @@ fn route(method: &str, path: &str) -> Option<Provider> {
             "/openai/v1/chat/completions"
             | "/openai/v1/responses"
             | "/openai/v1/embeddings"
+            | "/openai/v1/images/generations"
+            | "/openai/v1/images/edits"
             | "/openai/api/show",
         )
         | ("GET", "/openai/v1/models" | "/openai/api/version" | "/openai/api/tags" | "/openai/props") => {
