@@ -329,14 +329,20 @@ impl Providers {
     /// The image model behind the agent's `generate_image` tool for the actor: `llm.image_model`
     /// when the actor may pick it, else the first model they may pick that makes images.
     pub async fn image_model(&self, actor: &crate::domain::accounts::Actor) -> Option<String> {
-        let choices = self.choices(actor).await;
-        if !self.image_model.is_empty() && choices.iter().any(|c| c.value == self.image_model) {
-            return Some(self.image_model.clone());
+        let mut first = None;
+        for (entry, ids) in self.offered(actor).await {
+            for raw in &ids {
+                let (id, _) = super::split_alias(raw);
+                let value = format!("{}/{id}", entry.name);
+                if !self.image_model.is_empty() && value == self.image_model {
+                    return Some(value);
+                }
+                if first.is_none() && self.info_of(&entry, id).image_output {
+                    first = Some(value);
+                }
+            }
         }
-        choices
-            .into_iter()
-            .map(|c| c.value)
-            .find(|value| self.model_info(value).is_some_and(|info| info.image_output))
+        first
     }
 
     /// The facts in force for an instance provider's `provider/model` reference, for the
