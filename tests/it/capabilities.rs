@@ -363,3 +363,45 @@ async fn an_unknown_model_sees_an_attached_image_only_when_its_server_says_it_ha
     assert!(text.contains("[Attached file: red.png (image/png"), "{text}");
     assert!(c.mock.problems().is_empty(), "{:?}", c.mock.problems());
 }
+
+/// The "done when", on one model: an Ollama model the catalog does not know, in
+/// suggest mode, proposes a write; nothing runs until the member says yes in the dialog; then
+/// exactly that call runs and the answer follows; the gauge shows the window its server stated
+/// and Arbor's count of the messages (the server reports no usage), never 0 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_ollama_model_calls_a_tool_after_approval_with_a_true_gauge() {
+    let a = agent("suggest", |c| {
+        if let Some(p) = c.llm.providers.get_mut("openai") {
+            p.models.push("llama3.2:latest".to_string());
+        }
+    })
+    .await;
+    a.c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/models_ollama.json"));
+    a.c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/ollama_show.json"));
+    a.c.mock.enqueue(Provider::OpenAi, crate::agent::write_call("notes/a.txt", "hello\n"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Done."));
+    a.c.send_ok("Write a file", LOCAL).await;
+    let call = a.paused().await;
+    assert!(!a.folder.join("a.txt").exists(), "nothing runs before the decision");
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    assert!(page.contains(&format!("id=\"confirm-{call}\"")), "the dialog is on the page");
+
+    let res = a.decide(call, "yes", "").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("a.txt")).unwrap(), "hello\n");
+    let sent = a.c.mock.requests_for(Provider::OpenAi);
+    let first = sent[2].json().unwrap();
+    assert!(first["tools"].as_array().is_some_and(|t| !t.is_empty()), "tools offered: {first}");
+
+    let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();
+    let gauge = page.split("class=\"gauge\"").nth(1).expect("a context gauge");
+    assert!(gauge.contains("of 131072 tokens (estimated: the provider reports no usage)"), "{gauge}");
+    assert!(!gauge.contains("window assumed"), "the server stated the window: {gauge}");
+    let percent: u64 =
+        gauge.split("% of context").next().unwrap().rsplit(['>', ' ']).next().unwrap().parse().unwrap();
+    assert!(percent >= 1, "{gauge}");
+    for m in a.path().await {
+        assert!(m.tokens.is_some_and(|n| n > 0) || m.parts.is_empty(), "{:?} has a size", m.role);
+    }
+}
