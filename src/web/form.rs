@@ -1,14 +1,13 @@
 //! Refused forms and flashes, written once: the message a page shows after an action, and the
-//! fragment (with `HX-Retarget`/`HX-Reswap`) that puts a refusal where the form shows errors.
+//! fragment (placed by [`retarget`]) that puts a refusal where the form shows errors.
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
 use serde::Serialize;
 use tera::Context;
 
 use super::WebError;
-use super::render::{html_response, render_to_string};
+use super::render::{html_response, render_to_string, retarget};
 use crate::state::AppState;
 
 /// What a page says after an action: a success or an error line.
@@ -40,14 +39,6 @@ impl Flash {
     /// An error line.
     pub fn error(m: impl Into<String>) -> Flash {
         Flash { ok: None, error: Some(m.into()) }
-    }
-}
-
-/// Tells htmx to put this response into `target` (a CSS selector) with `swap`.
-pub fn retarget(res: &mut HttpResponse, target: &str, swap: &'static str) {
-    if let Ok(value) = HeaderValue::from_str(target) {
-        res.headers_mut().insert(HeaderName::from_static("hx-retarget"), value);
-        res.headers_mut().insert(HeaderName::from_static("hx-reswap"), HeaderValue::from_static(swap));
     }
 }
 

@@ -1,13 +1,21 @@
 //! Template loading and rendering: full pages and HTMX fragments from the same partials.
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse};
 use tera::{Context, Tera};
 
 use super::WebError;
 use super::assets;
 use crate::state::AppState;
+
+/// Tells htmx to put this response into `target` (a CSS selector) with `swap`.
+pub fn retarget(res: &mut HttpResponse, target: &str, swap: &'static str) {
+    if let Ok(value) = HeaderValue::from_str(target) {
+        res.headers_mut().insert(HeaderName::from_static("hx-retarget"), value);
+        res.headers_mut().insert(HeaderName::from_static("hx-reswap"), HeaderValue::from_static(swap));
+    }
+}
 
 /// Builds the Tera instance from the embedded templates; every name ends in `.html`, so all of
 /// them are autoescaped.
@@ -109,7 +117,7 @@ pub fn section(
 ) -> Result<HttpResponse, WebError> {
     let mut res = page_with_status(state, req, page_name, partial, ctx, status)?;
     if status.is_client_error() && is_htmx(req) {
-        super::form::retarget(&mut res, target, "outerHTML");
+        retarget(&mut res, target, "outerHTML");
     }
     Ok(res)
 }

@@ -214,7 +214,7 @@ async fn session_with_notice(
     ctx.insert("composer_notice", notice);
     let html = render_to_string(state, "partials/_session.html", &ctx)?;
     let mut res = render::html_response(StatusCode::OK, html);
-    form::retarget(&mut res, "#session", "outerHTML");
+    render::retarget(&mut res, "#session", "outerHTML");
     Ok(res)
 }
 
