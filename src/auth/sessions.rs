@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::config::AuthConfig;
-use crate::domain::accounts::{Actor, User, UserStatus};
+use crate::domain::authz::Actor;
+use crate::model::accounts::{User, UserStatus};
 use crate::storage::repos::auth_sessions as repo;
 use crate::storage::{Db, StorageResult};
 

@@ -7,8 +7,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::DomainResult;
-use crate::domain::accounts::User;
 use crate::domain::authz::Admin;
+use crate::model::accounts::User;
 use crate::storage::Db;
 use crate::storage::repos::audit as repo;
 

@@ -6,8 +6,8 @@
 
 use uuid::Uuid;
 
-use crate::domain::accounts::{Role, User};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::accounts::{Role, User};
 
 /// The authenticated user on whose behalf a service call runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl Admin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::accounts::UserStatus;
+    use crate::model::accounts::UserStatus;
 
     fn user(role: Role) -> User {
         User {
