@@ -161,11 +161,12 @@ async fn files_attached_before_clearblobs_are_no_longer_sent() {
 async fn a_context_near_the_window_is_compressed_before_the_reply() {
     let chat = chat_with(|_| {}).await;
     let (workspace, _) = {
-        let ws = arbor::storage::repos::chat::find_session(&chat.app.state.db, chat.user.id, chat.session)
-            .await
-            .unwrap()
-            .unwrap()
-            .workspace_id;
+        let ws =
+            arbor::storage::repos::workspaces::find_session(&chat.app.state.db, chat.user.id, chat.session)
+                .await
+                .unwrap()
+                .unwrap()
+                .workspace_id;
         (ws, ())
     };
     // Bad thresholds are refused with a reason; 10 % is the lowest.
@@ -253,7 +254,7 @@ async fn the_agent_remembers_with_approval_and_the_member_edits_the_memory_in_se
     use serde_json::json;
     let a = agent("suggest", |_| {}).await;
     let c = &a.c;
-    let workspace = arbor::storage::repos::chat::find_session(&c.app.state.db, c.user.id, c.session)
+    let workspace = arbor::storage::repos::workspaces::find_session(&c.app.state.db, c.user.id, c.session)
         .await
         .unwrap()
         .unwrap()
@@ -343,7 +344,7 @@ async fn a_long_agent_turn_is_compressed_before_its_next_call() {
     use crate::agent::{agent, calls, says};
     let a = agent("auto-edit", |_| {}).await;
     let c = &a.c;
-    let workspace = arbor::storage::repos::chat::find_session(&c.app.state.db, c.user.id, c.session)
+    let workspace = arbor::storage::repos::workspaces::find_session(&c.app.state.db, c.user.id, c.session)
         .await
         .unwrap()
         .unwrap()

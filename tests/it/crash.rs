@@ -319,8 +319,10 @@ async fn a_server_killed_during_a_tool_call_offers_the_call_again_after_the_rest
     let began = Instant::now();
     let last = loop {
         let all = messages::session_messages(&s.conn, s.session).await.unwrap();
-        let session =
-            arbor::storage::repos::chat::find_session(&s.conn, s.user.id, s.session).await.unwrap().unwrap();
+        let session = arbor::storage::repos::workspaces::find_session(&s.conn, s.user.id, s.session)
+            .await
+            .unwrap()
+            .unwrap();
         let path = arbor::domain::sessions::tree::active_path(&all, session.active_root_id);
         let last = path.last().cloned().unwrap();
         if last.status == MessageStatus::Complete && last.text() == "The page did not load; moving on." {

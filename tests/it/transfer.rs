@@ -88,7 +88,7 @@ async fn tree_shape(app: &TestApp, session: Uuid) -> Value {
     let calls = arbor::storage::repos::agent::calls_of_session(db, session).await.unwrap();
     let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
     let files = arbor::domain::files::views_of(db, &ids).await.unwrap();
-    let chat = arbor::storage::repos::chat::find_session_by_id(db, session).await.unwrap().unwrap();
+    let chat = arbor::storage::repos::workspaces::find_session_by_id(db, session).await.unwrap().unwrap();
     fn node(
         m: &arbor::domain::sessions::tree::Message,
         all: &[arbor::domain::sessions::tree::Message],
@@ -180,7 +180,7 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
         &c.app,
         &c.s.cookie,
         &format!("/w/{}/export", {
-            arbor::storage::repos::chat::find_session_by_id(&c.app.state.db, c.session)
+            arbor::storage::repos::workspaces::find_session_by_id(&c.app.state.db, c.session)
                 .await
                 .unwrap()
                 .unwrap()
@@ -244,10 +244,16 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
     assert_eq!(status, 202, "{card}");
     let job = finished(&other, &user, job_id(&card)).await;
     assert!(matches!(job.state, ImportState::Done { workspaces: 0, sessions: 1, .. }), "{job:?}");
-    let listed =
-        arbor::storage::repos::chat::workspace_sessions(&other.state.db, user.id, target.id, false, 0, 100)
-            .await
-            .unwrap();
+    let listed = arbor::storage::repos::workspaces::workspace_sessions(
+        &other.state.db,
+        user.id,
+        target.id,
+        false,
+        0,
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(tree_shape(&other, listed[0].id).await, before);
     // The settings page lists both imports.
@@ -289,7 +295,7 @@ async fn chatgpt_and_open_webui_exports_keep_every_branch() {
         let mut listed = Vec::new();
         for archived in [false, true] {
             listed.extend(
-                arbor::storage::repos::chat::workspace_sessions(
+                arbor::storage::repos::workspaces::workspace_sessions(
                     &app.state.db,
                     user.id,
                     ws.id,

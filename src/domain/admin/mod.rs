@@ -22,7 +22,7 @@ use crate::storage::Db;
 use crate::storage::entities::{provider, provider_key};
 use crate::storage::repos::providers::ProviderFields;
 use crate::storage::repos::{
-    auth_sessions, chat as chat_repo, providers as provider_repo, users as users_repo,
+    auth_sessions, providers as provider_repo, users as users_repo, workspaces as workspace_repo,
 };
 use crate::vault::Vault;
 use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind};
@@ -140,8 +140,8 @@ pub async fn deletion_summary(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<
     let _actor = admin.actor();
     let target = target_user(db, id).await?;
     let mut s = DeletionSummary { email: target.email, ..DeletionSummary::default() };
-    for w in chat_repo::list_workspaces(db, id).await? {
-        let (sessions, messages) = chat_repo::workspace_counts(db, id, w.id).await?;
+    for w in workspace_repo::list_workspaces(db, id).await? {
+        let (sessions, messages) = workspace_repo::workspace_counts(db, id, w.id).await?;
         s.workspaces += 1;
         s.sessions += sessions;
         s.messages += messages;
@@ -154,8 +154,8 @@ pub async fn deletion_summary(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<
 pub async fn user_session_ids(db: &Db, admin: &Admin, id: Uuid) -> DomainResult<Vec<Uuid>> {
     let _actor = admin.actor();
     let mut out = Vec::new();
-    for w in chat_repo::list_workspaces(db, id).await? {
-        out.extend(chat_repo::workspace_session_ids(db, id, w.id).await?);
+    for w in workspace_repo::list_workspaces(db, id).await? {
+        out.extend(workspace_repo::workspace_session_ids(db, id, w.id).await?);
     }
     Ok(out)
 }
@@ -172,8 +172,8 @@ pub async fn delete_user(db: &Db, admin: &Admin, origin: &Origin, id: Uuid) -> D
     if target.role == Role::Admin && users_repo::count_admins(db).await? <= 1 {
         return Err(DomainError::Invalid("This is the last admin: promote someone else first.".into()));
     }
-    for w in chat_repo::list_workspaces(db, id).await? {
-        chat_repo::delete_workspace(db, id, w.id).await?;
+    for w in workspace_repo::list_workspaces(db, id).await? {
+        workspace_repo::delete_workspace(db, id, w.id).await?;
     }
     Vault::delete_owner(db, id).await?;
     crate::storage::repos::quotas::remove(db, &id.to_string()).await?;

@@ -82,7 +82,7 @@ pub async fn attach_to_workspace(
     let workspace = match workspace.trim() {
         "" => None,
         raw => {
-            let mine = crate::storage::repos::chat::list_workspaces(db, actor.user_id()).await?;
+            let mine = crate::storage::repos::workspaces::list_workspaces(db, actor.user_id()).await?;
             let found = Uuid::parse_str(raw).ok().and_then(|id| mine.into_iter().find(|w| w.id == id));
             Some(found.ok_or_else(|| DomainError::Invalid("Attach it to one of your workspaces.".into()))?)
         }

@@ -342,13 +342,13 @@ impl RunEngine {
     /// the user named the session or its workspace turned titles off. Bounded in time; a failure
     /// only leaves the title taken from the first message.
     pub(super) async fn propose_title(&self, job: &Job, question: &str, answer: &str) {
-        use crate::storage::repos::chat as chat_repo;
+        use crate::storage::repos::workspaces as workspace_repo;
         // By id: in a shared workspace the session belongs to the workspace's owner, not to the
         // person whose run this is (who was checked when the run started).
-        let Ok(Some(session)) = chat_repo::find_session_by_id(&self.db, job.session_id).await else {
+        let Ok(Some(session)) = workspace_repo::find_session_by_id(&self.db, job.session_id).await else {
             return;
         };
-        let Ok(Some(workspace)) = chat_repo::find_workspace_by_id(&self.db, session.workspace_id).await
+        let Ok(Some(workspace)) = workspace_repo::find_workspace_by_id(&self.db, session.workspace_id).await
         else {
             return;
         };
@@ -380,7 +380,8 @@ impl RunEngine {
             self.record_usage(job, usage, started).await;
         }
         let Some(title) = clean_title(&text) else { return };
-        if let Err(e) = chat_repo::rename_session(&self.db, session.owner_id, session.id, &title, false).await
+        if let Err(e) =
+            workspace_repo::rename_session(&self.db, session.owner_id, session.id, &title, false).await
         {
             tracing::warn!(error = %e, "could not set a proposed title");
         }

@@ -10,7 +10,7 @@ use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
 pub use crate::model::teams::ShareRole;
 use crate::storage::Db;
-use crate::storage::repos::{chat as repo, shares as shares_repo};
+use crate::storage::repos::{shares as shares_repo, workspaces as repo};
 
 use super::{ChatSession, Workspace};
 

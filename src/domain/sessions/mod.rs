@@ -14,8 +14,8 @@ use crate::domain::sessions::tree::{Message, MessageUsage, OverviewRow, Role, Si
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::GenParams;
 use crate::storage::Db;
-use crate::storage::repos::chat::{self as repo, SessionSettings, WorkspaceSettings};
 use crate::storage::repos::messages;
+use crate::storage::repos::workspaces::{self as repo, SessionSettings, WorkspaceSettings};
 
 mod library;
 mod sidebar;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::model::sessions::Workspace;
 use crate::model::teams::{Share, ShareRole, ShareSubject};
 use crate::storage::entities::{group, group_member, user, workspace, workspace_share};
-use crate::storage::repos::chat::workspace_to_domain;
+use crate::storage::repos::workspaces::workspace_to_domain;
 use crate::storage::{Db, StorageError, StorageResult};
 
 fn role(raw: &str) -> StorageResult<ShareRole> {

@@ -1,4 +1,4 @@
-//! Queries over `workspaces` and `sessions`, always filtered by owner.
+//! Queries over `workspaces` and the `sessions` in them, always filtered by owner.
 
 use chrono::Utc;
 use sea_orm::sea_query::Expr;
