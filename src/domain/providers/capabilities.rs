@@ -109,6 +109,21 @@ fn tokens(v: Option<i64>) -> Option<u32> {
     v.and_then(|n| u32::try_from(n).ok())
 }
 
+/// An override from a stored row: admins' and members' rows carry the same seven columns.
+macro_rules! from_row {
+    ($r:expr) => {
+        CapabilityOverride {
+            tools: $r.tools,
+            vision: $r.vision,
+            reasoning: $r.reasoning,
+            context_window: tokens($r.context_window),
+            max_output: tokens($r.max_output),
+            input_per_mtok: $r.input_per_mtok,
+            output_per_mtok: $r.output_per_mtok,
+        }
+    };
+}
+
 /// Lays an override over `info`, marking the facts it sets as coming from `source`.
 fn apply(info: &mut ModelInfo, sources: &mut [Source; 7], o: &CapabilityOverride, source: Source) {
     info.known |= o.context_window.is_some();
@@ -139,28 +154,13 @@ impl Providers {
     /// Reads the admins' and the members' overrides (at start and after each change).
     pub(super) async fn load_overrides(&self, db: &Db) -> DomainResult<()> {
         let rows = repo::all(db).await?;
-        let map: HashMap<String, CapabilityOverride> = rows
-            .into_iter()
-            .map(|r| {
-                (
-                    format!("{}/{}", r.provider, r.model),
-                    CapabilityOverride {
-                        tools: r.tools,
-                        vision: r.vision,
-                        reasoning: r.reasoning,
-                        context_window: tokens(r.context_window),
-                        max_output: tokens(r.max_output),
-                        input_per_mtok: r.input_per_mtok,
-                        output_per_mtok: r.output_per_mtok,
-                    },
-                )
-            })
-            .collect();
+        let map: HashMap<String, CapabilityOverride> =
+            rows.into_iter().map(|r| (format!("{}/{}", r.provider, r.model), from_row!(r))).collect();
         *self.overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
         let members = member_repo::all(db).await?;
         let mut map: HashMap<(Uuid, String), CapabilityOverride> = HashMap::new();
         for r in members {
-            map.insert((r.secret_id, r.model.clone()), member_override(r));
+            map.insert((r.secret_id, r.model.clone()), from_row!(r));
         }
         *self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
         // Refusals remembered before a restart (added to: a reload never forgets one).
@@ -177,7 +177,7 @@ impl Providers {
         let mut map = self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.retain(|(k, _), _| *k != key);
         for r in rows {
-            map.insert((key, r.model.clone()), member_override(r));
+            map.insert((key, r.model.clone()), from_row!(r));
         }
         Ok(())
     }
@@ -349,12 +349,10 @@ impl Providers {
     /// console.
     pub fn facts(&self, reference: &str) -> Vec<Fact> {
         let Some((provider, model)) = reference.split_once('/') else { return Vec::new() };
-        let family = self.entries().iter().find(|e| e.name == provider).map(|e| e.family());
-        let catalog = match family {
-            Some(f) => self.catalog().lookup(f, model),
-            None => return Vec::new(),
-        };
-        self.in_force(provider, model, Holder::Instance, catalog).1
+        match self.entries().iter().find(|e| e.name == provider) {
+            Some(entry) => self.facts_of(entry, model),
+            None => Vec::new(),
+        }
     }
 
     /// The facts in force for `model` of `entry` (an instance provider, or a member's own), as
@@ -362,17 +360,5 @@ impl Providers {
     pub fn facts_of(&self, entry: &super::ProviderEntry, model: &str) -> Vec<Fact> {
         let catalog = self.catalog().lookup(entry.family(), model);
         self.in_force(&entry.name, model, entry.holder, catalog).1
-    }
-}
-
-fn member_override(r: crate::storage::entities::member_model_override::Model) -> CapabilityOverride {
-    CapabilityOverride {
-        tools: r.tools,
-        vision: r.vision,
-        reasoning: r.reasoning,
-        context_window: tokens(r.context_window),
-        max_output: tokens(r.max_output),
-        input_per_mtok: r.input_per_mtok,
-        output_per_mtok: r.output_per_mtok,
     }
 }
