@@ -403,6 +403,43 @@ pub fn chunk(id: &str, created: i64, model: &str, delta: Value, finish: Option<&
     })
 }
 
+/// The text chunks of one streamed answer, written without building a JSON object each time:
+/// the parts every chunk shares are made once, and each delta is its escaped text between
+/// them. Each line is the same object [`chunk`] makes with `{"content": text}` (or
+/// `reasoning_content`) as the delta.
+pub struct TextChunks {
+    /// `data: {"id":…,"model":…,"choices":[{"index":0,"delta":{`
+    head: String,
+}
+
+/// What follows a text chunk's delta.
+const TEXT_CHUNK_TAIL: &str = "},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+
+impl TextChunks {
+    /// The shared parts for the answer `id` by `model`, made at `created`.
+    pub fn new(id: &str, created: i64, model: &str) -> TextChunks {
+        let head = format!(
+            "data: {{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{created},\"model\":{},\"choices\":[{{\"index\":0,\"delta\":{{",
+            Value::from(id),
+            Value::from(model)
+        );
+        TextChunks { head }
+    }
+
+    /// The SSE line of one delta: `field` (`content` or `reasoning_content`) set to `text`.
+    pub fn line(&self, field: &str, text: &str) -> String {
+        let mut out = Vec::with_capacity(self.head.len() + field.len() + text.len() + 64);
+        out.extend_from_slice(self.head.as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(field.as_bytes());
+        out.extend_from_slice(b"\":");
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, text);
+        out.extend_from_slice(TEXT_CHUNK_TAIL.as_bytes());
+        String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+}
+
 /// The closing usage chunk (`stream_options.include_usage`).
 pub fn usage_chunk(id: &str, created: i64, model: &str, u: &Usage) -> Value {
     json!({
@@ -440,6 +477,19 @@ pub fn sse(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_chunk_line_is_the_chunk_object() {
+        let chunks = TextChunks::new("chatcmpl-1\"x", 17, "mock/m\u{e9}");
+        for text in ["Hi", "", "a \"quote\", a \\ and\n\t\u{1} \u{2028} \u{1F600}"] {
+            for field in ["content", "reasoning_content"] {
+                let line = chunks.line(field, text);
+                let data = line.strip_prefix("data: ").and_then(|l| l.strip_suffix("\n\n")).unwrap();
+                let parsed: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(parsed, chunk("chatcmpl-1\"x", 17, "mock/m\u{e9}", json!({ field: text }), None));
+            }
+        }
+    }
 
     #[test]
     fn a_full_request_parses_into_the_neutral_form() {

@@ -80,6 +80,11 @@ type ParseFn<T> = fn(&[u8]) -> Result<T, StreamParseError>;
 /// A stream of provider events; it always ends after `Finish` or `Error`.
 pub type EventStream = Pin<Box<dyn Stream<Item = ProviderEvent> + Send>>;
 
+/// The most idle connections kept to one provider host.
+const IDLE_CONNECTIONS_PER_HOST: usize = 32;
+/// How long an idle connection to a provider is kept.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Sends requests to providers.
 #[derive(Clone)]
 pub struct ProviderClient {
@@ -237,6 +242,10 @@ struct Reading {
     raw: VecDeque<super::sse::SseEvent>,
     pending: VecDeque<ProviderEvent>,
     idle_timeout: Duration,
+    /// Goes off at the latest `idle_timeout` after the last read (see [`Reading::next`]).
+    idle: Pin<Box<tokio::time::Sleep>>,
+    /// When the provider last sent something.
+    last_read: tokio::time::Instant,
     key: Secret,
     done: bool,
 }
@@ -263,8 +272,17 @@ impl Reading {
             if self.done {
                 return None;
             }
-            match tokio::time::timeout(self.idle_timeout, self.body.next()).await {
-                Err(_) => {
+            let read = tokio::select! {
+                biased;
+                read = self.body.next() => read,
+                () = self.idle.as_mut() => {
+                    // The timer is set once and moved on only when it goes off (moving it
+                    // at every read costs a timer-wheel update per chunk).
+                    let deadline = self.last_read + self.idle_timeout;
+                    if tokio::time::Instant::now() < deadline {
+                        self.idle.as_mut().reset(deadline);
+                        continue;
+                    }
                     self.done = true;
                     return Some(ProviderEvent::Error(ProviderError {
                         status: 0,
@@ -274,12 +292,15 @@ impl Reading {
                         retry_after_secs: None,
                     }));
                 }
-                Ok(Some(Ok(chunk))) => self.raw.extend(self.parser.push(&chunk)),
-                Ok(Some(Err(e))) => {
+            };
+            self.last_read = tokio::time::Instant::now();
+            match read {
+                Some(Ok(chunk)) => self.raw.extend(self.parser.push(&chunk)),
+                Some(Err(e)) => {
                     self.done = true;
                     return Some(ProviderEvent::Error(transport_error(&e)));
                 }
-                Ok(None) => {
+                None => {
                     for sse in self.parser.finish() {
                         if let Ok(events) = self.decoder.on_event(&sse) {
                             self.pending.extend(events);
@@ -312,6 +333,10 @@ impl ProviderClient {
     pub fn new(connect_timeout: Duration, idle_timeout: Duration) -> Result<ProviderClient, String> {
         let http = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
+            // After a burst, idle connections (each with its buffers) would stay for 90 s, as
+            // many as the burst opened: keep a few per provider, for a short while.
+            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
@@ -321,7 +346,10 @@ impl ProviderClient {
     /// A client like this one whose connections go only to the addresses the SSRF guard
     /// checked (for base URLs a member chose).
     pub fn pinned(&self, target: &crate::netguard::Target) -> Result<ProviderClient, String> {
-        let builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        let builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
         let http = crate::netguard::pinned_client(target, builder).map_err(|e| e.to_string())?;
         Ok(ProviderClient { http, idle_timeout: self.idle_timeout, connect_timeout: self.connect_timeout })
     }
@@ -583,6 +611,8 @@ impl ProviderClient {
             raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout: self.idle_timeout,
+            idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
+            last_read: tokio::time::Instant::now(),
             key: ep.api_key.clone(),
             done: false,
         };

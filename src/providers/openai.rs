@@ -21,6 +21,7 @@ use super::types::*;
 
 mod embeddings;
 mod errors;
+mod fast_chunk;
 mod images;
 pub mod responses;
 pub use embeddings::{build_embeddings, embeddings_endpoint, parse_embeddings};
@@ -283,6 +284,11 @@ impl StreamDecoder {
 
     /// Decodes one SSE event (its `data` is a chunk object, an error object or `[DONE]`).
     pub fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ProviderEvent>, StreamParseError> {
+        self.decode(event, true)
+    }
+
+    /// [`Self::on_event`], with the plain-chunk reader (`fast`) or only the full one.
+    fn decode(&mut self, event: &SseEvent, fast: bool) -> Result<Vec<ProviderEvent>, StreamParseError> {
         if self.done || self.failed {
             return Ok(Vec::new());
         }
@@ -301,6 +307,19 @@ impl StreamDecoder {
                 out.push(ProviderEvent::Finish(reason));
             }
             return Ok(out);
+        }
+        if let Some(plain) = fast.then(|| fast_chunk::read(data)).flatten() {
+            if self.completion_id.is_empty()
+                && let Some(id) = plain.id
+            {
+                self.completion_id = id.into_owned();
+            }
+            return Ok(plain
+                .texts
+                .into_iter()
+                .flatten()
+                .map(|t| ProviderEvent::TextDelta(t.into_owned()))
+                .collect());
         }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| StreamParseError(format!("chunk is not JSON ({e}): {}", preview(data))))?;

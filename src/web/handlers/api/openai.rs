@@ -16,16 +16,21 @@ struct Completion {
     model: String,
     include_usage: bool,
     answer: openai::Answer,
+    /// The shared parts of the streamed text chunks (streamed answers only).
+    text_chunks: Option<openai::TextChunks>,
     calls: usize,
     reported: Option<Usage>,
     produced: usize,
 }
 
 impl Completion {
-    fn new(model: String, include_usage: bool) -> Completion {
+    fn new(model: String, include_usage: bool, stream: bool) -> Completion {
+        let id = gateway::response_id("chatcmpl-");
+        let created = chrono::Utc::now().timestamp();
         Completion {
-            id: gateway::response_id("chatcmpl-"),
-            created: chrono::Utc::now().timestamp(),
+            text_chunks: stream.then(|| openai::TextChunks::new(&id, created, &model)),
+            id,
+            created,
             model,
             include_usage,
             answer: openai::Answer::default(),
@@ -38,6 +43,20 @@ impl Completion {
     fn chunk(&self, delta: serde_json::Value, finish: Option<&str>) -> String {
         openai::sse(&openai::chunk(&self.id, self.created, &self.model, delta, finish))
     }
+
+    /// A text delta's chunk: written from the shared parts when streaming (the whole answer
+    /// is kept only when it is returned whole).
+    fn text_chunk(&mut self, field: &str, text: String) -> Option<String> {
+        match &self.text_chunks {
+            Some(chunks) => Some(chunks.line(field, &text)),
+            None => {
+                let kept =
+                    if field == "content" { &mut self.answer.text } else { &mut self.answer.reasoning };
+                kept.push_str(&text);
+                None
+            }
+        }
+    }
 }
 
 impl StreamFormat for Completion {
@@ -49,13 +68,9 @@ impl StreamFormat for Completion {
         match ev {
             ProviderEvent::TextDelta(t) => {
                 self.produced += t.len();
-                self.answer.text.push_str(&t);
-                Some(self.chunk(json!({ "content": t }), None))
+                self.text_chunk("content", t)
             }
-            ProviderEvent::ThoughtDelta(t) => {
-                self.answer.reasoning.push_str(&t);
-                Some(self.chunk(json!({ "reasoning_content": t }), None))
-            }
+            ProviderEvent::ThoughtDelta(t) => self.text_chunk("reasoning_content", t),
             ProviderEvent::ToolCall { id, name, arguments, .. } => {
                 self.produced += arguments.to_string().len();
                 let call = openai::tool_call_json(self.calls, &id, &name, &arguments);
@@ -119,7 +134,7 @@ pub async fn chat_completions(
         Ok(o) => o,
         Err(e) => return openai_error(&e),
     };
-    let mut format = Completion::new(opened.model.reference(), parsed.include_usage);
+    let mut format = Completion::new(opened.model.reference(), parsed.include_usage, parsed.stream);
     if parsed.stream {
         return pump(state.into_inner(), caller, parsed.request, opened, format, "text/event-stream");
     }
