@@ -7,14 +7,17 @@
 //! reported as [`ProviderEvent::Error`] and the stream ends; it is never retried, so no token is
 //! ever sent twice.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 
+mod reading;
+
+use reading::Reading;
+
 use super::discovery::{self, Discovered};
-use super::sse::{SseEvent, SseParser};
+use super::sse::SseEvent;
 use super::types::{ChatRequest, Embeddings, ProviderError, ProviderEvent, StreamParseError};
 use super::{anthropic, gemini, openai};
 use crate::secret::Secret;
@@ -230,102 +233,6 @@ pub(super) fn parse_failure(e: &StreamParseError) -> ProviderError {
 
 fn is_content(e: &ProviderEvent) -> bool {
     matches!(e, ProviderEvent::TextDelta(_) | ProviderEvent::ThoughtDelta(_) | ProviderEvent::ToolCall { .. })
-}
-
-/// A streamed response being read: bytes -> SSE events -> provider events.
-struct Reading {
-    body: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    parser: SseParser,
-    decoder: Decoder,
-    /// Parsed but not yet decoded: one network read may hold a whole fast stream, and decoding
-    /// it all before handing out the first event would delay the first token.
-    raw: VecDeque<super::sse::SseEvent>,
-    pending: VecDeque<ProviderEvent>,
-    idle_timeout: Duration,
-    /// Goes off at the latest `idle_timeout` after the last read (see [`Reading::next`]).
-    idle: Pin<Box<tokio::time::Sleep>>,
-    /// When the provider last sent something.
-    last_read: tokio::time::Instant,
-    key: Secret,
-    done: bool,
-}
-
-impl Reading {
-    /// The next event, or `None` once the stream has ended (after `Finish` or `Error`).
-    async fn next(&mut self) -> Option<ProviderEvent> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                if matches!(ev, ProviderEvent::Error(_)) {
-                    self.done = true;
-                    self.pending.clear();
-                    self.raw.clear();
-                }
-                return Some(ev);
-            }
-            if let Some(sse) = self.raw.pop_front() {
-                match self.decoder.on_event(&sse) {
-                    Ok(events) => self.pending.extend(events),
-                    Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
-                }
-                continue;
-            }
-            if self.done {
-                return None;
-            }
-            let read = tokio::select! {
-                biased;
-                read = self.body.next() => read,
-                () = self.idle.as_mut() => {
-                    // The timer is set once and moved on only when it goes off (moving it
-                    // at every read costs a timer-wheel update per chunk).
-                    let deadline = self.last_read + self.idle_timeout;
-                    if tokio::time::Instant::now() < deadline {
-                        self.idle.as_mut().reset(deadline);
-                        continue;
-                    }
-                    self.done = true;
-                    return Some(ProviderEvent::Error(ProviderError {
-                        status: 0,
-                        kind: "timeout".into(),
-                        message: "the provider stopped sending".into(),
-                        retryable: true,
-                        retry_after_secs: None,
-                    }));
-                }
-            };
-            self.last_read = tokio::time::Instant::now();
-            match read {
-                Some(Ok(chunk)) => self.raw.extend(self.parser.push(&chunk)),
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(ProviderEvent::Error(transport_error(&e)));
-                }
-                None => {
-                    for sse in self.parser.finish() {
-                        if let Ok(events) = self.decoder.on_event(&sse) {
-                            self.pending.extend(events);
-                        }
-                    }
-                    match self.decoder.finish() {
-                        Ok(events) => self.pending.extend(events),
-                        Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
-                    }
-                    // What is left is handed out by the loop above, then the stream ends.
-                    self.done = true;
-                }
-            }
-        }
-    }
-
-    fn redact(&self, ev: ProviderEvent) -> ProviderEvent {
-        match ev {
-            ProviderEvent::Error(mut e) => {
-                e.message = redact(&e.message, &self.key);
-                ProviderEvent::Error(e)
-            }
-            other => other,
-        }
-    }
 }
 
 impl ProviderClient {
@@ -600,22 +507,13 @@ impl ProviderClient {
             err.message = redact(&err.message, &ep.api_key);
             return Err(err);
         }
-        let mut reading = Reading {
-            body: Box::pin(res.bytes_stream()),
-            parser: SseParser::new(),
-            decoder: if ep.via_responses(req) {
-                Decoder::OpenAiResponses(openai::responses::StreamDecoder::new())
-            } else {
-                Decoder::new(ep.format)
-            },
-            raw: VecDeque::new(),
-            pending: VecDeque::new(),
-            idle_timeout: self.idle_timeout,
-            idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
-            last_read: tokio::time::Instant::now(),
-            key: ep.api_key.clone(),
-            done: false,
+        let decoder = if ep.via_responses(req) {
+            Decoder::OpenAiResponses(openai::responses::StreamDecoder::new())
+        } else {
+            Decoder::new(ep.format)
         };
+        let mut reading =
+            Reading::new(Box::pin(res.bytes_stream()), decoder, self.idle_timeout, ep.api_key.clone());
         let mut held = Vec::new();
         while let Some(ev) = reading.next().await {
             let ev = reading.redact(ev);
