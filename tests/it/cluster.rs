@@ -189,13 +189,16 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Sends a message through instance `n`; returns the answer's id.
+    /// Sends a message through instance `n`; returns the answer's id (still streaming, or
+    /// already whole when the mock was faster than the page).
     pub(crate) async fn send(&self, n: usize, text: &str) -> Uuid {
         let res = self.send_with(n, text, "openai/gpt-4o-mini").await;
         assert_eq!(res.status(), 200);
         let html = res.text().await.unwrap();
-        let at = html.find("is-streaming\" id=\"m-").unwrap_or_else(|| panic!("a streaming answer: {html}"))
-            + "is-streaming\" id=\"m-".len();
+        let at = ["is-streaming\" id=\"m-", "msg-assistant\" id=\"m-"]
+            .iter()
+            .find_map(|marker| html.rfind(marker).map(|at| at + marker.len()))
+            .unwrap_or_else(|| panic!("an answer: {html}"));
         Uuid::parse_str(&html[at..at + 36]).unwrap()
     }
 
