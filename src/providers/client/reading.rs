@@ -22,10 +22,6 @@ pub(super) struct Reading {
     raw: VecDeque<SseEvent>,
     pending: VecDeque<ProviderEvent>,
     idle_timeout: Duration,
-    /// Goes off at the latest `idle_timeout` after the last read (see [`Reading::next`]).
-    idle: Pin<Box<tokio::time::Sleep>>,
-    /// When the provider last sent something.
-    last_read: tokio::time::Instant,
     key: Secret,
     done: bool,
 }
@@ -46,8 +42,6 @@ impl Reading {
             raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout,
-            idle: Box::pin(tokio::time::sleep(idle_timeout)),
-            last_read: tokio::time::Instant::now(),
             key,
             done: false,
         }
@@ -74,28 +68,16 @@ impl Reading {
             if self.done {
                 return None;
             }
-            let read = tokio::select! {
-                biased;
-                read = self.body.next() => read,
-                () = self.idle.as_mut() => {
-                    // The timer is set once and moved on only when it goes off (moving it
-                    // at every read costs a timer-wheel update per chunk).
-                    let deadline = self.last_read + self.idle_timeout;
-                    if tokio::time::Instant::now() < deadline {
-                        self.idle.as_mut().reset(deadline);
-                        continue;
-                    }
-                    self.done = true;
-                    return Some(ProviderEvent::Error(ProviderError {
-                        status: 0,
-                        kind: "timeout".into(),
-                        message: "the provider stopped sending".into(),
-                        retryable: true,
-                        retry_after_secs: None,
-                    }));
-                }
+            let Ok(read) = tokio::time::timeout(self.idle_timeout, self.body.next()).await else {
+                self.done = true;
+                return Some(ProviderEvent::Error(ProviderError {
+                    status: 0,
+                    kind: "timeout".into(),
+                    message: "the provider stopped sending".into(),
+                    retryable: true,
+                    retry_after_secs: None,
+                }));
             };
-            self.last_read = tokio::time::Instant::now();
             match read {
                 Some(Ok(chunk)) => self.raw.extend(self.parser.push(&chunk)),
                 Some(Err(e)) => {
