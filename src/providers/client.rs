@@ -88,6 +88,16 @@ const IDLE_CONNECTIONS_PER_HOST: usize = 32;
 /// How long an idle connection to a provider is kept.
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The settings every provider client shares: the connect timeout, and few idle connections
+/// kept briefly (after a burst they would otherwise stay for 90 s, as many as it opened, each
+/// with its buffers).
+fn builder(connect_timeout: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+}
+
 /// Sends requests to providers.
 #[derive(Clone)]
 pub struct ProviderClient {
@@ -238,12 +248,7 @@ fn is_content(e: &ProviderEvent) -> bool {
 impl ProviderClient {
     /// A client with the given connect timeout and idle (between chunks) timeout.
     pub fn new(connect_timeout: Duration, idle_timeout: Duration) -> Result<ProviderClient, String> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            // After a burst, idle connections (each with its buffers) would stay for 90 s, as
-            // many as the burst opened: keep a few per provider, for a short while.
-            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
-            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+        let http = builder(connect_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
@@ -253,11 +258,8 @@ impl ProviderClient {
     /// A client like this one whose connections go only to the addresses the SSRF guard
     /// checked (for base URLs a member chose).
     pub fn pinned(&self, target: &crate::netguard::Target) -> Result<ProviderClient, String> {
-        let builder = reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
-            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
-        let http = crate::netguard::pinned_client(target, builder).map_err(|e| e.to_string())?;
+        let http = crate::netguard::pinned_client(target, builder(self.connect_timeout))
+            .map_err(|e| e.to_string())?;
         Ok(ProviderClient { http, idle_timeout: self.idle_timeout, connect_timeout: self.connect_timeout })
     }
 
