@@ -145,7 +145,12 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
     let providers = Arc::new(providers);
     domain::providers::listen_to_instances(providers.clone());
+    let quota_holds = match &counters {
+        Some(counters) => domain::admin::quota_holds::QuotaHolds::shared(counters.clone()),
+        None => domain::admin::quota_holds::QuotaHolds::default(),
+    };
     let mut engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), providers, pacing)
+        .with_quota_holds(quota_holds)
         .with_blobs(blobs.clone())
         .with_files(files.clone())
         .with_search(search.clone())

@@ -7,10 +7,12 @@
 mod imaging;
 mod names;
 mod sniff;
+mod staging;
 
 pub use imaging::{ImageLimits, Prepared, prepare_image};
 pub use names::{clean_file_name, content_disposition};
 pub use sniff::Kind;
+pub use staging::{Staged, Staging};
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -21,7 +23,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha512_256};
-use tokio::io::AsyncWriteExt;
 
 /// Temp files older than this were left by a crash: no upload takes an hour between chunks.
 const STALE_TEMP: Duration = Duration::from_secs(60 * 60);
@@ -137,34 +138,16 @@ impl BlobStore {
     where
         S: Stream<Item = Result<Bytes, E>>,
     {
-        let tmp = self.dirs.tmp.clone();
-        let (temp, file) = blocking(move || Ok(TempPath::create(&tmp)?)).await?;
-        let mut file = tokio::fs::File::from_std(file);
-        let mut hasher = Sha512_256::new();
-        // One byte more than sniffing reads, so `Kind::sniff` knows the head was cut.
-        let mut head = Vec::new();
-        let mut size: u64 = 0;
+        let mut staging = self.stage().await?;
         let mut stream = std::pin::pin!(stream);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|_| BlobError::Interrupted)?;
-            size = size.saturating_add(chunk.len() as u64);
-            if size > max_bytes {
+            if staging.size().saturating_add(chunk.len() as u64) > max_bytes {
                 return Err(BlobError::TooLarge);
             }
-            hasher.update(&chunk);
-            let wanted = (sniff::SNIFF_LEN + 1).saturating_sub(head.len()).min(chunk.len());
-            head.extend_from_slice(&chunk[..wanted]);
-            file.write_all(&chunk).await?;
+            staging.write(&chunk).await?;
         }
-        file.flush().await?;
-        let file = file.into_std().await;
-        let hash = hex(&hasher.finalize());
-        let store = self.clone();
-        blocking(move || {
-            let created = store.commit(&temp, file, &hash, size)?;
-            Ok(StoredBlob { hash, size, kind: Kind::sniff(&head), created })
-        })
-        .await
+        staging.finish().await?.commit().await
     }
 
     /// Stores what `reader` yields, hashing as it writes to a temp file, on a blocking thread

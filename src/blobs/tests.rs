@@ -283,3 +283,23 @@ fn error_messages_name_no_paths() {
     assert_eq!(e.to_string(), "the file could not be stored");
     assert!(std::error::Error::source(&e).is_some(), "the cause stays available for logs");
 }
+
+#[tokio::test]
+async fn a_staged_file_is_read_back_or_dropped_without_a_trace() {
+    let (_dir, store) = store();
+    let mut staging = store.stage().await.unwrap();
+    staging.write(b"%PDF-1.7\n").await.unwrap();
+    staging.write(b"rest").await.unwrap();
+    assert_eq!(staging.size(), 13);
+    assert_eq!(temp_count(&store), 1);
+    let staged = staging.finish().await.unwrap();
+    assert_eq!(staged.kind(), Kind::Pdf);
+    assert_eq!(staged.hash(), hash_of(b"%PDF-1.7\nrest"));
+    assert_eq!(staged.into_bytes().await.unwrap(), b"%PDF-1.7\nrest");
+    assert_eq!(temp_count(&store), 0, "read back, the temp file goes");
+    assert!(store.list().await.unwrap().is_empty(), "and nothing was stored");
+    let mut staging = store.stage().await.unwrap();
+    staging.write(b"abandoned").await.unwrap();
+    drop(staging);
+    assert_eq!(temp_count(&store), 0);
+}

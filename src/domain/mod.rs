@@ -44,6 +44,10 @@ pub enum DomainError {
     /// message is safe to show, the number is the seconds until trying again may work.
     #[error("{0}")]
     Busy(String, u64),
+    /// The input is larger than a limit allows (a file, a member's storage); the message is safe
+    /// to show.
+    #[error("{0}")]
+    TooLarge(String),
     /// A model provider failed to do what was asked; the message is safe to show.
     #[error("{0}")]
     Upstream(String),

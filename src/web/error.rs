@@ -61,6 +61,7 @@ impl From<DomainError> for WebError {
             DomainError::Conflict(m) => WebError::Conflict(m),
             DomainError::Limited(m, secs) => WebError::TooManyRequests(m, secs),
             DomainError::Busy(m, secs) => WebError::Busy(m, secs),
+            DomainError::TooLarge(m) => WebError::PayloadTooLarge(m),
             DomainError::Upstream(m) => WebError::BadGateway(m),
             DomainError::Storage(s) => WebError::Internal(s.to_string()),
         }

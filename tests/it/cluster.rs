@@ -809,3 +809,46 @@ async fn upload_quota_reservations_hold_across_instances() {
     }
     conn.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_quota_holds_hold_across_instances() {
+    use arbor::domain::admin::quota_holds::{Estimate, QuotaHolds};
+    use arbor::domain::admin::quotas;
+    init_crypto();
+    let db = TestDb::fresh_postgres().await;
+    let mut config = crate::support::test_config(&db);
+    config.database.url = db.url.clone();
+    let conn = arbor::storage::connect(&config).await.unwrap();
+    arbor::storage::migrate_up(&conn).await.unwrap();
+    let member = arbor::storage::repos::users::insert(
+        &conn,
+        "ada@example.com",
+        "Ada",
+        Role::Member,
+        UserStatus::Active,
+    )
+    .await
+    .unwrap()
+    .id;
+    let limits = arbor::storage::repos::quotas::Limits { tokens_day: Some(1000), ..Default::default() };
+    arbor::storage::repos::quotas::put(&conn, quotas::DEFAULT_SCOPE, limits).await.unwrap();
+    let prefix = format!("t{}", Uuid::new_v4().simple());
+    let counters = arbor::bus::limits::SharedCounters::connect(&redis_url(), &prefix).await.unwrap();
+    // Two instances' holds of the same member's allowance of 1,000 tokens a day.
+    let (a, b) = (QuotaHolds::shared(counters.clone()), QuotaHolds::shared(counters));
+    let call = || Estimate { tokens: 600, micros: 0 };
+    let on_a = quotas::admit(&conn, &a, member, call).await.expect("nothing held yet");
+    let on_b = quotas::admit(&conn, &b, member, call).await.expect("600 held of 1,000: room left");
+    let refused = quotas::admit(&conn, &a, member, call).await.expect_err("1,200 held: none left");
+    assert!(refused.to_string().contains("daily allowance of 1000 tokens"), "{refused}");
+    assert!(quotas::check(&conn, &b, member).await.is_err(), "the other instance sees it too");
+    // Calls that end give their holds back (in the background, in Redis).
+    drop(on_a);
+    drop(on_b);
+    let began = Instant::now();
+    while quotas::check(&conn, &b, member).await.is_err() {
+        assert!(began.elapsed() < Duration::from_secs(5), "the holds were never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    conn.close().await.unwrap();
+}

@@ -774,3 +774,48 @@ async fn another_members_session_ids_in_an_api_call_reach_nothing_of_theirs() {
     let rows = usage_rows(&api.app, 1).await;
     assert!(rows.iter().all(|r| r.user_id == Some(bob.id)), "usage recorded against someone else");
 }
+
+/// SECURITY.md 54: calls running at once hold what they may spend, so they cannot spend the
+/// same quota together; the hold goes once the call's usage is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_running_at_once_cannot_spend_the_same_quota() {
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    let admin = api.app.create_user("root@example.com", Role::Admin).await;
+    let admin = api.app.login_full(&admin).await;
+    assert_eq!(api.app.post_form("/admin/quotas", "tokens_day=5000", Some(&admin)).await.status(), 200);
+    let slow =
+        Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 20, first_byte_delay_ms: 1500 };
+    api.mock.enqueue(Provider::OpenAi, slow);
+    // Each call may write 5,000 tokens: while one runs, nothing of the quota is left to another.
+    let mut body = hello("openai/gpt-4o-mini", false);
+    body["max_tokens"] = json!(5000);
+    let second = async {
+        let start = std::time::Instant::now();
+        while api.mock.requests().is_empty() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "the first call never started");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        api.chat(&t, body.clone()).await
+    };
+    let (first, second) = tokio::join!(api.chat(&t, body.clone()), second);
+    assert_eq!(first.status(), 200);
+    assert_eq!(second.status(), 429);
+    let e: Value = second.json().await.unwrap();
+    assert!(e["error"]["message"].as_str().unwrap().contains("daily allowance of 5000 tokens"), "{e}");
+    assert_eq!(api.mock.requests().len(), 1, "the refused call reached the provider");
+    // The first call spent little of what it held: once its usage is stored, there is room again.
+    let spent: i64 = usage_rows(&api.app, 1).await.iter().map(|r| r.tokens_in + r.tokens_out).sum();
+    assert!(spent < 5000, "{spent}");
+    api.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let start = std::time::Instant::now();
+    loop {
+        let res = api.chat(&t, body.clone()).await;
+        if res.status() == 200 {
+            break;
+        }
+        assert_eq!(res.status(), 429);
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "the hold was never given back");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

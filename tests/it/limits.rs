@@ -137,3 +137,92 @@ fn tokio_stream_from(
 ) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
+
+/// Bytes in the blob store's temp files (uploads on their way).
+fn temp_bytes(c: &Chat) -> u64 {
+    let config = &c.app.state.config;
+    let tmp = config.files.blob_dir(&config.data_dir).join("tmp");
+    std::fs::read_dir(tmp).unwrap().flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_without_a_length_goes_to_disk_as_it_comes_and_stops_at_the_quota() {
+    let c = chat_with(|c| c.files.user_quota_mb = 2).await;
+    let chunk = vec![b'x'; 64 * 1024];
+    // A body of unknown length: what has arrived is on disk already, not held in memory.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let pending = tokio::spawn(upload_request(&c, reqwest::Body::wrap_stream(tokio_stream_from(rx))).send());
+    for _ in 0..16 {
+        tx.send(Ok(chunk.clone())).await.unwrap();
+    }
+    let start = std::time::Instant::now();
+    while temp_bytes(&c) < 15 * 64 * 1024 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the body was not written as it came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(tx);
+    let stored = pending.await.unwrap().unwrap();
+    assert_eq!(stored.status(), 200);
+    assert!(stored.text().await.unwrap().contains("upload-chip"));
+    assert_eq!(temp_bytes(&c), 0, "the temp file became the blob");
+    // The member's file is the bytes sent, under their hash.
+    let hash = arbor::blobs::hash_of(&vec![b'x'; 16 * 64 * 1024]);
+    let served = c.app.get(&format!("/blobs/{hash}"), Some(&c.s.cookie)).await;
+    assert_eq!(served.status(), 200);
+    assert_eq!(served.bytes().await.unwrap(), vec![b'x'; 16 * 64 * 1024]);
+
+    // 1 MiB of the 2 MiB is used: a second body of unknown length is refused once its running
+    // count passes the quota; the server never writes past it, and nothing of it is kept.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let pending = tokio::spawn(upload_request(&c, reqwest::Body::wrap_stream(tokio_stream_from(rx))).send());
+    let mut most_on_disk = 0;
+    for n in 0..40u8 {
+        let mut distinct = chunk.clone();
+        distinct[0] = n;
+        // The server stops reading once it refuses: a send may then find the channel full.
+        let _ = tx.send_timeout(Ok(distinct), Duration::from_millis(100)).await;
+        most_on_disk = most_on_disk.max(temp_bytes(&c));
+    }
+    drop(tx);
+    let refused = pending.await.unwrap().unwrap();
+    assert_eq!(refused.status(), 413);
+    assert!(refused.text().await.unwrap().contains("storage limit"));
+    assert!(most_on_disk <= 1024 * 1024, "{most_on_disk} bytes written past a 1 MiB room");
+    let start = std::time::Instant::now();
+    while temp_bytes(&c) > 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the refused body's temp file stayed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let files = &c.app.state.files;
+    let db = &c.app.state.db;
+    // Nothing of it counts: the other 1 MiB is still free.
+    assert!(files.reservations.reserve(db, c.user.id, 1024 * 1024, files.user_quota_bytes).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_written_at_once_cannot_spend_the_same_quota() {
+    let c = chat_with(|_| {}).await;
+    let admin = c.app.create_user("root@example.com", Role::Admin).await;
+    let admin = c.app.login_full(&admin).await;
+    // An answer may write 4,096 tokens unless it says otherwise: while one is being written,
+    // it holds more than this whole allowance.
+    assert_eq!(c.app.post_form("/admin/quotas", "tokens_day=4000", Some(&admin)).await.status(), 200);
+    c.mock.enqueue(Provider::OpenAi, slow_reply());
+    let first = send_in(&c.app, &c.s, c.session, "One").await;
+    assert_eq!(first.status(), 200);
+    let answer = streaming_id(&first.text().await.unwrap());
+    let start = std::time::Instant::now();
+    while c.mock.requests().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the first answer never called its model");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (_, second) = c.app.create_session(&c.user).await;
+    let refused = send_in(&c.app, &c.s, second, "Two").await;
+    assert_eq!(refused.status(), 429);
+    assert!(refused.text().await.unwrap().contains("daily allowance of 4000 tokens"));
+    assert_eq!(c.mock.requests().len(), 1, "the refused answer reached the provider");
+    // Written, the first answer spent a few tokens: the rest of the allowance is free again.
+    c.settled(answer).await;
+    c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    assert_eq!(send_in(&c.app, &c.s, second, "Two again").await.status(), 200);
+}

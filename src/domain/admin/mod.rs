@@ -3,6 +3,7 @@
 //! admin and writes an audit row; none of them returns a key's value.
 
 pub mod model_overrides;
+pub mod quota_holds;
 pub mod quotas;
 pub mod usage;
 

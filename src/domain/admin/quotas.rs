@@ -6,6 +6,7 @@ use chrono::{DateTime, Datelike, TimeZone, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::domain::admin::quota_holds::{Estimate, QuotaHold, QuotaHolds};
 use crate::domain::audit::{self, Origin};
 use crate::domain::authz::Admin;
 use crate::domain::{DomainError, DomainResult};
@@ -125,20 +126,49 @@ fn dollars(micros: i64) -> String {
     format!("${:.2}", micros as f64 / 1_000_000.0)
 }
 
-/// Refuses when the user has reached a limit, saying which and until when.
-pub async fn check(db: &Db, user: Uuid) -> DomainResult<()> {
+/// Refuses when the user has reached a limit, counting what their calls still running hold,
+/// saying which and until when.
+pub async fn check(db: &Db, holds: &QuotaHolds, user: Uuid) -> DomainResult<()> {
+    admit(db, holds, user, Estimate::default).await.map(drop)
+}
+
+/// Admits one call of the user's: refused when spent plus what their other running calls hold
+/// reaches a limit; else the call holds `estimate` (computed only for a user with limits)
+/// until the returned hold is dropped, after its usage row is stored.
+pub async fn admit(
+    db: &Db,
+    holds: &QuotaHolds,
+    user: Uuid,
+    estimate: impl FnOnce() -> Estimate,
+) -> DomainResult<QuotaHold> {
     let quota = effective(db, user).await?;
     if quota.is_unlimited() {
-        return Ok(());
+        return Ok(QuotaHold::none());
     }
-    let s = spent(db, user).await?;
+    holds
+        .hold(user, estimate(), async |held: Estimate| {
+            let s = spent(db, user).await?;
+            let grow = |n: i64, by: u64| n.saturating_add(i64::try_from(by).unwrap_or(i64::MAX));
+            let counted = Spent {
+                tokens_day: grow(s.tokens_day, held.tokens),
+                tokens_month: grow(s.tokens_month, held.tokens),
+                micros_day: grow(s.micros_day, held.micros),
+                micros_month: grow(s.micros_month, held.micros),
+            };
+            refusal(&quota, &counted).map_or(Ok(()), Err)
+        })
+        .await
+}
+
+/// The refusal of a user with `quota` who spent (or holds) `s`, if a limit is reached.
+fn refusal(quota: &Quota, s: &Spent) -> Option<DomainError> {
     let now = Utc::now();
     let (day, month) = period_starts(now);
     let tomorrow = day + chrono::Duration::days(1);
     let next_month = month.checked_add_months(chrono::Months::new(1)).unwrap_or(tomorrow);
     let over = |limit: Option<i64>, used: i64| limit.is_some_and(|l| used >= l);
     let refuse = |what: String, until: DateTime<Utc>| {
-        Err(DomainError::Limited(
+        Some(DomainError::Limited(
             format!(
                 "You have used your {what}. It renews at {} UTC; ask an admin if you need more.",
                 until.format("%Y-%m-%d %H:%M")
@@ -161,7 +191,7 @@ pub async fn check(db: &Db, user: Uuid) -> DomainResult<()> {
     if over(quota.micros_month, s.micros_month) {
         return refuse(format!("monthly budget of {}", dollars(quota.micros_month.unwrap_or(0))), next_month);
     }
-    Ok(())
+    None
 }
 
 /// Every quota an admin set: the instance default, per person and per group.

@@ -15,12 +15,14 @@ use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::Part;
 use crate::storage::Db;
 use crate::storage::entities::attachment;
-use crate::storage::repos::files::{self as repo, NewUpload};
+use crate::storage::repos::files as repo;
 
 mod generated;
 mod reservations;
+mod upload;
 pub use generated::{Destination, attach_generated, message_images, room_for_images, thread_images};
 pub use reservations::{Reservation, Reservations};
+pub use upload::{IncomingFile, receive, upload};
 
 /// Upload limits and image handling.
 #[derive(Debug, Clone)]
@@ -95,97 +97,6 @@ fn blob_error(e: BlobError) -> DomainError {
         }
         other => DomainError::Invalid(format!("The file was refused: {other}.")),
     }
-}
-
-/// Stores an upload of the actor's: size and quota checked first, type from the bytes, images
-/// resized (when enabled) with a thumbnail. Identical bytes are stored once; the upload is the
-/// actor's own reference either way, and the answer is the same.
-pub async fn upload(
-    db: &Db,
-    store: &BlobStore,
-    settings: &FileSettings,
-    actor: &Actor,
-    file_name: &str,
-    bytes: Vec<u8>,
-) -> DomainResult<FileView> {
-    if bytes.is_empty() {
-        return Err(DomainError::Invalid("The file is empty.".into()));
-    }
-    let size = bytes.len() as u64;
-    if size > settings.max_file_bytes {
-        return Err(DomainError::Invalid(format!(
-            "The file is larger than {} (the limit per file).",
-            readable_size(i64::try_from(settings.max_file_bytes).unwrap_or(i64::MAX))
-        )));
-    }
-    let reservation =
-        settings.reservations.reserve(db, actor.user_id(), size, settings.user_quota_bytes).await?;
-    let name = blobs::clean_file_name(file_name);
-    let kind = Kind::sniff(&bytes);
-    let (main, main_kind, thumb, dims) = if kind.is_raster_image() {
-        let prepared = blobs::prepare_image(bytes, kind, &settings.images).await.map_err(blob_error)?;
-        let dims = (
-            i32::try_from(prepared.width).unwrap_or(i32::MAX),
-            i32::try_from(prepared.height).unwrap_or(i32::MAX),
-        );
-        (prepared.main, prepared.main_kind, prepared.thumbnail, Some(dims))
-    } else {
-        (bytes, kind, None, None)
-    };
-    let stored = store.put(&main).await.map_err(blob_error)?;
-    let thumb_stored = match &thumb {
-        Some(t) => Some((store.put(t).await.map_err(blob_error)?, Kind::sniff(t))),
-        None => None,
-    };
-    let size = i64::try_from(stored.size).unwrap_or(i64::MAX);
-    let row = repo::insert_upload(
-        db,
-        &NewUpload {
-            id: Uuid::now_v7(),
-            user_id: actor.user_id(),
-            hash: &stored.hash,
-            size,
-            mime: main_kind.mime(),
-            thumb: thumb_stored
-                .as_ref()
-                .map(|(t, k)| (t.hash.as_str(), i64::try_from(t.size).unwrap_or(i64::MAX), k.mime())),
-            file_name: &name,
-            dims,
-        },
-    )
-    .await?;
-    reservation.release().await;
-    // A collection may have taken a file it thought unreferenced between our write and our row:
-    // the row now protects it, so write it again if it went.
-    if !store.exists(&stored.hash).await {
-        store.put(&main).await.map_err(blob_error)?;
-    }
-    if let (Some((t, _)), Some(bytes)) = (&thumb_stored, &thumb)
-        && !store.exists(&t.hash).await
-    {
-        store.put(bytes).await.map_err(blob_error)?;
-    }
-    Ok(FileView {
-        id: row.id,
-        image: is_raster(&row.mime),
-        hash: row.hash,
-        thumb: row.thumb_hash,
-        name: row.file_name,
-        size: readable_size(row.size),
-        mime: row.mime,
-    })
-}
-
-/// Refuses an upload from its declared length, before its body is read: too large for one
-/// file, or more than the actor's quota holds with what is stored and being uploaded.
-pub async fn check_room(db: &Db, settings: &FileSettings, actor: &Actor, declared: u64) -> DomainResult<()> {
-    if declared > settings.max_file_bytes {
-        return Err(DomainError::Invalid(format!(
-            "The file is larger than {} (the limit per file).",
-            readable_size(i64::try_from(settings.max_file_bytes).unwrap_or(i64::MAX))
-        )));
-    }
-    settings.reservations.check(db, actor.user_id(), declared, settings.user_quota_bytes).await
 }
 
 /// Removes one of the actor's unsent uploads.

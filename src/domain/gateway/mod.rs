@@ -9,6 +9,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
+use crate::domain::admin::quota_holds::{Estimate, QuotaHold, QuotaHolds};
 use crate::domain::admin::quotas;
 use crate::domain::providers::aliases;
 use crate::domain::providers::{Providers, ResolvedModel};
@@ -38,6 +39,8 @@ pub struct Opened {
     pub stream: EventStream,
     /// When the call began, for latency.
     pub started: Instant,
+    /// What the call holds of the user's quota until its usage row is stored.
+    pub hold: QuotaHold,
 }
 
 /// The ordered `provider/model` references a requested model stands for: a user alias is
@@ -82,31 +85,21 @@ pub async fn chain_with(
     Ok(out)
 }
 
-/// Checks the quota, then tries each reference in turn until one starts answering. A model
-/// that cannot be resolved or fails before its first token passes to the next; once one has
-/// started, it is the answer (fallback never happens after the first byte).
-pub async fn open(
-    db: &Db,
-    providers: &Providers,
-    actor: &Actor,
-    chain: &[String],
-    request: &ChatRequest,
-) -> Result<Opened, OpenError> {
-    let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
-    open_with(db, providers, actor, chain, request, &own).await
-}
-
-/// [`open`] with the user's own keys already read.
+/// Tries each reference in turn until one starts answering, the quota checked (and the call's
+/// estimate held) at the first model that resolves; `own` are the user's own keys, read once
+/// per request. A model that cannot be resolved or fails before its first token passes to the
+/// next; once one has started, it is the answer (fallback never happens after the first byte).
 pub async fn open_with(
     db: &Db,
+    holds: &QuotaHolds,
     providers: &Providers,
     actor: &Actor,
     chain: &[String],
     request: &ChatRequest,
     own: &[crate::vault::store::SecretMeta],
 ) -> Result<Opened, OpenError> {
-    quotas::check(db, actor.user_id()).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
+    let mut hold = None;
     for reference in chain {
         let model = match providers.resolve_with(actor, reference, own).await {
             Ok(m) => m,
@@ -115,11 +108,19 @@ pub async fn open_with(
                 continue;
             }
         };
+        if hold.is_none() {
+            let estimate = || Estimate::of(request, &model.info);
+            hold =
+                Some(quotas::admit(db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?);
+        }
         let mut req = request.clone();
         req.model = model.model.clone();
         let started = Instant::now();
         match model.chat.stream(&req).await {
-            Ok(stream) => return Ok(Opened { model, stream, started }),
+            Ok(stream) => {
+                let hold = hold.unwrap_or_else(QuotaHold::none);
+                return Ok(Opened { model, stream, started, hold });
+            }
             Err(e) => {
                 tracing::info!(model = %reference, status = e.status, "gateway: model failed before answering, trying the next");
                 last = Some(OpenError::Provider(e));
@@ -141,11 +142,13 @@ pub struct Finished<'a> {
     pub produced_chars: usize,
     /// When the call began.
     pub started: Instant,
+    /// What the call held of the user's quota, given back once its usage row is stored.
+    pub hold: QuotaHold,
 }
 
 /// Queues one gateway call's usage row (Arbor's own count when the provider sent none).
 pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, done: Finished<'_>) {
-    let Finished { model: opened_model, request, reported, produced_chars, started } = done;
+    let Finished { model: opened_model, request, reported, produced_chars, started, hold } = done;
     let (u, estimated) = match reported {
         Some(u) => (u, false),
         None => (
@@ -158,7 +161,7 @@ pub fn record(usage_writer: &UsageWriter, providers: &Providers, actor: &Actor, 
             true,
         ),
     };
-    write_usage(usage_writer, providers, actor, opened_model, u, estimated, started);
+    write_usage(usage_writer, providers, actor, (opened_model, hold), u, estimated, started);
 }
 
 /// Queues one usage row for a gateway call and counts its tokens against the rate limit.
@@ -166,7 +169,7 @@ fn write_usage(
     usage_writer: &UsageWriter,
     providers: &Providers,
     actor: &Actor,
-    model: &ResolvedModel,
+    (model, hold): (&ResolvedModel, QuotaHold),
     u: Usage,
     estimated: bool,
     started: Instant,
@@ -182,20 +185,22 @@ fn write_usage(
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         via: "api",
     };
-    usage_writer.write(&row);
+    usage_writer.write_keeping(&row, hold);
 }
 
 /// Embeddings of `inputs` by the first model of `chain` that has them (quota checked first),
 /// with their usage recorded; the model that answered.
 pub async fn embed(
     db: &Db,
+    (holds, usage_writer): (&QuotaHolds, &UsageWriter),
     providers: &Providers,
-    usage_writer: &UsageWriter,
     actor: &Actor,
     chain: &[String],
     inputs: &[String],
 ) -> Result<(ResolvedModel, Embeddings), OpenError> {
-    quotas::check(db, actor.user_id()).await.map_err(OpenError::Domain)?;
+    let chars: usize = inputs.iter().map(String::len).sum();
+    let estimate = || Estimate { tokens: context::estimate_tokens(chars), micros: 0 };
+    let hold = quotas::admit(db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?;
     let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
     let mut last: Option<OpenError> = None;
     for reference in chain {
@@ -209,10 +214,10 @@ pub async fn embed(
         let started = Instant::now();
         match model.chat.embed(&model.model, inputs).await {
             Ok(Some(out)) => {
-                let chars: usize = inputs.iter().map(String::len).sum();
                 let input_tokens = out.input_tokens.unwrap_or_else(|| context::estimate_tokens(chars));
                 let u = Usage { input_tokens, ..Usage::default() };
-                write_usage(usage_writer, providers, actor, &model, u, out.input_tokens.is_none(), started);
+                let estimated = out.input_tokens.is_none();
+                write_usage(usage_writer, providers, actor, (&model, hold), u, estimated, started);
                 return Ok((model, out));
             }
             Ok(None) => {

@@ -175,13 +175,15 @@ impl RunEngine {
             let answer = match start {
                 Start::Model => {
                     let started = Instant::now();
-                    let (acc, end) = self.call_model(&job, &mut publisher).await;
+                    let (acc, end, hold) = self.call_model(&job, &mut publisher).await;
                     let new_calls = calls_in(&acc.parts[job.parts.len().min(acc.parts.len())..]);
                     if !matches!(end, End::Finished) || new_calls.is_empty() || job.tools.is_empty() {
                         self.conclude(job, publisher, acc, end, started).await;
+                        drop(hold);
                         return;
                     }
                     self.close_answer(&job, &acc, &end, started).await;
+                    drop(hold);
                     job.message_id
                 }
                 Start::Calls { answer } => answer,
@@ -256,7 +258,7 @@ impl RunEngine {
                 "The agent stopped after {done} steps, its limit. Send a message to let it go on."
             ));
         }
-        if let Err(e) = crate::domain::admin::quotas::check(&self.db, job.owner_id).await {
+        if let Err(e) = crate::domain::admin::quotas::check(&self.db, &self.quota_holds, job.owner_id).await {
             return Err(e.to_string());
         }
         let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;

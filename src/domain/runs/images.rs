@@ -147,7 +147,9 @@ impl RunEngine {
         session: &ChatSession,
         reference: &str,
     ) -> Result<ResolvedModel, String> {
-        crate::domain::admin::quotas::check(&self.db, job.owner_id).await.map_err(|e| e.to_string())?;
+        crate::domain::admin::quotas::check(&self.db, &self.quota_holds, job.owner_id)
+            .await
+            .map_err(|e| e.to_string())?;
         files::room_for_images(&self.db, &self.files, job.owner_id).await.map_err(|e| e.to_string())?;
         let key = self.workspace_key(&job.actor, session).await.map_err(|e| e.to_string())?;
         self.providers().resolve_in(&job.actor, reference, key).await.map_err(|e| e.to_string())

@@ -74,6 +74,8 @@ pub struct RunEngine {
     pub(super) search: Option<std::sync::Arc<crate::domain::search::SearchService>>,
     /// With other instances on the database: how long this instance's lease lasts.
     pub(super) lease: Option<Duration>,
+    /// What running calls hold of their members' token and dollar quotas.
+    pub(super) quota_holds: crate::domain::admin::quota_holds::QuotaHolds,
 }
 
 /// What a submit, retry or continue produced.
@@ -169,7 +171,34 @@ impl RunEngine {
             files: crate::domain::files::FileSettings::default(),
             search: None,
             lease: None,
+            quota_holds: Default::default(),
         }
+    }
+
+    /// The quota holds shared with the gateway (and, through Redis, the other instances).
+    #[must_use]
+    pub fn with_quota_holds(mut self, holds: crate::domain::admin::quota_holds::QuotaHolds) -> RunEngine {
+        self.quota_holds = holds;
+        self
+    }
+
+    /// The quota holds of running calls (the gateway's calls hold theirs here too).
+    pub fn quota_holds(&self) -> &crate::domain::admin::quota_holds::QuotaHolds {
+        &self.quota_holds
+    }
+
+    /// Admits one model call of `owner`'s against their quota, holding its estimate until the
+    /// hold is dropped (after its usage row); the refusal in the person's terms.
+    pub(super) async fn hold_quota(
+        &self,
+        owner: Uuid,
+        request: &ChatRequest,
+        model: &ResolvedModel,
+    ) -> Result<crate::domain::admin::quota_holds::QuotaHold, String> {
+        use crate::domain::admin::{quota_holds::Estimate, quotas};
+        quotas::admit(&self.db, &self.quota_holds, owner, || Estimate::of(request, &model.info))
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Other instances share the database: this one holds a lease of `lease` (see `lease.rs`).

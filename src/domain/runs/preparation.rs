@@ -104,7 +104,7 @@ impl RunEngine {
         session: &ChatSession,
         reference: &str,
     ) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, actor.user_id()).await?;
+        crate::domain::admin::quotas::check(&self.db, &self.quota_holds, actor.user_id()).await?;
         let key = self.workspace_key(actor, session).await?;
         self.providers.resolve_in(actor, reference, key).await
     }

@@ -4,6 +4,7 @@
 
 use super::preparation::Supplements;
 use super::*;
+use crate::domain::admin::quota_holds::QuotaHold;
 
 impl RunEngine {
     /// Renders the request for `path` and hands the run to its task.
@@ -80,9 +81,19 @@ impl RunEngine {
         self.run_loop(job, publisher, Start::Model).await;
     }
 
-    /// One model call into `job.message_id`: what it produced and how it ended.
-    pub(super) async fn call_model(&self, job: &Job, publisher: &mut RunPublisher) -> (Accumulator, End) {
+    /// One model call into `job.message_id`: what it produced, how it ended, and what it holds
+    /// of the owner's quota (to drop once its usage is stored, so parallel runs cannot
+    /// overspend the quota together).
+    pub(super) async fn call_model(
+        &self,
+        job: &Job,
+        publisher: &mut RunPublisher,
+    ) -> (Accumulator, End, Option<QuotaHold>) {
         let mut acc = Accumulator::new(job.parts.clone());
+        let hold = match self.hold_quota(job.owner_id, &job.request, &job.model).await {
+            Ok(hold) => hold,
+            Err(refused) => return (acc, End::Failed(refused), None),
+        };
         if let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await {
             tracing::warn!(run = %job.run_id, error = %e, "could not count a model call");
         }
@@ -102,7 +113,7 @@ impl RunEngine {
             Some(Err(e)) => End::Failed(describe_error(&e)),
             Some(Ok(stream)) => self.pump(job, publisher, stream, &mut acc).await,
         };
-        (acc, end)
+        (acc, end, Some(hold))
     }
 
     /// The model's upstream refused the tool definitions (a model nothing was known about):

@@ -218,6 +218,14 @@ impl RunEngine {
             request.tools = tools.iter().map(|t| t.spec.clone()).collect();
             let started = Instant::now();
             let mut acc = Accumulator::new(Vec::new());
+            let _hold = match self.hold_quota(job.owner_id, &request, &job.model).await {
+                Ok(hold) => hold,
+                Err(refused) => {
+                    return Ok(Executed::Output(ToolOutput::error(format!(
+                        "The sub-agent stopped: {refused}"
+                    ))));
+                }
+            };
             let mut stream = match job.model.chat.stream(&request).await {
                 Ok(s) => s,
                 Err(e) => {

@@ -2,7 +2,6 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use futures_util::StreamExt;
 use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
@@ -33,7 +32,7 @@ pub async fn upload(
     req: actix_web::HttpRequest,
     user: CurrentUser,
     query: web::Query<UploadQuery>,
-    mut body: web::Payload,
+    body: web::Payload,
 ) -> Result<HttpResponse, WebError> {
     // One member may send only so many files at once (SECURITY.md 54).
     let max = state.config.limits.uploads_per_member;
@@ -41,27 +40,11 @@ pub async fn upload(
         let message = format!("You are sending {max} files already: wait for one to finish.");
         return refusal(&state, StatusCode::TOO_MANY_REQUESTS, &message);
     };
-    // A declared length that cannot fit is refused before a byte of the body is read.
-    let declared = crate::web::client::declared_length(&req);
-    if let Some(declared) = declared {
-        match files::check_room(&state.db, &state.files, &user.0.actor, declared).await {
-            Ok(()) => {}
-            Err(DomainError::Invalid(m)) => return refusal(&state, StatusCode::PAYLOAD_TOO_LARGE, &m),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let limit = usize::try_from(state.files.max_file_bytes).unwrap_or(usize::MAX);
-    let mut bytes: Vec<u8> = Vec::new();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|_| WebError::BadRequest("The upload was interrupted.".into()))?;
-        if bytes.len() + chunk.len() > limit {
-            let message =
-                format!("The file is larger than {} MiB, the limit per file.", limit / (1024 * 1024));
-            return refusal(&state, StatusCode::PAYLOAD_TOO_LARGE, &message);
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    match files::upload(&state.db, &state.blobs, &state.files, &user.0.actor, &query.name, bytes).await {
+    // The body goes to disk as it comes in; its declared length is checked before a byte of it
+    // is read, and a running count as it is read.
+    let incoming =
+        files::IncomingFile { name: &query.name, declared: crate::web::client::declared_length(&req), body };
+    match files::receive(&state.db, &state.blobs, &state.files, &user.0.actor, incoming).await {
         Ok(file) => {
             let mut ctx = Context::new();
             ctx.insert("f", &file);
@@ -69,6 +52,7 @@ pub async fn upload(
             Ok(render::html_response(StatusCode::OK, html))
         }
         Err(DomainError::Invalid(m)) => refusal(&state, StatusCode::BAD_REQUEST, &m),
+        Err(DomainError::TooLarge(m)) => refusal(&state, StatusCode::PAYLOAD_TOO_LARGE, &m),
         Err(e) => Err(e.into()),
     }
 }

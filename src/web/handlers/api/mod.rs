@@ -54,6 +54,7 @@ pub(super) fn from_domain(e: DomainError, model: &str) -> ApiError {
         DomainError::Busy(m, secs) => {
             ApiError { status: 503, kind: "overloaded", message: m, param: None, retry_after: Some(secs) }
         }
+        DomainError::TooLarge(m) => ApiError::new(413, "invalid_request", m),
         DomainError::Upstream(m) => ApiError::new(502, "upstream", m),
         DomainError::Storage(s) => {
             tracing::error!(error = %s, "gateway storage failure");
@@ -142,12 +143,13 @@ pub(super) async fn begin(
     let chain = gateway::chain_with(&state.db, providers, &caller.actor, model, &own)
         .await
         .map_err(|e| from_domain(e, model))?;
-    gateway::open_with(&state.db, providers, &caller.actor, &chain, request, &own).await.map_err(
-        |e| match e {
+    let holds = state.engine.quota_holds();
+    gateway::open_with(&state.db, holds, providers, &caller.actor, &chain, request, &own).await.map_err(|e| {
+        match e {
             OpenError::Domain(e) => from_domain(e, model),
             OpenError::Provider(e) => from_provider(&e),
-        },
-    )
+        }
+    })
 }
 
 /// A streamed response of `content_type` fed by a channel the streaming task writes to.
@@ -199,7 +201,7 @@ pub(super) fn pump<F: StreamFormat>(
 ) -> HttpResponse {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let Opened { model, mut stream, started } = opened;
+        let Opened { model, mut stream, started, hold } = opened;
         let send = |out: Option<String>| {
             let tx = tx.clone();
             async move {
@@ -233,6 +235,7 @@ pub(super) fn pump<F: StreamFormat>(
             reported: format.usage(),
             produced_chars: format.produced(),
             started,
+            hold,
         };
         gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     });
@@ -248,7 +251,7 @@ pub(super) async fn collect<F: StreamFormat>(
     opened: Opened,
     format: &mut F,
 ) -> Result<(), ApiError> {
-    let Opened { model, mut stream, started } = opened;
+    let Opened { model, mut stream, started, hold } = opened;
     let mut failure = None;
     while let Some(ev) = stream.next().await {
         if let ProviderEvent::Error(e) = ev {
@@ -263,6 +266,7 @@ pub(super) async fn collect<F: StreamFormat>(
         reported: format.usage(),
         produced_chars: format.produced(),
         started,
+        hold,
     };
     gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
     failure.map_or(Ok(()), Err)
@@ -279,13 +283,19 @@ pub(super) async fn embed(
     let chain = gateway::chain(&state.db, providers, &caller.actor, model)
         .await
         .map_err(|e| from_domain(e, model))?;
-    let (served, out) =
-        gateway::embed(&state.db, providers, &state.usage, &caller.actor, &chain, &request.inputs)
-            .await
-            .map_err(|e| match e {
-                OpenError::Domain(e) => from_domain(e, model),
-                OpenError::Provider(e) => from_provider(&e),
-            })?;
+    let (served, out) = gateway::embed(
+        &state.db,
+        (state.engine.quota_holds(), &state.usage),
+        providers,
+        &caller.actor,
+        &chain,
+        &request.inputs,
+    )
+    .await
+    .map_err(|e| match e {
+        OpenError::Domain(e) => from_domain(e, model),
+        OpenError::Provider(e) => from_provider(&e),
+    })?;
     let chars: usize = request.inputs.iter().map(String::len).sum();
     let tokens = out.input_tokens.unwrap_or_else(|| crate::domain::runs::context::estimate_tokens(chars));
     Ok((served.reference(), out, tokens))
