@@ -49,8 +49,17 @@ impl RedisBus {
         let (queue, rx) = mpsc::channel(QUEUE);
         let local = broadcast::channel(LOCAL_BUFFER).0;
         let connected = Arc::new(AtomicBool::new(true));
-        tokio::spawn(publish_loop(client.clone(), channel.clone(), publisher, rx, connected.clone()));
-        tokio::spawn(subscribe_loop(client, channel, subscriber, local.clone(), connected.clone()));
+        // The subscriber finds Redis back first (it is always waiting on it): it wakes the
+        // publisher, which would otherwise wait out its backoff and drop the frames of that time.
+        let back = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(publish_loop(
+            client.clone(),
+            channel.clone(),
+            publisher,
+            rx,
+            (connected.clone(), back.clone()),
+        ));
+        tokio::spawn(subscribe_loop(client, channel, subscriber, local.clone(), (connected.clone(), back)));
         Ok(RedisBus { instance, queue, local, connected, dropped: Arc::new(AtomicU64::new(0)) })
     }
 }
@@ -71,7 +80,7 @@ async fn publish_loop(
     channel: Arc<str>,
     mut conn: ::redis::aio::MultiplexedConnection,
     mut rx: mpsc::Receiver<Frame>,
-    connected: Arc<AtomicBool>,
+    (connected, back): (Arc<AtomicBool>, Arc<tokio::sync::Notify>),
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
@@ -84,7 +93,10 @@ async fn publish_loop(
             connected.store(false, Ordering::SeqCst);
             let mut attempt = 0;
             conn = loop {
-                tokio::time::sleep(backoff(attempt)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff(attempt)) => {}
+                    _ = back.notified() => {}
+                }
                 attempt += 1;
                 // Frames published while away are stale by now: subscribers resynchronise.
                 while rx.try_recv().is_ok() {}
@@ -108,7 +120,7 @@ async fn subscribe_loop(
     channel: Arc<str>,
     mut pubsub: ::redis::aio::PubSub,
     local: broadcast::Sender<Arc<Frame>>,
-    connected: Arc<AtomicBool>,
+    (connected, back): (Arc<AtomicBool>, Arc<tokio::sync::Notify>),
 ) {
     loop {
         {
@@ -130,6 +142,7 @@ async fn subscribe_loop(
             }
         };
         connected.store(true, Ordering::SeqCst);
+        back.notify_one();
         tracing::info!("the bus reaches Redis again: resynchronising live runs");
         let _ =
             local.send(Arc::new(Frame { from: Uuid::nil(), topic: Topic::Reconnected, body: Bytes::new() }));

@@ -690,14 +690,20 @@ async fn redis_lost_while_running_leaves_each_instance_serving_and_recovers_when
     // Redis is back: both reconnect, and B follows A's runs again.
     let _redis = start_redis();
     let began = Instant::now();
-    while !(0..2).all(|n| log_of(c.dir.path(), n).contains("reaches Redis again: resynchronising")) {
+    // A published while Redis was away, so its publisher reconnects too (and says so).
+    let back = |n: usize| {
+        let log = log_of(c.dir.path(), n);
+        log.contains("reaches Redis again: resynchronising")
+            && (n == 1 || log.contains("reaches Redis again (publishing)"))
+    };
+    while !(0..2).all(back) {
         assert!(began.elapsed() < Duration::from_secs(20), "not reconnected:\n{}", c.logs());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (answer, got) = follow_on_b(40).await;
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"snapshot"), "{names:?}\n{}", c.logs());
-    assert!(names.iter().filter(|n| **n == "delta").count() >= 10, "live again: {names:?}");
+    assert!(names.iter().filter(|n| **n == "delta").count() >= 10, "live again: {names:?}\n{}", c.logs());
     assert_eq!(c.settled(answer, Duration::from_secs(20)).await.status, MessageStatus::Complete);
 }
 
