@@ -775,9 +775,9 @@ async fn a_browser_on_one_instance_watches_a_run_another_executes_and_search_the
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upload_quota_reservations_hold_across_instances() {
-    use arbor::domain::files::Reservations;
+/// A fresh PostgreSQL database (dropped with the first value), connected and migrated, with one
+/// member in it.
+async fn member_on_fresh_postgres() -> (TestDb, arbor::storage::Db, Uuid) {
     init_crypto();
     let db = TestDb::fresh_postgres().await;
     let mut config = crate::support::test_config(&db);
@@ -794,6 +794,13 @@ async fn upload_quota_reservations_hold_across_instances() {
     .await
     .unwrap()
     .id;
+    (db, conn, member)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_quota_reservations_hold_across_instances() {
+    use arbor::domain::files::Reservations;
+    let (_db, conn, member) = member_on_fresh_postgres().await;
     let prefix = format!("t{}", Uuid::new_v4().simple());
     let counters = arbor::bus::limits::SharedCounters::connect(&redis_url(), &prefix).await.unwrap();
     // Two instances' reservations: the same member's quota of 100 bytes.
@@ -820,22 +827,7 @@ async fn upload_quota_reservations_hold_across_instances() {
 async fn token_quota_holds_hold_across_instances() {
     use arbor::domain::admin::quota_holds::{Estimate, QuotaHolds};
     use arbor::domain::admin::quotas;
-    init_crypto();
-    let db = TestDb::fresh_postgres().await;
-    let mut config = crate::support::test_config(&db);
-    config.database.url = db.url.clone();
-    let conn = arbor::storage::connect(&config).await.unwrap();
-    arbor::storage::migrate_up(&conn).await.unwrap();
-    let member = arbor::storage::repos::users::insert(
-        &conn,
-        "ada@example.com",
-        "Ada",
-        Role::Member,
-        UserStatus::Active,
-    )
-    .await
-    .unwrap()
-    .id;
+    let (_db, conn, member) = member_on_fresh_postgres().await;
     let limits = arbor::storage::repos::quotas::Limits { tokens_day: Some(1000), ..Default::default() };
     arbor::storage::repos::quotas::put(&conn, quotas::DEFAULT_SCOPE, limits).await.unwrap();
     let prefix = format!("t{}", Uuid::new_v4().simple());

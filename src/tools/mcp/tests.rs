@@ -496,3 +496,52 @@ async fn configured_headers_are_sent_and_never_shown() {
     assert!(message.contains("could not connect") && message.contains("refused"), "{message}");
     assert!(!message.contains("query-secret-42"), "{message}");
 }
+
+/// A stdio MCP server (Python, standard library) with one tool, `flood`, that answers a call
+/// with one line of `mib` MiB before its real answer, and echoes otherwise.
+const FLOODING_SERVER: &str = r#"
+import json, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, ident = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "flood", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [{"name": "flood",
+              "inputSchema": {"type": "object", "properties": {"mib": {"type": "integer"}}}}]}})
+    elif method == "tools/call":
+        mib = msg["params"]["arguments"].get("mib", 0)
+        if mib:
+            chunk = "x" * (1 << 20)
+            sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "' % json.dumps(ident))
+            for _ in range(mib):
+                sys.stdout.write(chunk)
+            sys.stdout.write('"}]}}\n'); sys.stdout.flush()
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "small"}]}})
+"#;
+
+/// SECURITY.md 52: a server's message is bounded before it is held (rmcp drops a line over
+/// 16 MiB unread); the call fails with a clear error and the server stays usable.
+#[tokio::test]
+async fn an_oversized_result_is_dropped_unread_and_the_server_stays_usable() {
+    let m = McpManager::new(Duration::from_secs(3), Duration::from_secs(30));
+    let server = config("flood", stdio("python3", &["-c", FLOODING_SERVER], &[]));
+    let tools = m.tools(&server, false).await.unwrap();
+    assert_eq!(tools.len(), 1);
+    let err = m.call(&server, "flood", json!({"mib": 40})).await.unwrap_err();
+    assert!(matches!(err, McpError::Timeout { .. }), "{err}");
+    let out = m.call(&server, "flood", json!({})).await.unwrap();
+    assert_eq!(out.text, "small");
+    // Under the bound, a large result is read and cut to what a model is shown.
+    let out = m.call(&server, "flood", json!({"mib": 1})).await.unwrap();
+    assert!(
+        out.text.len() < MAX_RESULT_BYTES + 200 && out.text.contains("[Output truncated"),
+        "{}",
+        out.text.len()
+    );
+    m.shutdown().await;
+}
