@@ -10,6 +10,12 @@ use arbor::config::{self, CliOverrides, Config};
 
 mod cli;
 
+/// jemalloc, whose background thread returns freed memory to the system (glibc keeps most of
+/// what a burst of streams took; BENCHMARKS.md, "Memory after a burst").
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use cli::backup::{backup, restore};
 use cli::maintenance::{blobs_gc, reindex};
 use cli::vault::{vault_rotate, vault_status};
@@ -222,6 +228,16 @@ fn main() -> ExitCode {
             eprintln!("cannot start: {message}");
             return ExitCode::from(EXIT_CONFIG);
         }
+    }
+    // Purging freed pages on a thread of its own, off the request path; only for the server (the
+    // prompt renderer's child above runs under rlimits and stays single-threaded).
+    #[cfg(all(unix, not(target_env = "musl")))]
+    if matches!(cli.command, Command::Serve { .. })
+        && let Err(e) = tikv_jemalloc_ctl::background_thread::write(true)
+    {
+        eprintln!(
+            "warning: jemalloc's background thread did not start ({e}); freed memory is returned later"
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
