@@ -13,7 +13,6 @@ use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::api_tokens::{self as repo, TokenRecord};
-use crate::storage::repos::users;
 
 /// What every token starts with, so secret scanners and people recognise it.
 pub const TOKEN_PREFIX: &str = "arb_";
@@ -211,7 +210,7 @@ pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<Token
     if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
         return Ok(Err(Refusal::Invalid));
     }
-    let Some(found) = repo::find_by_hash(db, &hash_token(presented)).await? else {
+    let Some((found, user)) = repo::find_with_user(db, &hash_token(presented)).await? else {
         return Ok(Err(Refusal::Invalid));
     };
     let now = Utc::now();
@@ -219,7 +218,6 @@ pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<Token
         return Ok(Err(Refusal::Invalid));
     }
     let Some(scope) = Scope::parse(&found.scope) else { return Ok(Err(Refusal::Invalid)) };
-    let Some(user) = users::find(db, found.user_id).await? else { return Ok(Err(Refusal::Invalid)) };
     if user.status != UserStatus::Active {
         return Ok(Err(Refusal::Disabled));
     }

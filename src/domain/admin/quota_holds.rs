@@ -16,6 +16,8 @@ use crate::bus::limits::{CounterError, SharedCounters};
 use crate::domain::DomainResult;
 use crate::providers::catalog::ModelInfo;
 use crate::providers::types::ChatRequest;
+use crate::storage::repos::quotas::{self as repo, Limits};
+use crate::storage::{Db, StorageResult};
 
 /// Output tokens held for a call that does not say how many it may write.
 const DEFAULT_OUTPUT: u32 = 4096;
@@ -23,6 +25,9 @@ const DEFAULT_OUTPUT: u32 = 4096;
 const SHARED_HOLD: Duration = Duration::from_secs(3600);
 /// How long a check waits for another instance's check of the same member.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How long the copy of the quota table is used when this process has not written the table:
+/// how long an admin's change made on another instance takes to apply here.
+const TABLE_AGE: Duration = Duration::from_secs(2);
 
 /// What one call is expected to spend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,6 +58,15 @@ pub struct QuotaHolds {
     order: Arc<tokio::sync::Mutex<()>>,
     local: Arc<Mutex<HashMap<Uuid, Estimate>>>,
     shared: Option<SharedCounters>,
+    /// The quota table as last read (every call reads it before asking a provider).
+    table: Arc<Mutex<Option<Table>>>,
+}
+
+/// A copy of the quota table: its rows, the table's generation when it was read, and when.
+struct Table {
+    generation: u64,
+    read_at: std::time::Instant,
+    rows: Arc<Vec<(String, Limits)>>,
 }
 
 impl std::fmt::Debug for QuotaHolds {
@@ -78,6 +92,24 @@ impl QuotaHold {
 }
 
 impl QuotaHolds {
+    /// The quota table's rows: the copy in memory while this process has not written the table
+    /// since, and for [`TABLE_AGE`] at most; else read again.
+    pub async fn table(&self, db: &Db) -> StorageResult<Arc<Vec<(String, Limits)>>> {
+        let generation = repo::generation();
+        {
+            let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(t) =
+                table.as_ref().filter(|t| t.generation == generation && t.read_at.elapsed() < TABLE_AGE)
+            {
+                return Ok(t.rows.clone());
+            }
+        }
+        let rows = Arc::new(repo::all(db).await?);
+        *self.table.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Table { generation, read_at: std::time::Instant::now(), rows: rows.clone() });
+        Ok(rows)
+    }
+
     /// Holds every instance shares through `counters`.
     pub fn shared(counters: SharedCounters) -> QuotaHolds {
         QuotaHolds { shared: Some(counters), ..Default::default() }

@@ -94,22 +94,28 @@ fn most_generous(quotas: &[Quota]) -> Option<Quota> {
 
 /// The quota that applies to a user: the most specific one. Their own; else their groups'
 /// (the most generous of them, when they are in several groups with quotas); else the
-/// instance default.
-pub async fn effective(db: &Db, user: Uuid) -> DomainResult<Quota> {
-    // Two queries whatever the number of groups: this runs before every reply and API call.
-    let groups: Vec<String> =
-        crate::storage::repos::groups::group_ids_of(db, user).await?.into_iter().map(group_scope).collect();
+/// instance default. Read from the table as `holds` keep it in memory: no query at all when
+/// no quota is set, the user's groups only when some group has a quota.
+pub async fn effective(db: &Db, holds: &QuotaHolds, user: Uuid) -> DomainResult<Quota> {
+    let rows = holds.table(db).await?;
+    if rows.is_empty() {
+        return Ok(Quota::default());
+    }
     let user_scope = user.to_string();
-    let mut scopes: Vec<&str> = vec![&user_scope, DEFAULT_SCOPE];
-    scopes.extend(groups.iter().map(String::as_str));
-    let rows = repo::of_scopes(db, &scopes).await?;
     if let Some((_, own)) = rows.iter().find(|(s, _)| *s == user_scope) {
         return Ok(from_limits(own));
     }
-    let of_groups: Vec<Quota> =
-        rows.iter().filter(|(s, _)| s.starts_with(GROUP_PREFIX)).map(|(_, l)| from_limits(l)).collect();
-    if let Some(q) = most_generous(&of_groups) {
-        return Ok(q);
+    if rows.iter().any(|(s, _)| s.starts_with(GROUP_PREFIX)) {
+        let groups: Vec<String> = crate::storage::repos::groups::group_ids_of(db, user)
+            .await?
+            .into_iter()
+            .map(group_scope)
+            .collect();
+        let of_groups: Vec<Quota> =
+            rows.iter().filter(|(s, _)| groups.contains(s)).map(|(_, l)| from_limits(l)).collect();
+        if let Some(q) = most_generous(&of_groups) {
+            return Ok(q);
+        }
     }
     Ok(rows.iter().find(|(s, _)| s == DEFAULT_SCOPE).map(|(_, l)| from_limits(l)).unwrap_or_default())
 }
@@ -141,7 +147,7 @@ pub async fn admit(
     user: Uuid,
     estimate: impl FnOnce() -> Estimate,
 ) -> DomainResult<QuotaHold> {
-    let quota = effective(db, user).await?;
+    let quota = effective(db, holds, user).await?;
     if quota.is_unlimited() {
         return Ok(QuotaHold::none());
     }

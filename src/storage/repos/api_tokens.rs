@@ -2,11 +2,15 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, JoinType, QueryFilter, QueryOrder, QuerySelect, RelationDef,
+    Set,
+};
 use uuid::Uuid;
 
-use crate::storage::entities::api_token;
+use crate::domain::accounts::User;
 pub use crate::storage::entities::api_token::Model as TokenRecord;
+use crate::storage::entities::{api_token, user};
 use crate::storage::{Db, StorageResult};
 
 /// A user's tokens, newest first.
@@ -36,9 +40,22 @@ pub async fn revoke(db: &Db, id: Uuid, at: DateTime<Utc>) -> StorageResult<()> {
     Ok(())
 }
 
-/// The token with this hash.
-pub async fn find_by_hash(db: &Db, hash: &str) -> StorageResult<Option<TokenRecord>> {
-    Ok(api_token::Entity::find().filter(api_token::Column::TokenHash.eq(hash)).one(db).await?)
+/// A token found by its hash, with its user, in one query (this runs before every API call).
+pub async fn find_with_user(db: &Db, hash: &str) -> StorageResult<Option<(TokenRecord, User)>> {
+    let owner: RelationDef = api_token::Entity::belongs_to(user::Entity)
+        .from(api_token::Column::UserId)
+        .to(user::Column::Id)
+        .into();
+    let found = api_token::Entity::find()
+        .filter(api_token::Column::TokenHash.eq(hash))
+        .join(JoinType::InnerJoin, owner)
+        .select_also(user::Entity)
+        .one(db)
+        .await?;
+    match found {
+        Some((token, Some(row))) => Ok(Some((token, crate::storage::repos::users::to_domain(row)?))),
+        _ => Ok(None),
+    }
 }
 
 /// Records a use of a token.

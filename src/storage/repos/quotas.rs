@@ -1,7 +1,9 @@
 //! Queries over `quotas`: per-user limits and the instance default, keyed by scope.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use chrono::Utc;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
 use crate::storage::entities::quota;
 use crate::storage::{Db, StorageResult};
@@ -19,6 +21,20 @@ pub struct Limits {
     pub micros_month: Option<i64>,
 }
 
+/// Moves on with every write to `quotas` made by this process, so a copy of the table kept in
+/// memory knows it is stale (other instances' writes are caught by the copy's age).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The table's generation in this process: read it before reading the table, and the copy is
+/// current while it has not moved.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+fn changed() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
 fn limits(r: &quota::Model) -> Limits {
     Limits {
         tokens_day: r.tokens_day,
@@ -26,15 +42,6 @@ fn limits(r: &quota::Model) -> Limits {
         micros_day: r.micros_day,
         micros_month: r.micros_month,
     }
-}
-
-/// The rows of these scopes, in one query (this runs before every reply and API call).
-pub async fn of_scopes(db: &Db, scopes: &[&str]) -> StorageResult<Vec<(String, Limits)>> {
-    let rows = quota::Entity::find()
-        .filter(quota::Column::Scope.is_in(scopes.iter().map(|s| s.to_string())))
-        .all(db)
-        .await?;
-    Ok(rows.iter().map(|r| (r.scope.clone(), limits(r))).collect())
 }
 
 /// Every row.
@@ -58,17 +65,22 @@ pub async fn put(db: &Db, scope: &str, l: Limits) -> StorageResult<()> {
     } else {
         row.insert(db).await?;
     }
+    changed();
     Ok(())
 }
 
 /// Removes a scope's row, if any.
 pub async fn remove(db: &Db, scope: &str) -> StorageResult<()> {
     quota::Entity::delete_by_id(scope.to_string()).exec(db).await?;
+    changed();
     Ok(())
 }
 
 /// [`remove`] in the caller's transaction.
+/// (Before the commit: a copy read in between lives until its age runs out, and only ever held
+/// the quota of a group being deleted.)
 pub async fn remove_in<C: sea_orm::ConnectionTrait>(conn: &C, scope: &str) -> StorageResult<()> {
     quota::Entity::delete_by_id(scope.to_string()).exec(conn).await?;
+    changed();
     Ok(())
 }
