@@ -14,6 +14,20 @@ use crate::storage::Db;
 use crate::storage::entities::{vault_key, vault_secret};
 use crate::storage::repos::audit;
 
+/// Moves on with every write to `vault_secrets` made by this process, so a list of someone's
+/// secrets kept in memory knows it is stale (other instances' writes are caught by its age).
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The secrets' generation in this process: read it before listing, and the list is current
+/// while it has not moved.
+pub fn generation() -> u64 {
+    GENERATION.load(std::sync::atomic::Ordering::Acquire)
+}
+
+fn changed() {
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+}
+
 /// The owner id of the organisation's shared secrets (admin-managed provider keys).
 pub const ORG_OWNER: Uuid = Uuid::nil();
 
@@ -226,6 +240,7 @@ impl Vault {
         };
         let saved = if existing.is_some() { row.update(&txn).await? } else { row.insert(&txn).await? };
         txn.commit().await?;
+        changed();
         Ok(meta(saved))
     }
 
@@ -241,7 +256,9 @@ impl Vault {
         let mut active: vault_secret::ActiveModel = row.into();
         active.label = Set(label.trim().to_string());
         active.updated_at = Set(Utc::now());
-        Ok(meta(active.update(db).await?))
+        let saved = active.update(db).await?;
+        changed();
+        Ok(meta(saved))
     }
 
     async fn find_row(db: &Db, owner: Uuid, id: Uuid) -> Result<vault_secret::Model, StoreError> {
@@ -277,6 +294,9 @@ impl Vault {
             .filter(vault_secret::Column::OwnerId.eq(owner))
             .exec(db)
             .await?;
+        // (In a caller's transaction this is before the commit: a list read in between lives
+        // until its age runs out, and a listed key that is gone is refused when it is revealed.)
+        changed();
         if done.rows_affected == 0 {
             return Err(StoreError::NotFound);
         }
@@ -287,6 +307,7 @@ impl Vault {
     pub async fn delete_owner<C: ConnectionTrait>(db: &C, owner: Uuid) -> Result<(), StoreError> {
         vault_secret::Entity::delete_many().filter(vault_secret::Column::OwnerId.eq(owner)).exec(db).await?;
         vault_key::Entity::delete_many().filter(vault_key::Column::OwnerId.eq(owner)).exec(db).await?;
+        changed();
         Ok(())
     }
 

@@ -13,6 +13,7 @@ mod instances;
 mod managed;
 mod notes;
 pub mod overrides;
+mod own_keys;
 pub mod own_models;
 pub use instances::listen as listen_to_instances;
 pub mod key_pool;
@@ -37,7 +38,7 @@ use crate::providers::discovery::Discovered;
 use crate::secret::Secret;
 use crate::storage::entities::{provider, provider_key};
 use crate::vault::Vault;
-use crate::vault::store::{SecretKind, SecretMeta};
+use crate::vault::store::SecretMeta;
 
 mod entries;
 pub use capabilities::{CapabilityOverride, Fact, Holder, Source};
@@ -57,6 +58,8 @@ pub struct Providers {
     /// The groups of people who asked lately, read again by every request that reads their own
     /// keys (the first step of resolving or listing models), for providers shared with groups.
     member_groups: Mutex<HashMap<Uuid, Vec<Uuid>>>,
+    /// Members' own provider keys (without values) as last listed.
+    own_keys: own_keys::OwnKeys,
     /// What each provider's API said about models the catalog does not know, by
     /// `provider/model`, refreshed after `ttl`.
     capabilities: Mutex<HashMap<String, (Instant, Discovered)>>,
@@ -145,6 +148,7 @@ impl Providers {
             discovered: Mutex::new(HashMap::new()),
             refuses_tools: Mutex::new(std::collections::HashSet::new()),
             member_groups: Mutex::new(HashMap::new()),
+            own_keys: Default::default(),
             capabilities: Mutex::new(HashMap::new()),
             overrides: RwLock::new(HashMap::new()),
             member_overrides: RwLock::new(HashMap::new()),
@@ -223,7 +227,7 @@ impl Providers {
             }
             cache.insert(actor.user_id(), groups);
         }
-        Ok(Vault::list_secrets(&access.db, actor.user_id(), SecretKind::ProviderKey).await?)
+        Ok(self.own_keys.of(&access.db, actor.user_id()).await?)
     }
 
     /// Whether the actor may use the entry's shared keys (their groups as last read).

@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::accounts::User;
+use crate::model::accounts::User;
 pub use crate::storage::entities::api_token::Model as TokenRecord;
 use crate::storage::entities::{api_token, user};
 use crate::storage::{Db, StorageResult};
