@@ -850,3 +850,23 @@ async fn token_quota_holds_hold_across_instances() {
     }
     conn.close().await.unwrap();
 }
+
+/// A quota another instance writes (here: a row written behind this process's back) applies
+/// within the 2 s this instance keeps its copy of the quota table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_written_elsewhere_applies_here_within_two_seconds() {
+    use arbor::domain::admin::quota_holds::QuotaHolds;
+    use arbor::domain::admin::quotas;
+    use sea_orm::ConnectionTrait;
+    let (_db, conn, member) = member_on_fresh_postgres().await;
+    let holds = QuotaHolds::default();
+    assert!(quotas::check(&conn, &holds, member).await.is_ok(), "no quota yet");
+    let insert = "INSERT INTO quotas (scope, tokens_day, updated_at) VALUES ('default', 0, now())";
+    conn.execute_unprepared(insert).await.unwrap();
+    let began = Instant::now();
+    while quotas::check(&conn, &holds, member).await.is_ok() {
+        assert!(began.elapsed() < Duration::from_secs(3), "the written quota never applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    conn.close().await.unwrap();
+}
