@@ -393,6 +393,50 @@ async fn scopes_other_members_and_bad_input_are_refused_in_json() {
     assert_eq!(call(&c, "GET", &own, "arb_not_a_token", None).await.0, 401);
     assert_eq!(c.app.get(&own, None).await.status(), 401, "no token, no entry");
 
+    // SECURITY.md 26: every way a token may come hits the same scope check.
+    let presented = |path: &str, how: &str, t: &str| {
+        let url = if how == "query" { c.app.url(&format!("{path}?key={t}")) } else { c.app.url(path) };
+        let req = c.app.client.get(url);
+        match how {
+            "x-api-key" | "x-goog-api-key" => req.header(how, t),
+            _ => req,
+        }
+    };
+    for how in ["x-api-key", "x-goog-api-key", "query"] {
+        let status = |r: reqwest::Response| r.status().as_u16();
+        assert_eq!(status(presented(&own, how, &sessions_token).send().await.unwrap()), 200, "{how}");
+        assert_eq!(status(presented(&own, how, &api_token).send().await.unwrap()), 403, "{how}: api scope");
+        assert_eq!(status(presented("/v1/models", how, &sessions_token).send().await.unwrap()), 403, "{how}");
+        assert_eq!(status(presented(&own, how, "arb_not_a_token").send().await.unwrap()), 401, "{how}");
+    }
+    // Headers a proxy would set establish no identity, alone or beside a token.
+    let forged = [
+        ("X-Forwarded-User", "stranger@example.com"),
+        ("X-Remote-User", "stranger@example.com"),
+        ("Remote-User", "stranger@example.com"),
+        ("X-Auth-Request-Email", "stranger@example.com"),
+        ("X-Forwarded-Email", "stranger@example.com"),
+    ];
+    let mut alone = c.app.client.get(c.app.url(&own));
+    for (name, value) in forged {
+        alone = alone.header(name, value);
+    }
+    assert_eq!(alone.send().await.unwrap().status(), 401, "forged headers alone");
+    // Beside Ada's token they change nothing: the session is still hers (a stranger gets 404).
+    let mut beside = presented(&own, "x-api-key", &sessions_token);
+    for (name, value) in forged {
+        beside = beside.header(name, value);
+    }
+    assert_eq!(beside.send().await.unwrap().status(), 200, "forged headers beside a token");
+    // A member cannot mint a token of a scope members do not have (directory provisioning).
+    let before =
+        arbor::storage::repos::api_tokens::list_for_user(&c.app.state.db, c.user.id).await.unwrap().len();
+    let res = c.app.post_form("/settings/tokens", "name=t-scim&scope=scim&expires_days=", Some(&c.s)).await;
+    assert!(!res.text().await.unwrap().contains("class=\"token-value\""), "a SCIM token was shown");
+    let after =
+        arbor::storage::repos::api_tokens::list_for_user(&c.app.state.db, c.user.id).await.unwrap().len();
+    assert_eq!(before, after, "a SCIM token was stored");
+
     // Another member's session is not there, whatever the route.
     let stranger = c.app.create_user("stranger@example.com", Role::Member).await;
     let ss = c.app.login_full(&stranger).await;
