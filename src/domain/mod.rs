@@ -7,6 +7,7 @@ pub mod audit;
 pub mod authz;
 pub mod deletion;
 pub mod files;
+pub(crate) mod fresh;
 pub mod gateway;
 pub mod mcp;
 pub mod operations;

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::bus::limits::{CounterError, SharedCounters};
 use crate::domain::DomainResult;
+use crate::domain::fresh::FreshCopies;
 use crate::providers::catalog::ModelInfo;
 use crate::providers::types::ChatRequest;
 use crate::storage::repos::quotas::{self as repo, Limits};
@@ -50,8 +51,11 @@ impl Estimate {
     }
 }
 
+/// The quota table's rows: scope and limits.
+type QuotaRows = Arc<Vec<(String, Limits)>>;
+
 /// The holds of every member. Cheap to clone; clones share them.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct QuotaHolds {
     /// Held while a check reads what is held and adds to it, so two checks never both pass on
     /// the same room.
@@ -59,14 +63,18 @@ pub struct QuotaHolds {
     local: Arc<Mutex<HashMap<Uuid, Estimate>>>,
     shared: Option<SharedCounters>,
     /// The quota table as last read (every call reads it before asking a provider).
-    table: Arc<Mutex<Option<Table>>>,
+    table: Arc<FreshCopies<(), QuotaRows>>,
 }
 
-/// A copy of the quota table: its rows, the table's generation when it was read, and when.
-struct Table {
-    generation: u64,
-    read_at: std::time::Instant,
-    rows: Arc<Vec<(String, Limits)>>,
+impl Default for QuotaHolds {
+    fn default() -> Self {
+        QuotaHolds {
+            order: Arc::default(),
+            local: Arc::default(),
+            shared: None,
+            table: Arc::new(FreshCopies::new(TABLE_AGE, 1)),
+        }
+    }
 }
 
 impl std::fmt::Debug for QuotaHolds {
@@ -94,19 +102,13 @@ impl QuotaHold {
 impl QuotaHolds {
     /// The quota table's rows: the copy in memory while this process has not written the table
     /// since, and for [`TABLE_AGE`] at most; else read again.
-    pub async fn table(&self, db: &Db) -> StorageResult<Arc<Vec<(String, Limits)>>> {
+    pub async fn table(&self, db: &Db) -> StorageResult<QuotaRows> {
         let generation = repo::generation();
-        {
-            let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(t) =
-                table.as_ref().filter(|t| t.generation == generation && t.read_at.elapsed() < TABLE_AGE)
-            {
-                return Ok(t.rows.clone());
-            }
+        if let Some(rows) = self.table.get(&(), generation) {
+            return Ok(rows);
         }
         let rows = Arc::new(repo::all(db).await?);
-        *self.table.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(Table { generation, read_at: std::time::Instant::now(), rows: rows.clone() });
+        self.table.put((), generation, rows.clone());
         Ok(rows)
     }
 

@@ -4,12 +4,11 @@
 //! removed on another instance takes to count here; a listed key that is gone is refused when
 //! its value is revealed).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::domain::fresh::FreshCopies;
 use crate::storage::Db;
 use crate::vault::Vault;
 use crate::vault::store::{SecretKind, SecretMeta, StoreError};
@@ -19,36 +18,24 @@ const AGE: Duration = Duration::from_secs(2);
 /// Members whose lists are kept at most (beyond: all are dropped and read again).
 const MEMBERS: usize = 10_000;
 
-/// One member's list, with the vault's generation and the time when it was read.
-struct Listed {
-    generation: u64,
-    read_at: Instant,
-    keys: Vec<SecretMeta>,
-}
-
 /// The lists of the members who called lately.
-#[derive(Default)]
-pub(super) struct OwnKeys(Mutex<HashMap<Uuid, Listed>>);
+pub(super) struct OwnKeys(FreshCopies<Uuid, Vec<SecretMeta>>);
+
+impl Default for OwnKeys {
+    fn default() -> Self {
+        OwnKeys(FreshCopies::new(AGE, MEMBERS))
+    }
+}
 
 impl OwnKeys {
     /// The member's own provider keys, newest first.
     pub(super) async fn of(&self, db: &Db, member: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         let generation = crate::vault::store::generation();
-        {
-            let lists = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(listed) = lists.get(&member)
-                && listed.generation == generation
-                && listed.read_at.elapsed() < AGE
-            {
-                return Ok(listed.keys.clone());
-            }
+        if let Some(keys) = self.0.get(&member, generation) {
+            return Ok(keys);
         }
         let keys = Vault::list_secrets(db, member, SecretKind::ProviderKey).await?;
-        let mut lists = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if lists.len() >= MEMBERS {
-            lists.clear();
-        }
-        lists.insert(member, Listed { generation, read_at: Instant::now(), keys: keys.clone() });
+        self.0.put(member, generation, keys.clone());
         Ok(keys)
     }
 }
