@@ -173,30 +173,114 @@ async fn state_must_be_this_browsers_fresh_and_unused() {
     assert_eq!(user_count(&app).await, 1);
 }
 
+/// SECURITY.md 32: a code is redeemed with the verifier of the flow that asked for it. A code
+/// stolen from one sign-in and injected into another browser's callback (with that browser's own
+/// state and flow cookie) goes to the provider with the wrong verifier and is refused there; the
+/// provider checks S256 verifiers as a real one does. (The ID token's nonce, bound to the other
+/// flow, would be refused too; the provider's count shows the verifier was checked first.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_redeemed_with_another_flows_verifier_signs_nobody_in() {
+    let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "attacker@example.com", "email_verified": true}));
+    let app = app_with(&idp, |_| {}).await;
+    let res = inject_code(&app).await;
+    assert_eq!(res.status(), 400, "the provider refuses the code for this verifier");
+    assert!(session_cookie_from(&res).is_none());
+    assert!(res.text().await.unwrap().contains("Sign-in failed"));
+    assert_eq!(user_count(&app).await, 0, "nobody was signed in or created");
+    assert_eq!(idp.verifier_refusals(), 1, "Arbor sent this flow's verifier, not the code's");
+    // A flow redeeming its own code sends the matching verifier.
+    assert_eq!(sign_in_with(&app, "", "").await.status(), 303);
+    assert_eq!(idp.verifier_refusals(), 1);
+}
+
+/// The attacker's browser runs a flow to the provider and keeps the code it gets back; the
+/// victim's browser starts its own flow, and its callback (its own state, its flow cookie)
+/// carries the attacker's code. The callback's response.
+async fn inject_code(app: &TestApp) -> reqwest::Response {
+    let attacker = start_flow(app, "next=%2F").await;
+    let attacker_challenge = idp_challenge(&attacker);
+    let stolen_code = query_value(&idp_callback(app, &attacker).await, "code");
+    let victim = start_flow(app, "next=%2F").await;
+    assert_ne!(attacker_challenge, idp_challenge(&victim), "each flow has its own verifier");
+    let victim_back = idp_callback(app, &victim).await;
+    let mut injected = reqwest::Url::parse(&victim_back).unwrap();
+    let pairs: Vec<(String, String)> = injected
+        .query_pairs()
+        .map(|(k, v)| (k.to_string(), if k == "code" { stolen_code.clone() } else { v.to_string() }))
+        .collect();
+    injected.query_pairs_mut().clear().extend_pairs(pairs);
+    assert_ne!(query_value(injected.as_str(), "code"), query_value(&victim_back, "code"));
+    app.client.get(injected.as_str()).header("Cookie", flow_cookie(&victim)).send().await.unwrap()
+}
+
+/// The `code_challenge` a started flow sends to the provider.
+fn idp_challenge(start: &reqwest::Response) -> String {
+    let to_idp = start.headers()["location"].to_str().unwrap();
+    assert_eq!(query_value(to_idp, "code_challenge_method"), "S256");
+    query_value(to_idp, "code_challenge")
+}
+
+/// Follows a started flow to the provider and returns the callback URL it sends the browser to.
+async fn idp_callback(app: &TestApp, start: &reqwest::Response) -> String {
+    let at_idp = app.client.get(start.headers()["location"].to_str().unwrap()).send().await.unwrap();
+    assert!(at_idp.status().is_redirection());
+    at_idp.headers()["location"].to_str().unwrap().to_string()
+}
+
+fn query_value(url: &str, name: &str) -> String {
+    let url = reqwest::Url::parse(url).unwrap();
+    url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned()).expect("parameter present")
+}
+
+/// SECURITY.md 33: the provider asserts the local admin's address. Only a verified address with
+/// linking allowed links; `email_verified` false or missing, or the admin's address as
+/// `preferred_username` beside another email, gets a separate member account with no access to
+/// the admin's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emails_never_link_accounts_unless_allowed_and_verified() {
-    for (link_enabled, verified, expect_linked) in
-        [(false, true, false), (true, false, false), (true, true, true)]
-    {
+    let admin_email = json!({"email": "admin@example.com", "preferred_username": "admin"});
+    let with = |extra: serde_json::Value| {
+        let mut claims = admin_email.clone();
+        claims.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        claims
+    };
+    let cases = [
+        ("linking off", false, with(json!({"email_verified": true})), false),
+        ("unverified", true, with(json!({"email_verified": false})), false),
+        ("verification missing", true, admin_email.clone(), false),
+        (
+            "the admin's address as preferred_username",
+            true,
+            json!({"email": "eve@example.com", "email_verified": true, "preferred_username": "admin@example.com"}),
+            false,
+        ),
+        ("verified, linking on", true, with(json!({"email_verified": true})), true),
+    ];
+    for (what, link_enabled, claims, expect_linked) in cases {
         let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
-        idp.set_claims(
-            json!({"email": "admin@example.com", "email_verified": verified, "preferred_username": "admin"}),
-        );
+        idp.set_claims(claims);
         let app = app_with(&idp, |c| {
             c.oidc.link_verified_email = link_enabled;
             c.auth.local_accounts = arbor::config::Toggle::On;
         })
         .await;
         let admin = local_admin(&app).await;
+        let (_, session) = app.create_session(&admin).await;
         let res = sign_in_with(&app, "", "").await;
-        assert_eq!(res.status(), 303);
+        assert_eq!(res.status(), 303, "{what}");
         let cookie = session_cookie_from(&res).unwrap();
         let page = app.get("/", Some(&cookie)).await.text().await.unwrap();
         let linked = arbor::storage::repos::users::has_identity(&app.state.db, admin.id).await.unwrap();
-        assert_eq!(linked, expect_linked, "link={link_enabled} verified={verified}");
-        // Unlinked sign-ins get their own member account, never the admin's.
-        assert_eq!(page.contains(r#"href="/admin""#), expect_linked, "admin powers only when linked");
-        assert_eq!(user_count(&app).await, if expect_linked { 1 } else { 2 });
+        assert_eq!(linked, expect_linked, "{what}");
+        // Unlinked sign-ins get their own member account, never the admin's: no console, not
+        // the admin's sessions.
+        assert_eq!(page.contains(r#"href="/admin""#), expect_linked, "{what}: admin powers only when linked");
+        let console = app.get("/admin/users", Some(&cookie)).await.status().as_u16();
+        assert_eq!(console, if expect_linked { 200 } else { 403 }, "{what}");
+        let theirs = app.get(&format!("/s/{session}"), Some(&cookie)).await.status().as_u16();
+        assert_eq!(theirs, if expect_linked { 200 } else { 404 }, "{what}");
+        assert_eq!(user_count(&app).await, if expect_linked { 1 } else { 2 }, "{what}");
     }
 }
 

@@ -168,6 +168,8 @@ struct Inner {
     codes: HashMap<String, AuthorizeRequest>,
     access_tokens: HashMap<String, String>,
     counter: u64,
+    /// Codes `/token` refused because the PKCE verifier did not match the code's challenge.
+    verifier_refusals: usize,
 }
 
 struct Keys {
@@ -208,6 +210,7 @@ pub async fn start(client_id: &str, client_secret: &str) -> Result<RogueIdp, Str
             codes: HashMap::new(),
             access_tokens: HashMap::new(),
             counter: 0,
+            verifier_refusals: 0,
         }),
     });
     let task = tokio::spawn(serve(listener, Arc::clone(&shared))).abort_handle();
@@ -231,6 +234,11 @@ impl RogueIdp {
     /// Whether `/token` insists on a valid S256 PKCE verifier (the default).
     pub fn set_require_pkce(&self, on: bool) {
         self.shared.lock().require_pkce = on;
+    }
+
+    /// How many codes `/token` was asked to redeem with a verifier that does not match.
+    pub fn verifier_refusals(&self) -> usize {
+        self.shared.lock().verifier_refusals
     }
 
     /// The query of the last `/authorize` request, if any.
@@ -489,8 +497,14 @@ fn token(shared: &Shared, request: &Request) -> Result<Response, String> {
         && form.get("code_verifier").is_some_and(|verifier| {
             Some(B64.encode(Sha256::digest(verifier.as_bytes()))) == auth.code_challenge
         });
-    if form.get("redirect_uri") != auth.redirect_uri.as_ref() || (inner.require_pkce && !pkce_ok) {
+    if form.get("redirect_uri") != auth.redirect_uri.as_ref() {
         return Ok(oauth_error(400, "invalid_grant"));
+    }
+    if !pkce_ok {
+        inner.verifier_refusals += 1;
+        if inner.require_pkce {
+            return Ok(oauth_error(400, "invalid_grant"));
+        }
     }
     inner.counter += 1;
     let access_token = format!("rogue-access-token-{}", inner.counter);
