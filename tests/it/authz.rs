@@ -1224,6 +1224,7 @@ async fn every_route_answers_each_caller_as_its_row_says() {
     let World { other, owner, admin, disabled_session, ids } = world(&app).await;
     let access_of =
         |c: &Case| specs().into_iter().find(|s| s.method == c.method && s.path == c.pattern).unwrap().access;
+    let mut mutating = Vec::new();
     for case in cases() {
         let path = (case.path)(&ids);
         // A fresh session per call, so signing out in one call cannot affect the next.
@@ -1234,6 +1235,9 @@ async fn every_route_answers_each_caller_as_its_row_says() {
             admin: call(&app, &case, &path, Some(&app.login_full(&admin).await)).await,
         };
         assert_eq!(got, case.expect, "{} {path}", case.method);
+        if case.method != Method::GET {
+            mutating.push((case.pattern, got));
+        }
         if access_of(&case) != Access::Public {
             assert_eq!(
                 call(&app, &case, &path, Some(&disabled_session)).await,
@@ -1244,6 +1248,69 @@ async fn every_route_answers_each_caller_as_its_row_says() {
                 TestSession { cookie: "arbor_session=forged".into(), csrf: "x".into(), id: String::new() };
             assert_eq!(call(&app, &case, &path, Some(&forged)).await, 401, "forged cookie on {path}");
         }
+    }
+    one_policy_per_resource(&mutating);
+}
+
+/// Who a route lets through, read from what each caller got (401, 403 and 404 refuse; anything
+/// else, a refused form included, got past authorization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    /// Anonymous callers get in (sign-in, sign-up, invitations).
+    SignedOut,
+    /// No browser caller gets in: the API's token routes.
+    TokenOnly,
+    /// Admins only.
+    AdminOnly,
+    /// Each member on their own objects (a route that creates one admits every member).
+    OwnObjects,
+    /// The owner and admins.
+    OwnerOrAdmin,
+    /// Whoever holds the secret in the path (a share link's token): the token is the grant.
+    TokenHolder,
+    /// Any signed-in member, on anyone's object.
+    AnyMember,
+}
+
+fn policy_of(pattern: &str, got: Expect) -> Policy {
+    let admitted = |status: u16| !matches!(status, 401 | 403 | 404);
+    let creates = !pattern.contains('{');
+    match (admitted(got.anonymous), admitted(got.owner), admitted(got.other_member), admitted(got.admin)) {
+        (true, ..) => Policy::SignedOut,
+        _ if pattern.contains("{token}") => Policy::TokenHolder,
+        (false, false, false, false) => Policy::TokenOnly,
+        (false, false, false, true) => Policy::AdminOnly,
+        (false, true, _, _) if creates => Policy::OwnObjects,
+        (false, true, false, false) => Policy::OwnObjects,
+        (false, true, false, true) => Policy::OwnerOrAdmin,
+        _ => Policy::AnyMember,
+    }
+}
+
+/// The resource a route acts on: its path up to the first id (`/admin/providers/{id}/keys` is
+/// `/admin/providers`); `/sessions` and `/workspaces` create what `/s/…` and `/w/…` act on.
+fn resource_of(pattern: &str) -> String {
+    let pattern = match pattern {
+        "/sessions" => "/s",
+        "/workspaces" => "/w",
+        other => other,
+    };
+    pattern.split('/').take_while(|segment| !segment.starts_with('{')).collect::<Vec<_>>().join("/")
+}
+
+/// SECURITY.md 29: create, update and delete of one resource are decided by one policy. Run over
+/// the statuses the walk just saw on the real server, so a route that lets through someone its
+/// siblings refuse (an update open to members where the create is admin-only, say) fails here.
+fn one_policy_per_resource(mutating: &[(&'static str, Expect)]) {
+    let mut families: std::collections::BTreeMap<String, Vec<(&str, Policy)>> = Default::default();
+    for (pattern, got) in mutating {
+        families.entry(resource_of(pattern)).or_default().push((pattern, policy_of(pattern, *got)));
+    }
+    assert!(families.len() > 30, "the walk covers the mutating routes: {families:?}");
+    for (resource, routes) in &families {
+        let first = routes[0].1;
+        assert!(routes.iter().all(|(_, policy)| *policy == first), "{resource}: {routes:?}");
+        assert_ne!(first, Policy::AnyMember, "{resource}: any member acts on anyone's: {routes:?}");
     }
 }
 
