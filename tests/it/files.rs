@@ -145,6 +145,26 @@ async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_o
     let done = arbor::domain::files::collect(&c.app.state.db, &c.app.state.blobs, &settings).await.unwrap();
     assert_eq!(done.blobs, 1);
     assert!(!c.app.state.blobs.exists(&hash).await);
+
+    // And the other way round: the second uploader deletes first, the first keeps the file.
+    let bytes = b"second shared file\n".to_vec();
+    let hash = hash_of(&bytes);
+    let (ada_upload, _) = chip_ids(&upload(&c, &c.s, "a.txt", bytes.clone()).await.text().await.unwrap());
+    let (bob_upload, _) = chip_ids(&upload(&c, &bob_s, "b.txt", bytes.clone()).await.text().await.unwrap());
+    let res = c.app.post_form(&format!("/uploads/{bob_upload}/delete"), "", Some(&bob_s)).await;
+    assert_eq!(res.status(), 200);
+    let done = arbor::domain::files::collect(&c.app.state.db, &c.app.state.blobs, &settings).await.unwrap();
+    assert_eq!(done.blobs, 0);
+    assert_eq!(
+        arbor::storage::repos::files::blob_row(&c.app.state.db, &hash).await.unwrap().unwrap().refcount,
+        1
+    );
+    assert_eq!(c.app.get(&format!("/blobs/{hash}"), Some(&c.s.cookie)).await.status(), 200);
+    assert_eq!(c.app.get(&format!("/blobs/{hash}"), Some(&bob_s.cookie)).await.status(), 404);
+    // Bob cannot delete Ada's upload either.
+    let res = c.app.post_form(&format!("/uploads/{ada_upload}/delete"), "", Some(&bob_s)).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(c.app.get(&format!("/blobs/{hash}"), Some(&c.s.cookie)).await.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
