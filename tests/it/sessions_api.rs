@@ -751,3 +751,147 @@ async fn the_activity_log_keeps_every_event_with_who_and_when_in_the_page_the_do
     assert_eq!(c.app.get(&format!("/s/{sid}/activity.jsonl"), Some(&cookie)).await.status(), 404);
     assert_eq!(c.app.get(&format!("/s/{sid}/activity"), Some(&cookie)).await.status(), 404);
 }
+
+/// SECURITY.md 24: another member can neither see, stop nor resume a member's running answer or
+/// waiting agent call, by page, stream, socket or API; the run goes on and ends as it would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_member_cannot_see_stop_or_resume_a_running_answer_or_waiting_call() {
+    use arbor::domain::sessions::tree::MessageStatus;
+    let a = agent("suggest", |_| {}).await;
+    let c = &a.c;
+    let bob = c.app.create_user("bob@example.com", Role::Member).await;
+    let bob_s = c.app.login_full(&bob).await;
+    let bob_token = token(c, &bob_s, "sessions").await;
+    let session = c.session;
+    let refused = |what: &str, status: u16| assert_eq!(status, 404, "{what}");
+
+    // A running answer.
+    c.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 50, first_byte_delay_ms: 1500 },
+    );
+    let answer = c.send_ok("Write slowly", MODEL).await;
+    assert!(c.app.state.runs.is_active(session));
+    for path in [
+        format!("/s/{session}"),
+        format!("/s/{session}/events?m={answer}"),
+        format!("/s/{session}/pending-watch"),
+        format!("/s/{session}/messages/{answer}/branch"),
+    ] {
+        refused(&path, c.app.get(&path, Some(&bob_s.cookie)).await.status().as_u16());
+    }
+    for path in [format!("/s/{session}/stop"), format!("/s/{session}/messages/{answer}/continue")] {
+        refused(&path, c.app.post_form(&path, "", Some(&bob_s)).await.status().as_u16());
+    }
+    for (method, path) in [
+        ("GET", format!("/v1/sessions/{session}")),
+        ("GET", format!("/v1/sessions/{session}/events")),
+        ("GET", format!("/v1/sessions/{session}/activity")),
+        ("POST", format!("/v1/sessions/{session}/stop")),
+        ("POST", format!("/v1/sessions/{session}/messages/{answer}/continue")),
+    ] {
+        refused(&path, call(c, method, &path, &bob_token, None).await.0);
+    }
+    // Bob's own listings hold nothing of Ada's.
+    let (status, listed) = call(c, "GET", "/v1/workspaces", &bob_token, None).await;
+    assert_eq!(status, 200);
+    for workspace in listed["data"].as_array().into_iter().flatten() {
+        let id = workspace["id"].as_str().unwrap();
+        let (_, sessions) = call(c, "GET", &format!("/v1/workspaces/{id}/sessions"), &bob_token, None).await;
+        assert!(!sessions.to_string().contains(&session.to_string()), "{sessions}");
+    }
+    assert!(!listed.to_string().contains(&session.to_string()), "{listed}");
+    let sidebar = c.app.get("/", Some(&bob_s.cookie)).await.text().await.unwrap();
+    assert!(!sidebar.contains(&session.to_string()));
+    // The answer was never stopped: it ends complete, whole.
+    let done = c.settled(answer).await;
+    assert_eq!(done.status, MessageStatus::Complete);
+    assert_eq!(done.text(), crate::runs::fixture_text(&c.mock, "openai/text.sse"));
+
+    // A call waiting for Ada's decision.
+    c.mock.enqueue(Provider::OpenAi, write_call("notes/w.txt", "mine\n"));
+    c.mock.enqueue(Provider::OpenAi, says("Written."));
+    c.send_ok("Write a file", MODEL).await;
+    let waiting = a.paused().await;
+    let decision = format!("/s/{session}/tool-calls/{waiting}/decision");
+    refused(
+        &decision,
+        c.app.post_form(&decision, "decision=yes&scope=", Some(&bob_s)).await.status().as_u16(),
+    );
+    let resume = format!("/s/{session}/tool-calls/{waiting}/resume");
+    refused(&resume, c.app.post_form(&resume, "", Some(&bob_s)).await.status().as_u16());
+    let shown = format!("/s/{session}/tool-calls/{waiting}");
+    refused(&shown, c.app.get(&shown, Some(&bob_s.cookie)).await.status().as_u16());
+    let api = format!("/v1/sessions/{session}/tool-calls/{waiting}/decision");
+    refused(&api, call(c, "POST", &api, &bob_token, Some(json!({"decision": "yes"}))).await.0);
+    refused(&api, call(c, "POST", &format!("/v1/sessions/{session}/stop"), &bob_token, None).await.0);
+    // Nothing ran, nothing was decided: the call still waits for Ada, and her yes runs it.
+    assert!(!a.folder.join("w.txt").exists());
+    let calls = a.calls().await;
+    let call_row = calls.iter().find(|r| r.id == waiting).unwrap();
+    assert_eq!((call_row.status.as_str(), call_row.decision.as_deref()), ("proposed", None));
+    assert_eq!(a.decide(waiting, "yes", "").await.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("w.txt")).unwrap(), "mine\n");
+}
+
+/// SECURITY.md 49 over the API: the same `client_id`, or the same `Idempotency-Key` header, sent
+/// twice at once and again after the answer (a retry after a timeout) sends one message and
+/// starts one answer, and every retry gets the first call's ids. A bad key, or a key that
+/// differs from the body's `client_id`, is refused without sending anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_send_with_the_same_key_sends_once_and_returns_the_first_ids() {
+    let c = chat_with(|_| {}).await;
+    let token = token(&c, &c.s, "sessions").await;
+    let path = format!("/v1/sessions/{}/messages", c.session);
+    let send = |key: Option<&str>, body: Value| {
+        let mut req = c.app.client.post(c.app.url(&path)).header("Authorization", format!("Bearer {token}"));
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        let req = req.json(&body);
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+    let messages = || async {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        arbor::storage::entities::message::Entity::find().count(&c.app.state.db).await.unwrap()
+    };
+    let ids = |v: &Value| (v["user_message_id"].clone(), v["assistant_message_id"].clone());
+    for (key, body) in [
+        (Some("retry-key-1"), json!({"text": "Once by header", "model": MODEL})),
+        (None, json!({"text": "Once by body", "model": MODEL, "client_id": "body-key-1"})),
+        (Some("both-key-1"), json!({"text": "Once by both", "model": MODEL, "client_id": "both-key-1"})),
+    ] {
+        c.mock.enqueue(
+            Provider::OpenAi,
+            Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 20, first_byte_delay_ms: 300 },
+        );
+        let before = (messages().await, c.mock.requests_for(Provider::OpenAi).len());
+        let (first, second) = tokio::join!(send(key, body.clone()), send(key, body.clone()));
+        assert_eq!((first.0, second.0), (202, 202), "{first:?} {second:?}");
+        assert!(first.1["assistant_message_id"].is_string(), "{first:?}");
+        assert_eq!(ids(&first.1), ids(&second.1), "both calls get the same ids");
+        let answer = Uuid::parse_str(first.1["assistant_message_id"].as_str().unwrap()).unwrap();
+        c.settled(answer).await;
+        // A retry after the answer finished: the same ids, nothing new.
+        let late = send(key, body.clone()).await;
+        assert_eq!(late.0, 202);
+        assert_eq!(ids(&late.1), ids(&first.1));
+        let after = (messages().await, c.mock.requests_for(Provider::OpenAi).len());
+        assert_eq!((after.0 - before.0, after.1 - before.1), (2, 1), "{key:?}: one message, one answer");
+    }
+    let before = (messages().await, c.mock.requests_for(Provider::OpenAi).len());
+    for (key, body, says) in [
+        (Some("bad key!"), json!({"text": "No", "model": MODEL}), "Idempotency-Key"),
+        (Some("header-key"), json!({"text": "No", "model": MODEL, "client_id": "body-key"}), "differ"),
+    ] {
+        let (status, answer) = send(key, body).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{answer}");
+    }
+    assert_eq!(send(Some(&"k".repeat(65)), json!({"text": "No", "model": MODEL})).await.0, 400);
+    assert_eq!((messages().await, c.mock.requests_for(Provider::OpenAi).len()), before, "nothing sent");
+}

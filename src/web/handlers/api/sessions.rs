@@ -2,7 +2,7 @@
 //! pages, as JSON, for tokens of scope `sessions` (or `full`). Another member's session is a 404,
 //! as in the browser; errors come in the OpenAI shape like the rest of `/v1`.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -229,8 +229,32 @@ pub struct SendBody {
 }
 
 impl SendBody {
-    fn client_id(&self) -> String {
-        self.client_id.clone().unwrap_or_else(|| Uuid::new_v4().simple().to_string())
+    /// The id that makes a retry safe: `client_id` in the body, else the `Idempotency-Key`
+    /// header (what HTTP clients retry with), else a fresh one. Both, differing, is refused
+    /// rather than guessed at.
+    fn client_id(&self, req: &HttpRequest) -> Result<String, Refusal> {
+        let header = match req.headers().get("idempotency-key") {
+            None => None,
+            Some(value) => Some(
+                value.to_str().ok().filter(|v| crate::domain::runs::valid_client_id(v)).ok_or_else(|| {
+                    Refusal(ApiError::new(
+                        400,
+                        "invalid_request_error",
+                        "Idempotency-Key must be 1-64 letters, digits, '-' or '_'.",
+                    ))
+                })?,
+            ),
+        };
+        match (&self.client_id, header) {
+            (Some(body), Some(header)) if body != header => Err(Refusal(ApiError::new(
+                400,
+                "invalid_request_error",
+                "client_id and the Idempotency-Key header differ; send one of them.",
+            ))),
+            (Some(body), _) => Ok(body.clone()),
+            (None, Some(header)) => Ok(header.to_string()),
+            (None, None) => Ok(Uuid::new_v4().simple().to_string()),
+        }
     }
 }
 
@@ -244,13 +268,14 @@ pub async fn send(
     state: web::Data<AppState>,
     caller: ApiCaller,
     path: web::Path<String>,
+    req: HttpRequest,
     payload: web::Payload,
 ) -> Answer {
     let session_id = id(&path)?;
     let b: SendBody = body(payload).await?;
     let started = state
         .engine
-        .submit(&caller.0.actor, session_id, &b.text, &b.client_id(), b.model.as_deref())
+        .submit(&caller.0.actor, session_id, &b.text, &b.client_id(&req)?, b.model.as_deref())
         .await
         .map_err(refuse)?;
     accepted(&started)
@@ -262,13 +287,14 @@ pub async fn edit(
     state: web::Data<AppState>,
     caller: ApiCaller,
     path: web::Path<(String, String)>,
+    req: HttpRequest,
     payload: web::Payload,
 ) -> Answer {
     let (session_id, message_id) = (id(&path.0)?, id(&path.1)?);
     let b: SendBody = body(payload).await?;
     let started = state
         .engine
-        .edit(&caller.0.actor, session_id, message_id, &b.text, &b.client_id(), b.model.as_deref())
+        .edit(&caller.0.actor, session_id, message_id, &b.text, &b.client_id(&req)?, b.model.as_deref())
         .await
         .map_err(refuse)?;
     accepted(&started)
