@@ -178,8 +178,30 @@ async fn a_reply_cut_off_by_sigkill_is_interrupted_with_its_text_and_can_be_cont
             .body(body)
             .send()
     };
-    server.0.kill().unwrap();
-    wait_exit(&mut server.0, Duration::from_secs(10)).expect("killed");
+    // A write load runs while the server is killed (SECURITY 49): renames of the session,
+    // committed one after another as fast as the server takes them.
+    let written = std::sync::atomic::AtomicU32::new(0);
+    let load = async {
+        while post(format!("/s/{session}/rename"), "title=Written+under+load").await.is_ok() {
+            written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let kill = async {
+        let began = Instant::now();
+        while written.load(std::sync::atomic::Ordering::Relaxed) < 20
+            && began.elapsed() < Duration::from_secs(20)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        server.0.kill().unwrap();
+        wait_exit(&mut server.0, Duration::from_secs(10)).expect("killed");
+    };
+    tokio::join!(load, kill);
+    assert!(written.into_inner() >= 20, "writes were running when the server died");
+    if db.url.starts_with("sqlite") {
+        // Reopened after the kill, the file is whole.
+        assert_eq!(arbor::storage::snapshot::sqlite_integrity(&conn).await.unwrap(), "ok");
+    }
     let full = {
         let raw = mock.fixture_text("openai/many_small_chunks.sse").unwrap();
         let mut parser = arbor::providers::sse::SseParser::new();
