@@ -1112,3 +1112,53 @@ async fn a_server_that_cannot_start_is_left_out_and_not_retried_on_every_run() {
         "not retried within a minute"
     );
 }
+
+/// SECURITY.md 43 through the real server: a command the agent runs (in the sandbox, as a
+/// full-auto session runs it) sees none of the server's environment, no master key, no provider
+/// key, no configuration and no data folder: not by `env`, not in `/proc/self/environ`, not in any
+/// other process's environment it can see, not by reading the files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_the_agent_runs_sees_no_key_config_or_server_environment() {
+    let a = agent("full-auto", |_| {}).await;
+    let c = &a.c;
+    let data_dir = std::fs::canonicalize(&c.app.state.config.data_dir).unwrap();
+    let key_file = arbor::vault::default_key_file(&data_dir);
+    let key = std::fs::read_to_string(&key_file).unwrap();
+    assert!(key.trim().len() >= 32, "the master key file holds the key");
+    // What the server's process environment holds that a child must not inherit: cargo's
+    // variables for this test process, whose environment is the server's.
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+    let command = format!(
+        "env; echo ===; tr '\\0' '\\n' < /proc/self/environ; echo ===; \
+         for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done; echo ===; \
+         cat '{key}' 2>&1; ls -A '{data}' 2>&1; echo END",
+        key = key_file.display(),
+        data = data_dir.display()
+    );
+    c.mock
+        .enqueue(Provider::OpenAi, calls(&[("call_env", "run_shell_command", json!({"command": command}))]));
+    c.mock.enqueue(Provider::OpenAi, says("Seen."));
+    c.send_ok("Show me the environment", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    let results = a.tool_results_sent(1);
+    let output = results[0]["content"].as_str().unwrap();
+    assert!(output.contains("exit code") && output.contains("END"), "the command ran: {output}");
+    assert!(output.contains("PATH=/usr/local/bin:/usr/bin:/bin"), "{output}");
+    for secret in [
+        key.trim(),
+        "CARGO_",
+        "ARBOR_",
+        "RUST_",
+        "SECRETKEY",
+        "arbor.db",
+        "sqlite:",
+        "postgres://",
+        "index",
+        "blobs",
+    ] {
+        assert!(!output.contains(secret), "{secret:?} reached the command: {output}");
+    }
+    // The data folder is masked: the key file is not there, and only the workspace's own
+    // mount point shows.
+    assert!(output.contains("master.key: No such file or directory"), "{output}");
+}
