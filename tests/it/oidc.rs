@@ -517,16 +517,46 @@ async fn with_oidc_configured_password_sign_in_is_off_by_default() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// SECURITY.md 50: starting a sign-in and coming back from the provider are each limited per
+/// client address; `X-Forwarded-For` from a peer that is not a trusted proxy changes nothing.
 async fn starting_sign_ins_is_rate_limited_per_address() {
     let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
+    idp.set_claims(json!({"email": "ada@example.com", "email_verified": true}));
     let app = app_with(&idp, |c| c.auth.login_attempts_per_ip_per_minute = 2).await;
-    let start = || start_flow(&app, "next=%2F");
-    assert_eq!(start().await.status(), 303);
-    assert_eq!(start().await.status(), 303);
-    let limited = start().await;
+    let start = |from: &'static str| {
+        app.client
+            .post(app.url("/auth/oidc/start"))
+            .header("Origin", app.origin())
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("X-Forwarded-For", from)
+            .body("next=%2F")
+            .send()
+    };
+    let first = start("203.0.113.1").await.unwrap();
+    assert_eq!(first.status(), 303);
+    assert_eq!(start("203.0.113.2").await.unwrap().status(), 303);
+    let limited = start("203.0.113.3").await.unwrap();
     assert_eq!(limited.status(), 429);
     assert!(limited.headers().contains_key("retry-after"));
     assert!(limited.headers().get("location").is_none());
+
+    // Callbacks: a made-up one is refused, a second too, the third is not even looked at; the
+    // real one of the first flow is then limited as well, and nobody was signed in.
+    let callback = |from: &'static str, url: String, cookie: String| {
+        app.client.get(url).header("Cookie", cookie).header("X-Forwarded-For", from).send()
+    };
+    let garbage = app.url("/auth/oidc/callback?code=made-up&state=made-up");
+    let no_flow = "arbor_oidc=made-up".to_string();
+    assert_eq!(callback("198.51.100.1", garbage.clone(), no_flow.clone()).await.unwrap().status(), 400);
+    assert_eq!(callback("198.51.100.2", garbage.clone(), no_flow.clone()).await.unwrap().status(), 400);
+    let limited = callback("198.51.100.3", garbage, no_flow).await.unwrap();
+    assert_eq!(limited.status(), 429);
+    assert!(limited.headers().contains_key("retry-after"));
+    let back = idp_callback(&app, &first).await;
+    let limited = callback("198.51.100.4", back, flow_cookie(&first)).await.unwrap();
+    assert_eq!(limited.status(), 429);
+    assert!(session_cookie_from(&limited).is_none());
+    assert_eq!(user_count(&app).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,20 +26,14 @@ pub struct StartForm {
     invitation: Option<String>,
 }
 
-/// `POST /auth/oidc/start`: a fresh state, nonce and PKCE pair, remembered server-side for this
-/// browser, then off to the provider.
-pub async fn start(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    form: web::Form<StartForm>,
-) -> Result<HttpResponse, WebError> {
-    let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+/// Refuses a client address past the sign-in attempts allowed per minute in `bucket`.
+async fn limit_per_address(state: &AppState, req: &HttpRequest, bucket: &str) -> Result<(), WebError> {
     let cfg = &state.config.auth;
-    let ip = crate::web::client::client_bucket(&req, &cfg.trusted_proxies);
+    let ip = crate::web::client::client_bucket(req, &cfg.trusted_proxies);
     if let Err(retry) = state
         .login_limiter
         .check(
-            &format!("oidc:{ip}"),
+            &format!("{bucket}:{ip}"),
             cfg.login_attempts_per_ip_per_minute,
             std::time::Duration::from_secs(60),
         )
@@ -51,6 +45,18 @@ pub async fn start(
             secs,
         ));
     }
+    Ok(())
+}
+
+/// `POST /auth/oidc/start`: a fresh state, nonce and PKCE pair, remembered server-side for this
+/// browser, then off to the provider.
+pub async fn start(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<StartForm>,
+) -> Result<HttpResponse, WebError> {
+    let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+    limit_per_address(&state, &req, "oidc").await?;
     let invitation_id = match form.invitation.as_deref().filter(|t| !t.is_empty()) {
         Some(token) => Some(invitations::open(&state.db, token).await?.id),
         None => None,
@@ -116,6 +122,9 @@ pub async fn callback(
     q: web::Query<CallbackQuery>,
 ) -> Result<HttpResponse, WebError> {
     let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
+    // Callbacks count in a bucket of their own, so a person's start and callback are not one
+    // sign-in spent twice; each one costs a database lookup and, with a flow, a provider call.
+    limit_per_address(&state, &req, "oidc-callback").await?;
     let Some(cookie) = req.cookie(FLOW_COOKIE) else {
         return Err(refused("this browser did not start a sign-in, or it took too long."));
     };
