@@ -39,6 +39,9 @@ fn field_names(body: &str) -> Vec<String> {
     names
 }
 
+/// How deep the nested-JSON body goes.
+const NESTED: usize = 100_000;
+
 /// Raw bodies that are not well-formed forms (or JSON) at all.
 fn broken_bodies(limit: usize) -> Vec<(Vec<u8>, &'static str)> {
     let form = "application/x-www-form-urlencoded";
@@ -49,7 +52,7 @@ fn broken_bodies(limit: usize) -> Vec<(Vec<u8>, &'static str)> {
         (b"{\"json\": \"where a form belongs\"}".to_vec(), "application/json"),
         (b"a=1".to_vec(), "text/plain"),
         (vec![b'a'; limit + 1], form),
-        ("[".repeat(100_000).into_bytes(), "application/json"),
+        ("[".repeat(NESTED).into_bytes(), "application/json"),
     ]
 }
 
@@ -92,25 +95,39 @@ async fn send(
 async fn every_route_answers_malformed_input_without_a_server_error() {
     let app = TestApp::spawn().await;
     let World { owner, admin, ids, .. } = world(&app).await;
-    let token = arbor::domain::accounts::api_tokens::issue_for_operator(
-        &app.state.db,
-        &owner.email,
-        "malformed",
-        Scope::Api,
-        None,
-    )
-    .await
-    .unwrap()
-    .token;
+    // Tokens that get past authentication, so bodies reach the handlers: the owner's full token
+    // for `/v1` (model and sessions API), the admin's directory token for `/scim`.
+    let db = &app.state.db;
+    let issue = |email: String, scope| async move {
+        arbor::domain::accounts::api_tokens::issue_for_operator(
+            db,
+            &email,
+            "malformed",
+            scope,
+            None,
+        )
+        .await
+        .unwrap()
+        .token
+    };
+    let token = issue(owner.email.clone(), Scope::Full).await;
+    let scim = issue(admin.email.clone(), Scope::Scim).await;
     let limit = app.state.config.server.max_body_bytes;
     let mut failures = Vec::new();
+    let mut refused_wrongly = Vec::new();
     let mut tried = 0;
     for case in cases() {
         let path = (case.path)(&ids);
         // A fresh browser session per row: a row may sign its caller out.
         let (owner_s, admin_s) = (app.login_full(&owner).await, app.login_full(&admin).await);
         let session = caller_for(&case, &owner_s, &admin_s);
-        let bearer = arbor::web::handlers::api::is_api_path(&path).then_some(token.expose());
+        let bearer = if arbor::web::handlers::api::is_api_path(&path) {
+            Some(token.expose())
+        } else if path.starts_with("/scim/") {
+            Some(scim.expose())
+        } else {
+            None
+        };
         let mut record = |status: u16, what: String| {
             tried += 1;
             if status >= 500 {
@@ -135,9 +152,17 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
         for (body, content_type) in broken_bodies(limit) {
             let len = body.len();
             let status = send(&app, &case.method, &path, body, content_type, session, bearer).await;
+            // SECURITY.md 50: a body past the limit is a 413 on every route, whoever calls;
+            // deeply nested JSON is a 400 on every route that reads JSON.
+            if len > limit && status != 413 {
+                refused_wrongly.push(format!("{status} {} {path}: {len} bytes", case.method));
+            }
+            if len == NESTED && bearer.is_some() && !matches!(status, 400 | 404 | 413) {
+                refused_wrongly.push(format!("{status} {} {path}: nested JSON", case.method));
+            }
             record(status, format!("{len} bytes of {content_type}"));
         }
-        if arbor::web::handlers::api::is_api_path(&path) {
+        if bearer.is_some() {
             for body in [
                 "null",
                 "[]",
@@ -182,6 +207,7 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
     }
     assert!(tried > 2000, "the walk sent {tried} requests");
     assert!(failures.is_empty(), "server errors:\n{}", failures.join("\n"));
+    assert!(refused_wrongly.is_empty(), "not refused as they should be:\n{}", refused_wrongly.join("\n"));
     // And the server is still well.
     assert_eq!(app.get("/healthz", None).await.status(), 200);
 }
