@@ -81,7 +81,7 @@ pub(crate) async fn agent(mode: &str, adjust: impl FnOnce(&mut Config)) -> Agent
 }
 
 impl Agent {
-    fn db(&self) -> &arbor::storage::Db {
+    pub(crate) fn db(&self) -> &arbor::storage::Db {
         &self.c.app.state.db
     }
 
@@ -839,8 +839,8 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     assert!(!last.contains("from the host"), "{last}");
 }
 
-/// An instance-wide stdio MCP server, added by an admin.
-async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
+/// An instance-wide stdio MCP server, added by an admin; returns its id.
+pub(crate) async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) -> Uuid {
     let admin =
         a.c.app.create_user(&format!("{name}-admin@example.com"), arbor::domain::accounts::Role::Admin).await;
     let form = arbor::domain::mcp::servers::ServerForm {
@@ -859,7 +859,8 @@ async fn add_stdio_server(a: &Agent, name: &str, command: &str, args: &str) {
         &form,
     )
     .await
-    .unwrap();
+    .unwrap()
+    .id
 }
 
 /// An instance-wide MCP server running `@modelcontextprotocol/server-everything` over stdio.

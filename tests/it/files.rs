@@ -41,7 +41,7 @@ pub(crate) fn chip_ids(html: &str) -> (Uuid, String) {
     (id, hash)
 }
 
-async fn send_with(c: &Chat, text: &str, uploads: &[Uuid]) -> reqwest::Response {
+pub(crate) async fn send_with(c: &Chat, text: &str, uploads: &[Uuid]) -> reqwest::Response {
     let ids: Vec<String> = uploads.iter().map(Uuid::to_string).collect();
     let body = format!(
         "{}&attachments={}",
@@ -51,7 +51,7 @@ async fn send_with(c: &Chat, text: &str, uploads: &[Uuid]) -> reqwest::Response 
     c.app.post_form(&format!("/s/{}/messages", c.session), &body, Some(&c.s)).await
 }
 
-fn hash_of(bytes: &[u8]) -> String {
+pub(crate) fn hash_of(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha512_256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

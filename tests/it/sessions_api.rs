@@ -16,7 +16,7 @@ use crate::support::mock_upstream::{Provider, Reply};
 const MODEL: &str = "openai/gpt-4o-mini";
 
 /// A token of `scope`, made on the settings page.
-async fn token(c: &Chat, s: &TestSession, scope: &str) -> String {
+pub(crate) async fn token(c: &Chat, s: &TestSession, scope: &str) -> String {
     let res = c
         .app
         .post_form("/settings/tokens", &format!("name=t-{scope}&scope={scope}&expires_days="), Some(s))
@@ -28,7 +28,13 @@ async fn token(c: &Chat, s: &TestSession, scope: &str) -> String {
     html[at..].split('<').next().unwrap().to_string()
 }
 
-async fn call(c: &Chat, method: &str, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn call(
+    c: &Chat,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut req = c
         .app
         .client

@@ -357,7 +357,7 @@ impl RunEngine {
                         true
                     }
                 },
-                "approved" => true,
+                "approved" => super::decisions::covers(&row, &call),
                 _ => false,
             };
             let result_id = match row.result_message_id {
@@ -409,6 +409,8 @@ impl RunEngine {
                         return Ok(Flow::Ended { status: "cancelled", error: None });
                     }
                 }
+            } else if row.status == "approved" {
+                (ToolOutput::error(super::decisions::NOT_COVERED), "failed")
             } else {
                 let text = refusal(row.decision.as_deref());
                 (ToolOutput { content: text, is_error: true, diff: None }, "denied")

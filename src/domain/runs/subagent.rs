@@ -298,7 +298,7 @@ impl RunEngine {
                     }
                     true
                 }
-                ("approved", Some(_)) => true,
+                ("approved", Some(_)) => super::decisions::covers(&row, &call),
                 _ => false,
             };
             let result_id = match row.result_message_id {
@@ -313,6 +313,9 @@ impl RunEngine {
                     let out = self.run_tool(job, session, &call.name, Some(tool), &call.arguments).await;
                     let status = if out.is_error { "failed" } else { "executed" };
                     (out, status)
+                }
+                Some(_) if row.status == "approved" => {
+                    (ToolOutput::error(super::decisions::NOT_COVERED), "failed")
                 }
                 Some(_) => (ToolOutput::error(refusal(row.decision.as_deref())), "denied"),
             };
