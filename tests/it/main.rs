@@ -55,3 +55,4 @@ mod transfer;
 mod tree;
 mod vault;
 mod web_basics;
+mod xss;

@@ -99,16 +99,10 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
     // for `/v1` (model and sessions API), the admin's directory token for `/scim`.
     let db = &app.state.db;
     let issue = |email: String, scope| async move {
-        arbor::domain::accounts::api_tokens::issue_for_operator(
-            db,
-            &email,
-            "malformed",
-            scope,
-            None,
-        )
-        .await
-        .unwrap()
-        .token
+        arbor::domain::accounts::api_tokens::issue_for_operator(db, &email, "malformed", scope, None)
+            .await
+            .unwrap()
+            .token
     };
     let token = issue(owner.email.clone(), Scope::Full).await;
     let scim = issue(admin.email.clone(), Scope::Scim).await;
