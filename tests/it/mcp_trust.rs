@@ -327,6 +327,25 @@ async fn an_always_rule_stops_covering_an_mcp_tool_whose_description_or_schema_c
     assert_eq!(a.decide(fourth, "no", "").await.status(), 200);
     assert_eq!(a.ended().await, "cancelled");
     assert_eq!(rug.calls().len(), 3);
+
+    // The tool changes while its dialog is open: a one-off "yes" was given for the tool the
+    // dialog showed, so the changed tool does not run on it and the model is told why.
+    a.c.mock.enqueue(Provider::OpenAi, lookup());
+    a.c.mock.enqueue(Provider::OpenAi, says("Understood."));
+    a.c.send_ok("One last time", MODEL).await;
+    let fifth = a.paused().await;
+    rug.set_spec(&json!({"tools": [tool("lookup", "Changed under the dialog.", one_string("word"))]}));
+    offered_when(&a, "rug__lookup", |t| t.spec.description.contains("under the dialog")).await;
+    assert_eq!(a.decide(fifth, "yes", "").await.status(), 200);
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(rug.calls().len(), 3, "the changed tool did not run on the old approval");
+    let row = a.calls().await.into_iter().find(|c| c.id == fifth).unwrap();
+    assert_eq!((row.status.as_str(), row.decision.as_deref()), ("failed", Some("yes")));
+    let told = a.tool_results_sent(a.c.mock.requests_for(Provider::OpenAi).len() - 1);
+    assert!(
+        told.last().unwrap()["content"].as_str().unwrap().contains("not the one that was approved"),
+        "{told:?}"
+    );
     rug.asked_only_for_tools();
     a.c.app.state.engine.shutdown_mcp().await;
 }

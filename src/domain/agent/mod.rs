@@ -218,11 +218,9 @@ pub fn default_pattern(tool: &str, args: &Value) -> String {
         "web_fetch" => {
             let url = rule_subject(tool, args);
             match reqwest::Url::parse(&url) {
+                // The origin, port included: "always" for one port is not a grant for another.
                 Ok(u) if u.host_str().is_some() => {
-                    format!(
-                        "{}*",
-                        literal(&format!("{}://{}/", u.scheme(), u.host_str().unwrap_or_default()))
-                    )
+                    format!("{}*", literal(&format!("{}/", u.origin().ascii_serialization())))
                 }
                 _ => literal(&url),
             }

@@ -53,6 +53,12 @@ fn default_patterns_keep_commands_exact() {
     assert_eq!(p, "https://docs.rs/*");
     assert!(pattern_matches(&p, "https://docs.rs/tokio"));
     assert!(!pattern_matches(&p, "https://docs.rs.evil.test/x"));
+    assert!(!pattern_matches(&p, "https://docs.rs:8443/x"));
+    let p = default_pattern("web_fetch", &json!({"url": "http://127.0.0.1:8080/a?b"}));
+    assert_eq!(p, "http://127.0.0.1:8080/*");
+    assert!(pattern_matches(&p, "http://127.0.0.1:8080/other"));
+    assert!(!pattern_matches(&p, "http://127.0.0.1:9999/a"));
+    assert!(!pattern_matches(&p, "http://127.0.0.1/a"));
     assert_eq!(default_pattern("write_file", &json!({"path": "notes/a"})), "*");
 }
 

@@ -357,7 +357,7 @@ impl RunEngine {
                         true
                     }
                 },
-                "approved" => super::decisions::covers(&row, &call),
+                "approved" => super::decisions::covers(&row, &call, offered.as_ref()),
                 _ => false,
             };
             let result_id = match row.result_message_id {

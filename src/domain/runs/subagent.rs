@@ -298,7 +298,7 @@ impl RunEngine {
                     }
                     true
                 }
-                ("approved", Some(_)) => super::decisions::covers(&row, &call),
+                ("approved", Some(_)) => super::decisions::covers(&row, &call, offered),
                 _ => false,
             };
             let result_id = match row.result_message_id {
