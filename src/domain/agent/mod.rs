@@ -16,6 +16,7 @@ use crate::domain::{DomainError, DomainResult};
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
+use crate::storage::entities::tool_call;
 use crate::storage::repos::agent as repo;
 use crate::tools::{self, FetchLimits, ProcessLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
@@ -176,6 +177,23 @@ fn digest(parts: &[&str]) -> String {
 /// What an approval is bound to: the tool and its exact (canonical) arguments.
 pub fn call_hash(tool: &str, canonical_args: &str) -> String {
     digest(&[tool, canonical_args])
+}
+
+/// What the model is told when an approved call is not the call that was approved.
+pub const CALL_NOT_COVERED: &str = "This call is not the one that was approved (its tool, the \
+     tool's description or schema, or its arguments differ); it was not run.";
+
+/// Whether the approval recorded on `row` covers the call about to run: it is bound to the tool's
+/// fingerprint as the dialog showed it and to the exact canonical arguments it was given for.
+pub fn approval_covers(
+    row: &tool_call::Model,
+    name: &str,
+    arguments: &Value,
+    offered: Option<&OfferedTool>,
+) -> bool {
+    row.tool_name == name
+        && row.args_hash == call_hash(name, &tools::canonical_arguments(arguments))
+        && offered.is_some_and(|tool| tool.digest == row.tool_digest)
 }
 
 /// A fingerprint of a tool as offered: a changed description or schema makes a new one, and

@@ -357,7 +357,7 @@ impl RunEngine {
                         true
                     }
                 },
-                "approved" => super::decisions::covers(&row, &call, offered.as_ref()),
+                "approved" => agent::approval_covers(&row, &call.name, &call.arguments, offered.as_ref()),
                 _ => false,
             };
             let result_id = match row.result_message_id {
@@ -410,7 +410,7 @@ impl RunEngine {
                     }
                 }
             } else if row.status == "approved" {
-                (ToolOutput::error(super::decisions::NOT_COVERED), "failed")
+                (ToolOutput::error(agent::CALL_NOT_COVERED), "failed")
             } else {
                 let text = refusal(row.decision.as_deref());
                 (ToolOutput { content: text, is_error: true, diff: None }, "denied")

@@ -326,22 +326,6 @@ impl RunEngine {
     }
 }
 
-/// What the model is told when an approved call is not the call that was approved.
-pub(super) const NOT_COVERED: &str = "This call is not the one that was approved (its tool, the tool's \
-     description or schema, or its arguments differ); it was not run.";
-
-/// Whether an approved row covers the call about to run: an approval is bound to the tool as it
-/// was offered (its fingerprint: a server that changed the tool's description or schema since
-/// the dialog showed it gets no run) and to the exact canonical arguments it was given for
-/// (their hash, as recorded when the call was proposed), never to whatever the answer holds
-/// when the run goes on.
-pub(super) fn covers(row: &tool_call::Model, call: &ModelCall, offered: Option<&agent::OfferedTool>) -> bool {
-    let canonical = crate::tools::canonical_arguments(&call.arguments);
-    row.tool_name == call.name
-        && row.args_hash == agent::call_hash(&call.name, &canonical)
-        && offered.is_some_and(|tool| tool.digest == row.tool_digest)
-}
-
 /// A waiting call as the confirmation dialog shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PendingCall {

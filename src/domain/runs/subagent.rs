@@ -298,7 +298,7 @@ impl RunEngine {
                     }
                     true
                 }
-                ("approved", Some(_)) => super::decisions::covers(&row, &call, offered),
+                ("approved", Some(_)) => agent::approval_covers(&row, &call.name, &call.arguments, offered),
                 _ => false,
             };
             let result_id = match row.result_message_id {
@@ -314,9 +314,7 @@ impl RunEngine {
                     let status = if out.is_error { "failed" } else { "executed" };
                     (out, status)
                 }
-                Some(_) if row.status == "approved" => {
-                    (ToolOutput::error(super::decisions::NOT_COVERED), "failed")
-                }
+                Some(_) if row.status == "approved" => (ToolOutput::error(agent::CALL_NOT_COVERED), "failed"),
                 Some(_) => (ToolOutput::error(refusal(row.decision.as_deref())), "denied"),
             };
             let parts = [Part::ToolResult {
