@@ -33,6 +33,7 @@ mod m20261127_000029_instances;
 mod m20261127_000030_search_tombstones;
 mod m20261127_000031_message_tokens;
 mod m20261127_000032_member_model_overrides;
+mod m20261127_000033_tool_call_description;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -73,6 +74,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000030_search_tombstones::Migration),
             Box::new(m20261127_000031_message_tokens::Migration),
             Box::new(m20261127_000032_member_model_overrides::Migration),
+            Box::new(m20261127_000033_tool_call_description::Migration),
         ]
     }
 }

@@ -1073,6 +1073,7 @@ async fn agent_objects(
         arguments: "{}",
         args_hash: "0",
         tool_digest: "0",
+        tool_description: None,
         risk: "write",
     };
     ids.call = agent::ensure_call(db, &call).await.unwrap().id;

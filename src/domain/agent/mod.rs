@@ -202,6 +202,14 @@ pub fn tool_digest(spec: &ToolSpec) -> String {
     digest(&[&spec.name, &spec.description, &tools::canonical_arguments(&spec.parameters)])
 }
 
+/// The longest tool description a dialog shows (a server's text is its own to size).
+const DIALOG_DESCRIPTION_BYTES: usize = 2_000;
+
+/// A tool's description as the confirmation dialog shows it: capped, on a character boundary.
+pub fn dialog_description(description: &str) -> &str {
+    &description[..description.floor_char_boundary(DIALOG_DESCRIPTION_BYTES)]
+}
+
 /// What an "always" rule is matched against: the path for file tools, the URL for
 /// `web_fetch`, the canonical arguments otherwise.
 pub fn rule_subject(tool: &str, args: &Value) -> String {
@@ -298,41 +306,6 @@ pub struct OfferedTool {
     pub digest: String,
     /// For an MCP tool: its server's id and the server's own name for it.
     pub mcp: Option<(Uuid, String)>,
-}
-
-/// Longest todo list `write_todo` keeps.
-pub const MAX_TODOS: usize = 50;
-/// Longest todo item, in characters.
-pub const MAX_TODO_CHARS: usize = 500;
-
-/// The `write_todo` tool: the session's todo list, replaced whole on every call.
-pub fn write_todo_spec() -> ToolSpec {
-    ToolSpec {
-        name: "write_todo".into(),
-        description: "Replace this session's todo list (shown to the user beside the chat). Send the whole \
-list each time, with each item's status."
-            .into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "description": "The whole list, in order.",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "text": {"type": "string", "description": "What to do."},
-                            "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
-                        },
-                        "required": ["text", "status"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["todos"],
-            "additionalProperties": false
-        }),
-    }
 }
 
 /// The `search_chat` tool: the user's own past messages.

@@ -2,6 +2,41 @@
 
 use super::*;
 
+/// Longest todo list `write_todo` keeps.
+pub const MAX_TODOS: usize = 50;
+/// Longest todo item, in characters.
+pub const MAX_TODO_CHARS: usize = 500;
+
+/// The `write_todo` tool: the session's todo list, replaced whole on every call.
+pub fn write_todo_spec() -> ToolSpec {
+    ToolSpec {
+        name: "write_todo".into(),
+        description: "Replace this session's todo list (shown to the user beside the chat). Send the whole \
+list each time, with each item's status."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "description": "The whole list, in order.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string", "description": "What to do."},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
+                        },
+                        "required": ["text", "status"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["todos"],
+            "additionalProperties": false
+        }),
+    }
+}
+
 /// One item of a todo list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TodoItem {

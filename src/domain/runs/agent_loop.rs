@@ -487,6 +487,7 @@ impl RunEngine {
                 arguments: &canonical,
                 args_hash: &agent::call_hash(&call.name, &canonical),
                 tool_digest: offered.map_or("", |t| t.digest.as_str()),
+                tool_description: offered.map(|t| agent::dialog_description(&t.spec.description)),
                 risk: offered.map_or("exec", |t| t.risk.as_str()),
             },
         )

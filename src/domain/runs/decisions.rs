@@ -337,6 +337,8 @@ pub struct PendingCall {
     pub risk: String,
     /// The exact arguments, pretty-printed.
     pub arguments: String,
+    /// What the tool says it does, as the model was offered it (an MCP server's own words).
+    pub description: Option<String>,
     /// The model's explanation, when asked for.
     pub explanation: Option<String>,
     /// The answer holding the call.
@@ -386,6 +388,7 @@ pub(super) fn pending_view(row: &tool_call::Model) -> PendingCall {
         tool: row.tool_name.clone(),
         risk: row.risk.clone(),
         arguments,
+        description: row.tool_description.clone().filter(|d| !d.trim().is_empty()),
         explanation: row.explanation.clone(),
         message_id: row.message_id,
     }

@@ -18,6 +18,8 @@ pub struct Model {
     pub arguments: String,
     pub args_hash: String,
     pub tool_digest: String,
+    /// The tool's description as offered (capped), for the dialog.
+    pub tool_description: Option<String>,
     pub risk: String,
     pub status: String,
     pub decision: Option<String>,

@@ -36,6 +36,8 @@ pub struct NewToolCall<'a> {
     pub args_hash: &'a str,
     /// SHA-256 of the tool's description and schema as offered.
     pub tool_digest: &'a str,
+    /// The tool's description as offered, for the dialog.
+    pub tool_description: Option<&'a str>,
     /// read, write, exec or network.
     pub risk: &'a str,
 }
@@ -63,6 +65,7 @@ pub async fn ensure_call(db: &Db, c: &NewToolCall<'_>) -> StorageResult<tool_cal
         arguments: Set(c.arguments.to_string()),
         args_hash: Set(c.args_hash.to_string()),
         tool_digest: Set(c.tool_digest.to_string()),
+        tool_description: Set(c.tool_description.map(str::to_string)),
         risk: Set(c.risk.to_string()),
         status: Set("proposed".into()),
         decision: Set(None),

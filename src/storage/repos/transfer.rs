@@ -444,6 +444,7 @@ async fn write_calls<C: ConnectionTrait>(
                 arguments: Set(c.arguments.clone()),
                 args_hash: Set(String::new()),
                 tool_digest: Set(String::new()),
+                tool_description: Set(None),
                 risk: Set(c.risk.clone()),
                 status: Set(c.status.clone()),
                 decision: Set(c.decision.clone()),
