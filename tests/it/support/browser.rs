@@ -34,7 +34,14 @@ const DEFAULT_WINDOW: (u32, u32) = (1280, 800);
 /// How often the `wait_for*` helpers poll the page.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Scrolls the element passed as the first argument to the middle of the viewport.
-const SCROLL_INTO_VIEW: &str = "arguments[0].scrollIntoView({block: 'center'}); return true;";
+/// Scrolls the element into view and says whether htmx has taken it over: content htmx swapped
+/// in is processed in a settle step after it is inserted, and a click in between would submit
+/// the form natively (a GET of the page) instead of sending its request. On a busy machine that
+/// gap is long enough for a test to click into it.
+const READY_FOR_CLICK: &str = "const el = arguments[0]; el.scrollIntoView({block: 'center'}); \
+const owner = el.closest('[hx-post],[hx-get],[hx-put],[hx-patch],[hx-delete]'); \
+if (!owner || !window.htmx) { return true; } \
+const data = owner['htmx-internal-data']; return !!(data && data.initHash);";
 
 /// How long chromedriver may take to answer `GET /status` with `ready: true`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -431,7 +438,16 @@ impl Browser {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let el = self.wait_for(css, left).await?;
-            let clicked = match self.execute(SCROLL_INTO_VIEW, &[el.to_arg()]).await {
+            let clicked = match self.execute(READY_FOR_CLICK, &[el.to_arg()]).await {
+                Ok(ready) if ready.as_bool() == Some(false) => {
+                    if Instant::now() >= deadline {
+                        return Err(BrowserError::Timeout(format!(
+                            "`{css}` was never taken over by htmx within {timeout:?}"
+                        )));
+                    }
+                    sleep(POLL_INTERVAL).await;
+                    continue;
+                }
                 Ok(_) => self.click_element(&el).await,
                 Err(err) => Err(err),
             };
