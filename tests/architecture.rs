@@ -58,6 +58,39 @@ fn queries_live_in_storage_only() {
     assert!(found.is_empty(), "queries outside src/storage:\n{}", found.join("\n"));
 }
 
+/// Rows cross into the domain as the value types of `src/model`, never as SeaORM entities.
+#[test]
+fn no_entity_type_is_named_outside_storage() {
+    let found = offenders(&["src/domain", "src/web", "src/model"], &["storage::entities", "entities::"]);
+    assert!(found.is_empty(), "entity types named outside src/storage:\n{}", found.join("\n"));
+}
+
+/// No public repository function takes or returns an entity row: what crosses out of storage
+/// is a `model` type (entities stay the tables' shapes, private to storage).
+#[test]
+fn repositories_hand_out_model_types_only() {
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("src/storage/repos")) {
+        let code: Vec<String> = code_lines(&file).into_iter().map(|(_, l)| l).collect();
+        let code = code.join("\n");
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("pub async fn ").or_else(|| rest.find("pub fn ")) {
+            let signature = &rest[at..];
+            let end = signature.find('{').unwrap_or(signature.len());
+            let signature = &signature[..end];
+            if signature.contains("::Model") || signature.contains("ActiveModel") {
+                found.push(format!(
+                    "{}: {}",
+                    file.display(),
+                    signature.split_whitespace().collect::<Vec<_>>().join(" ")
+                ));
+            }
+            rest = &rest[at + end..];
+        }
+    }
+    assert!(found.is_empty(), "repositories handing out entity rows:\n{}", found.join("\n"));
+}
+
 #[test]
 fn the_domain_knows_nothing_of_http_or_templates() {
     let found = offenders(&["src/domain"], &["actix_web", "actix_web_lab", "tera::", "use tera"]);

@@ -117,6 +117,21 @@ pub struct User {
     pub theme: Theme,
 }
 
+/// A row of the admin console's users page.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserRow {
+    /// The user.
+    pub user: User,
+    /// When the account was made.
+    pub created_at: DateTime<Utc>,
+    /// Last sign-in.
+    pub last_login_at: Option<DateTime<Utc>>,
+    /// Whether they sign in through OpenID Connect.
+    pub oidc: bool,
+    /// The email their provider sent without verifying it, shown apart.
+    pub unverified_email: Option<String>,
+}
+
 /// An invitation as admins see it (never with its token).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Invitation {
@@ -141,4 +156,29 @@ impl Invitation {
     pub fn is_open(&self) -> bool {
         self.accepted_at.is_none() && Utc::now() < self.expires_at
     }
+}
+
+/// An API token as stored: its hash, never the token itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// Stable id.
+    pub id: Uuid,
+    /// Whose token it is.
+    pub user_id: Uuid,
+    /// The name its owner gave it.
+    pub name: String,
+    /// The token's first characters, to recognise it by.
+    pub prefix: String,
+    /// SHA-256 of the token.
+    pub token_hash: String,
+    /// `api` (the gateway only) or `full` (the whole account).
+    pub scope: String,
+    /// When it stops working, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Last use.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
 }

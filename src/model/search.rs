@@ -13,3 +13,23 @@ pub struct Snippet {
     /// Byte ranges of `text` to highlight, in order and not overlapping.
     pub marks: Vec<Range<usize>>,
 }
+
+/// A message as the search feeder reads it: the stored names of its role and status are kept
+/// as they are, so one row the feeder cannot make sense of is skipped, not an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangedMessage {
+    /// Stable id.
+    pub id: uuid::Uuid,
+    /// Its session.
+    pub session_id: uuid::Uuid,
+    /// Stored role name.
+    pub role: String,
+    /// Stored status name.
+    pub status: String,
+    /// Its parts, as stored.
+    pub parts: serde_json::Value,
+    /// Creation time.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Last change (the feeder's cursor).
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}

@@ -75,3 +75,22 @@ pub struct ActivityEvent {
     /// The rest: ids, statuses, what changed.
     pub details: serde_json::Value,
 }
+
+/// A member's prompt template as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTemplateRecord {
+    /// Stable id.
+    pub id: Uuid,
+    /// Whose template it is.
+    pub owner_id: Uuid,
+    /// Its name, as the library lists it.
+    pub name: String,
+    /// The system prompt template itself.
+    pub body: String,
+    /// The group it is shared with (read-only for its members).
+    pub group_id: Option<Uuid>,
+    /// Created.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Last change.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}

@@ -125,7 +125,7 @@ impl Agent {
             .unwrap()
     }
 
-    pub(crate) async fn calls(&self) -> Vec<arbor::storage::entities::tool_call::Model> {
+    pub(crate) async fn calls(&self) -> Vec<arbor::model::agent::ToolCall> {
         arbor::storage::repos::agent::calls_of_session(self.db(), self.c.session).await.unwrap()
     }
 

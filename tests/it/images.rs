@@ -44,7 +44,7 @@ fn has_bytes(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-async fn attachments(c: &Chat, message: Uuid) -> Vec<arbor::storage::entities::attachment::Model> {
+async fn attachments(c: &Chat, message: Uuid) -> Vec<arbor::model::files::Attachment> {
     arbor::storage::repos::files::attachments_of(&c.app.state.db, &[message]).await.unwrap()
 }
 

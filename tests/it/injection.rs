@@ -158,7 +158,7 @@ async fn asks_exactly(a: &Agent, call: Uuid, tool: &str, args: &Value, risk: &st
     let html = dialog(a, call).await;
     assert!(html.contains(&format!("Allow <code>{tool}</code>?")), "{html}");
     assert!(html.contains(risk), "{html}");
-    assert!(html.contains(&format!("<pre class=\"confirm-args\">{escaped}</pre>")), "{html}");
+    assert!(html.contains(&format!("<pre class=\"confirm-args\" hx-disable>{escaped}</pre>")), "{html}");
     assert!(!html.contains("<img") && !html.contains("</pre><"), "{html}");
 }
 
@@ -170,10 +170,7 @@ async fn waiting(a: &Agent, model_id: &str) -> Uuid {
     call
 }
 
-fn status_of(
-    rows: &[arbor::storage::entities::tool_call::Model],
-    model_id: &str,
-) -> (String, Option<String>) {
+fn status_of(rows: &[arbor::model::agent::ToolCall], model_id: &str) -> (String, Option<String>) {
     let row = rows.iter().find(|c| c.call_id == model_id).unwrap_or_else(|| panic!("no call {model_id}"));
     (row.status.clone(), row.decision.clone())
 }

@@ -92,7 +92,7 @@ async fn tree_shape(app: &TestApp, session: Uuid) -> Value {
     fn node(
         m: &arbor::domain::sessions::tree::Message,
         all: &[arbor::domain::sessions::tree::Message],
-        calls: &[arbor::storage::entities::tool_call::Model],
+        calls: &[arbor::model::agent::ToolCall],
         files: &std::collections::HashMap<Uuid, Vec<arbor::domain::files::FileView>>,
     ) -> Value {
         let children: Vec<Value> = all

@@ -11,8 +11,9 @@ use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::accounts::{Actor, User, UserStatus};
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::accounts::TokenRecord;
 use crate::storage::Db;
-use crate::storage::repos::api_tokens::{self as repo, TokenRecord};
+use crate::storage::repos::api_tokens as repo;
 
 /// What every token starts with, so secret scanners and people recognise it.
 pub const TOKEN_PREFIX: &str = "arb_";

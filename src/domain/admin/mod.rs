@@ -7,7 +7,7 @@ pub mod quota_holds;
 pub mod quotas;
 pub mod usage;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -18,9 +18,9 @@ use crate::domain::authz::Admin;
 use crate::domain::providers::{Providers, default_base_url, kind_str, parse_kind};
 use crate::domain::validate::{check_http_url, valid_name};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::providers::{ManagedProvider, ProviderKey};
 use crate::secret::Secret;
 use crate::storage::Db;
-use crate::storage::entities::{provider, provider_key};
 use crate::storage::repos::providers::ProviderFields;
 use crate::storage::repos::{
     auth_sessions, providers as provider_repo, users as users_repo, workspaces as workspace_repo,
@@ -28,20 +28,7 @@ use crate::storage::repos::{
 use crate::vault::Vault;
 use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind};
 
-/// A row of the users page.
-#[derive(Debug, Clone, Serialize)]
-pub struct UserRow {
-    /// The user.
-    pub user: User,
-    /// When the account was made.
-    pub created_at: DateTime<Utc>,
-    /// Last sign-in.
-    pub last_login_at: Option<DateTime<Utc>>,
-    /// Whether they sign in through OpenID Connect.
-    pub oidc: bool,
-    /// The email their provider sent without verifying it, shown apart.
-    pub unverified_email: Option<String>,
-}
+pub use crate::model::accounts::UserRow;
 
 /// Users page size.
 pub const USERS_PAGE: u64 = 50;
@@ -49,20 +36,7 @@ pub const USERS_PAGE: u64 = 50;
 /// Users whose email or name contains `query`, by email, one page, and the total.
 pub async fn list_users(db: &Db, admin: &Admin, query: &str, page: u64) -> DomainResult<(Vec<UserRow>, u64)> {
     let _actor = admin.actor();
-    let (rows, total) = users_repo::search(db, query.trim(), page * USERS_PAGE, USERS_PAGE).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for m in rows {
-        let (created_at, last_login_at, oidc) = (m.created_at, m.last_login_at, m.oidc_subject.is_some());
-        let unverified_email = m.unverified_email.clone();
-        out.push(UserRow {
-            user: users_repo::to_domain(m)?,
-            created_at,
-            last_login_at,
-            oidc,
-            unverified_email,
-        });
-    }
-    Ok((out, total))
+    Ok(users_repo::search(db, query.trim(), page * USERS_PAGE, USERS_PAGE).await?)
 }
 
 async fn target_user(db: &Db, id: Uuid) -> DomainResult<User> {
@@ -242,7 +216,7 @@ pub struct KeyView {
     pub cooldown_until: Option<String>,
 }
 
-fn view(row: provider::Model, keys: Vec<provider_key::Model>) -> ProviderView {
+fn view(row: ManagedProvider, keys: Vec<ProviderKey>) -> ProviderView {
     ProviderView {
         id: row.id,
         name: row.name,

@@ -9,8 +9,8 @@ use crate::domain::authz::Admin;
 pub use crate::domain::providers::overrides::{ModelFacts, OverrideForm, parse};
 use crate::domain::providers::{Providers, split_alias};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::providers::ModelOverride;
 use crate::storage::Db;
-use crate::storage::entities::model_override;
 use crate::storage::repos::{model_overrides as repo, providers as provider_repo};
 
 /// Sets (or, with every field empty, clears) an admin's override for one of a provider's models.
@@ -25,7 +25,7 @@ pub async fn set_override(
     let _actor = admin.actor();
     let provider = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
     let (model, o) = parse(form)?;
-    let row = model_override::Model {
+    let row = ModelOverride {
         provider: provider.name.clone(),
         model: model.clone(),
         tools: o.tools,

@@ -13,10 +13,10 @@ use uuid::Uuid;
 
 use crate::config::AgentConfig;
 use crate::domain::{DomainError, DomainResult};
+use crate::model::agent::ToolCall;
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
-use crate::storage::entities::tool_call;
 use crate::storage::repos::agent as repo;
 use crate::tools::{self, FetchLimits, ProcessLimits, Risk, Root, Sandbox, ShellLimits, ToolEnv, ToolOutput};
 
@@ -185,12 +185,7 @@ pub const CALL_NOT_COVERED: &str = "This call is not the one that was approved (
 
 /// Whether the approval recorded on `row` covers the call about to run: it is bound to the tool's
 /// fingerprint as the dialog showed it and to the exact canonical arguments it was given for.
-pub fn approval_covers(
-    row: &tool_call::Model,
-    name: &str,
-    arguments: &Value,
-    offered: Option<&OfferedTool>,
-) -> bool {
+pub fn approval_covers(row: &ToolCall, name: &str, arguments: &Value, offered: Option<&OfferedTool>) -> bool {
     row.tool_name == name
         && row.args_hash == call_hash(name, &tools::canonical_arguments(arguments))
         && offered.is_some_and(|tool| tool.digest == row.tool_digest)

@@ -8,9 +8,9 @@ use uuid::Uuid;
 use super::{FileSettings, FileView, blob_error, view_of};
 use crate::blobs::{self, BlobStore, Kind};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::files::Attachment;
 use crate::providers::images::{GeneratedImage, InputImage};
 use crate::storage::Db;
-use crate::storage::entities::attachment;
 use crate::storage::repos::files::{self as repo, NewAttachment};
 
 /// Refuses to make images for a member whose files already fill their storage (before the
@@ -124,11 +124,11 @@ pub async fn attach_generated(
 }
 
 /// An image of the thread, as a model may be told of it.
-fn describe(a: &attachment::Model) -> String {
+fn describe(a: &Attachment) -> String {
     format!("{} (id {})", a.file_name, a.id)
 }
 
-fn is_image(a: &attachment::Model) -> bool {
+fn is_image(a: &Attachment) -> bool {
     matches!(a.mime.as_str(), "image/png" | "image/jpeg" | "image/gif" | "image/webp")
 }
 
@@ -146,7 +146,7 @@ pub async fn thread_images(
     }
     let unreadable = || "The conversation's images could not be read.".to_string();
     let all = repo::attachments_in_session(db, session_id).await.map_err(|_| unreadable())?;
-    let images: Vec<&attachment::Model> = all.iter().filter(|a| is_image(a)).collect();
+    let images: Vec<&Attachment> = all.iter().filter(|a| is_image(a)).collect();
     let mut out = Vec::with_capacity(refs.len());
     for wanted in refs {
         let wanted = wanted.trim();
@@ -183,7 +183,7 @@ pub async fn message_images(
     Ok(out)
 }
 
-async fn read_input(store: &BlobStore, a: &attachment::Model) -> DomainResult<InputImage> {
+async fn read_input(store: &BlobStore, a: &Attachment) -> DomainResult<InputImage> {
     let bytes = store.read(&a.hash).await.map_err(blob_error)?;
     // The type is the bytes' own, never the row's word.
     let mime = Kind::sniff(&bytes).mime().to_string();

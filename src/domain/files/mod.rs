@@ -12,9 +12,9 @@ use uuid::Uuid;
 use crate::blobs::{self, BlobError, BlobStore, ImageLimits, Kind};
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
+use crate::model::files::Attachment;
 use crate::providers::types::Part;
 use crate::storage::Db;
-use crate::storage::entities::attachment;
 use crate::storage::repos::files as repo;
 
 mod generated;
@@ -177,7 +177,7 @@ pub fn snapshot_view(id: Uuid, f: &crate::model::teams::SnapshotFile) -> FileVie
     }
 }
 
-fn view_of(a: attachment::Model) -> FileView {
+fn view_of(a: Attachment) -> FileView {
     FileView {
         id: a.id,
         image: is_raster(&a.mime),

@@ -13,9 +13,10 @@ use crate::domain::audit::{self, Origin};
 use crate::domain::authz::Admin;
 use crate::domain::validate::valid_name;
 use crate::domain::{DomainError, DomainResult};
+use crate::model::mcp::McpServerRecord;
 use crate::secret::Secret;
 use crate::storage::Db;
-use crate::storage::repos::mcp_servers::{self as repo, McpServerRecord};
+use crate::storage::repos::mcp_servers as repo;
 use crate::vault::Vault;
 use crate::vault::store::{NewSecret, ORG_OWNER, SecretKind, StoreError, Use};
 

@@ -340,7 +340,7 @@ pub(super) fn personal_entry(key: &SecretMeta) -> Option<ProviderEntry> {
 }
 
 /// Builds a registry entry from an admin-managed row and its keys.
-pub(super) fn managed_entry(row: provider::Model, keys: &[provider_key::Model]) -> Option<ProviderEntry> {
+pub(super) fn managed_entry(row: ManagedProvider, keys: &[ProviderKey]) -> Option<ProviderEntry> {
     let kind = parse_kind(&row.kind)?;
     let models: Vec<String> = serde_json::from_str(&row.models).unwrap_or_default();
     let visibility = match row.visibility.as_str() {

@@ -30,13 +30,13 @@ use crate::config::{LlmConfig, ProviderKind};
 use crate::domain::accounts::Actor;
 use crate::domain::providers::key_pool::{KeyHealth, KeyPlan, KeyedChat, RateLimits, VaultAccess};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::providers::{ManagedProvider, ProviderKey};
 use crate::netguard::AllowedRanges;
 use crate::providers::catalog::{Catalog, Family, ModelInfo};
 use crate::providers::chat::ChatProvider;
 use crate::providers::client::{ProviderClient, RetryPolicy};
 use crate::providers::discovery::Discovered;
 use crate::secret::Secret;
-use crate::storage::entities::{provider, provider_key};
 use crate::vault::Vault;
 use crate::vault::store::SecretMeta;
 

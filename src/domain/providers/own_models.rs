@@ -17,8 +17,8 @@ use crate::config::ProviderKind;
 use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
 use crate::domain::{DomainError, DomainResult};
+use crate::model::providers::MemberModelOverride;
 use crate::storage::Db;
-use crate::storage::entities::member_model_override;
 use crate::storage::repos::member_model_overrides as repo;
 use crate::vault::Vault;
 use crate::vault::store::{SecretKind, SecretMeta};
@@ -173,7 +173,7 @@ pub async fn set_override(
     let tokens = |v: Option<u32>| v.map(i64::from);
     repo::put(
         db,
-        member_model_override::Model {
+        MemberModelOverride {
             secret_id: meta.id,
             model: model.clone(),
             owner_id: actor.user_id(),

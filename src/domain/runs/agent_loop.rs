@@ -472,7 +472,7 @@ impl RunEngine {
         position: usize,
         call: &ModelCall,
         offered: Option<&OfferedTool>,
-    ) -> DomainResult<crate::storage::entities::tool_call::Model> {
+    ) -> DomainResult<crate::model::agent::ToolCall> {
         let canonical = tools::canonical_arguments(&call.arguments);
         Ok(repo::ensure_call(
             &self.db,

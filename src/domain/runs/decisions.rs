@@ -11,8 +11,8 @@ use crate::domain::sessions::tree::{self, MessageStatus, Role};
 use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
+use crate::model::agent::ToolCall;
 use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Part};
-use crate::storage::entities::tool_call;
 use crate::storage::repos::agent::{self as repo, DecisionRecord};
 use crate::storage::repos::messages;
 use serde_json::Value;
@@ -247,7 +247,7 @@ impl RunEngine {
     pub(super) async fn finish_refused(
         &self,
         session: &ChatSession,
-        row: &tool_call::Model,
+        row: &ToolCall,
         result_id: Uuid,
         run_id: &Uuid,
         publisher: RunPublisher,
@@ -275,7 +275,7 @@ impl RunEngine {
         &self,
         actor: &Actor,
         session: &ChatSession,
-        row: &tool_call::Model,
+        row: &ToolCall,
         answer_id: &Uuid,
         model: ResolvedModel,
     ) -> DomainResult<()> {
@@ -364,7 +364,7 @@ pub struct CallState {
     pub decided_by: Option<String>,
 }
 
-fn call_state_of(row: &tool_call::Model, names: &std::collections::HashMap<Uuid, String>) -> CallState {
+fn call_state_of(row: &ToolCall, names: &std::collections::HashMap<Uuid, String>) -> CallState {
     CallState {
         call: pending_view(row),
         status: row.status.clone(),
@@ -378,7 +378,7 @@ fn call_state_of(row: &tool_call::Model, names: &std::collections::HashMap<Uuid,
     }
 }
 
-pub(super) fn pending_view(row: &tool_call::Model) -> PendingCall {
+pub(super) fn pending_view(row: &ToolCall) -> PendingCall {
     let arguments = serde_json::from_str::<Value>(&row.arguments)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())

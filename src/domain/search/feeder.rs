@@ -13,9 +13,9 @@ use uuid::Uuid;
 
 use crate::domain::DomainResult;
 use crate::index::{IndexDoc, IndexId, IndexOp, Indexer, SearchIndex};
+use crate::model::search::ChangedMessage;
 use crate::providers::types::Part;
 use crate::storage::Db;
-use crate::storage::entities::message;
 use crate::storage::repos::search as repo;
 
 /// The watermark's row name before each index had its own: the starting point, once, of an
@@ -58,7 +58,7 @@ impl Cursors {
 }
 
 /// What a message contributes to the index: its text (tool results too), none for notes.
-fn searchable_text(m: &message::Model) -> Option<String> {
+fn searchable_text(m: &ChangedMessage) -> Option<String> {
     if m.role == "system" || m.status == "streaming" {
         return None;
     }

@@ -31,7 +31,7 @@ pub struct PromptTemplate {
     pub group: String,
 }
 
-fn view(r: library_repo::PromptTemplateRecord) -> PromptTemplate {
+fn view(r: crate::model::sessions::PromptTemplateRecord) -> PromptTemplate {
     PromptTemplate {
         id: r.id,
         name: r.name,

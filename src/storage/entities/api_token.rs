@@ -21,3 +21,37 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::accounts::TokenRecord {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            user_id: m.user_id,
+            name: m.name,
+            prefix: m.prefix,
+            token_hash: m.token_hash,
+            scope: m.scope,
+            expires_at: m.expires_at,
+            last_used_at: m.last_used_at,
+            revoked_at: m.revoked_at,
+            created_at: m.created_at,
+        }
+    }
+}
+
+impl From<crate::model::accounts::TokenRecord> for ActiveModel {
+    fn from(m: crate::model::accounts::TokenRecord) -> Self {
+        Self {
+            id: sea_orm::ActiveValue::Set(m.id),
+            user_id: sea_orm::ActiveValue::Set(m.user_id),
+            name: sea_orm::ActiveValue::Set(m.name),
+            prefix: sea_orm::ActiveValue::Set(m.prefix),
+            token_hash: sea_orm::ActiveValue::Set(m.token_hash),
+            scope: sea_orm::ActiveValue::Set(m.scope),
+            expires_at: sea_orm::ActiveValue::Set(m.expires_at),
+            last_used_at: sea_orm::ActiveValue::Set(m.last_used_at),
+            revoked_at: sea_orm::ActiveValue::Set(m.revoked_at),
+            created_at: sea_orm::ActiveValue::Set(m.created_at),
+        }
+    }
+}

@@ -18,3 +18,18 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::agent::ApprovalRule {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            user_id: m.user_id,
+            scope: m.scope,
+            scope_id: m.scope_id,
+            tool_name: m.tool_name,
+            pattern: m.pattern,
+            tool_digest: m.tool_digest,
+            created_at: m.created_at,
+        }
+    }
+}

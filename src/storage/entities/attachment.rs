@@ -23,3 +23,23 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::files::Attachment {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            message_id: m.message_id,
+            session_id: m.session_id,
+            user_id: m.user_id,
+            hash: m.hash,
+            thumb_hash: m.thumb_hash,
+            file_name: m.file_name,
+            size: m.size,
+            mime: m.mime,
+            width: m.width,
+            height: m.height,
+            position: m.position,
+            created_at: m.created_at,
+        }
+    }
+}

@@ -18,3 +18,18 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::records::AuditEntry {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            at: m.at,
+            actor_id: m.actor_id,
+            actor: m.actor,
+            action: m.action,
+            target: m.target,
+            details: m.details,
+            ip: m.ip,
+        }
+    }
+}

@@ -15,3 +15,9 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::files::Blob {
+    fn from(m: Model) -> Self {
+        Self { hash: m.hash, size: m.size, mime: m.mime, refcount: m.refcount, created_at: m.created_at }
+    }
+}

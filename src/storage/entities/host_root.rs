@@ -15,3 +15,15 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::agent::HostRoot {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            workspace_id: m.workspace_id,
+            path: m.path,
+            created_by: m.created_by,
+            created_at: m.created_at,
+        }
+    }
+}

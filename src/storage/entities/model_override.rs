@@ -21,3 +21,20 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::providers::ModelOverride {
+    fn from(m: Model) -> Self {
+        Self {
+            provider: m.provider,
+            model: m.model,
+            tools: m.tools,
+            vision: m.vision,
+            reasoning: m.reasoning,
+            context_window: m.context_window,
+            max_output: m.max_output,
+            input_per_mtok: m.input_per_mtok,
+            output_per_mtok: m.output_per_mtok,
+            updated_at: m.updated_at,
+        }
+    }
+}

@@ -18,3 +18,31 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::sessions::PromptTemplateRecord {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            owner_id: m.owner_id,
+            name: m.name,
+            body: m.body,
+            group_id: m.group_id,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+impl From<crate::model::sessions::PromptTemplateRecord> for ActiveModel {
+    fn from(m: crate::model::sessions::PromptTemplateRecord) -> Self {
+        Self {
+            id: sea_orm::ActiveValue::Set(m.id),
+            owner_id: sea_orm::ActiveValue::Set(m.owner_id),
+            name: sea_orm::ActiveValue::Set(m.name),
+            body: sea_orm::ActiveValue::Set(m.body),
+            group_id: sea_orm::ActiveValue::Set(m.group_id),
+            created_at: sea_orm::ActiveValue::Set(m.created_at),
+            updated_at: sea_orm::ActiveValue::Set(m.updated_at),
+        }
+    }
+}

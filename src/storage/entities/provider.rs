@@ -24,3 +24,23 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::providers::ManagedProvider {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            name: m.name,
+            label: m.label,
+            kind: m.kind,
+            base_url: m.base_url,
+            enabled: m.enabled,
+            models: m.models,
+            visibility: m.visibility,
+            allowed_users: m.allowed_users,
+            rpm: m.rpm,
+            tpm: m.tpm,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}

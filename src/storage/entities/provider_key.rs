@@ -19,3 +19,18 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::providers::ProviderKey {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            provider_id: m.provider_id,
+            label: m.label,
+            last4: m.last4,
+            failures: m.failures,
+            cooldown_until: m.cooldown_until,
+            last_used_at: m.last_used_at,
+            created_at: m.created_at,
+        }
+    }
+}

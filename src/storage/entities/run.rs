@@ -23,3 +23,22 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::agent::Run {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            session_id: m.session_id,
+            owner_id: m.owner_id,
+            leaf_message_id: m.leaf_message_id,
+            assistant_message_id: m.assistant_message_id,
+            status: m.status,
+            iterations: m.iterations,
+            error: m.error,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            finished_at: m.finished_at,
+            instance_id: m.instance_id,
+        }
+    }
+}

@@ -19,3 +19,17 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::records::StoredResponse {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            user_id: m.user_id,
+            previous_id: m.previous_id,
+            system: m.system,
+            turn: m.turn,
+            body: m.body,
+            created_at: m.created_at,
+        }
+    }
+}

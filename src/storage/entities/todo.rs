@@ -16,3 +16,16 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::agent::TodoRecord {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            session_id: m.session_id,
+            position: m.position,
+            text: m.text,
+            status: m.status,
+            updated_at: m.updated_at,
+        }
+    }
+}

@@ -33,3 +33,32 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::agent::ToolCall {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            run_id: m.run_id,
+            session_id: m.session_id,
+            owner_id: m.owner_id,
+            message_id: m.message_id,
+            call_id: m.call_id,
+            position: m.position,
+            tool_name: m.tool_name,
+            arguments: m.arguments,
+            args_hash: m.args_hash,
+            tool_digest: m.tool_digest,
+            tool_description: m.tool_description,
+            risk: m.risk,
+            status: m.status,
+            decision: m.decision,
+            decided_by: m.decided_by,
+            decided_at: m.decided_at,
+            explanation: m.explanation,
+            diff: m.diff,
+            result_message_id: m.result_message_id,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}

@@ -20,3 +20,20 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::files::Upload {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            user_id: m.user_id,
+            hash: m.hash,
+            thumb_hash: m.thumb_hash,
+            file_name: m.file_name,
+            size: m.size,
+            mime: m.mime,
+            width: m.width,
+            height: m.height,
+            created_at: m.created_at,
+        }
+    }
+}

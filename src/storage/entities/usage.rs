@@ -24,3 +24,24 @@ pub struct Model {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl From<Model> for crate::model::records::UsageRecord {
+    fn from(m: Model) -> Self {
+        Self {
+            id: m.id,
+            user_id: m.user_id,
+            session_id: m.session_id,
+            message_id: m.message_id,
+            provider: m.provider,
+            model: m.model,
+            tokens_in: m.tokens_in,
+            tokens_out: m.tokens_out,
+            tokens_cached: m.tokens_cached,
+            estimated: m.estimated,
+            cost_micros: m.cost_micros,
+            latency_ms: m.latency_ms,
+            via: m.via,
+            created_at: m.created_at,
+        }
+    }
+}

@@ -9,9 +9,16 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use uuid::Uuid;
 
 use super::messages::{NewMessage, choose, insert_message, parts_json, to_i64};
+use crate::model::agent::ApprovalRule;
+use crate::model::agent::HostRoot;
+use crate::model::agent::Run;
+use crate::model::agent::TodoRecord;
+use crate::model::agent::ToolCall;
 use crate::model::messages::{MessageStatus, MessageUsage};
+use crate::model::sessions::Workspace;
 use crate::providers::types::Part;
 use crate::storage::entities::{approval_rule, host_root, message, run, todo, tool_call, workspace};
+use crate::storage::repos::workspaces::workspace_to_domain;
 use crate::storage::{Db, StorageResult};
 
 /// A tool call to record.
@@ -43,14 +50,14 @@ pub struct NewToolCall<'a> {
 }
 
 /// Records a proposed call, or returns the one already recorded for this message and call id.
-pub async fn ensure_call(db: &Db, c: &NewToolCall<'_>) -> StorageResult<tool_call::Model> {
+pub async fn ensure_call(db: &Db, c: &NewToolCall<'_>) -> StorageResult<ToolCall> {
     if let Some(existing) = tool_call::Entity::find()
         .filter(tool_call::Column::MessageId.eq(c.message_id))
         .filter(tool_call::Column::CallId.eq(c.call_id))
         .one(db)
         .await?
     {
-        return Ok(existing);
+        return Ok(existing.into());
     }
     let now = Utc::now();
     Ok(tool_call::ActiveModel {
@@ -78,47 +85,55 @@ pub async fn ensure_call(db: &Db, c: &NewToolCall<'_>) -> StorageResult<tool_cal
         updated_at: Set(now),
     }
     .insert(db)
-    .await?)
+    .await?
+    .into())
 }
 
 /// A session's call by id (the owner checked by the caller through the session).
-pub async fn find_call(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<Option<tool_call::Model>> {
-    Ok(tool_call::Entity::find_by_id(id).filter(tool_call::Column::SessionId.eq(session_id)).one(db).await?)
+pub async fn find_call(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<Option<ToolCall>> {
+    Ok(tool_call::Entity::find_by_id(id)
+        .filter(tool_call::Column::SessionId.eq(session_id))
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// The calls of one assistant message, in order.
-pub async fn calls_of_message(db: &Db, message_id: Uuid) -> StorageResult<Vec<tool_call::Model>> {
+pub async fn calls_of_message(db: &Db, message_id: Uuid) -> StorageResult<Vec<ToolCall>> {
     Ok(tool_call::Entity::find()
         .filter(tool_call::Column::MessageId.eq(message_id))
         .order_by_asc(tool_call::Column::Position)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// The session's call whose result is this message, if any.
-pub async fn call_by_result(
-    db: &Db,
-    session_id: Uuid,
-    result_id: Uuid,
-) -> StorageResult<Option<tool_call::Model>> {
+pub async fn call_by_result(db: &Db, session_id: Uuid, result_id: Uuid) -> StorageResult<Option<ToolCall>> {
     Ok(tool_call::Entity::find()
         .filter(tool_call::Column::SessionId.eq(session_id))
         .filter(tool_call::Column::ResultMessageId.eq(result_id))
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// Every call recorded in a session (for showing statuses on cards).
-pub async fn calls_of_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<tool_call::Model>> {
+pub async fn calls_of_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<ToolCall>> {
     Ok(tool_call::Entity::find()
         .filter(tool_call::Column::SessionId.eq(session_id))
         .order_by_asc(tool_call::Column::CreatedAt)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// The call of the session waiting for a decision, if any.
-pub async fn pending_call(db: &Db, session_id: Uuid) -> StorageResult<Option<tool_call::Model>> {
+pub async fn pending_call(db: &Db, session_id: Uuid) -> StorageResult<Option<ToolCall>> {
     let Some(run) = run::Entity::find()
         .filter(run::Column::SessionId.eq(session_id))
         .filter(run::Column::Status.eq("awaiting_confirmation"))
@@ -132,12 +147,17 @@ pub async fn pending_call(db: &Db, session_id: Uuid) -> StorageResult<Option<too
         .filter(tool_call::Column::Status.eq("proposed"))
         .order_by_asc(tool_call::Column::CreatedAt)
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// A run row of the session.
-pub async fn find_run(db: &Db, session_id: Uuid, run_id: Uuid) -> StorageResult<Option<run::Model>> {
-    Ok(run::Entity::find_by_id(run_id).filter(run::Column::SessionId.eq(session_id)).one(db).await?)
+pub async fn find_run(db: &Db, session_id: Uuid, run_id: Uuid) -> StorageResult<Option<Run>> {
+    Ok(run::Entity::find_by_id(run_id)
+        .filter(run::Column::SessionId.eq(session_id))
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// Sets a call's status (and, when given, its decision without a person: `auto` or `rule`).
@@ -411,22 +431,24 @@ pub async fn cancel_paused(db: &Db, run_id: Uuid, decided_by: Uuid) -> StorageRe
 }
 
 /// The paused run of a session, if any.
-pub async fn paused_run(db: &Db, session_id: Uuid) -> StorageResult<Option<run::Model>> {
+pub async fn paused_run(db: &Db, session_id: Uuid) -> StorageResult<Option<Run>> {
     Ok(run::Entity::find()
         .filter(run::Column::SessionId.eq(session_id))
         .filter(run::Column::Status.eq("awaiting_confirmation"))
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// The session's latest run, if it has any.
-pub async fn latest_run(db: &Db, session_id: Uuid) -> StorageResult<Option<run::Model>> {
+pub async fn latest_run(db: &Db, session_id: Uuid) -> StorageResult<Option<Run>> {
     Ok(run::Entity::find()
         .filter(run::Column::SessionId.eq(session_id))
         .order_by_desc(run::Column::CreatedAt)
         .order_by_desc(run::Column::Id)
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// Stores an "always" rule.
@@ -438,7 +460,7 @@ pub async fn insert_rule(
     tool_name: &str,
     pattern: &str,
     tool_digest: &str,
-) -> StorageResult<approval_rule::Model> {
+) -> StorageResult<ApprovalRule> {
     Ok(approval_rule::ActiveModel {
         id: Set(Uuid::now_v7()),
         user_id: Set(user_id),
@@ -450,7 +472,8 @@ pub async fn insert_rule(
         created_at: Set(Utc::now()),
     }
     .insert(db)
-    .await?)
+    .await?
+    .into())
 }
 
 /// The user's rules for a tool that apply in this session or its workspace.
@@ -460,22 +483,28 @@ pub async fn rules_for(
     session_id: Uuid,
     workspace_id: Uuid,
     tool_name: &str,
-) -> StorageResult<Vec<approval_rule::Model>> {
+) -> StorageResult<Vec<ApprovalRule>> {
     Ok(approval_rule::Entity::find()
         .filter(approval_rule::Column::UserId.eq(user_id))
         .filter(approval_rule::Column::ToolName.eq(tool_name))
         .filter(approval_rule::Column::ScopeId.is_in([session_id, workspace_id]))
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Every rule of a user, newest first.
-pub async fn list_rules(db: &Db, user_id: Uuid) -> StorageResult<Vec<approval_rule::Model>> {
+pub async fn list_rules(db: &Db, user_id: Uuid) -> StorageResult<Vec<ApprovalRule>> {
     Ok(approval_rule::Entity::find()
         .filter(approval_rule::Column::UserId.eq(user_id))
         .order_by_desc(approval_rule::Column::CreatedAt)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Deletes one of the user's rules; false when there was none.
@@ -511,12 +540,15 @@ pub async fn replace_todos(db: &Db, session_id: Uuid, items: &[(String, String)]
 }
 
 /// A session's todo list in order.
-pub async fn todos(db: &Db, session_id: Uuid) -> StorageResult<Vec<todo::Model>> {
+pub async fn todos(db: &Db, session_id: Uuid) -> StorageResult<Vec<TodoRecord>> {
     Ok(todo::Entity::find()
         .filter(todo::Column::SessionId.eq(session_id))
         .order_by_asc(todo::Column::Position)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// The host folders allowed for a workspace.
@@ -532,27 +564,34 @@ pub async fn host_roots_of(db: &Db, workspace_id: Uuid) -> StorageResult<Vec<Str
 }
 
 /// Every allowed host folder (for the console).
-pub async fn all_host_roots(db: &Db) -> StorageResult<Vec<host_root::Model>> {
-    Ok(host_root::Entity::find().order_by_asc(host_root::Column::Path).all(db).await?)
+pub async fn all_host_roots(db: &Db) -> StorageResult<Vec<HostRoot>> {
+    Ok(host_root::Entity::find()
+        .order_by_asc(host_root::Column::Path)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// A workspace by id, whoever owns it (for the console).
-pub async fn any_workspace(db: &Db, id: Uuid) -> StorageResult<Option<workspace::Model>> {
-    Ok(workspace::Entity::find_by_id(id).one(db).await?)
+pub async fn any_workspace(db: &Db, id: Uuid) -> StorageResult<Option<Workspace>> {
+    Ok(workspace::Entity::find_by_id(id).one(db).await?.map(workspace_to_domain))
 }
 
 /// Every workspace with its owner's id, by name (for the console's picker).
-pub async fn all_workspaces(db: &Db) -> StorageResult<Vec<workspace::Model>> {
-    Ok(workspace::Entity::find().order_by_asc(workspace::Column::Name).all(db).await?)
+pub async fn all_workspaces(db: &Db) -> StorageResult<Vec<Workspace>> {
+    Ok(workspace::Entity::find()
+        .order_by_asc(workspace::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(workspace_to_domain)
+        .collect())
 }
 
 /// Allows a host folder for a workspace.
-pub async fn insert_host_root(
-    db: &Db,
-    workspace_id: Uuid,
-    path: &str,
-    by: Uuid,
-) -> StorageResult<host_root::Model> {
+pub async fn insert_host_root(db: &Db, workspace_id: Uuid, path: &str, by: Uuid) -> StorageResult<HostRoot> {
     Ok(host_root::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(workspace_id),
@@ -561,12 +600,13 @@ pub async fn insert_host_root(
         created_at: Set(Utc::now()),
     }
     .insert(db)
-    .await?)
+    .await?
+    .into())
 }
 
 /// Removes an allowed host folder; the removed row, if there was one.
-pub async fn delete_host_root(db: &Db, id: Uuid) -> StorageResult<Option<host_root::Model>> {
+pub async fn delete_host_root(db: &Db, id: Uuid) -> StorageResult<Option<HostRoot>> {
     let Some(row) = host_root::Entity::find_by_id(id).one(db).await? else { return Ok(None) };
     host_root::Entity::delete_by_id(id).exec(db).await?;
-    Ok(Some(row))
+    Ok(Some(row.into()))
 }

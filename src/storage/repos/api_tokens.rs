@@ -8,8 +8,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::accounts::TokenRecord;
 use crate::model::accounts::User;
-pub use crate::storage::entities::api_token::Model as TokenRecord;
 use crate::storage::entities::{api_token, user};
 use crate::storage::{Db, StorageResult};
 
@@ -19,18 +19,25 @@ pub async fn list_for_user(db: &Db, user: Uuid) -> StorageResult<Vec<TokenRecord
         .filter(api_token::Column::UserId.eq(user))
         .order_by_desc(api_token::Column::CreatedAt)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Stores a new token's hash and description.
 pub async fn insert(db: &Db, record: TokenRecord) -> StorageResult<TokenRecord> {
     let row: api_token::ActiveModel = record.into();
-    Ok(api_token::Entity::insert(row).exec_with_returning(db).await?)
+    Ok(api_token::Entity::insert(row).exec_with_returning(db).await?.into())
 }
 
 /// One of a user's tokens.
 pub async fn find_owned(db: &Db, user: Uuid, id: Uuid) -> StorageResult<Option<TokenRecord>> {
-    Ok(api_token::Entity::find_by_id(id).filter(api_token::Column::UserId.eq(user)).one(db).await?)
+    Ok(api_token::Entity::find_by_id(id)
+        .filter(api_token::Column::UserId.eq(user))
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// Marks a token revoked.
@@ -53,7 +60,7 @@ pub async fn find_with_user(db: &Db, hash: &str) -> StorageResult<Option<(TokenR
         .one(db)
         .await?;
     match found {
-        Some((token, Some(row))) => Ok(Some((token, crate::storage::repos::users::to_domain(row)?))),
+        Some((token, Some(row))) => Ok(Some((token.into(), crate::storage::repos::users::to_domain(row)?))),
         _ => Ok(None),
     }
 }

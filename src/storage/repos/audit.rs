@@ -6,6 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::records::AuditEntry;
 use crate::storage::StorageResult;
 use crate::storage::entities::audit_entry;
 
@@ -61,11 +62,7 @@ pub struct Filter {
 }
 
 /// Newest first, at most `limit` rows.
-pub async fn list<C: ConnectionTrait>(
-    db: &C,
-    f: &Filter,
-    limit: u64,
-) -> StorageResult<Vec<audit_entry::Model>> {
+pub async fn list<C: ConnectionTrait>(db: &C, f: &Filter, limit: u64) -> StorageResult<Vec<AuditEntry>> {
     let mut q = audit_entry::Entity::find();
     if let Some(a) = f.action.as_deref().filter(|a| !a.is_empty()) {
         q = q.filter(audit_entry::Column::Action.starts_with(a));
@@ -85,5 +82,11 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(b) = f.before {
         q = q.filter(audit_entry::Column::Id.lt(b));
     }
-    Ok(q.order_by_desc(audit_entry::Column::Id).limit(limit).all(db).await?)
+    Ok(q.order_by_desc(audit_entry::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }

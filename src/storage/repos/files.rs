@@ -9,6 +9,9 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::files::Attachment;
+use crate::model::files::Blob;
+use crate::model::files::Upload;
 use crate::storage::entities::{attachment, blob, upload};
 use crate::storage::{Db, StorageResult};
 
@@ -54,7 +57,7 @@ pub(crate) async fn ensure_blob<C: ConnectionTrait>(
 }
 
 /// In one transaction: the blob rows (if new) and the upload referencing them.
-pub async fn insert_upload(db: &Db, u: &NewUpload<'_>) -> StorageResult<upload::Model> {
+pub async fn insert_upload(db: &Db, u: &NewUpload<'_>) -> StorageResult<Upload> {
     let txn = crate::storage::begin_write(db).await?;
     ensure_blob(&txn, u.hash, u.size, u.mime).await?;
     if let Some((hash, size, mime)) = u.thumb {
@@ -75,12 +78,16 @@ pub async fn insert_upload(db: &Db, u: &NewUpload<'_>) -> StorageResult<upload::
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    Ok(row)
+    Ok(row.into())
 }
 
 /// One of the user's uploads.
-pub async fn find_upload(db: &Db, user_id: Uuid, id: Uuid) -> StorageResult<Option<upload::Model>> {
-    Ok(upload::Entity::find_by_id(id).filter(upload::Column::UserId.eq(user_id)).one(db).await?)
+pub async fn find_upload(db: &Db, user_id: Uuid, id: Uuid) -> StorageResult<Option<Upload>> {
+    Ok(upload::Entity::find_by_id(id)
+        .filter(upload::Column::UserId.eq(user_id))
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// Removes one of the user's uploads; false when there was none.
@@ -154,7 +161,7 @@ pub async fn attach_uploads<C: ConnectionTrait>(
 }
 
 /// The attachments of these messages, in order.
-pub async fn attachments_of(db: &Db, message_ids: &[Uuid]) -> StorageResult<Vec<attachment::Model>> {
+pub async fn attachments_of(db: &Db, message_ids: &[Uuid]) -> StorageResult<Vec<Attachment>> {
     if message_ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -166,7 +173,9 @@ pub async fn attachments_of(db: &Db, message_ids: &[Uuid]) -> StorageResult<Vec<
                 .order_by_asc(attachment::Column::MessageId)
                 .order_by_asc(attachment::Column::Position)
                 .all(db)
-                .await?,
+                .await?
+                .into_iter()
+                .map(Attachment::from),
         );
     }
     Ok(out)
@@ -252,8 +261,8 @@ pub async fn blob_known(db: &Db, hash: &str) -> StorageResult<bool> {
 }
 
 /// A blob's row.
-pub async fn blob_row(db: &Db, hash: &str) -> StorageResult<Option<blob::Model>> {
-    Ok(blob::Entity::find_by_id(hash.to_string()).one(db).await?)
+pub async fn blob_row(db: &Db, hash: &str) -> StorageResult<Option<Blob>> {
+    Ok(blob::Entity::find_by_id(hash.to_string()).one(db).await?.map(Into::into))
 }
 
 /// A file a run made (a generated image), to attach to one of its messages.
@@ -280,10 +289,7 @@ pub struct NewAttachment<'a> {
 
 /// In one transaction: the blob rows (if new) and the attachments, each after those its
 /// message has already.
-pub async fn insert_attachments(
-    db: &Db,
-    rows: &[NewAttachment<'_>],
-) -> StorageResult<Vec<attachment::Model>> {
+pub async fn insert_attachments(db: &Db, rows: &[NewAttachment<'_>]) -> StorageResult<Vec<Attachment>> {
     use sea_orm::PaginatorTrait;
     let txn = crate::storage::begin_write(db).await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -313,19 +319,22 @@ pub async fn insert_attachments(
         }
         .insert(&txn)
         .await?;
-        out.push(row);
+        out.push(row.into());
     }
     txn.commit().await?;
     Ok(out)
 }
 
 /// The latest 1,000 attachments of a session's messages (every branch), newest first.
-pub async fn attachments_in_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<attachment::Model>> {
+pub async fn attachments_in_session(db: &Db, session_id: Uuid) -> StorageResult<Vec<Attachment>> {
     Ok(attachment::Entity::find()
         .filter(attachment::Column::SessionId.eq(session_id))
         .order_by_desc(attachment::Column::CreatedAt)
         .order_by_desc(attachment::Column::Position)
         .limit(1000)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }

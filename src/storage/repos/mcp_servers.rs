@@ -6,8 +6,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::mcp::McpServerRecord;
 use crate::storage::entities::mcp_server;
-pub use crate::storage::entities::mcp_server::Model as McpServerRecord;
 use crate::storage::{Db, StorageResult};
 
 /// The instance's servers, by name.
@@ -16,7 +16,10 @@ pub async fn list_instance(db: &Db) -> StorageResult<Vec<McpServerRecord>> {
         .filter(mcp_server::Column::OwnerId.is_null())
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// A member's own servers, by name.
@@ -25,7 +28,10 @@ pub async fn list_owned(db: &Db, owner: Uuid) -> StorageResult<Vec<McpServerReco
         .filter(mcp_server::Column::OwnerId.eq(owner))
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// The enabled servers a user's agent may use, by name: the instance's and the user's own,
@@ -52,7 +58,7 @@ pub async fn enabled_for(
         .await?;
     // Stable: the instance's and the user's own first, each group of names in order.
     rows.sort_by_key(|r| r.owner_id.is_some_and(|o| o != user));
-    Ok(rows)
+    Ok(rows.into_iter().map(Into::into).collect())
 }
 
 /// Members' servers shared with any of these groups, except `user`'s own, by name.
@@ -65,7 +71,10 @@ pub async fn shared_with(db: &Db, user: Uuid, groups: &[Uuid]) -> StorageResult<
         .filter(mcp_server::Column::OwnerId.ne(user))
         .order_by_asc(mcp_server::Column::Name)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Shares one of `owner`'s servers with a group, or with nobody; `false` when it is not theirs.
@@ -95,34 +104,43 @@ pub async fn find_instance_by_name(db: &Db, name: &str) -> StorageResult<Option<
         .filter(mcp_server::Column::OwnerId.is_null())
         .filter(mcp_server::Column::Name.eq(name))
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// One of the instance's servers.
 pub async fn find_instance(db: &Db, id: Uuid) -> StorageResult<Option<McpServerRecord>> {
-    Ok(mcp_server::Entity::find_by_id(id).filter(mcp_server::Column::OwnerId.is_null()).one(db).await?)
+    Ok(mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.is_null())
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// One of a member's own servers.
 pub async fn find_owned(db: &Db, owner: Uuid, id: Uuid) -> StorageResult<Option<McpServerRecord>> {
-    Ok(mcp_server::Entity::find_by_id(id).filter(mcp_server::Column::OwnerId.eq(owner)).one(db).await?)
+    Ok(mcp_server::Entity::find_by_id(id)
+        .filter(mcp_server::Column::OwnerId.eq(owner))
+        .one(db)
+        .await?
+        .map(Into::into))
 }
 
 /// Any server, whoever owns it.
 pub async fn find(db: &Db, id: Uuid) -> StorageResult<Option<McpServerRecord>> {
-    Ok(mcp_server::Entity::find_by_id(id).one(db).await?)
+    Ok(mcp_server::Entity::find_by_id(id).one(db).await?.map(Into::into))
 }
 
 /// Stores a new server.
 pub async fn insert(db: &Db, record: McpServerRecord) -> StorageResult<McpServerRecord> {
     let row: mcp_server::ActiveModel = record.into();
-    Ok(mcp_server::Entity::insert(row).exec_with_returning(db).await?)
+    Ok(mcp_server::Entity::insert(row).exec_with_returning(db).await?.into())
 }
 
 /// Saves every column of an existing server.
 pub async fn update(db: &Db, record: McpServerRecord) -> StorageResult<McpServerRecord> {
     let row: mcp_server::ActiveModel = record.into();
-    Ok(row.reset_all().update(db).await?)
+    Ok(row.reset_all().update(db).await?.into())
 }
 
 /// Deletes a server row.

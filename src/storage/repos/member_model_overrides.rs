@@ -4,21 +4,25 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
+use crate::model::providers::MemberModelOverride;
 use crate::storage::entities::member_model_override as row;
 use crate::storage::{Db, StorageResult};
 
 /// Every member's overrides (read at start).
-pub async fn all(db: &Db) -> StorageResult<Vec<row::Model>> {
-    Ok(row::Entity::find().all(db).await?)
+pub async fn all(db: &Db) -> StorageResult<Vec<MemberModelOverride>> {
+    Ok(row::Entity::find().all(db).await?.into_iter().map(Into::into).collect())
 }
 
 /// The overrides of one key, by model.
-pub async fn of_key(db: &Db, secret_id: Uuid) -> StorageResult<Vec<row::Model>> {
+pub async fn of_key(db: &Db, secret_id: Uuid) -> StorageResult<Vec<MemberModelOverride>> {
     Ok(row::Entity::find()
         .filter(row::Column::SecretId.eq(secret_id))
         .order_by_asc(row::Column::Model)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// How many models of `owner`'s key `secret_id` have an override.
@@ -32,7 +36,7 @@ pub async fn count_of_key(db: &Db, owner: Uuid, secret_id: Uuid) -> StorageResul
 
 /// Writes one model's override for the owner's key (replacing the old one); a row of only
 /// `NULL`s is deleted.
-pub async fn put(db: &Db, new: row::Model) -> StorageResult<()> {
+pub async fn put(db: &Db, new: MemberModelOverride) -> StorageResult<()> {
     let empty = new.tools.is_none()
         && new.vision.is_none()
         && new.reasoning.is_none()

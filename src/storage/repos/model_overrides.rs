@@ -3,16 +3,17 @@
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
+use crate::model::providers::ModelOverride;
 use crate::storage::entities::model_override;
 use crate::storage::{Db, StorageResult};
 
 /// Every override.
-pub async fn all(db: &Db) -> StorageResult<Vec<model_override::Model>> {
-    Ok(model_override::Entity::find().all(db).await?)
+pub async fn all(db: &Db) -> StorageResult<Vec<ModelOverride>> {
+    Ok(model_override::Entity::find().all(db).await?.into_iter().map(Into::into).collect())
 }
 
 /// Writes one model's override (replacing the old one); a row of only `NULL`s is deleted.
-pub async fn put(db: &Db, row: model_override::Model) -> StorageResult<()> {
+pub async fn put(db: &Db, row: ModelOverride) -> StorageResult<()> {
     let empty = row.tools.is_none()
         && row.vision.is_none()
         && row.reasoning.is_none()

@@ -7,8 +7,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::sessions::PromptTemplateRecord;
 use crate::storage::entities::prompt_template;
-pub use crate::storage::entities::prompt_template::Model as PromptTemplateRecord;
 use crate::storage::{Db, StorageResult};
 
 /// A member's templates, by name.
@@ -17,7 +17,10 @@ pub async fn list_owned(db: &Db, owner: Uuid) -> StorageResult<Vec<PromptTemplat
         .filter(prompt_template::Column::OwnerId.eq(owner))
         .order_by_asc(prompt_template::Column::Name)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// How many templates a member keeps.
@@ -41,7 +44,10 @@ pub async fn shared_with(
         .order_by_asc(prompt_template::Column::Name)
         .paginate(db, limit)
         .fetch_page(0)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Stores a new template.
@@ -57,7 +63,8 @@ pub async fn insert(db: &Db, owner: Uuid, name: &str, body: &str) -> StorageResu
         updated_at: Set(now),
     }
     .insert(db)
-    .await?)
+    .await?
+    .into())
 }
 
 /// One of the owner's templates.
@@ -65,7 +72,8 @@ pub async fn find_owned(db: &Db, owner: Uuid, id: Uuid) -> StorageResult<Option<
     Ok(prompt_template::Entity::find_by_id(id)
         .filter(prompt_template::Column::OwnerId.eq(owner))
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// Deletes one of the owner's templates; `false` when it is not theirs.

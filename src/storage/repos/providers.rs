@@ -8,39 +8,53 @@ use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
+use crate::model::providers::ManagedProvider;
+use crate::model::providers::ProviderKey;
 use crate::storage::StorageResult;
 use crate::storage::entities::{provider, provider_key};
 
 /// Every admin-managed provider, by name.
-pub async fn all<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<provider::Model>> {
-    Ok(provider::Entity::find().order_by_asc(provider::Column::Name).all(db).await?)
+pub async fn all<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<ManagedProvider>> {
+    Ok(provider::Entity::find()
+        .order_by_asc(provider::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Every shared key, oldest first.
-pub async fn all_keys<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<provider_key::Model>> {
-    Ok(provider_key::Entity::find().order_by_asc(provider_key::Column::CreatedAt).all(db).await?)
+pub async fn all_keys<C: ConnectionTrait>(db: &C) -> StorageResult<Vec<ProviderKey>> {
+    Ok(provider_key::Entity::find()
+        .order_by_asc(provider_key::Column::CreatedAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// One provider.
-pub async fn find<C: ConnectionTrait>(db: &C, id: Uuid) -> StorageResult<Option<provider::Model>> {
-    Ok(provider::Entity::find_by_id(id).one(db).await?)
+pub async fn find<C: ConnectionTrait>(db: &C, id: Uuid) -> StorageResult<Option<ManagedProvider>> {
+    Ok(provider::Entity::find_by_id(id).one(db).await?.map(Into::into))
 }
 
 /// One provider by name.
-pub async fn find_by_name<C: ConnectionTrait>(db: &C, name: &str) -> StorageResult<Option<provider::Model>> {
-    Ok(provider::Entity::find().filter(provider::Column::Name.eq(name)).one(db).await?)
+pub async fn find_by_name<C: ConnectionTrait>(db: &C, name: &str) -> StorageResult<Option<ManagedProvider>> {
+    Ok(provider::Entity::find().filter(provider::Column::Name.eq(name)).one(db).await?.map(Into::into))
 }
 
 /// A provider's shared keys, oldest first.
-pub async fn keys_of<C: ConnectionTrait>(
-    db: &C,
-    provider_id: Uuid,
-) -> StorageResult<Vec<provider_key::Model>> {
+pub async fn keys_of<C: ConnectionTrait>(db: &C, provider_id: Uuid) -> StorageResult<Vec<ProviderKey>> {
     Ok(provider_key::Entity::find()
         .filter(provider_key::Column::ProviderId.eq(provider_id))
         .order_by_asc(provider_key::Column::CreatedAt)
         .all(db)
-        .await?)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Inserts or updates a provider row.
@@ -49,7 +63,7 @@ pub async fn save<C: ConnectionTrait>(
     id: Uuid,
     new_name: Option<&str>,
     f: ProviderFields,
-) -> StorageResult<provider::Model> {
+) -> StorageResult<ManagedProvider> {
     let now = Utc::now();
     let mut row = provider::ActiveModel {
         id: Set(id),
@@ -69,9 +83,9 @@ pub async fn save<C: ConnectionTrait>(
         Some(name) => {
             row.name = Set(name.to_string());
             row.created_at = Set(now);
-            row.insert(db).await?
+            row.insert(db).await?.into()
         }
-        None => row.update(db).await?,
+        None => row.update(db).await?.into(),
     })
 }
 
@@ -112,7 +126,7 @@ pub async fn insert_key<C: ConnectionTrait>(
     provider_id: Uuid,
     label: &str,
     last4: &str,
-) -> StorageResult<provider_key::Model> {
+) -> StorageResult<ProviderKey> {
     Ok(provider_key::ActiveModel {
         id: Set(id),
         provider_id: Set(provider_id),
@@ -124,7 +138,8 @@ pub async fn insert_key<C: ConnectionTrait>(
         created_at: Set(Utc::now()),
     }
     .insert(db)
-    .await?)
+    .await?
+    .into())
 }
 
 /// Deletes a shared key's row; how many went.

@@ -11,7 +11,10 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::model::search::ChangedMessage;
+use crate::model::sessions::ChatSession;
 use crate::storage::entities::{attachment, chat_session, index_state, message, search_tombstone};
+use crate::storage::repos::workspaces::session_to_domain;
 use crate::storage::{Db, StorageResult};
 
 /// Stores how far an index has committed (or applied tombstones), under `name`.
@@ -36,9 +39,9 @@ pub async fn load_watermark(db: &Db, name: &str) -> StorageResult<Option<DateTim
 /// A batch of changed messages, with their sessions and which of them carry attachments.
 pub struct Changed {
     /// The messages, in change order.
-    pub messages: Vec<message::Model>,
+    pub messages: Vec<ChangedMessage>,
     /// Their sessions, by id.
-    pub sessions: HashMap<Uuid, chat_session::Model>,
+    pub sessions: HashMap<Uuid, ChatSession>,
     /// The ids of those with attachments.
     pub with_files: HashSet<Uuid>,
 }
@@ -62,7 +65,7 @@ pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> 
         .all(db)
         .await?
         .into_iter()
-        .map(|s| (s.id, s))
+        .map(|s| (s.id, session_to_domain(s)))
         .collect();
     let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
     let with_files = attachment::Entity::find()
@@ -73,6 +76,18 @@ pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> 
         .all(db)
         .await?
         .into_iter()
+        .collect();
+    let messages = messages
+        .into_iter()
+        .map(|m| ChangedMessage {
+            id: m.id,
+            session_id: m.session_id,
+            role: m.role,
+            status: m.status,
+            parts: m.parts,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        })
         .collect();
     Ok(Changed { messages, sessions, with_files })
 }
@@ -97,7 +112,7 @@ pub async fn visible_sessions(
     owner: Uuid,
     shared_workspaces: &[Uuid],
     ids: HashSet<Uuid>,
-) -> StorageResult<HashMap<Uuid, chat_session::Model>> {
+) -> StorageResult<HashMap<Uuid, ChatSession>> {
     use sea_orm::Condition;
     Ok(chat_session::Entity::find()
         .filter(chat_session::Column::Id.is_in(ids))
@@ -109,7 +124,7 @@ pub async fn visible_sessions(
         .all(db)
         .await?
         .into_iter()
-        .map(|s| (s.id, s))
+        .map(|s| (s.id, session_to_domain(s)))
         .collect())
 }
 

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
+use crate::model::records::StoredResponse;
 use crate::storage::entities::stored_response;
 use crate::storage::{Db, StorageResult};
 
@@ -46,12 +47,13 @@ pub async fn find(
     user: Uuid,
     id: &str,
     since: DateTime<Utc>,
-) -> StorageResult<Option<stored_response::Model>> {
+) -> StorageResult<Option<StoredResponse>> {
     Ok(stored_response::Entity::find_by_id(id.to_string())
         .filter(stored_response::Column::UserId.eq(user))
         .filter(stored_response::Column::CreatedAt.gte(since))
         .one(db)
-        .await?)
+        .await?
+        .map(Into::into))
 }
 
 /// Deletes every response kept before `before`; how many.

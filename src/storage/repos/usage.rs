@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, Statement};
 use uuid::Uuid;
 
+use crate::model::records::UsageRecord;
 use crate::storage::StorageResult;
 use crate::storage::entities::usage;
 
@@ -32,12 +33,12 @@ pub async fn rows_between<C: ConnectionTrait>(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
     user: Option<Uuid>,
-) -> StorageResult<Vec<usage::Model>> {
+) -> StorageResult<Vec<UsageRecord>> {
     let mut q = usage::Entity::find()
         .filter(usage::Column::CreatedAt.gte(since))
         .filter(usage::Column::CreatedAt.lt(until));
     if let Some(user) = user {
         q = q.filter(usage::Column::UserId.eq(user));
     }
-    Ok(q.order_by_asc(usage::Column::CreatedAt).all(db).await?)
+    Ok(q.order_by_asc(usage::Column::CreatedAt).all(db).await?.into_iter().map(Into::into).collect())
 }

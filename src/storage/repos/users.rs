@@ -4,12 +4,12 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use uuid::Uuid;
 
-use crate::model::accounts::{Role, Theme, User, UserStatus};
+use crate::model::accounts::{Role, Theme, User, UserRow, UserStatus};
 use crate::storage::entities::user;
 use crate::storage::{Db, StorageError, StorageResult};
 
 /// Maps a row to the domain type, refusing unknown role or status spellings.
-pub(crate) fn to_domain(m: user::Model) -> StorageResult<User> {
+pub(in crate::storage) fn to_domain(m: user::Model) -> StorageResult<User> {
     let role =
         Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("user role {:?}", m.role)))?;
     let status = UserStatus::parse(&m.status)
@@ -269,7 +269,7 @@ pub async fn emails(db: &Db) -> StorageResult<std::collections::HashMap<Uuid, St
 }
 
 /// Users whose email or name contains `query` (all when empty), by email: one page and the total.
-pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageResult<(Vec<user::Model>, u64)> {
+pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageResult<(Vec<UserRow>, u64)> {
     use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
     let mut q = user::Entity::find();
     if !query.is_empty() {
@@ -280,7 +280,13 @@ pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageRes
     }
     let total = q.clone().count(db).await?;
     let rows = q.order_by_asc(user::Column::Email).offset(offset).limit(limit).all(db).await?;
-    Ok((rows, total))
+    let mut out = Vec::with_capacity(rows.len());
+    for m in rows {
+        let (created_at, last_login_at, oidc) = (m.created_at, m.last_login_at, m.oidc_subject.is_some());
+        let unverified_email = m.unverified_email.clone();
+        out.push(UserRow { user: to_domain(m)?, created_at, last_login_at, oidc, unverified_email });
+    }
+    Ok((out, total))
 }
 
 /// Deletes a user row (what refers to it is removed by the caller or by cascades).

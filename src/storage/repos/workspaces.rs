@@ -11,7 +11,7 @@ use crate::model::sessions::{ChatSession, Workspace};
 use crate::storage::entities::{chat_session, workspace};
 use crate::storage::{Db, StorageResult};
 
-pub(crate) fn workspace_to_domain(m: workspace::Model) -> Workspace {
+pub(in crate::storage) fn workspace_to_domain(m: workspace::Model) -> Workspace {
     Workspace {
         id: m.id,
         owner_id: m.owner_id,
@@ -25,7 +25,7 @@ pub(crate) fn workspace_to_domain(m: workspace::Model) -> Workspace {
     }
 }
 
-pub(crate) fn session_to_domain(m: chat_session::Model) -> ChatSession {
+pub(in crate::storage) fn session_to_domain(m: chat_session::Model) -> ChatSession {
     ChatSession {
         id: m.id,
         workspace_id: m.workspace_id,
