@@ -159,3 +159,14 @@ fn the_shell_bypass_corpus_is_never_approved_by_a_rule() {
     );
     assert!(!needs_confirmation(Risk::Exec, ApprovalMode::FullAuto, true));
 }
+
+#[test]
+fn a_dialog_description_is_capped_on_a_character_boundary() {
+    assert_eq!(dialog_description("Looks a word up."), "Looks a word up.");
+    // 1,999 ASCII bytes, then a 4-byte character straddling the cap: cut before it.
+    let long = format!("{}🌳 and more", "a".repeat(1_999));
+    let shown = dialog_description(&long);
+    assert_eq!(shown.len(), 1_999);
+    assert!(long.starts_with(shown));
+    assert!(dialog_description(&"ü".repeat(5_000)).len() <= 2_000);
+}
