@@ -149,6 +149,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         Some(counters) => domain::admin::quota_holds::QuotaHolds::shared(counters.clone()),
         None => domain::admin::quota_holds::QuotaHolds::default(),
     };
+    let admin = domain::admin::AdminConsole::new(db.clone(), vault.clone(), providers.clone());
     let mut engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), providers, pacing)
         .with_quota_holds(quota_holds)
         .with_blobs(blobs.clone())
@@ -176,7 +177,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
     engine.keep_lease();
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
-    let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone());
+    let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone(), admin.clone());
     let transfers = domain::transfer::Transfers::new(
         db.clone(),
         blobs.clone(),
@@ -207,6 +208,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         files,
         search,
         transfers,
+        admin,
         deletions,
         queries,
         access: domain::teams::shares::AccessChanges::linked(bus),

@@ -6,8 +6,9 @@
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
+use crate::domain::admin::AdminConsole;
 use crate::domain::authz::Admin;
-use crate::domain::{DomainError, DomainResult, admin, sessions};
+use crate::domain::{DomainError, DomainResult, sessions};
 use crate::events::RunRegistry;
 use crate::storage::Db;
 
@@ -16,12 +17,13 @@ use crate::storage::Db;
 pub struct Deletions {
     db: Db,
     runs: RunRegistry,
+    admin: AdminConsole,
 }
 
 impl Deletions {
-    /// The rule over this database and run registry.
-    pub fn new(db: Db, runs: RunRegistry) -> Deletions {
-        Deletions { db, runs }
+    /// The rule over this database, run registry and console (for a person's sessions).
+    pub fn new(db: Db, runs: RunRegistry, admin: AdminConsole) -> Deletions {
+        Deletions { db, runs, admin }
     }
 
     /// Whether a session has an answer being written.
@@ -53,7 +55,9 @@ impl Deletions {
     /// A person may go when none of their sessions is live; live ones are stopped now, and the
     /// admin is asked to try again once they have ended.
     pub async fn user(&self, admin: &Admin, user_id: Uuid) -> DomainResult<()> {
-        let live: Vec<Uuid> = admin::user_session_ids(&self.db, admin, user_id)
+        let live: Vec<Uuid> = self
+            .admin
+            .user_session_ids(admin, user_id)
             .await?
             .into_iter()
             .filter(|s| self.runs.is_active(*s))

@@ -278,21 +278,24 @@ async fn visibility_and_enabled_models_limit_who_uses_what() {
     for path in ["/admin/usage?days=0", "/admin/usage.csv?days=9999", "/admin/audit?before=not-a-uuid"] {
         assert_eq!(chat.app.get(path, Some(&admin.cookie)).await.status(), 400, "{path}");
     }
-    let listed = arbor::domain::admin::list_providers(
-        &chat.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&arbor::domain::accounts::User {
-            id: Uuid::nil(),
-            email: "root@example.com".into(),
-            display_name: "root".into(),
-            role: Role::Admin,
-            status: arbor::domain::accounts::UserStatus::Active,
-            theme: Default::default(),
-        })
-        .admin()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    let listed = chat
+        .app
+        .state
+        .admin
+        .list_providers(
+            &arbor::domain::accounts::Actor::for_tests(&arbor::domain::accounts::User {
+                id: Uuid::nil(),
+                email: "root@example.com".into(),
+                display_name: "root".into(),
+                role: Role::Admin,
+                status: arbor::domain::accounts::UserStatus::Active,
+                theme: Default::default(),
+            })
+            .admin()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
 }
 

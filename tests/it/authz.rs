@@ -930,11 +930,11 @@ async fn console_objects(
     owner: &arbor::domain::accounts::User,
     mut ids: Ids,
 ) -> Ids {
-    use arbor::domain::admin::{self, NewKey, ProviderForm};
+    use arbor::domain::admin::{NewKey, ProviderForm};
     use arbor::secret::Secret;
     let actor = arbor::domain::accounts::Actor::for_tests(admin);
     let origin = arbor::domain::audit::Origin::cli();
-    let providers = app.state.engine.providers();
+    let console = &app.state.admin;
     let form = |name: &str| ProviderForm {
         name: name.into(),
         kind: "openai_compatible".into(),
@@ -944,28 +944,16 @@ async fn console_objects(
         ..ProviderForm::default()
     };
     let db = &app.state.db;
-    ids.provider = admin::create_provider(db, providers, &actor.admin().unwrap(), &origin, &form("authz"))
+    ids.provider =
+        console.create_provider(&actor.admin().unwrap(), &origin, &form("authz")).await.unwrap().id;
+    ids.spare_provider =
+        console.create_provider(&actor.admin().unwrap(), &origin, &form("spare")).await.unwrap().id;
+    let value = Secret::new("sk-authz-shared-0000");
+    ids.shared_key = console
+        .add_key(&actor.admin().unwrap(), &origin, ids.provider, NewKey { label: "k", value: &value })
         .await
         .unwrap()
         .id;
-    ids.spare_provider =
-        admin::create_provider(db, providers, &actor.admin().unwrap(), &origin, &form("spare"))
-            .await
-            .unwrap()
-            .id;
-    let value = Secret::new("sk-authz-shared-0000");
-    ids.shared_key = admin::add_key(
-        db,
-        &app.state.vault,
-        providers,
-        &actor.admin().unwrap(),
-        &origin,
-        ids.provider,
-        NewKey { label: "k", value: &value },
-    )
-    .await
-    .unwrap()
-    .id;
     let own = arbor::vault::store::NewSecret {
         kind: arbor::vault::store::SecretKind::ProviderKey,
         label: "own",

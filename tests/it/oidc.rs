@@ -376,16 +376,17 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
         micros_day: None,
         micros_month: None,
     };
-    arbor::domain::admin::quotas::set(
-        &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
-        &arbor::domain::audit::Origin::cli(),
-        arbor::domain::admin::quotas::Subject::Person(quoted.id),
-        quota,
-        false,
-    )
-    .await
-    .unwrap();
+    app.state
+        .admin
+        .set_quota(
+            &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
+            &arbor::domain::audit::Origin::cli(),
+            arbor::domain::admin::quotas::Subject::Person(quoted.id),
+            quota,
+            false,
+        )
+        .await
+        .unwrap();
     let page = app.get("/admin/quotas", Some(&admin_session.cookie)).await.text().await.unwrap();
     let at = page.find("hx-vals=\"").expect("the reset button") + "hx-vals=\"".len();
     let raw = &page[at..at + page[at..].find('"').unwrap()];

@@ -10,47 +10,48 @@ pub use crate::domain::providers::overrides::{ModelFacts, OverrideForm, parse};
 use crate::domain::providers::{Providers, split_alias};
 use crate::domain::{DomainError, DomainResult};
 use crate::model::providers::ModelOverride;
-use crate::storage::Db;
 use crate::storage::repos::{model_overrides as repo, providers as provider_repo};
 
-/// Sets (or, with every field empty, clears) an admin's override for one of a provider's models.
-pub async fn set_override(
-    db: &Db,
-    providers: &Providers,
-    admin: &Admin,
-    origin: &Origin,
-    provider_id: Uuid,
-    form: &OverrideForm,
-) -> DomainResult<()> {
-    let _actor = admin.actor();
-    let provider = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
-    let (model, o) = parse(form)?;
-    let row = ModelOverride {
-        provider: provider.name.clone(),
-        model: model.clone(),
-        tools: o.tools,
-        vision: o.vision,
-        reasoning: o.reasoning,
-        context_window: o.context_window.map(i64::from),
-        max_output: o.max_output.map(i64::from),
-        input_per_mtok: o.input_per_mtok,
-        output_per_mtok: o.output_per_mtok,
-        updated_at: chrono::Utc::now(),
-    };
-    repo::put(db, row).await?;
-    audit::record(
-        db,
-        origin,
-        "provider.model_override",
-        &format!("model:{}/{model}", provider.name),
-        serde_json::json!({
-            "tools": o.tools, "vision": o.vision, "reasoning": o.reasoning,
-            "context_window": o.context_window, "max_output": o.max_output,
-            "input_per_mtok": o.input_per_mtok, "output_per_mtok": o.output_per_mtok,
-        }),
-    )
-    .await?;
-    providers.reload().await
+impl super::AdminConsole {
+    /// Sets (or, with every field empty, clears) an admin's override for one of a provider's models.
+    pub async fn set_model_override(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        provider_id: Uuid,
+        form: &OverrideForm,
+    ) -> DomainResult<()> {
+        let db = &self.db;
+        let _actor = admin.actor();
+        let provider = provider_repo::find(db, provider_id).await?.ok_or(DomainError::NotFound)?;
+        let (model, o) = parse(form)?;
+        let row = ModelOverride {
+            provider: provider.name.clone(),
+            model: model.clone(),
+            tools: o.tools,
+            vision: o.vision,
+            reasoning: o.reasoning,
+            context_window: o.context_window.map(i64::from),
+            max_output: o.max_output.map(i64::from),
+            input_per_mtok: o.input_per_mtok,
+            output_per_mtok: o.output_per_mtok,
+            updated_at: chrono::Utc::now(),
+        };
+        repo::put(db, row).await?;
+        audit::record(
+            db,
+            origin,
+            "provider.model_override",
+            &format!("model:{}/{model}", provider.name),
+            serde_json::json!({
+                "tools": o.tools, "vision": o.vision, "reasoning": o.reasoning,
+                "context_window": o.context_window, "max_output": o.max_output,
+                "input_per_mtok": o.input_per_mtok, "output_per_mtok": o.output_per_mtok,
+            }),
+        )
+        .await?;
+        self.providers.reload().await
+    }
 }
 
 /// The provider's enabled models and every model an admin has a word on, with the facts in force.

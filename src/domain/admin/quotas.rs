@@ -211,20 +211,23 @@ pub struct Quotas {
     pub groups: Vec<(Uuid, Quota)>,
 }
 
-/// The instance default and every per-person and per-group quota (admins only).
-pub async fn list(db: &Db, admin: &Admin) -> DomainResult<Quotas> {
-    let _actor = admin.actor();
-    let mut out = Quotas::default();
-    for (scope, limits) in repo::all(db).await? {
-        if scope == DEFAULT_SCOPE {
-            out.default = from_limits(&limits);
-        } else if let Some(id) = scope.strip_prefix(GROUP_PREFIX).and_then(|g| g.parse::<Uuid>().ok()) {
-            out.groups.push((id, from_limits(&limits)));
-        } else if let Ok(id) = scope.parse::<Uuid>() {
-            out.people.push((id, from_limits(&limits)));
+impl super::AdminConsole {
+    /// The instance default and every per-person and per-group quota (admins only).
+    pub async fn quotas(&self, admin: &Admin) -> DomainResult<Quotas> {
+        let db = &self.db;
+        let _actor = admin.actor();
+        let mut out = Quotas::default();
+        for (scope, limits) in repo::all(db).await? {
+            if scope == DEFAULT_SCOPE {
+                out.default = from_limits(&limits);
+            } else if let Some(id) = scope.strip_prefix(GROUP_PREFIX).and_then(|g| g.parse::<Uuid>().ok()) {
+                out.groups.push((id, from_limits(&limits)));
+            } else if let Ok(id) = scope.parse::<Uuid>() {
+                out.people.push((id, from_limits(&limits)));
+            }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Whose quota a change is about.
@@ -238,54 +241,57 @@ pub enum Subject {
     Group(Uuid),
 }
 
-/// Sets a quota (admins only); for a person or a group, `inherit` removes their own so the
-/// next one (their groups', the default) applies again.
-pub async fn set(
-    db: &Db,
-    admin: &Admin,
-    origin: &Origin,
-    subject: Subject,
-    quota: Quota,
-    inherit: bool,
-) -> DomainResult<()> {
-    let _actor = admin.actor();
-    for v in
-        [quota.tokens_day, quota.tokens_month, quota.micros_day, quota.micros_month].into_iter().flatten()
-    {
-        if v < 0 {
-            return Err(DomainError::Invalid("A limit cannot be negative.".into()));
+impl super::AdminConsole {
+    /// Sets a quota (admins only); for a person or a group, `inherit` removes their own so the
+    /// next one (their groups', the default) applies again.
+    pub async fn set_quota(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        subject: Subject,
+        quota: Quota,
+        inherit: bool,
+    ) -> DomainResult<()> {
+        let db = &self.db;
+        let _actor = admin.actor();
+        for v in
+            [quota.tokens_day, quota.tokens_month, quota.micros_day, quota.micros_month].into_iter().flatten()
+        {
+            if v < 0 {
+                return Err(DomainError::Invalid("A limit cannot be negative.".into()));
+            }
         }
-    }
-    let scope = match subject {
-        Subject::Person(id) => {
-            crate::storage::repos::users::find(db, id).await?.ok_or(DomainError::NotFound)?;
-            id.to_string()
-        }
-        Subject::Group(id) => {
-            crate::storage::repos::groups::find(db, id).await?.ok_or(DomainError::NotFound)?;
-            group_scope(id)
-        }
-        Subject::Default => DEFAULT_SCOPE.to_string(),
-    };
-    if inherit && subject != Subject::Default {
-        repo::remove(db, &scope).await?;
-    } else {
-        let limits = Limits {
-            tokens_day: quota.tokens_day,
-            tokens_month: quota.tokens_month,
-            micros_day: quota.micros_day,
-            micros_month: quota.micros_month,
+        let scope = match subject {
+            Subject::Person(id) => {
+                crate::storage::repos::users::find(db, id).await?.ok_or(DomainError::NotFound)?;
+                id.to_string()
+            }
+            Subject::Group(id) => {
+                crate::storage::repos::groups::find(db, id).await?.ok_or(DomainError::NotFound)?;
+                group_scope(id)
+            }
+            Subject::Default => DEFAULT_SCOPE.to_string(),
         };
-        repo::put(db, &scope, limits).await?;
+        if inherit && subject != Subject::Default {
+            repo::remove(db, &scope).await?;
+        } else {
+            let limits = Limits {
+                tokens_day: quota.tokens_day,
+                tokens_month: quota.tokens_month,
+                micros_day: quota.micros_day,
+                micros_month: quota.micros_month,
+            };
+            repo::put(db, &scope, limits).await?;
+        }
+        audit::record(
+            db,
+            origin,
+            "quota.set",
+            &format!("quota:{scope}"),
+            serde_json::json!({ "quota": quota, "inherit": inherit }),
+        )
+        .await
     }
-    audit::record(
-        db,
-        origin,
-        "quota.set",
-        &format!("quota:{scope}"),
-        serde_json::json!({ "quota": quota, "inherit": inherit }),
-    )
-    .await
 }
 
 #[cfg(test)]

@@ -110,59 +110,74 @@ fn period(days: u32) -> DomainResult<(chrono::DateTime<Utc>, chrono::DateTime<Ut
     Ok((today - Duration::days(i64::from(days) - 1), today + Duration::days(1)))
 }
 
-/// The report over the last `days` days (today included); admins only.
-pub async fn report(db: &Db, admin: &Admin, days: u32) -> DomainResult<Report> {
-    let _actor = admin.actor();
-    let (since, until) = period(days)?;
-    let rows = repo::rows_between(db, since, until, None).await?;
-    let emails = emails(db).await?;
-    let memberships = groups_of_people(db).await?;
-    let mut per_group: HashMap<String, Totals> = HashMap::new();
-    let mut per_day: BTreeMap<String, Totals> = (0..days)
-        .map(|i| {
-            let key = (since + Duration::days(i64::from(i))).format("%Y-%m-%d").to_string();
-            (key.clone(), Totals { key, ..Totals::default() })
-        })
-        .collect();
-    let (mut per_user, mut per_model) = (HashMap::new(), HashMap::new());
-    let mut total = Totals { key: "total".into(), ..Totals::default() };
-    for r in rows {
-        let day = r.created_at.format("%Y-%m-%d").to_string();
-        per_day.entry(day.clone()).or_insert_with(|| Totals { key: day, ..Totals::default() }).add(
-            r.tokens_in,
-            r.tokens_out,
-            r.cost_micros,
-        );
-        let who = user_label(&emails, r.user_id);
-        per_user.entry(who.clone()).or_insert_with(|| Totals { key: who, ..Totals::default() }).add(
-            r.tokens_in,
-            r.tokens_out,
-            r.cost_micros,
-        );
-        let model = format!("{}/{}", r.provider, r.model);
-        per_model.entry(model.clone()).or_insert_with(|| Totals { key: model, ..Totals::default() }).add(
-            r.tokens_in,
-            r.tokens_out,
-            r.cost_micros,
-        );
-        let no_group = vec![NO_GROUP.to_string()];
-        for g in r.user_id.and_then(|u| memberships.get(&u)).unwrap_or(&no_group) {
-            per_group.entry(g.clone()).or_insert_with(|| Totals { key: g.clone(), ..Totals::default() }).add(
+/// What a report and the CSV are made of: the period's rows and who the people in them are.
+struct Period {
+    since: chrono::DateTime<Utc>,
+    rows: Vec<crate::model::records::UsageRecord>,
+    emails: HashMap<Uuid, String>,
+    memberships: HashMap<Uuid, Vec<String>>,
+}
+
+impl super::AdminConsole {
+    /// The usage rows of the last `days` days (today included), with people's emails and groups.
+    async fn period(&self, admin: &Admin, days: u32) -> DomainResult<Period> {
+        let _actor = admin.actor();
+        let (since, until) = period(days)?;
+        let rows = repo::rows_between(&self.db, since, until, None).await?;
+        let emails = emails(&self.db).await?;
+        let memberships = groups_of_people(&self.db).await?;
+        Ok(Period { since, rows, emails, memberships })
+    }
+
+    /// The report over the last `days` days (today included); admins only.
+    pub async fn usage_report(&self, admin: &Admin, days: u32) -> DomainResult<Report> {
+        let Period { since, rows, emails, memberships } = self.period(admin, days).await?;
+        let mut per_group: HashMap<String, Totals> = HashMap::new();
+        let mut per_day: BTreeMap<String, Totals> = (0..days)
+            .map(|i| {
+                let key = (since + Duration::days(i64::from(i))).format("%Y-%m-%d").to_string();
+                (key.clone(), Totals { key, ..Totals::default() })
+            })
+            .collect();
+        let (mut per_user, mut per_model) = (HashMap::new(), HashMap::new());
+        let mut total = Totals { key: "total".into(), ..Totals::default() };
+        for r in rows {
+            let day = r.created_at.format("%Y-%m-%d").to_string();
+            per_day.entry(day.clone()).or_insert_with(|| Totals { key: day, ..Totals::default() }).add(
                 r.tokens_in,
                 r.tokens_out,
                 r.cost_micros,
             );
+            let who = user_label(&emails, r.user_id);
+            per_user.entry(who.clone()).or_insert_with(|| Totals { key: who, ..Totals::default() }).add(
+                r.tokens_in,
+                r.tokens_out,
+                r.cost_micros,
+            );
+            let model = format!("{}/{}", r.provider, r.model);
+            per_model.entry(model.clone()).or_insert_with(|| Totals { key: model, ..Totals::default() }).add(
+                r.tokens_in,
+                r.tokens_out,
+                r.cost_micros,
+            );
+            let no_group = vec![NO_GROUP.to_string()];
+            for g in r.user_id.and_then(|u| memberships.get(&u)).unwrap_or(&no_group) {
+                per_group
+                    .entry(g.clone())
+                    .or_insert_with(|| Totals { key: g.clone(), ..Totals::default() })
+                    .add(r.tokens_in, r.tokens_out, r.cost_micros);
+            }
+            total.add(r.tokens_in, r.tokens_out, r.cost_micros);
         }
-        total.add(r.tokens_in, r.tokens_out, r.cost_micros);
+        Ok(Report {
+            days,
+            per_day: per_day.into_values().collect(),
+            per_user: sorted(per_user),
+            per_model: sorted(per_model),
+            per_group: sorted(per_group),
+            total,
+        })
     }
-    Ok(Report {
-        days,
-        per_day: per_day.into_values().collect(),
-        per_user: sorted(per_user),
-        per_model: sorted(per_model),
-        per_group: sorted(per_group),
-        total,
-    })
 }
 
 /// One CSV field: quoted, and a leading `= + - @` neutralised so a spreadsheet never runs it.
@@ -175,41 +190,40 @@ fn csv_field(value: &str) -> String {
     format!("\"{}\"", guarded.replace('"', "\"\""))
 }
 
-/// The period's usage as CSV: one line per day, user, model and source; admins only.
-pub async fn csv(db: &Db, admin: &Admin, days: u32) -> DomainResult<String> {
-    let _actor = admin.actor();
-    let (since, until) = period(days)?;
-    let rows = repo::rows_between(db, since, until, None).await?;
-    let emails = emails(db).await?;
-    let memberships = groups_of_people(db).await?;
-    let mut of_user: HashMap<String, String> = HashMap::new();
-    let mut groups: BTreeMap<(CsvKey, String), Totals> = BTreeMap::new();
-    for r in rows {
-        let user = user_label(&emails, r.user_id);
-        let member_of = r.user_id.and_then(|u| memberships.get(&u)).map(|g| g.join("; ")).unwrap_or_default();
-        of_user.insert(user.clone(), member_of);
-        let key = (
-            (r.created_at.format("%Y-%m-%d").to_string(), user, format!("{}/{}", r.provider, r.model)),
-            r.via.clone(),
-        );
-        groups.entry(key).or_default().add(r.tokens_in, r.tokens_out, r.cost_micros);
+impl super::AdminConsole {
+    /// The period's usage as CSV: one line per day, user, model and source; admins only.
+    pub async fn usage_csv(&self, admin: &Admin, days: u32) -> DomainResult<String> {
+        let Period { rows, emails, memberships, .. } = self.period(admin, days).await?;
+        let mut of_user: HashMap<String, String> = HashMap::new();
+        let mut groups: BTreeMap<(CsvKey, String), Totals> = BTreeMap::new();
+        for r in rows {
+            let user = user_label(&emails, r.user_id);
+            let member_of =
+                r.user_id.and_then(|u| memberships.get(&u)).map(|g| g.join("; ")).unwrap_or_default();
+            of_user.insert(user.clone(), member_of);
+            let key = (
+                (r.created_at.format("%Y-%m-%d").to_string(), user, format!("{}/{}", r.provider, r.model)),
+                r.via.clone(),
+            );
+            groups.entry(key).or_default().add(r.tokens_in, r.tokens_out, r.cost_micros);
+        }
+        let mut out = String::from("day,user,groups,model,via,requests,tokens_in,tokens_out,cost_usd\r\n");
+        for (((day, user, model), via), t) in groups {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{:.6}\r\n",
+                csv_field(&day),
+                csv_field(&user),
+                csv_field(of_user.get(&user).map_or("", String::as_str)),
+                csv_field(&model),
+                csv_field(&via),
+                t.requests,
+                t.tokens_in,
+                t.tokens_out,
+                t.micros as f64 / 1_000_000.0
+            ));
+        }
+        Ok(out)
     }
-    let mut out = String::from("day,user,groups,model,via,requests,tokens_in,tokens_out,cost_usd\r\n");
-    for (((day, user, model), via), t) in groups {
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{:.6}\r\n",
-            csv_field(&day),
-            csv_field(&user),
-            csv_field(of_user.get(&user).map_or("", String::as_str)),
-            csv_field(&model),
-            csv_field(&via),
-            t.requests,
-            t.tokens_in,
-            t.tokens_out,
-            t.micros as f64 / 1_000_000.0
-        ));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ async fn providers_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "providers", &flash);
-    ctx.insert("providers", &admin::list_providers(&state.db, &admin.1).await?);
+    ctx.insert("providers", &state.admin.list_providers(&admin.1).await?);
     let configured: Vec<(String, String)> = state
         .engine
         .providers()
@@ -84,7 +84,7 @@ pub async fn create_provider(
     form: web::Form<ProviderForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    match admin::create_provider(&state.db, state.engine.providers(), &admin.1, &who, &form).await {
+    match state.admin.create_provider(&admin.1, &who, &form).await {
         Ok(p) => Ok(see_other(&req, &format!("/admin/providers/{}", p.id))),
         Err(e) => {
             let (flash, status) = refusal(e)?;
@@ -102,8 +102,8 @@ async fn provider_page(
     models_override: Option<String>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let p = admin::get_provider(&state.db, &admin.1, id).await?;
-    let emails = admin::user_emails(&state.db, &admin.1, &p.allowed_users).await?;
+    let p = state.admin.get_provider(&admin.1, id).await?;
+    let emails = state.admin.user_emails(&admin.1, &p.allowed_users).await?;
     let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
     let names: std::collections::HashMap<Uuid, String> =
         crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
@@ -157,11 +157,10 @@ pub async fn update_provider(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) =
-        match admin::update_provider(&state.db, state.engine.providers(), &admin.1, &who, id, &form).await {
-            Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
-            Err(e) => refusal(e)?,
-        };
+    let (flash, status) = match state.admin.update_provider(&admin.1, &who, id, &form).await {
+        Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
     provider_page(&state, &req, &admin, id, flash, None, status).await
 }
 
@@ -175,12 +174,10 @@ pub async fn set_model_override(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    let providers = state.engine.providers();
-    let (flash, status) =
-        match admin::model_overrides::set_override(&state.db, providers, &admin.1, &who, id, &form).await {
-            Ok(()) => (Flash::ok(format!("Saved what {} can do.", form.model.trim())), StatusCode::OK),
-            Err(e) => refusal(e)?,
-        };
+    let (flash, status) = match state.admin.set_model_override(&admin.1, &who, id, &form).await {
+        Ok(()) => (Flash::ok(format!("Saved what {} can do.", form.model.trim())), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
     provider_page(&state, &req, &admin, id, flash, None, status).await
 }
 
@@ -192,7 +189,7 @@ pub async fn delete_provider(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    admin::delete_provider(&state.db, state.engine.providers(), &admin.1, &who, id.into_inner()).await?;
+    state.admin.delete_provider(&admin.1, &who, id.into_inner()).await?;
     Ok(see_other(&req, "/admin/providers"))
 }
 
@@ -217,16 +214,8 @@ pub async fn add_key(
     let who = origin(&req, &state, &admin.0);
     let form = form.into_inner();
     let value = Secret::new(form.key);
-    let result = admin::add_key(
-        &state.db,
-        &state.vault,
-        state.engine.providers(),
-        &admin.1,
-        &who,
-        id,
-        admin::NewKey { label: &form.label, value: &value },
-    )
-    .await;
+    let result =
+        state.admin.add_key(&admin.1, &who, id, admin::NewKey { label: &form.label, value: &value }).await;
     let (flash, status) = match result {
         Ok(k) => (Flash::ok(format!("Key \"{}\" (…{}) added.", k.label, k.last4)), StatusCode::OK),
         Err(e) => refusal(e)?,
@@ -243,7 +232,7 @@ pub async fn delete_key(
 ) -> Result<HttpResponse, WebError> {
     let (id, key) = path.into_inner();
     let who = origin(&req, &state, &admin.0);
-    admin::delete_key(&state.db, state.engine.providers(), &admin.1, &who, id, key).await?;
+    state.admin.delete_key(&admin.1, &who, id, key).await?;
     provider_page(&state, &req, &admin, id, Flash::ok("Key deleted."), None, StatusCode::OK).await
 }
 
@@ -257,7 +246,7 @@ pub async fn test_provider(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    match admin::discover_models(&state.db, state.engine.providers(), &admin.1, &who, id).await? {
+    match state.admin.discover_models(&admin.1, &who, id).await? {
         Ok(models) => {
             let flash = Flash::ok(format!(
                 "The connection works: {} chat models found. They are in the box below; remove the ones to \

@@ -40,9 +40,9 @@ async fn quotas_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let all = quotas::list(&state.db, &admin.1).await?;
+    let all = state.admin.quotas(&admin.1).await?;
     let ids: Vec<Uuid> = all.people.iter().map(|(id, _)| *id).collect();
-    let emails = admin::user_emails(&state.db, &admin.1, &ids).await?;
+    let emails = state.admin.user_emails(&admin.1, &ids).await?;
     let names: std::collections::HashMap<Uuid, String> =
         crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
     let mut group_rows: Vec<QuotaRow> = all
@@ -145,7 +145,7 @@ pub async fn quotas_save(
     };
     let subject = match (form.email.trim(), form.group.trim()) {
         ("", "") => quotas::Subject::Default,
-        (email, "") => match admin::user_by_email(&state.db, &admin.1, email).await? {
+        (email, "") => match state.admin.user_by_email(&admin.1, email).await? {
             Some(id) => quotas::Subject::Person(id),
             None => {
                 let flash = Flash::error(format!("There is no user {}.", form.email.trim()));
@@ -166,7 +166,7 @@ pub async fn quotas_save(
     };
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =
-        match quotas::set(&state.db, &admin.1, &who, subject, quota, form.inherit.is_some()).await {
+        match state.admin.set_quota(&admin.1, &who, subject, quota, form.inherit.is_some()).await {
             Ok(()) => (Flash::ok("Quota saved."), StatusCode::OK),
             Err(e) => refusal(e)?,
         };

@@ -1,7 +1,6 @@
 //! Usage: the report page with its charts, and the CSV export.
 
 use super::*;
-use crate::domain::admin::usage;
 
 /// Query of the usage page and export.
 #[derive(Deserialize)]
@@ -21,7 +20,7 @@ pub async fn usage_show(
     admin: AdminUser,
     query: web::Query<UsageQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let report = usage::report(&state.db, &admin.1, query.days).await?;
+    let report = state.admin.usage_report(&admin.1, query.days).await?;
     let per_day: Vec<Bar> = report
         .per_day
         .iter()
@@ -54,7 +53,7 @@ pub async fn usage_csv(
     admin: AdminUser,
     query: web::Query<UsageQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let body = usage::csv(&state.db, &admin.1, query.days).await?;
+    let body = state.admin.usage_csv(&admin.1, query.days).await?;
     let name = format!("arbor-usage-{}d-{}.csv", query.days, chrono::Utc::now().format("%Y%m%d"));
     Ok(HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8")))

@@ -34,7 +34,7 @@ async fn users_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (rows, total) = admin::list_users(&state.db, &admin.1, &query.q, query.page).await?;
+    let (rows, total) = state.admin.list_users(&admin.1, &query.q, query.page).await?;
     let users: Vec<UserView> = rows
         .into_iter()
         .map(|r| UserView {
@@ -115,7 +115,9 @@ pub async fn set_status(
         _ => return Err(WebError::BadRequest("Say whether the account is active.".into())),
     };
     let who = origin(&req, &state, &admin.0);
-    let result = admin::set_status(&state.db, &admin.1, &who, id.into_inner(), active)
+    let result = state
+        .admin
+        .set_status(&admin.1, &who, id.into_inner(), active)
         .await
         .map(|u| format!("{} is now {}.", u.email, u.status.as_str()));
     after_user_change(&state, &req, &admin, result).await
@@ -137,7 +139,9 @@ pub async fn set_role(
 ) -> Result<HttpResponse, WebError> {
     let role = Role::parse(&form.role).ok_or_else(|| WebError::BadRequest("Pick admin or member.".into()))?;
     let who = origin(&req, &state, &admin.0);
-    let result = admin::set_role(&state.db, &admin.1, &who, id.into_inner(), role)
+    let result = state
+        .admin
+        .set_role(&admin.1, &who, id.into_inner(), role)
         .await
         .map(|u| format!("{} is now {}.", u.email, u.role.as_str()));
     after_user_change(&state, &req, &admin, result).await
@@ -151,7 +155,7 @@ pub async fn confirm_delete_user(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
-    let summary = admin::deletion_summary(&state.db, &admin.1, id).await?;
+    let summary = state.admin.deletion_summary(&admin.1, id).await?;
     let mut ctx = base_context(&admin, "users", &Flash::default());
     ctx.insert("summary", &summary);
     ctx.insert("target_id", &id);
@@ -170,7 +174,7 @@ pub async fn delete_user(
     let id = id.into_inner();
     state.deletions.user(&admin.1, id).await?;
     let who = origin(&req, &state, &admin.0);
-    let result = admin::delete_user(&state.db, &admin.1, &who, id).await.map(|s| {
+    let result = state.admin.delete_user(&admin.1, &who, id).await.map(|s| {
         format!("{} was deleted with {} sessions and {} messages.", s.email, s.sessions, s.messages)
     });
     if result.is_ok() {
