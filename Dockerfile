@@ -91,15 +91,11 @@ COPY --from=rootfs --chown=10001:10001 /rootfs/data /data
 RUN ["/usr/local/bin/arbor", "--version"]
 
 # Data directory on the volume, listen on all interfaces inside the container (the port is
-# only reachable where it is published), JSON logs for log collectors.
-# MALLOC_ARENA_MAX: Arbor's own allocations go to jemalloc, but the C code inside (SQLite's page
-# caches, zstd) uses glibc's malloc, which gives each busy thread its own arena (with glibc for
-# everything that kept ~200 MiB more resident under load, see BENCHMARKS.md, "Soak"); two arenas
-# keep that heap compact at no measurable cost.
+# only reachable where it is published), JSON logs for log collectors. No malloc setting:
+# jemalloc is the binary's `malloc`, for the C code inside too (BENCHMARKS.md, "Soak").
 ENV ARBOR_DATA_DIR=/data \
     ARBOR_SERVER__BIND=0.0.0.0:8080 \
-    ARBOR_LOG__FORMAT=json \
-    MALLOC_ARENA_MAX=2
+    ARBOR_LOG__FORMAT=json
 
 WORKDIR /data
 VOLUME ["/data"]

@@ -11,7 +11,8 @@ use arbor::config::{self, CliOverrides, Config};
 mod cli;
 
 /// jemalloc, whose background thread returns freed memory to the system (glibc keeps most of
-/// what a burst of streams took; BENCHMARKS.md, "Memory after a burst").
+/// what a burst of streams took; BENCHMARKS.md, "Memory after a burst"). Built unprefixed, it
+/// is the process's `malloc` too, so SQLite's memory is returned the same way.
 #[cfg(all(unix, not(target_env = "musl")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
