@@ -56,33 +56,47 @@ pub struct ProviderKey {
     pub created_at: DateTime<Utc>,
 }
 
-/// What a model can do and costs, in an admin's words (`None` leaves the catalog's).
+/// An admin's or a member's word on one model; `None` leaves the fact to the provider or the
+/// catalog.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CapabilityOverride {
+    /// Offer tools.
+    pub tools: Option<bool>,
+    /// Send images.
+    pub vision: Option<bool>,
+    /// Send a reasoning effort or thinking budget.
+    pub reasoning: Option<bool>,
+    /// Tokens it reads at most.
+    pub context_window: Option<u32>,
+    /// Tokens it writes at most.
+    pub max_output: Option<u32>,
+    /// USD per million input tokens.
+    pub input_per_mtok: Option<f64>,
+    /// USD per million output tokens.
+    pub output_per_mtok: Option<f64>,
+}
+
+impl CapabilityOverride {
+    /// Whether it says nothing (such a row is deleted rather than stored).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What a model can do and costs, in an admin's words.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelOverride {
     /// Provider name.
     pub provider: String,
     /// Model id.
     pub model: String,
-    /// Whether it calls tools.
-    pub tools: Option<bool>,
-    /// Whether it reads images.
-    pub vision: Option<bool>,
-    /// Whether it reasons.
-    pub reasoning: Option<bool>,
-    /// Context window in tokens.
-    pub context_window: Option<i64>,
-    /// Longest answer in tokens.
-    pub max_output: Option<i64>,
-    /// Dollars per million input tokens.
-    pub input_per_mtok: Option<f64>,
-    /// Dollars per million output tokens.
-    pub output_per_mtok: Option<f64>,
+    /// What the admin says.
+    pub stated: CapabilityOverride,
     /// Last change.
     pub updated_at: DateTime<Utc>,
 }
 
-/// What a model of a member's own key can do, in the member's words (`None` leaves the
-/// provider's or the catalog's).
+/// What a model of a member's own key can do, in the member's words.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberModelOverride {
     /// The key (a secret of the member's vault).
@@ -91,20 +105,8 @@ pub struct MemberModelOverride {
     pub model: String,
     /// The member.
     pub owner_id: Uuid,
-    /// Whether it calls tools.
-    pub tools: Option<bool>,
-    /// Whether it reads images.
-    pub vision: Option<bool>,
-    /// Whether it reasons.
-    pub reasoning: Option<bool>,
-    /// Context window in tokens.
-    pub context_window: Option<i64>,
-    /// Longest answer in tokens.
-    pub max_output: Option<i64>,
-    /// Dollars per million input tokens.
-    pub input_per_mtok: Option<f64>,
-    /// Dollars per million output tokens.
-    pub output_per_mtok: Option<f64>,
+    /// What the member says.
+    pub stated: CapabilityOverride,
     /// Last change.
     pub updated_at: DateTime<Utc>,
 }

@@ -28,13 +28,7 @@ impl super::AdminConsole {
         let row = ModelOverride {
             provider: provider.name.clone(),
             model: model.clone(),
-            tools: o.tools,
-            vision: o.vision,
-            reasoning: o.reasoning,
-            context_window: o.context_window.map(i64::from),
-            max_output: o.max_output.map(i64::from),
-            input_per_mtok: o.input_per_mtok,
-            output_per_mtok: o.output_per_mtok,
+            stated: o.clone(),
             updated_at: chrono::Utc::now(),
         };
         repo::put(db, row).await?;

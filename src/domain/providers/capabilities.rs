@@ -20,25 +20,7 @@ use crate::providers::discovery::Discovered;
 use crate::storage::Db;
 use crate::storage::repos::{member_model_overrides as member_repo, model_overrides as repo};
 
-/// An admin's or a member's word on one model; `None` leaves the fact to the provider or the
-/// catalog.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CapabilityOverride {
-    /// Offer tools.
-    pub tools: Option<bool>,
-    /// Send images.
-    pub vision: Option<bool>,
-    /// Send a reasoning effort or thinking budget.
-    pub reasoning: Option<bool>,
-    /// Tokens it reads at most.
-    pub context_window: Option<u32>,
-    /// Tokens it writes at most.
-    pub max_output: Option<u32>,
-    /// USD per million input tokens.
-    pub input_per_mtok: Option<f64>,
-    /// USD per million output tokens.
-    pub output_per_mtok: Option<f64>,
-}
+pub use crate::model::providers::CapabilityOverride;
 
 /// Whose word counts for a provider's models besides the provider's and the catalog's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -105,25 +87,6 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn tokens(v: Option<i64>) -> Option<u32> {
-    v.and_then(|n| u32::try_from(n).ok())
-}
-
-/// An override from a stored row: admins' and members' rows carry the same seven columns.
-macro_rules! from_row {
-    ($r:expr) => {
-        CapabilityOverride {
-            tools: $r.tools,
-            vision: $r.vision,
-            reasoning: $r.reasoning,
-            context_window: tokens($r.context_window),
-            max_output: tokens($r.max_output),
-            input_per_mtok: $r.input_per_mtok,
-            output_per_mtok: $r.output_per_mtok,
-        }
-    };
-}
-
 /// Lays an override over `info`, marking the facts it sets as coming from `source`.
 fn apply(info: &mut ModelInfo, sources: &mut [Source; 7], o: &CapabilityOverride, source: Source) {
     info.known |= o.context_window.is_some();
@@ -155,12 +118,12 @@ impl Providers {
     pub(super) async fn load_overrides(&self, db: &Db) -> DomainResult<()> {
         let rows = repo::all(db).await?;
         let map: HashMap<String, CapabilityOverride> =
-            rows.into_iter().map(|r| (format!("{}/{}", r.provider, r.model), from_row!(r))).collect();
+            rows.into_iter().map(|r| (format!("{}/{}", r.provider, r.model), r.stated)).collect();
         *self.overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
         let members = member_repo::all(db).await?;
         let mut map: HashMap<(Uuid, String), CapabilityOverride> = HashMap::new();
         for r in members {
-            map.insert((r.secret_id, r.model.clone()), from_row!(r));
+            map.insert((r.secret_id, r.model), r.stated);
         }
         *self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner) = map;
         // Refusals remembered before a restart (added to: a reload never forgets one).
@@ -177,7 +140,7 @@ impl Providers {
         let mut map = self.member_overrides.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.retain(|(k, _), _| *k != key);
         for r in rows {
-            map.insert((key, r.model.clone()), from_row!(r));
+            map.insert((key, r.model), r.stated);
         }
         Ok(())
     }

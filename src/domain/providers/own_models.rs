@@ -170,20 +170,13 @@ pub async fn set_override(
             )));
         }
     }
-    let tokens = |v: Option<u32>| v.map(i64::from);
     repo::put(
         db,
         MemberModelOverride {
             secret_id: meta.id,
             model: model.clone(),
             owner_id: actor.user_id(),
-            tools: o.tools,
-            vision: o.vision,
-            reasoning: o.reasoning,
-            context_window: tokens(o.context_window),
-            max_output: tokens(o.max_output),
-            input_per_mtok: o.input_per_mtok,
-            output_per_mtok: o.output_per_mtok,
+            stated: o.clone(),
             updated_at: chrono::Utc::now(),
         },
     )

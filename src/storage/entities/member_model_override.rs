@@ -30,13 +30,7 @@ impl From<Model> for crate::model::providers::MemberModelOverride {
             secret_id: m.secret_id,
             model: m.model,
             owner_id: m.owner_id,
-            tools: m.tools,
-            vision: m.vision,
-            reasoning: m.reasoning,
-            context_window: m.context_window,
-            max_output: m.max_output,
-            input_per_mtok: m.input_per_mtok,
-            output_per_mtok: m.output_per_mtok,
+            stated: super::stated_columns!(m),
             updated_at: m.updated_at,
         }
     }

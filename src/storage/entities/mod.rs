@@ -42,3 +42,36 @@ pub mod vault_meta;
 pub mod vault_secret;
 pub mod workspace;
 pub mod workspace_share;
+
+/// A stored token count as the domain holds it; a value outside `u32` (never written by Arbor)
+/// reads as unset.
+pub(crate) fn tokens(v: Option<i64>) -> Option<u32> {
+    v.and_then(|n| u32::try_from(n).ok())
+}
+
+/// The seven columns an admin's and a member's override rows share, read from row `$m` into a
+/// `CapabilityOverride`, or (`set $m, $stated`) written from one into active model `$m`.
+macro_rules! stated_columns {
+    ($m:expr) => {
+        $crate::model::providers::CapabilityOverride {
+            tools: $m.tools,
+            vision: $m.vision,
+            reasoning: $m.reasoning,
+            context_window: $crate::storage::entities::tokens($m.context_window),
+            max_output: $crate::storage::entities::tokens($m.max_output),
+            input_per_mtok: $m.input_per_mtok,
+            output_per_mtok: $m.output_per_mtok,
+        }
+    };
+    (set $m:ident, $stated:expr) => {
+        let stated = $stated;
+        $m.tools = sea_orm::Set(stated.tools);
+        $m.vision = sea_orm::Set(stated.vision);
+        $m.reasoning = sea_orm::Set(stated.reasoning);
+        $m.context_window = sea_orm::Set(stated.context_window.map(i64::from));
+        $m.max_output = sea_orm::Set(stated.max_output.map(i64::from));
+        $m.input_per_mtok = sea_orm::Set(stated.input_per_mtok);
+        $m.output_per_mtok = sea_orm::Set(stated.output_per_mtok);
+    };
+}
+pub(crate) use stated_columns;

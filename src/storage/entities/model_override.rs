@@ -27,13 +27,7 @@ impl From<Model> for crate::model::providers::ModelOverride {
         Self {
             provider: m.provider,
             model: m.model,
-            tools: m.tools,
-            vision: m.vision,
-            reasoning: m.reasoning,
-            context_window: m.context_window,
-            max_output: m.max_output,
-            input_per_mtok: m.input_per_mtok,
-            output_per_mtok: m.output_per_mtok,
+            stated: super::stated_columns!(m),
             updated_at: m.updated_at,
         }
     }

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::model::providers::MemberModelOverride;
 use crate::storage::entities::member_model_override as row;
+use crate::storage::entities::stated_columns;
 use crate::storage::{Db, StorageResult};
 
 /// Every member's overrides (read at start).
@@ -37,13 +38,7 @@ pub async fn count_of_key(db: &Db, owner: Uuid, secret_id: Uuid) -> StorageResul
 /// Writes one model's override for the owner's key (replacing the old one); a row of only
 /// `NULL`s is deleted.
 pub async fn put(db: &Db, new: MemberModelOverride) -> StorageResult<()> {
-    let empty = new.tools.is_none()
-        && new.vision.is_none()
-        && new.reasoning.is_none()
-        && new.context_window.is_none()
-        && new.max_output.is_none()
-        && new.input_per_mtok.is_none()
-        && new.output_per_mtok.is_none();
+    let empty = new.stated.is_empty();
     // The old row goes and the new one comes in one transaction.
     let tx = crate::storage::begin_write(db).await?;
     row::Entity::delete_many()
@@ -56,21 +51,15 @@ pub async fn put(db: &Db, new: MemberModelOverride) -> StorageResult<()> {
         tx.commit().await?;
         return Ok(());
     }
-    row::ActiveModel {
+    let mut active = row::ActiveModel {
         secret_id: Set(new.secret_id),
         model: Set(new.model),
         owner_id: Set(new.owner_id),
-        tools: Set(new.tools),
-        vision: Set(new.vision),
-        reasoning: Set(new.reasoning),
-        context_window: Set(new.context_window),
-        max_output: Set(new.max_output),
-        input_per_mtok: Set(new.input_per_mtok),
-        output_per_mtok: Set(new.output_per_mtok),
         updated_at: Set(Utc::now()),
-    }
-    .insert(&tx)
-    .await?;
+        ..Default::default()
+    };
+    stated_columns!(set active, new.stated);
+    active.insert(&tx).await?;
     tx.commit().await?;
     Ok(())
 }

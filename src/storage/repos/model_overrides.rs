@@ -5,6 +5,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
 use crate::model::providers::ModelOverride;
 use crate::storage::entities::model_override;
+use crate::storage::entities::stated_columns;
 use crate::storage::{Db, StorageResult};
 
 /// Every override.
@@ -14,13 +15,7 @@ pub async fn all(db: &Db) -> StorageResult<Vec<ModelOverride>> {
 
 /// Writes one model's override (replacing the old one); a row of only `NULL`s is deleted.
 pub async fn put(db: &Db, row: ModelOverride) -> StorageResult<()> {
-    let empty = row.tools.is_none()
-        && row.vision.is_none()
-        && row.reasoning.is_none()
-        && row.context_window.is_none()
-        && row.max_output.is_none()
-        && row.input_per_mtok.is_none()
-        && row.output_per_mtok.is_none();
+    let empty = row.stated.is_empty();
     // The old row goes and the new one comes in one transaction.
     let tx = crate::storage::begin_write(db).await?;
     model_override::Entity::delete_many()
@@ -32,20 +27,14 @@ pub async fn put(db: &Db, row: ModelOverride) -> StorageResult<()> {
         tx.commit().await?;
         return Ok(());
     }
-    model_override::ActiveModel {
+    let mut active = model_override::ActiveModel {
         provider: Set(row.provider),
         model: Set(row.model),
-        tools: Set(row.tools),
-        vision: Set(row.vision),
-        reasoning: Set(row.reasoning),
-        context_window: Set(row.context_window),
-        max_output: Set(row.max_output),
-        input_per_mtok: Set(row.input_per_mtok),
-        output_per_mtok: Set(row.output_per_mtok),
         updated_at: Set(Utc::now()),
-    }
-    .insert(&tx)
-    .await?;
+        ..Default::default()
+    };
+    stated_columns!(set active, row.stated);
+    active.insert(&tx).await?;
     tx.commit().await?;
     Ok(())
 }
