@@ -138,8 +138,8 @@ impl Config {
         if !(2..=300).contains(&self.bus.lease_secs) {
             return bad("bus.lease_secs", "must be between 2 and 300");
         }
-        if self.database.max_connections == 0 {
-            return bad("database.max_connections", "must be at least 1");
+        if self.database.max_connections > 1000 {
+            return bad("database.max_connections", "must be between 0 (automatic) and 1000");
         }
         let ollama = self.llm.local_ollama_url.trim();
         if self.llm.detect_local_ollama && !(ollama.starts_with("http://") || ollama.starts_with("https://"))

@@ -101,7 +101,7 @@ fn validation_names_key() {
     let e = env(&[("ARBOR_SERVER__PUBLIC_URL", "ftp://x")]);
     let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
     assert!(err.contains("server.public_url"), "{err}");
-    let e = env(&[("ARBOR_DATABASE__MAX_CONNECTIONS", "0")]);
+    let e = env(&[("ARBOR_DATABASE__MAX_CONNECTIONS", "5000")]);
     let err = load(&CliOverrides::default(), &e).unwrap_err().to_string();
     assert!(err.contains("database.max_connections"), "{err}");
     for (var, key, value) in [
@@ -174,4 +174,19 @@ fn the_bus_settings_are_checked_and_the_redis_password_is_never_shown() {
     assert!(!shown.contains("s3cret-bus") && shown.contains("redis://:****@redis:6379"), "{shown}");
     assert!(!format!("{ok:?}").contains("s3cret-bus"));
     assert!(bus(&[]).unwrap().config.bus.url.is_empty(), "one instance by default");
+}
+
+#[test]
+fn automatic_pool_size_follows_the_cores_for_sqlite_only() {
+    let mut db = load(&CliOverrides::default(), &[]).unwrap().config.database;
+    assert_eq!(db.max_connections, 0, "the default is automatic");
+    assert_eq!(db.pool_size(true, 1), 4);
+    assert_eq!(db.pool_size(true, 2), 4);
+    assert_eq!(db.pool_size(true, 6), 12);
+    assert_eq!(db.pool_size(true, 64), 16);
+    assert_eq!(db.pool_size(true, usize::MAX), 16);
+    assert_eq!(db.pool_size(false, 2), 16);
+    db.max_connections = 7;
+    assert_eq!(db.pool_size(true, 2), 7);
+    assert_eq!(db.pool_size(false, 2), 7);
 }

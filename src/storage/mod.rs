@@ -96,9 +96,11 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
             StorageError::Check(format!("cannot create data directory {}: {e}", config.data_dir.display()))
         })?;
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool_size = config.database.pool_size(url.starts_with("sqlite:"), cores);
     let mut opts = ConnectOptions::new(url);
     let busy = Duration::from_millis(config.database.sqlite_busy_timeout_ms);
-    opts.max_connections(config.database.max_connections)
+    opts.max_connections(pool_size)
         .min_connections(1)
         .connect_timeout(Duration::from_secs(config.database.connect_timeout_secs))
         .acquire_timeout(Duration::from_secs(config.database.connect_timeout_secs))
@@ -109,7 +111,7 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(busy)
-                // SQLite's page cache is per connection (2 MiB by default, 16 connections): it
+                // SQLite's page cache is per connection (2 MiB by default, up to 16): it
                 // follows the data as it grows, and in WAL mode any write empties every other
                 // connection's cache anyway. 1 MiB each keeps the pool's share of RSS bounded;
                 // pages it drops are in the OS page cache.
