@@ -165,10 +165,8 @@ async fn main() -> Res<()> {
     )
     .await?;
     let actor = Actor::for_tests(&user);
-    let workspace = arbor::domain::sessions::create_workspace(&state.db, &actor, "Bench").await?;
-    let session =
-        arbor::domain::sessions::create_session(&state.db, &actor, workspace.id, "Two thousand messages")
-            .await?;
+    let workspace = state.sessions.create_workspace(&actor, "Bench").await?;
+    let session = state.sessions.create_session(&actor, workspace.id, "Two thousand messages").await?;
     let seeded = Instant::now();
     let written = seed(&state, user.id, session.id, total).await?;
     eprintln!("seeded {written} messages in {:.1?}", seeded.elapsed());
@@ -212,14 +210,10 @@ async fn main() -> Res<()> {
         load.push(t.elapsed());
         drop(all);
         let t = Instant::now();
-        let conv = arbor::domain::sessions::conversation_window(
-            &state.db,
-            &actor,
-            session.id,
-            None,
-            arbor::web::session_view::THREAD_WINDOW,
-        )
-        .await?;
+        let conv = state
+            .sessions
+            .conversation_window(&actor, session.id, None, arbor::web::session_view::THREAD_WINDOW)
+            .await?;
         conv_t.push(t.elapsed());
         let t = Instant::now();
         let window =

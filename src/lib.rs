@@ -190,6 +190,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         },
     )
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("transfer scratch folder: {e}"))))?;
+    let sessions = domain::sessions::Sessions::new(db.clone());
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -208,6 +209,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         files,
         search,
         transfers,
+        sessions,
         admin,
         deletions,
         queries,

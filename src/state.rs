@@ -61,6 +61,8 @@ pub struct AppState {
     pub search: std::sync::Arc<crate::domain::search::SearchService>,
     /// Export and import.
     pub transfers: crate::domain::transfer::Transfers,
+    /// Workspaces, sessions and their trees.
+    pub sessions: crate::domain::sessions::Sessions,
     /// The admin console's people and providers.
     pub admin: crate::domain::admin::AdminConsole,
     /// What may be deleted while answers are being written.

@@ -8,14 +8,14 @@ use uuid::Uuid;
 use crate::domain::accounts::Actor;
 use crate::domain::admin::AdminConsole;
 use crate::domain::authz::Admin;
-use crate::domain::{DomainError, DomainResult, sessions};
+use crate::domain::{DomainError, DomainResult};
 use crate::events::RunRegistry;
 use crate::storage::Db;
 
 /// Decides deletions against the live runs; built once in the app state.
 #[derive(Clone)]
 pub struct Deletions {
-    db: Db,
+    sessions: crate::domain::sessions::Sessions,
     runs: RunRegistry,
     admin: AdminConsole,
 }
@@ -23,7 +23,7 @@ pub struct Deletions {
 impl Deletions {
     /// The rule over this database, run registry and console (for a person's sessions).
     pub fn new(db: Db, runs: RunRegistry, admin: AdminConsole) -> Deletions {
-        Deletions { db, runs, admin }
+        Deletions { sessions: crate::domain::sessions::Sessions::new(db), runs, admin }
     }
 
     /// Whether a session has an answer being written.
@@ -34,7 +34,7 @@ impl Deletions {
     /// A workspace may go when none of its sessions is live; returns its sessions (for the
     /// search index to forget).
     pub async fn workspace(&self, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Uuid>> {
-        let ids = sessions::workspace_session_ids(&self.db, actor, workspace_id).await?;
+        let ids = self.sessions.workspace_session_ids(actor, workspace_id).await?;
         if ids.iter().any(|id| self.runs.is_active(*id)) {
             return Err(DomainError::Conflict(
                 "An answer is still being written in this workspace: stop it first.".into(),
@@ -45,7 +45,7 @@ impl Deletions {
 
     /// A session may go when it is not live.
     pub async fn session(&self, actor: &Actor, session_id: Uuid) -> DomainResult<()> {
-        let session = sessions::own_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.own_session(actor, session_id).await?;
         if self.runs.is_active(session.id) {
             return Err(DomainError::Conflict("An answer is still being written: stop it first.".into()));
         }

@@ -68,12 +68,12 @@ pub(crate) async fn home_context(
     let mut ctx = signed_in(user);
     composer_into(&mut ctx, state, user, None).await;
     let chosen = match workspace {
-        Some(id) => sessions::view_workspace(&state.db, actor, id).await.ok().map(|(w, _)| w),
+        Some(id) => state.sessions.view_workspace(actor, id).await.ok().map(|(w, _)| w),
         None => None,
     };
     let workspace = match chosen {
         Some(w) => w,
-        None => sessions::default_workspace(&state.db, actor).await?,
+        None => state.sessions.default_workspace(actor).await?,
     };
     let default = match workspace.default_model.clone() {
         Some(m) => Some(m),
@@ -105,7 +105,7 @@ pub(crate) async fn header_into_at(
     before: Option<Uuid>,
     window: usize,
 ) -> Result<Conversation, WebError> {
-    let conv = sessions::conversation_window(&state.db, &user.0.actor, session_id, before, window).await?;
+    let conv = state.sessions.conversation_window(&user.0.actor, session_id, before, window).await?;
     let selected = match conv.session.model.clone() {
         Some(m) => Some(m),
         None => state.engine.providers().default_model(&user.0.actor).await,
@@ -153,8 +153,7 @@ pub(crate) async fn session_context_at(
     // The window ends half a window after the focused message, when that is not the end.
     let before = match focus {
         Some(f) => {
-            let skeleton =
-                sessions::conversation_window(&state.db, &user.0.actor, session_id, None, 0).await?;
+            let skeleton = state.sessions.conversation_window(&user.0.actor, session_id, None, 0).await?;
             skeleton
                 .path
                 .iter()
@@ -190,16 +189,16 @@ pub(crate) async fn agent_into(
     views: &mut [session_view::MessageView],
 ) -> Result<(), WebError> {
     let actor = &user.0.actor;
-    let (workspace, _) = sessions::view_workspace(&state.db, actor, session.workspace_id).await?;
+    let (workspace, _) = state.sessions.view_workspace(actor, session.workspace_id).await?;
     let calls = crate::domain::runs::decisions::calls_by_result(&state.db, actor, session.id).await?;
     session_view::attach_calls(views, &calls);
     files_into(state, views).await?;
     // A sub-agent's work hangs below its result, beside the parent's next answer.
     for v in views.iter_mut() {
         let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
-        let message = sessions::message(&state.db, actor, session.id, v.id).await?;
+        let message = state.sessions.message(actor, session.id, v.id).await?;
         result.side_branch =
-            sessions::side_branches(&state.db, actor, session.id, &message).await?.into_iter().next();
+            state.sessions.side_branches(actor, session.id, &message).await?.into_iter().next();
     }
     let pending = crate::domain::runs::decisions::pending_call(&state.db, actor, session.id).await?;
     // A call a stopped, interrupted or failed run left unfinished is offered again.
@@ -266,7 +265,7 @@ pub(crate) async fn run_tail(
         if m.role == crate::domain::sessions::tree::Role::User {
             break;
         }
-        tail.push(sessions::message(&state.db, &user.0.actor, conv.session.id, m.id).await?);
+        tail.push(state.sessions.message(&user.0.actor, conv.session.id, m.id).await?);
     }
     session_view::message_views(tail).await
 }
@@ -326,7 +325,7 @@ pub(crate) async fn final_message_html(
     let mut ctx = signed_in(user);
     // The latest exchange whole: the context gauge reads its usage.
     let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
-    let m = sessions::message(&state.db, &user.0.actor, session_id, message_id).await?;
+    let m = state.sessions.message(&user.0.actor, session_id, message_id).await?;
     let mut views = vec![session_view::single_view(&conv, m).await?];
     views.extend(run_tail(state, user, &conv, message_id).await?);
     agent_into(&mut ctx, state, user, &conv.session, &mut views).await?;
@@ -345,7 +344,7 @@ pub(crate) async fn sidebar_into(
     user: &CurrentUser,
     active: Option<Uuid>,
 ) {
-    let workspaces = sessions::sidebar(&state.db, &user.0.actor, active).await.unwrap_or_else(|e| {
+    let workspaces = state.sessions.sidebar(&user.0.actor, active).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "sidebar could not be loaded");
         Vec::new()
     });

@@ -73,8 +73,7 @@ pub(crate) async fn agent(mode: &str, adjust: impl FnOnce(&mut Config)) -> Agent
         approval_mode: mode.into(),
         ..Default::default()
     };
-    let session =
-        arbor::domain::sessions::update_session(&c.app.state.db, &actor, c.session, &form).await.unwrap();
+    let session = c.app.state.sessions.update_session(&actor, c.session, &form).await.unwrap();
     let folder =
         arbor::prompting::workspace_dir(&c.app.state.config.data_dir, session.workspace_id).join("notes");
     Agent { c, folder }
@@ -143,7 +142,11 @@ impl Agent {
     /// The active path's messages, root first.
     pub(crate) async fn path(&self) -> Vec<arbor::domain::sessions::tree::Message> {
         let actor = Actor::for_tests(&self.c.user);
-        arbor::domain::sessions::conversation(self.db(), &actor, self.c.session).await.unwrap().path
+        arbor::domain::sessions::Sessions::new(self.db().clone())
+            .conversation(&actor, self.c.session)
+            .await
+            .unwrap()
+            .path
     }
 
     /// The tool results the model was sent in upstream request `n` (0-based).
@@ -769,7 +772,10 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     let host_path = host.path().canonicalize().unwrap().to_string_lossy().to_string();
     std::fs::write(host.path().join("readme.txt"), "from the host").unwrap();
     let actor = Actor::for_tests(&a.c.user);
-    let session = arbor::domain::sessions::get_session(a.db(), &actor, a.c.session).await.unwrap();
+    let session = arbor::domain::sessions::Sessions::new(a.db().clone())
+        .get_session(&actor, a.c.session)
+        .await
+        .unwrap();
     let expose = |roots: &str| arbor::domain::sessions::SessionForm {
         model: MODEL.into(),
         exposed_roots: roots.into(),
@@ -777,7 +783,9 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
         ..Default::default()
     };
     // Not allowed yet: refused.
-    let err = arbor::domain::sessions::update_session(a.db(), &actor, a.c.session, &expose(&host_path)).await;
+    let err = arbor::domain::sessions::Sessions::new(a.db().clone())
+        .update_session(&actor, a.c.session, &expose(&host_path))
+        .await;
     assert!(matches!(err, Err(arbor::domain::DomainError::Invalid(_))), "{err:?}");
 
     // The admin allows it in the console (the data folder itself is refused).
@@ -806,14 +814,10 @@ async fn an_admin_allows_a_host_folder_and_only_that_workspace_may_expose_it() {
     assert!(page.contains(&host_path), "{page}");
 
     // Now the session may expose it and the agent reads from it.
-    arbor::domain::sessions::update_session(
-        a.db(),
-        &actor,
-        a.c.session,
-        &expose(&format!("notes\n{host_path}")),
-    )
-    .await
-    .unwrap();
+    arbor::domain::sessions::Sessions::new(a.db().clone())
+        .update_session(&actor, a.c.session, &expose(&format!("notes\n{host_path}")))
+        .await
+        .unwrap();
     a.c.mock.enqueue(
         Provider::OpenAi,
         calls(&[("r1", "read_file", json!({"path": format!("{host_path}/readme.txt")}))]),
@@ -1062,7 +1066,8 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
 
     // Attached to the owner's workspace instead: runs there get it, whoever starts them, and
     // nowhere else.
-    let ws = arbor::domain::sessions::get_session(db, &Actor::for_tests(&b.c.user), b.c.session)
+    let ws = arbor::domain::sessions::Sessions::new(db.clone())
+        .get_session(&Actor::for_tests(&b.c.user), b.c.session)
         .await
         .unwrap()
         .workspace_id;

@@ -915,12 +915,12 @@ async fn question_of(app: &TestApp, session: Uuid, answer: Uuid) -> Uuid {
 
 async fn workspace_of(app: &TestApp, owner: &arbor::domain::accounts::User, session: Uuid) -> Uuid {
     let actor = arbor::domain::accounts::Actor::for_tests(owner);
-    arbor::domain::sessions::get_session(&app.state.db, &actor, session).await.unwrap().workspace_id
+    app.state.sessions.get_session(&actor, session).await.unwrap().workspace_id
 }
 
 async fn spare_workspace(app: &TestApp, owner: &arbor::domain::accounts::User) -> Uuid {
     let actor = arbor::domain::accounts::Actor::for_tests(owner);
-    arbor::domain::sessions::create_workspace(&app.state.db, &actor, "Spare").await.unwrap().id
+    app.state.sessions.create_workspace(&actor, "Spare").await.unwrap().id
 }
 
 /// Providers, a shared key and the owner's own key, made through the services.
@@ -1102,16 +1102,16 @@ async fn agent_objects(
     .await
     .unwrap()
     .id;
-    ids.prompt = arbor::domain::sessions::create_template(
-        db,
-        &arbor::domain::accounts::Actor::for_tests(owner),
-        &arbor::domain::audit::Origin::cli(),
-        "Terse",
-        "Answer in one line.",
-    )
-    .await
-    .unwrap()
-    .id;
+    ids.prompt = arbor::domain::sessions::Sessions::new(db.clone())
+        .create_template(
+            &arbor::domain::accounts::Actor::for_tests(owner),
+            &arbor::domain::audit::Origin::cli(),
+            "Terse",
+            "Answer in one line.",
+        )
+        .await
+        .unwrap()
+        .id;
     let actor = arbor::domain::accounts::Actor::for_tests(owner);
     let path = app.state.transfers.prepare_import(&actor, None).unwrap();
     std::fs::write(&path, br#"{"format":1,"source":"walk","workspaces":[]}"#).unwrap();
@@ -1323,8 +1323,7 @@ async fn no_get_route_changes_the_database() {
     // showing it with `?at=` must not select it.
     stopped_answer(&app, &owner, ids.session, "authz-second-branch").await;
     let actor = arbor::domain::accounts::Actor::for_tests(&owner);
-    let active =
-        arbor::domain::sessions::conversation(&app.state.db, &actor, ids.session).await.unwrap().path;
+    let active = app.state.sessions.conversation(&actor, ids.session).await.unwrap().path;
     assert!(!active.iter().any(|m| m.id == ids.question), "the question is on another branch");
     // A first pass lets one-time bookkeeping happen (a session's first sight), then the digest.
     for case in &gets {

@@ -74,14 +74,16 @@ async fn a_backup_taken_while_writing_restores_the_same_trees_files_and_secrets(
 
     // Writes keep coming while the backup runs.
     let actor = Actor::for_tests(&c.user);
-    let ws = arbor::domain::sessions::create_workspace(&db, &actor, "Busy").await.unwrap();
+    let ws =
+        arbor::domain::sessions::Sessions::new(db.clone()).create_workspace(&actor, "Busy").await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (db, actor, stop) = (db.clone(), actor.clone(), stop.clone());
         tokio::spawn(async move {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                arbor::domain::sessions::create_session(&db, &actor, ws.id, &format!("busy {n}"))
+                arbor::domain::sessions::Sessions::new(db.clone())
+                    .create_session(&actor, ws.id, &format!("busy {n}"))
                     .await
                     .unwrap();
                 n += 1;

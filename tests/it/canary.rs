@@ -71,8 +71,13 @@ async fn canary_keys_never_leave_the_vault_except_to_the_provider() {
         sessions.push((user, format!("arbor_session={}", issued.token), issued.csrf_secret));
     }
     let actor = arbor::domain::accounts::Actor::for_tests(&sessions[1].0);
-    let ws = arbor::domain::sessions::create_workspace(&conn, &actor, "Work").await.unwrap();
-    let session = arbor::domain::sessions::create_session(&conn, &actor, ws.id, "Canary").await.unwrap().id;
+    let ws =
+        arbor::domain::sessions::Sessions::new(conn.clone()).create_workspace(&actor, "Work").await.unwrap();
+    let session = arbor::domain::sessions::Sessions::new(conn.clone())
+        .create_session(&actor, ws.id, "Canary")
+        .await
+        .unwrap()
+        .id;
 
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let origin = format!("http://127.0.0.1:{port}");

@@ -360,8 +360,9 @@ async fn reindex_rebuilds_the_search_index_and_blobs_gc_collects() {
             .await
             .unwrap();
     let actor = Actor::for_tests(&user);
-    let ws = arbor::domain::sessions::create_workspace(&db, &actor, "W").await.unwrap();
-    let session = arbor::domain::sessions::create_session(&db, &actor, ws.id, "S").await.unwrap();
+    let ws = arbor::domain::sessions::Sessions::new(db.clone()).create_workspace(&actor, "W").await.unwrap();
+    let session =
+        arbor::domain::sessions::Sessions::new(db.clone()).create_session(&actor, ws.id, "S").await.unwrap();
     let (q, a) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
     let question = [Part::Text { text: "where do otters sleep".into() }];
     let answer = [Part::Text { text: "otters sleep holding hands".into() }];

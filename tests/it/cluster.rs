@@ -568,7 +568,10 @@ async fn a_dialog_raised_on_one_instance_is_approved_on_the_other_and_the_run_go
         approval_mode: "suggest".into(),
         ..Default::default()
     };
-    arbor::domain::sessions::update_session(&c.conn, &actor, c.session, &form).await.unwrap();
+    arbor::domain::sessions::Sessions::new(c.conn.clone())
+        .update_session(&actor, c.session, &form)
+        .await
+        .unwrap();
     c.mock.enqueue(Provider::OpenAi, write_call("notes/cluster.txt", "from B\n"));
     c.mock.enqueue(Provider::OpenAi, says("Written."));
     // The run may pause before the page is rendered: only the status is checked here.

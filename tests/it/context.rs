@@ -307,7 +307,7 @@ async fn the_agent_remembers_with_approval_and_the_member_edits_the_memory_in_se
         system_prompt: "Remember: {{ memory.member }} / {{ memory.workspace }}".into(),
         ..Default::default()
     };
-    arbor::domain::sessions::update_session(&c.app.state.db, &actor, c.session, &form).await.unwrap();
+    c.app.state.sessions.update_session(&actor, c.session, &form).await.unwrap();
     c.mock.enqueue(Provider::OpenAi, says("Yes."));
     let answer = c.send_ok("Again?", MODEL).await;
     c.settled(answer).await;

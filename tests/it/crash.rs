@@ -301,7 +301,10 @@ async fn a_server_killed_during_a_tool_call_offers_the_call_again_after_the_rest
         approval_mode: "full-auto".into(),
         ..Default::default()
     };
-    arbor::domain::sessions::update_session(&s.conn, &actor, s.session, &form).await.unwrap();
+    arbor::domain::sessions::Sessions::new(s.conn.clone())
+        .update_session(&actor, s.session, &form)
+        .await
+        .unwrap();
     let url = format!("http://127.0.0.1:{hang_port}/slow");
     s.mock.enqueue(
         Provider::OpenAi,

@@ -531,14 +531,14 @@ async fn a_search_hit_on_another_branch_opens_that_branch_at_the_message() {
     browser.wait_for_text("#thread", "The password is marmalade", Duration::from_secs(10)).await.unwrap();
     browser.wait_for_text("#thread", "I will remember marmalade.", Duration::from_secs(10)).await.unwrap();
     // That branch is the active one now, for every later page.
-    let path = arbor::domain::sessions::conversation(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-        c.session,
-    )
-    .await
-    .unwrap()
-    .path;
+    let path = c
+        .app
+        .state
+        .sessions
+        .conversation(&arbor::domain::accounts::Actor::for_tests(&c.user), c.session)
+        .await
+        .unwrap()
+        .path;
     assert!(path.iter().any(|m| m.id == question));
     browser.screenshot(artifacts_dir().join("search-branch.png")).await.unwrap();
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());

@@ -96,8 +96,10 @@ async fn a_team_of_three_shares_a_workspace_follows_a_run_approves_it_and_revoke
         approval_mode: "suggest".into(),
         ..Default::default()
     };
-    let updated =
-        arbor::domain::sessions::update_session(db, &Actor::for_tests(&ada), session, &form).await.unwrap();
+    let updated = arbor::domain::sessions::Sessions::new(db.clone())
+        .update_session(&Actor::for_tests(&ada), session, &form)
+        .await
+        .unwrap();
     let folder =
         arbor::prompting::workspace_dir(&app.state.config.data_dir, updated.workspace_id).join("notes");
 

@@ -127,7 +127,7 @@ async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_o
     let body = c.mock.requests_for(Provider::OpenAi)[0].json().unwrap();
     assert!(body["messages"].to_string().contains("shared notes"));
     let actor = Actor::for_tests(&c.user);
-    arbor::domain::sessions::delete_session(&c.app.state.db, &actor, c.session).await.unwrap();
+    c.app.state.sessions.delete_session(&actor, c.session).await.unwrap();
     assert_eq!(
         arbor::storage::repos::files::blob_row(&c.app.state.db, &hash).await.unwrap().unwrap().refcount,
         1

@@ -314,7 +314,7 @@ async fn a_member_shares_a_prompt_template_with_a_group_that_reads_and_copies_it
     let huge = format!("name=Huge&body={}", "y".repeat(1 << 20));
     assert!(app.post_form("/settings/prompts", &huge, Some(&ada_s)).await.status().is_client_error());
     let ada_actor = Actor::for_tests(&ada);
-    let mine = arbor::domain::sessions::my_templates(db, &ada_actor).await.unwrap();
+    let mine = arbor::domain::sessions::Sessions::new(db.clone()).my_templates(&ada_actor).await.unwrap();
     assert_eq!(mine.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["Terse"]);
     let id = mine[0].id;
 
@@ -345,7 +345,8 @@ async fn a_member_shares_a_prompt_template_with_a_group_that_reads_and_copies_it
     // Deleting the group ends the sharing; unsharing too.
     groups::delete(db, &app.state.access, &proof, &Origin::cli(), writers.id).await.unwrap();
     assert!(
-        arbor::domain::sessions::templates_shared_with_me(db, &Actor::for_tests(&bob))
+        arbor::domain::sessions::Sessions::new(db.clone())
+            .templates_shared_with_me(&Actor::for_tests(&bob))
             .await
             .unwrap()
             .is_empty()

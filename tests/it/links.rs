@@ -68,7 +68,7 @@ async fn a_link_shows_the_branch_as_it_was_to_signed_in_colleagues_and_can_be_co
     let to = res.headers()["location"].to_str().unwrap().to_string();
     let session = Uuid::parse_str(to.trim_start_matches("/s/")).unwrap();
     let actor = arbor::domain::accounts::Actor::for_tests(&colleague);
-    let conv = arbor::domain::sessions::conversation(&c.app.state.db, &actor, session).await.unwrap();
+    let conv = c.app.state.sessions.conversation(&actor, session).await.unwrap();
     let texts: Vec<String> = conv.path.iter().map(|m| m.text()).collect();
     assert_eq!(texts.len(), 2);
     assert_eq!(texts[0], "the first question");
@@ -240,7 +240,8 @@ async fn a_link_keeps_showing_its_files_after_their_message_is_deleted_and_lets_
         "{refused:?}"
     );
     let own_sessions = || async {
-        arbor::domain::sessions::sidebar(db, &col_actor, None)
+        arbor::domain::sessions::Sessions::new(db.clone())
+            .sidebar(&col_actor, None)
             .await
             .unwrap()
             .iter()

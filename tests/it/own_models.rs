@@ -209,7 +209,8 @@ async fn a_run_on_a_key_attached_to_a_shared_workspace_follows_its_owners_word()
     let res =
         app.post_form(&path, "model=llama3.2%3Alatest&tools=no&context_window=4096", Some(&a.c.s)).await;
     assert_eq!(res.status(), 200);
-    let ws = arbor::domain::sessions::get_session(db, &Actor::for_tests(&a.c.user), a.c.session)
+    let ws = arbor::domain::sessions::Sessions::new(db.clone())
+        .get_session(&Actor::for_tests(&a.c.user), a.c.session)
         .await
         .unwrap()
         .workspace_id;

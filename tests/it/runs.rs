@@ -435,13 +435,13 @@ async fn a_failure_after_the_first_token_is_shown_with_retry_and_never_retried()
     assert_eq!(fresh.status, MessageStatus::Complete);
     assert_eq!(fresh.parent_id, m.parent_id);
     assert_eq!(c.message(id).await.status, MessageStatus::Error);
-    let conv = arbor::domain::sessions::conversation(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-        c.session,
-    )
-    .await
-    .unwrap();
+    let conv = c
+        .app
+        .state
+        .sessions
+        .conversation(&arbor::domain::accounts::Actor::for_tests(&c.user), c.session)
+        .await
+        .unwrap();
     assert_eq!(conv.path.last().map(|m| m.id), Some(new_id), "the new answer is on the active path");
 }
 
@@ -530,13 +530,13 @@ async fn a_new_session_starts_with_its_first_message() {
     let again = c.app.post_form("/sessions", &body, Some(&c.s)).await;
     assert_eq!(again.status(), 303);
     assert_eq!(again.headers()["location"], to.as_str());
-    let sessions = arbor::domain::sessions::recent_sessions(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-        10,
-    )
-    .await
-    .unwrap();
+    let sessions = c
+        .app
+        .state
+        .sessions
+        .recent_sessions(&arbor::domain::accounts::Actor::for_tests(&c.user), 10)
+        .await
+        .unwrap();
     assert_eq!(sessions.iter().filter(|s| s.id == session).count(), 1);
     assert_eq!(sessions.len(), 2, "the new one and the fixture's");
 }

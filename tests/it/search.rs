@@ -90,9 +90,7 @@ async fn each_user_finds_only_their_own_messages_whatever_the_query_says() {
     assert!(res.text().await.unwrap().contains(&format!("/s/{}?at=", c.session)));
 
     // A deleted session vanishes from results and snippets at once.
-    arbor::domain::sessions::delete_session(&c.app.state.db, &Actor::for_tests(&c.user), c.session)
-        .await
-        .unwrap();
+    c.app.state.sessions.delete_session(&Actor::for_tests(&c.user), c.session).await.unwrap();
     let ada = search_html(&c, &c.s.cookie, "needle").await;
     assert!(!ada.contains("haystack") && !ada.contains(&c.session.to_string()), "{ada}");
 }

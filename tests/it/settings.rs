@@ -229,7 +229,7 @@ async fn the_model_picker_groups_by_provider_and_says_what_each_model_can_do() {
     assert!(picker.contains("Gemini 2.5 Flash — tools · vision · reasoning · 1M context"), "{picker}");
     // The workspace's default model is named as such.
     let actor = arbor::domain::accounts::Actor::for_tests(&chat.user);
-    let ws = arbor::domain::sessions::default_workspace(&chat.app.state.db, &actor).await.unwrap();
+    let ws = chat.app.state.sessions.default_workspace(&actor).await.unwrap();
     let res = chat
         .app
         .post_form(

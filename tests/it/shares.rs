@@ -40,7 +40,8 @@ async fn team_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Team {
     let proof = Actor::for_tests(&admin).admin().unwrap();
     let platform = groups::create(db, &proof, &Origin::cli(), "platform").await.unwrap();
     groups::add_member(db, &proof, &Origin::cli(), platform.id, &eve.email).await.unwrap();
-    let workspace = arbor::domain::sessions::get_session(db, &Actor::for_tests(&c.user), c.session)
+    let workspace = arbor::domain::sessions::Sessions::new(db.clone())
+        .get_session(&Actor::for_tests(&c.user), c.session)
         .await
         .unwrap()
         .workspace_id;
@@ -262,7 +263,8 @@ async fn an_editor_decides_a_teammates_dialog_the_first_decision_wins_and_every_
     let db = &c.app.state.db;
     let eve = c.app.create_user("eve@example.com", Role::Member).await;
     let vic = c.app.create_user("vic@example.com", Role::Member).await;
-    let ws = arbor::domain::sessions::get_session(db, &Actor::for_tests(&c.user), c.session)
+    let ws = arbor::domain::sessions::Sessions::new(db.clone())
+        .get_session(&Actor::for_tests(&c.user), c.session)
         .await
         .unwrap()
         .workspace_id;
@@ -387,10 +389,7 @@ async fn an_editor_starting_a_session_in_a_shared_workspace_twice_gets_one_sessi
     let again = c.app.post_form("/sessions", &body, Some(&t.editor)).await;
     assert_eq!(to(&again).as_deref(), Some(made.as_str()));
     let id: Uuid = made.trim_start_matches("/s/").parse().unwrap();
-    let session = arbor::domain::sessions::view_session(&c.app.state.db, &Actor::for_tests(&c.user), id)
-        .await
-        .unwrap()
-        .0;
+    let session = c.app.state.sessions.view_session(&Actor::for_tests(&c.user), id).await.unwrap().0;
     assert_eq!(
         (session.workspace_id, session.owner_id),
         (t.workspace, c.user.id),
@@ -442,7 +441,8 @@ async fn runs_use_the_starters_keys_unless_the_owner_attaches_a_workspace_key() 
     assert_eq!(c.app.post_form(&path, &format!("key={key}"), Some(&t.stranger)).await.status(), 404);
     assert_eq!(c.app.post_form(&path, "nokey=1", Some(&c.s)).await.status(), 400);
     assert!(
-        arbor::domain::sessions::get_workspace(db, &Actor::for_tests(&c.user), ws)
+        arbor::domain::sessions::Sessions::new(db.clone())
+            .get_workspace(&Actor::for_tests(&c.user), ws)
             .await
             .unwrap()
             .key_secret_id
@@ -521,8 +521,11 @@ async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
     // Fifteen more workspaces shared with the viewer, fifteen groups (the editor in each),
     // fifteen members in one group, fifteen links.
     for i in 0..15 {
-        let ws = arbor::domain::sessions::create_workspace(db, &owner, &format!("Shared {i}")).await.unwrap();
-        arbor::domain::sessions::create_session(db, &owner, ws.id, "s").await.unwrap();
+        let ws = arbor::domain::sessions::Sessions::new(db.clone())
+            .create_workspace(&owner, &format!("Shared {i}"))
+            .await
+            .unwrap();
+        arbor::domain::sessions::Sessions::new(db.clone()).create_session(&owner, ws.id, "s").await.unwrap();
         let body = "kind=person&who=VIC%40example.com&role=viewer";
         assert_eq!(c.app.post_form(&format!("/w/{}/shares", ws.id), body, Some(&c.s)).await.status(), 200);
         let g = groups::create(db, &proof, &Origin::cli(), &format!("g{i}")).await.unwrap();

@@ -159,15 +159,12 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
     assert_eq!(res.status(), 200);
     c.settled(streaming_id(&res.text().await.unwrap())).await;
     let actor = Actor::for_tests(&c.user);
-    arbor::domain::sessions::create_template(
-        &c.app.state.db,
-        &actor,
-        &arbor::domain::audit::Origin::cli(),
-        "Terse",
-        "Answer in one line.",
-    )
-    .await
-    .unwrap();
+    c.app
+        .state
+        .sessions
+        .create_template(&actor, &arbor::domain::audit::Origin::cli(), "Terse", "Answer in one line.")
+        .await
+        .unwrap();
     let before = tree_shape(&c.app, c.session).await;
     let shape = before.to_string();
     assert!(shape.contains("call_w1") && shape.contains("\"yes\"") && shape.contains("notes.txt"), "{shape}");
@@ -199,13 +196,14 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
         panic!("{job:?}")
     };
     assert_eq!((workspaces, sessions, files, templates), (1, 1, 1, 1), "{job:?}");
-    let imported = arbor::domain::sessions::recent_sessions(&other.state.db, &Actor::for_tests(&user), 10)
-        .await
-        .unwrap();
+    let imported = other.state.sessions.recent_sessions(&Actor::for_tests(&user), 10).await.unwrap();
     assert_eq!(imported.len(), 1);
     let after = tree_shape(&other, imported[0].id).await;
     assert_eq!(after, before, "the same tree, every branch, file and decision");
-    let names: Vec<String> = arbor::domain::sessions::my_templates(&other.state.db, &Actor::for_tests(&user))
+    let names: Vec<String> = other
+        .state
+        .sessions
+        .my_templates(&Actor::for_tests(&user))
         .await
         .unwrap()
         .into_iter()
@@ -235,10 +233,7 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
     assert!(!hits.hits.is_empty(), "imported messages are searchable");
 
     // The single session goes into a workspace of the importer's choosing.
-    let target =
-        arbor::domain::sessions::create_workspace(&other.state.db, &Actor::for_tests(&user), "Inbox")
-            .await
-            .unwrap();
+    let target = other.state.sessions.create_workspace(&Actor::for_tests(&user), "Inbox").await.unwrap();
     let (status, card) =
         post_import(&other, &s, &format!("name=one.tar.gz&workspace={}", target.id), single).await;
     assert_eq!(status, 202, "{card}");
@@ -286,7 +281,10 @@ async fn chatgpt_and_open_webui_exports_keep_every_branch() {
         let job = import(&app, &user, &s, file, fixture(file)).await;
         let ImportState::Done { sessions, messages, .. } = job.state else { panic!("{file}: {job:?}") };
         assert!(sessions >= 1 && messages >= 4, "{file}: {job:?}");
-        let ws = arbor::domain::sessions::list_workspaces(&app.state.db, &actor)
+        let ws = app
+            .state
+            .sessions
+            .list_workspaces(&actor)
             .await
             .unwrap()
             .into_iter()

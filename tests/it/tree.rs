@@ -30,9 +30,7 @@ impl Chat {
     }
 
     async fn path_texts(&self) -> Vec<String> {
-        let conv = arbor::domain::sessions::conversation(&self.app.state.db, &self.actor(), self.session)
-            .await
-            .unwrap();
+        let conv = self.app.state.sessions.conversation(&self.actor(), self.session).await.unwrap();
         conv.path.iter().map(|m| m.text()).collect()
     }
 
@@ -99,7 +97,7 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     assert_eq!(res.status(), 200);
     let regenerated = streaming_id(&res.text().await.unwrap());
     c.settled(regenerated).await;
-    let conv = arbor::domain::sessions::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let conv = c.app.state.sessions.conversation(&c.actor(), c.session).await.unwrap();
     assert_eq!(conv.path.iter().map(|m| m.id).collect::<Vec<_>>(), [q1, regenerated]);
     assert_eq!(conv.siblings[1].position, 2);
     // Session totals are summed by the database over every branch.
@@ -113,8 +111,7 @@ async fn editing_and_regenerating_grow_branches_that_can_be_switched() {
     assert!(conv.totals.input > 0 && conv.totals.cost_micros.is_some());
     // The overview holds every branch: q1 forks into two answers, the first one into two questions.
     assert_eq!(conv.message_count, 7);
-    let overview =
-        arbor::domain::sessions::tree_overview(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let overview = c.app.state.sessions.tree_overview(&c.actor(), c.session).await.unwrap();
     assert!(overview.iter().any(|r| r.depth == 2), "{overview:?}");
     let res = c.app.get(&format!("/s/{}/tree", c.session), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 200);
@@ -222,19 +219,19 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     assert_eq!(res.status(), 200);
     assert!(c.messages().await.is_empty());
     // And a whole session of them.
-    let other = arbor::domain::sessions::create_session(
-        &c.app.state.db,
-        &c.actor(),
-        arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session)
-            .await
-            .unwrap()
-            .workspace_id,
-        "Second",
-    )
-    .await
-    .unwrap();
+    let other = c
+        .app
+        .state
+        .sessions
+        .create_session(
+            &c.actor(),
+            c.app.state.sessions.get_session(&c.actor(), c.session).await.unwrap().workspace_id,
+            "Second",
+        )
+        .await
+        .unwrap();
     seed_chain(&c, other.id, 600).await;
-    arbor::domain::sessions::delete_session(&c.app.state.db, &c.actor(), other.id).await.unwrap();
+    c.app.state.sessions.delete_session(&c.actor(), other.id).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +243,7 @@ async fn older_messages_load_in_windows() {
     let page = c.page().await;
     assert!(!page.contains("question 1</div>"), "the first turns wait for a scroll");
     assert!(page.contains("question 21</div>"));
-    let conv = arbor::domain::sessions::conversation(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let conv = c.app.state.sessions.conversation(&c.actor(), c.session).await.unwrap();
     let first_shown = conv.path[conv.path.len() - arbor::web::session_view::THREAD_WINDOW].id;
     assert!(page.contains(&format!("older?before={first_shown}")));
     let res = c.app.get(&format!("/s/{}/older?before={first_shown}", c.session), Some(&c.s.cookie)).await;
@@ -275,7 +272,7 @@ async fn the_first_exchange_gets_a_proposed_title_unless_the_user_named_it() {
     );
     let answer = c.send_ok("hello there", MODEL).await;
     c.settled(answer).await;
-    let session = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let session = c.app.state.sessions.get_session(&c.actor(), c.session).await.unwrap();
     assert_eq!(session.title, "Greetings and help");
     let title_call = &c.mock.requests_for(Provider::OpenAi)[1];
     let body = title_call.body_text();
@@ -296,13 +293,13 @@ async fn the_first_exchange_gets_a_proposed_title_unless_the_user_named_it() {
     assert_eq!(res.status(), 200);
     let id = streaming_id(&res.text().await.unwrap());
     for _ in 0..200 {
-        let m = arbor::domain::sessions::message(&c.app.state.db, &c.actor(), second, id).await.unwrap();
+        let m = c.app.state.sessions.message(&c.actor(), second, id).await.unwrap();
         if m.status != MessageStatus::Streaming && !c.app.state.runs.is_active(second) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let named = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), second).await.unwrap();
+    let named = c.app.state.sessions.get_session(&c.actor(), second).await.unwrap();
     assert_eq!(named.title, "Mine");
     assert_eq!(c.mock.requests_for(Provider::OpenAi).len(), 4, "no title call for a named session");
 }
@@ -310,10 +307,7 @@ async fn the_first_exchange_gets_a_proposed_title_unless_the_user_named_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_system_prompt_template_is_rendered_previewed_and_checked() {
     let c = chat().await;
-    let workspace = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session)
-        .await
-        .unwrap()
-        .workspace_id;
+    let workspace = c.app.state.sessions.get_session(&c.actor(), c.session).await.unwrap().workspace_id;
     // An exposed folder with an instruction file.
     let folder = arbor::prompting::workspace_dir(&c.app.state.config.data_dir, workspace).join("app");
     std::fs::create_dir_all(&folder).unwrap();
@@ -359,9 +353,14 @@ async fn workspaces_and_the_sidebar() {
     let c = chat().await;
     let db = &c.app.state.db;
     let actor = c.actor();
-    let workspace = arbor::domain::sessions::get_session(db, &actor, c.session).await.unwrap().workspace_id;
+    let workspace = arbor::domain::sessions::Sessions::new(db.clone())
+        .get_session(&actor, c.session)
+        .await
+        .unwrap()
+        .workspace_id;
     for i in 0..24 {
-        arbor::domain::sessions::create_session(db, &actor, workspace, &format!("Session number {i}"))
+        arbor::domain::sessions::Sessions::new(db.clone())
+            .create_session(&actor, workspace, &format!("Session number {i}"))
             .await
             .unwrap();
     }
@@ -397,7 +396,8 @@ async fn workspaces_and_the_sidebar() {
         )
         .await;
     assert_eq!(res.status(), 200);
-    let saved = arbor::domain::sessions::get_workspace(db, &actor, workspace).await.unwrap();
+    let saved =
+        arbor::domain::sessions::Sessions::new(db.clone()).get_workspace(&actor, workspace).await.unwrap();
     assert_eq!(
         (saved.name.as_str(), saved.approval_mode.as_str(), saved.infer_titles),
         ("Lab notes", "auto-edit", false)
@@ -409,15 +409,19 @@ async fn workspaces_and_the_sidebar() {
     assert_eq!(res.status(), 400);
 
     // A new session from the home page starts in the workspace asked for.
-    let other = arbor::domain::sessions::create_workspace(db, &actor, "Other").await.unwrap();
+    let other =
+        arbor::domain::sessions::Sessions::new(db.clone()).create_workspace(&actor, "Other").await.unwrap();
     let home = c.app.get(&format!("/?w={}", other.id), Some(&c.s.cookie)).await.text().await.unwrap();
     assert!(home.contains(&format!("name=\"workspace_id\" value=\"{}\"", other.id)));
     c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
     let body = format!("{}&workspace_id={}", form("hi", "ws-client-1", MODEL), other.id);
     let res = c.app.post_form("/sessions", &body, Some(&c.s)).await;
     assert_eq!(res.status(), 303);
-    let started =
-        arbor::domain::sessions::workspace_sessions(db, &actor, other.id, false, 0).await.unwrap().0;
+    let started = arbor::domain::sessions::Sessions::new(db.clone())
+        .workspace_sessions(&actor, other.id, false, 0)
+        .await
+        .unwrap()
+        .0;
     assert_eq!(started.len(), 1);
 
     // Bad input is refused with a clear status and changes nothing.
@@ -431,7 +435,10 @@ async fn workspaces_and_the_sidebar() {
     assert_eq!(res.status(), 400);
     let res = c.app.get(&format!("/w/{}", "not-a-uuid"), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 404);
-    assert_eq!(arbor::domain::sessions::list_workspaces(db, &actor).await.unwrap().len(), 2);
+    assert_eq!(
+        arbor::domain::sessions::Sessions::new(db.clone()).list_workspaces(&actor).await.unwrap().len(),
+        2
+    );
 
     // Someone else's workspace cannot be written into.
     let stranger = c.app.create_user("eve@example.com", arbor::domain::accounts::Role::Member).await;
@@ -443,7 +450,7 @@ async fn workspaces_and_the_sidebar() {
     // Deleting the workspace takes its sessions and messages with it.
     let res = c.app.post_form(&format!("/w/{workspace}/delete"), "", Some(&c.s)).await;
     assert_eq!(res.status(), 303);
-    assert!(arbor::domain::sessions::get_session(db, &actor, c.session).await.is_err());
+    assert!(arbor::domain::sessions::Sessions::new(db.clone()).get_session(&actor, c.session).await.is_err());
     assert!(c.messages().await.is_empty());
 }
 
@@ -463,21 +470,31 @@ async fn pages_run_as_many_queries_for_many_items_as_for_few() {
     c.exchange("the only question").await;
     let actor = c.actor();
     let db = &c.app.state.db;
-    let second = arbor::domain::sessions::create_workspace(db, &actor, "Second").await.unwrap();
-    arbor::domain::sessions::create_session(db, &actor, second.id, "s").await.unwrap();
+    let second =
+        arbor::domain::sessions::Sessions::new(db.clone()).create_workspace(&actor, "Second").await.unwrap();
+    arbor::domain::sessions::Sessions::new(db.clone()).create_session(&actor, second.id, "s").await.unwrap();
     let session_page = format!("/s/{}", c.session);
     let (home_few, page_few) = (queries_of(&c, "/").await, queries_of(&c, &session_page).await);
 
     // Twenty workspaces, one of them with more sessions than the sidebar's first page, and a
     // session of twenty messages.
     for w in 0..18 {
-        let ws = arbor::domain::sessions::create_workspace(db, &actor, &format!("W{w}")).await.unwrap();
+        let ws = arbor::domain::sessions::Sessions::new(db.clone())
+            .create_workspace(&actor, &format!("W{w}"))
+            .await
+            .unwrap();
         for s in 0..3 {
-            arbor::domain::sessions::create_session(db, &actor, ws.id, &format!("S{s}")).await.unwrap();
+            arbor::domain::sessions::Sessions::new(db.clone())
+                .create_session(&actor, ws.id, &format!("S{s}"))
+                .await
+                .unwrap();
         }
     }
     for s in 0..25 {
-        arbor::domain::sessions::create_session(db, &actor, second.id, &format!("More {s}")).await.unwrap();
+        arbor::domain::sessions::Sessions::new(db.clone())
+            .create_session(&actor, second.id, &format!("More {s}"))
+            .await
+            .unwrap();
     }
     for i in 0..9 {
         c.exchange(&format!("question {i}")).await;
@@ -497,7 +514,7 @@ async fn pages_run_as_many_queries_for_many_items_as_for_few() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_templates_get_an_error_and_the_server_keeps_serving() {
     let c = chat().await;
-    let session = arbor::domain::sessions::get_session(&c.app.state.db, &c.actor(), c.session).await.unwrap();
+    let session = c.app.state.sessions.get_session(&c.actor(), c.session).await.unwrap();
     let double = |times: u32, then: &str| {
         format!(
             "{{% set_global s = \"0123456789abcdef\" %}}{{% for i in range(end={times}) %}}\

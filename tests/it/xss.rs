@@ -412,10 +412,7 @@ async fn payloads_in_messages_and_model_answers_never_reach_a_page_as_markup() {
     for i in 0..CORPUS.len() {
         let (user_marker, question) = payload(i, "user");
         let (model_marker, answer) = payload(i, "model");
-        c.session = arbor::domain::sessions::create_session(&c.app.state.db, &actor, workspace, "Chat")
-            .await
-            .unwrap()
-            .id;
+        c.session = c.app.state.sessions.create_session(&actor, workspace, "Chat").await.unwrap().id;
         let gate = format!("gate-{i}");
         c.mock.enqueue(Provider::OpenAi, gated_answer(&answer, &gate));
         let path = format!("/s/{}/messages", c.session);

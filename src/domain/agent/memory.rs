@@ -58,7 +58,7 @@ pub struct Overview {
 /// Checks that a workspace scope is the actor's.
 async fn checked(db: &Db, actor: &Actor, scope: Scope) -> DomainResult<Scope> {
     if let Scope::Workspace(id) = scope {
-        sessions::view_workspace(db, actor, id).await?;
+        sessions::Sessions::new(db.clone()).view_workspace(actor, id).await?;
     }
     Ok(scope)
 }
@@ -87,7 +87,8 @@ pub async fn write(db: &Db, actor: &Actor, scope: Scope, content: &str) -> Domai
 pub async fn overview(db: &Db, actor: &Actor) -> DomainResult<Overview> {
     let stored = repo::all(db, actor.user_id()).await?;
     let find = |key: &str| stored.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone()).unwrap_or_default();
-    let workspaces = sessions::list_workspaces(db, actor)
+    let workspaces = sessions::Sessions::new(db.clone())
+        .list_workspaces(actor)
         .await?
         .into_iter()
         .map(|w| WorkspaceMemory { content: find(&w.id.to_string()), workspace: w })

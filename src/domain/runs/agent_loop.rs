@@ -16,8 +16,8 @@ use crate::domain::agent::{self, OfferedTool};
 use crate::domain::providers::ResolvedModel;
 use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Accumulator, End, Job, RunEngine};
+use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, MessageStatus, Role};
-use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
 use crate::providers::types::Part;
@@ -263,7 +263,7 @@ impl RunEngine {
         }
         let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
         let mut path = tree::path_to(&all, last);
-        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await.map_err(|e| {
+        let session = self.sessions.get_session(&job.actor, job.session_id).await.map_err(|e| {
             tracing::error!(error = %e, "agent step failed");
             "The run failed while reading its session.".to_string()
         })?;
@@ -317,7 +317,7 @@ impl RunEngine {
         publisher: &mut RunPublisher,
         answer: Uuid,
     ) -> DomainResult<Flow> {
-        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await?;
+        let session = self.sessions.get_session(&job.actor, job.session_id).await?;
         let mode = self.approval_mode(job, &session).await?;
         let answer_message =
             messages::find_message(&self.db, session.id, answer).await?.ok_or(DomainError::NotFound)?;
@@ -514,7 +514,7 @@ impl RunEngine {
         job: &Job,
         session: &ChatSession,
     ) -> DomainResult<agent::ApprovalMode> {
-        let (workspace, _) = sessions::view_workspace(&self.db, &job.actor, session.workspace_id).await?;
+        let (workspace, _) = self.sessions.view_workspace(&job.actor, session.workspace_id).await?;
         // The person who started the run: their groups may allow a looser mode than the
         // instance's (admins set it per group), the loosest of their groups' winning.
         let loosest = crate::domain::teams::groups::loosest_approval_mode(&self.db, job.actor.user_id())

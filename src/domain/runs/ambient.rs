@@ -14,8 +14,8 @@ use uuid::Uuid;
 use super::RunEngine;
 use super::window::{Window, window};
 use crate::domain::accounts::Actor;
+use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, Message, Role};
-use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::Part;
 use crate::storage::repos::{messages as repo, session_files};
@@ -251,7 +251,7 @@ impl RunEngine {
         actor: &Actor,
         session_id: Uuid,
     ) -> DomainResult<Vec<FileInContext>> {
-        let (session, _) = sessions::view_session(&self.db, actor, session_id).await?;
+        let (session, _) = self.sessions.view_session(actor, session_id).await?;
         // Without an exposed folder no file can be carried (and the panel is hidden).
         if session.exposed_roots.is_empty() {
             return Ok(Vec::new());
@@ -271,7 +271,7 @@ impl RunEngine {
         path: &str,
         choice: &str,
     ) -> DomainResult<()> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         let path = checked_path(path)?;
         let state = match choice {
             "pin" => Some("pinned"),

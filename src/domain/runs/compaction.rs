@@ -14,8 +14,8 @@ use super::{RunEngine, busy, context};
 use crate::domain::accounts::Actor;
 use crate::domain::providers::ResolvedModel;
 use crate::domain::runs::context::{ContextInput, Mode};
+use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, Message, MessageKind, MessageStatus, MessageUsage, Role};
-use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::RunPublisher;
 use crate::providers::types::{ChatMessage, ChatRole, GenParams, Part};
@@ -134,7 +134,7 @@ impl RunEngine {
             }
             _ => {}
         }
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         self.not_paused(session.id).await?;
         let _hold = self.hold(actor, session.id)?;
         let all = repo::session_messages(&self.db, session.id).await?;
@@ -187,7 +187,7 @@ impl RunEngine {
         resolved: &ResolvedModel,
         incoming_chars: usize,
     ) -> Option<Message> {
-        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await.ok()?;
+        let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await.ok()?;
         let percent = workspace.compact_at_percent.unwrap_or(DEFAULT_COMPACT_AT_PERCENT);
         // An image model reads only the question (and cannot write a summary).
         if percent == 0 || path.is_empty() || resolved.info.image_output {

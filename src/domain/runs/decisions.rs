@@ -35,7 +35,7 @@ impl RunEngine {
         decision: Decision,
         scope: RuleScope,
     ) -> DomainResult<Decided> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         let row = repo::find_call(&self.db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
         if row.status != "proposed" {
             return Ok(Decided::AlreadyDecided);
@@ -400,7 +400,7 @@ pub async fn pending_call(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<Option<PendingCall>> {
-    let (session, _) = sessions::view_session(db, actor, session_id).await?;
+    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
     Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
 }
 
@@ -411,7 +411,7 @@ pub async fn call_state(
     session_id: Uuid,
     call_id: Uuid,
 ) -> DomainResult<CallState> {
-    let (session, _) = sessions::view_session(db, actor, session_id).await?;
+    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
     let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
     let names = crate::domain::teams::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
     Ok(call_state_of(&row, &names))
@@ -423,7 +423,7 @@ pub async fn calls_by_result(
     actor: &Actor,
     session_id: Uuid,
 ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
-    let (session, _) = sessions::view_session(db, actor, session_id).await?;
+    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
     let rows = repo::calls_of_session(db, session.id).await?;
     let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
     deciders.sort_unstable();

@@ -61,6 +61,7 @@ pub struct Pacing {
 #[derive(Clone)]
 pub struct RunEngine {
     pub(super) db: Db,
+    pub(super) sessions: sessions::Sessions,
     pub(super) registry: RunRegistry,
     providers: Arc<Providers>,
     pacing: Pacing,
@@ -159,6 +160,7 @@ impl RunEngine {
     /// An engine over the given storage, registry and providers.
     pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
         RunEngine {
+            sessions: sessions::Sessions::new(db.clone()),
             db,
             registry,
             providers,
@@ -327,7 +329,7 @@ impl RunEngine {
         model: Option<&str>,
         uploads: &[Uuid],
     ) -> DomainResult<Started> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         if !valid_client_id(client_id) {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
@@ -507,7 +509,7 @@ impl RunEngine {
 
     /// Writes a new answer to the user message that `message_id` answers, as a sibling of it.
     pub async fn retry(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         let all = repo::session_messages(&self.db, session.id).await?;
         let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
         if old.role != Role::Assistant {
@@ -553,7 +555,7 @@ impl RunEngine {
 
     /// Resumes an interrupted, stopped or failed answer from its partial text.
     pub async fn resume(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<Started> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         let all = repo::session_messages(&self.db, session.id).await?;
         let old = all.iter().find(|m| m.id == message_id).ok_or(DomainError::NotFound)?;
         if old.role != Role::Assistant || !old.status.can_continue() {
@@ -602,7 +604,7 @@ impl RunEngine {
     /// Asks the session's live run to stop; its partial answer is kept. A run waiting for a
     /// decision ends with its call refused.
     pub async fn stop(&self, actor: &Actor, session_id: Uuid) -> DomainResult<bool> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         if let Some(run) = agent_repo::paused_run(&self.db, session.id).await? {
             return Ok(agent_repo::cancel_paused(&self.db, run.id, actor.user_id()).await?);
         }

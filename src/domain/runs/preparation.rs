@@ -87,7 +87,7 @@ impl RunEngine {
         if let Some(m) = session.model.clone() {
             return Ok(m);
         }
-        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
+        let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
         if let Some(m) = workspace.default_model {
             return Ok(m);
         }
@@ -131,8 +131,8 @@ impl RunEngine {
         actor: &Actor,
         session: &ChatSession,
     ) -> DomainResult<Option<crate::vault::store::SecretMeta>> {
-        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
-        sessions::attached_key(&self.db, &workspace).await
+        let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
+        self.sessions.attached_key(&workspace).await
     }
 
     /// The session's system prompt, rendered for this moment and model; a template error is
@@ -143,7 +143,7 @@ impl RunEngine {
         session: &ChatSession,
         model: &str,
     ) -> DomainResult<Option<String>> {
-        let (workspace, _) = sessions::view_workspace(&self.db, actor, session.workspace_id).await?;
+        let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
         // Without a prompt of the user's, the exposed folders' instruction files still count.
         let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
         let rendered =

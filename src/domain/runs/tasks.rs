@@ -12,7 +12,6 @@ use super::{Job, RunEngine, Started, context};
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{OfferedTool, tool_digest};
 use crate::domain::sessions::tree::{self, Message, MessageKind, Role};
-use crate::domain::sessions::{self};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::{Part, ToolSpec};
 use crate::storage::repos::messages as repo;
@@ -201,7 +200,7 @@ impl RunEngine {
             _ => (MessageKind::TaskEnd, "summary", MAX_TASK_SUMMARY_CHARS),
         };
         let text = text_argument(&arguments, key, max).map_err(DomainError::Invalid)?;
-        let session = sessions::get_session(&self.db, &job.actor, job.session_id).await?;
+        let session = self.sessions.get_session(&job.actor, job.session_id).await?;
         let boundary = self.write_boundary(&session, &path, (Uuid::now_v7(), kind), text, None, None).await?;
         Ok(boundary.message_id)
     }
@@ -216,7 +215,7 @@ impl RunEngine {
         client_id: &str,
         model: Option<&str>,
     ) -> DomainResult<Started> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
             return Ok(existing);
         }
@@ -264,7 +263,7 @@ impl RunEngine {
         session_id: Uuid,
         summary: &str,
     ) -> DomainResult<Boundary> {
-        let session = sessions::get_session(&self.db, actor, session_id).await?;
+        let session = self.sessions.get_session(actor, session_id).await?;
         self.not_paused(session.id).await?;
         let summary = summary.trim();
         if summary.chars().count() > MAX_TASK_SUMMARY_CHARS {

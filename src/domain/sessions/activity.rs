@@ -2,12 +2,12 @@
 //! them (who and when), settings changes, branch switches and compressions, oldest first; read in
 //! the session ("Activity") and downloaded as JSON Lines in the browser and through the API.
 
+use super::Sessions;
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::DomainResult;
 use crate::domain::accounts::Actor;
-use crate::domain::sessions::view_session;
 use crate::storage::Db;
 use crate::storage::repos::activity as repo;
 
@@ -33,32 +33,6 @@ pub struct ActivityEntry {
     pub details: serde_json::Value,
 }
 
-/// The session's last `limit` events, for someone who may read it.
-pub async fn activity(
-    db: &Db,
-    actor: &Actor,
-    session_id: Uuid,
-    limit: u64,
-) -> DomainResult<Vec<ActivityEntry>> {
-    let (session, _) = view_session(db, actor, session_id).await?;
-    let events = repo::session_activity(db, session.id, limit).await?;
-    let mut ids: Vec<Uuid> = events.iter().filter_map(|e| e.actor_id).collect();
-    ids.sort();
-    ids.dedup();
-    let names = crate::domain::teams::names(db, &ids).await?;
-    Ok(events
-        .into_iter()
-        .map(|e| ActivityEntry {
-            actor: e.actor_id.and_then(|id| names.get(&id).cloned()),
-            when: e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
-            at: e.at,
-            kind: e.kind,
-            actor_id: e.actor_id,
-            details: e.details,
-        })
-        .collect())
-}
-
 /// The log as JSON Lines: one event per line.
 pub fn json_lines(entries: &[ActivityEntry]) -> String {
     let mut out = String::new();
@@ -77,5 +51,34 @@ pub fn json_lines(entries: &[ActivityEntry]) -> String {
 pub(super) async fn record(db: &Db, session_id: Uuid, actor: &Actor, kind: &str, details: serde_json::Value) {
     if let Err(e) = repo::record(db, session_id, Some(actor.user_id()), kind, details).await {
         tracing::warn!(session = %session_id, error = %e, "a session event could not be recorded");
+    }
+}
+
+impl Sessions {
+    /// The session's last `limit` events, for someone who may read it.
+    pub async fn activity(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        limit: u64,
+    ) -> DomainResult<Vec<ActivityEntry>> {
+        let db = &self.db;
+        let (session, _) = self.view_session(actor, session_id).await?;
+        let events = repo::session_activity(db, session.id, limit).await?;
+        let mut ids: Vec<Uuid> = events.iter().filter_map(|e| e.actor_id).collect();
+        ids.sort();
+        ids.dedup();
+        let names = crate::domain::teams::names(db, &ids).await?;
+        Ok(events
+            .into_iter()
+            .map(|e| ActivityEntry {
+                actor: e.actor_id.and_then(|id| names.get(&id).cloned()),
+                when: e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                at: e.at,
+                kind: e.kind,
+                actor_id: e.actor_id,
+                details: e.details,
+            })
+            .collect())
     }
 }

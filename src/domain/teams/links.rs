@@ -85,13 +85,14 @@ pub async fn create(
             "Public links are off on this instance: links open for people signed in here.".into(),
         ));
     }
-    sessions::get_session(db, actor, session_id).await?;
+    let sessions = sessions::Sessions::new(db.clone());
+    sessions.get_session(actor, session_id).await?;
     if repo::count_by(db, actor.user_id()).await? >= MAX_LINKS_PER_PERSON {
         return Err(DomainError::Invalid(format!(
             "You have {MAX_LINKS_PER_PERSON} links: revoke some under Settings → Links first."
         )));
     }
-    let conv = sessions::conversation(db, actor, session_id).await?;
+    let conv = sessions.conversation(actor, session_id).await?;
     let end = conv
         .path
         .iter()
@@ -247,8 +248,9 @@ pub async fn continue_in_workspace(
     let bytes: u64 = snapshot.iter().flat_map(|m| &m.files).map(|f| u64::try_from(f.size).unwrap_or(0)).sum();
     let reservation =
         settings.reservations.reserve(db, actor.user_id(), bytes, settings.user_quota_bytes).await?;
-    let workspace = sessions::default_workspace(db, actor).await?;
-    let session = sessions::create_session(db, actor, workspace.id, &link.title).await?;
+    let sessions = sessions::Sessions::new(db.clone());
+    let workspace = sessions.default_workspace(actor).await?;
+    let session = sessions.create_session(actor, workspace.id, &link.title).await?;
     crate::storage::repos::messages::insert_copied_path(db, session.id, actor.user_id(), &snapshot).await?;
     reservation.release().await;
     Ok(session.id)

@@ -64,6 +64,7 @@ pub struct ImportLimits {
 #[derive(Clone)]
 pub struct Transfers {
     db: Db,
+    sessions: crate::domain::sessions::Sessions,
     store: BlobStore,
     files: FileSettings,
     search: Arc<SearchService>,
@@ -87,7 +88,16 @@ impl Transfers {
             std::fs::remove_dir_all(&scratch)?;
         }
         std::fs::create_dir_all(&scratch)?;
-        Ok(Transfers { db, store, files, search, scratch, limits, jobs: jobs::Jobs::default() })
+        Ok(Transfers {
+            sessions: crate::domain::sessions::Sessions::new(db.clone()),
+            db,
+            store,
+            files,
+            search,
+            scratch,
+            limits,
+            jobs: jobs::Jobs::default(),
+        })
     }
 
     /// The largest import accepted, bytes.
@@ -103,11 +113,11 @@ impl Transfers {
     pub async fn export(&self, actor: &Actor, what: ExportWhat) -> DomainResult<ExportFile> {
         let (scope, name) = match what {
             ExportWhat::Session(id) => {
-                let (session, _) = sessions::view_session(&self.db, actor, id).await?;
+                let (session, _) = self.sessions.view_session(actor, id).await?;
                 (ExportScope::Session(id), session.title)
             }
             ExportWhat::Workspace(id) => {
-                (ExportScope::Workspace(id), sessions::get_workspace(&self.db, actor, id).await?.name)
+                (ExportScope::Workspace(id), self.sessions.get_workspace(actor, id).await?.name)
             }
             ExportWhat::Everything => (ExportScope::Owner(actor.user_id()), "everything".to_string()),
         };
@@ -192,7 +202,7 @@ impl Transfers {
         workspace: Option<Uuid>,
     ) -> DomainResult<ImportJob> {
         if let Some(id) = workspace
-            && let Err(e) = sessions::get_workspace(&self.db, actor, id).await
+            && let Err(e) = self.sessions.get_workspace(actor, id).await
         {
             let _ = tokio::fs::remove_file(&path).await;
             return Err(e);

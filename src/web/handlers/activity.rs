@@ -18,7 +18,7 @@ pub async fn panel(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     // One more than shown says whether there are older ones.
-    let mut entries = activity::activity(&state.db, &user.0.actor, session_id, ACTIVITY_SHOWN + 1).await?;
+    let mut entries = state.sessions.activity(&user.0.actor, session_id, ACTIVITY_SHOWN + 1).await?;
     let truncated = entries.len() as u64 > ACTIVITY_SHOWN;
     if truncated {
         entries.remove(0);
@@ -38,7 +38,7 @@ pub async fn download(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let entries = activity::activity(&state.db, &user.0.actor, session_id, ACTIVITY_EXPORTED).await?;
+    let entries = state.sessions.activity(&user.0.actor, session_id, ACTIVITY_EXPORTED).await?;
     Ok(render::json_lines(
         activity::json_lines(&entries),
         Some(&format!("arbor-activity-{session_id}.jsonl")),

@@ -7,10 +7,10 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
+use crate::domain::DomainError;
 use crate::domain::agent::{self, Decision, RuleScope};
 use crate::domain::runs::agent_loop::Decided;
 use crate::domain::runs::decisions;
-use crate::domain::{DomainError, sessions};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::form;
@@ -49,7 +49,7 @@ async fn dialog_html(
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
     let call = decisions::call_state(&state.db, actor, session_id, call_id).await?;
-    let (session, role) = sessions::view_session(&state.db, actor, session_id).await?;
+    let (session, role) = state.sessions.view_session(actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
     // A viewer is offered no decision and no Stop on what the run writes next.
@@ -58,11 +58,11 @@ async fn dialog_html(
         ctx.insert("pending", &call.call);
         return render_to_string(state, "partials/_confirm.html", &ctx);
     }
-    let conv = sessions::conversation_window(&state.db, actor, session.id, None, 0).await?;
+    let conv = state.sessions.conversation_window(actor, session.id, None, 0).await?;
     // What the run wrote from this call's result on.
     let mut tail = Vec::new();
     if let Some(result) = call.result_message_id.filter(|id| conv.path.iter().any(|m| m.id == *id)) {
-        let first = sessions::message(&state.db, actor, session.id, result).await?;
+        let first = state.sessions.message(actor, session.id, result).await?;
         tail.push(session_view::single_view(&conv, first).await?);
         tail.extend(run_tail(state, user, &conv, result).await?);
     }
@@ -165,7 +165,7 @@ pub async fn choose_file(
         Err(e) => return Err(e.into()),
     }
     let mut ctx = signed_in(&user);
-    ctx.insert("session", &sessions::get_session(&state.db, actor, session_id).await?);
+    ctx.insert("session", &state.sessions.get_session(actor, session_id).await?);
     ctx.insert("context_files", &state.engine.files_in_context(actor, session_id).await?);
     ctx.insert("open_panel", &true);
     let html = render_to_string(&state, "partials/_context_files.html", &ctx)?;
@@ -229,11 +229,15 @@ pub async fn pending_watch(
     let went_on = match header("x-arbor-last") {
         _ if !not_following || unfollowed_run => false,
         // An empty page, and the session has begun since.
-        Some("") => sessions::view_session(&state.db, &user.0.actor, session_id)
+        Some("") => state
+            .sessions
+            .view_session(&user.0.actor, session_id)
             .await
             .is_ok_and(|(s, _)| s.active_root_id.is_some()),
         Some(raw) => match Uuid::parse_str(raw) {
-            Ok(last) => sessions::message(&state.db, &user.0.actor, session_id, last)
+            Ok(last) => state
+                .sessions
+                .message(&user.0.actor, session_id, last)
                 .await
                 .is_ok_and(|m| m.chosen_child_id.is_some()),
             Err(_) => false,

@@ -8,7 +8,6 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::domain;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::session_page::final_message_html;
@@ -34,7 +33,7 @@ pub async fn session_events(
     query: web::Query<EventsQuery>,
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
-    let (session, _) = domain::sessions::view_session(&state.db, &user.0.actor, session_id).await?;
+    let (session, _) = state.sessions.view_session(&user.0.actor, session_id).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
@@ -47,7 +46,7 @@ pub async fn session_events(
         Some(raw) => {
             let id = Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?;
             // Only a message of this session may be named.
-            domain::sessions::message(&state.db, &user.0.actor, session.id, id).await?;
+            state.sessions.message(&user.0.actor, session.id, id).await?;
             Some(id)
         }
         None => None,

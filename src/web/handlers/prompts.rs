@@ -26,8 +26,8 @@ async fn prompts_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("templates", &sessions::my_templates(&state.db, actor).await?);
-    ctx.insert("shared_templates", &sessions::templates_shared_with_me(&state.db, actor).await?);
+    ctx.insert("templates", &state.sessions.my_templates(actor).await?);
+    ctx.insert("shared_templates", &state.sessions.templates_shared_with_me(actor).await?);
     ctx.insert("my_groups", &teams::groups::mine(&state.db, actor).await?);
     ctx.insert("prompt_variables", sessions::prompt::VARIABLES);
     settings_tab(state, req, ctx, "prompts", &flash, status)
@@ -58,7 +58,7 @@ pub async fn create(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     let (flash, status) =
-        match sessions::create_template(&state.db, &user.0.actor, &who, &form.name, &form.body).await {
+        match state.sessions.create_template(&user.0.actor, &who, &form.name, &form.body).await {
             Ok(t) => (Flash::ok(format!("Template {} saved.", t.name)), StatusCode::OK),
             Err(e) => refusal(e)?,
         };
@@ -73,7 +73,7 @@ pub async fn delete(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    sessions::delete_template(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    state.sessions.delete_template(&user.0.actor, &who, id.into_inner()).await?;
     prompts_page(&state, &req, &user, Flash::ok("Template deleted."), StatusCode::OK).await
 }
 
@@ -92,7 +92,7 @@ pub async fn share(
     form: web::Form<ShareForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let shared = sessions::share_template(&state.db, &user.0.actor, &who, id.into_inner(), &form.group).await;
+    let shared = state.sessions.share_template(&user.0.actor, &who, id.into_inner(), &form.group).await;
     let (flash, status) = match shared {
         Ok(()) if form.group.trim().is_empty() => (Flash::ok("Shared with nobody."), StatusCode::OK),
         Ok(()) => (Flash::ok("Shared: the group's members can read and copy it."), StatusCode::OK),

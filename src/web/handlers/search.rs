@@ -92,7 +92,7 @@ pub async fn search(
     ctx.insert("error", &error);
     ctx.insert("q", q);
     ctx.insert("w", &workspace);
-    let workspaces = crate::domain::sessions::list_workspaces(&state.db, &user.0.actor).await?;
+    let workspaces = state.sessions.list_workspaces(&user.0.actor).await?;
     ctx.insert("workspaces", &workspaces);
     render::page(&state, &req, "pages/search.html", "partials/_search.html", ctx)
 }

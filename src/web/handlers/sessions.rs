@@ -58,14 +58,10 @@ pub async fn older(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     let before = parse_id(&query.before)?;
-    let conv = sessions::conversation_window(
-        &state.db,
-        &user.0.actor,
-        session_id,
-        Some(before),
-        session_view::THREAD_WINDOW,
-    )
-    .await?;
+    let conv = state
+        .sessions
+        .conversation_window(&user.0.actor, session_id, Some(before), session_view::THREAD_WINDOW)
+        .await?;
     let (messages, older) = session_view::thread_window(&conv, Some(before)).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &conv.session);
@@ -103,26 +99,25 @@ pub async fn create(
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
     // The same form sent twice opens the session the first one made.
-    if let Some(existing) = sessions::session_by_client_id(&state.db, actor, &form.client_id).await? {
+    if let Some(existing) = state.sessions.session_by_client_id(actor, &form.client_id).await? {
         return Ok(see_other(&req, &format!("/s/{existing}")));
     }
     if form.message.trim().is_empty() {
         return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
     }
     let workspace = match form.workspace_id.as_deref().filter(|w| !w.is_empty()) {
-        Some(raw) => sessions::view_workspace(&state.db, actor, parse_id(raw)?).await?.0,
-        None => sessions::default_workspace(&state.db, actor).await?,
+        Some(raw) => state.sessions.view_workspace(actor, parse_id(raw)?).await?.0,
+        None => state.sessions.default_workspace(actor).await?,
     };
     let session =
-        sessions::create_session(&state.db, actor, workspace.id, &sessions::title_from(&form.message))
-            .await?;
+        state.sessions.create_session(actor, workspace.id, &sessions::title_from(&form.message)).await?;
     let model = form.model.as_deref();
     match state.engine.submit(actor, session.id, &form.message, &form.client_id, model).await {
         Ok(_) => Ok(see_other(&req, &format!("/s/{}", session.id))),
         Err(e) => {
             // Nothing was sent: the empty session goes again, so a refused first message leaves
             // no trace.
-            if let Err(del) = sessions::delete_session(&state.db, actor, session.id).await {
+            if let Err(del) = state.sessions.delete_session(actor, session.id).await {
                 tracing::warn!(error = %del, "could not remove an empty session");
             }
             domain_to_composer(&state, e)
@@ -141,9 +136,9 @@ async fn turn_fragment(
     let actor = &user.0.actor;
     let mut shown = Vec::new();
     if let Some(id) = started.user_message_id {
-        shown.push(sessions::message(&state.db, actor, session_id, id).await?);
+        shown.push(state.sessions.message(actor, session_id, id).await?);
     }
-    shown.push(sessions::message(&state.db, actor, session_id, started.assistant_message_id).await?);
+    shown.push(state.sessions.message(actor, session_id, started.assistant_message_id).await?);
     let mut shown = session_view::message_views(shown).await?;
     files_into(state, &mut shown).await?;
     let mut ctx = signed_in(user);
@@ -183,7 +178,7 @@ pub async fn send(
         };
     }
     if let Some((expose, folder)) = root_command(&form.message) {
-        return match sessions::change_root(&state.db, actor, session_id, folder, expose).await {
+        return match state.sessions.change_root(actor, session_id, folder, expose).await {
             Ok((_, notice)) => session_with_notice(&state, &user, session_id, &notice).await,
             Err(e) => domain_to_composer(&state, e),
         };
@@ -328,7 +323,7 @@ pub async fn select(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    state.sessions.select_message(&user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
 }
 
@@ -340,7 +335,7 @@ pub async fn rewind(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    sessions::continue_from(&state.db, &user.0.actor, session_id, message_id).await?;
+    state.sessions.continue_from(&user.0.actor, session_id, message_id).await?;
     session_fragment(&state, &user, session_id).await
 }
 
@@ -353,7 +348,7 @@ pub async fn open_message(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    sessions::select_message(&state.db, &user.0.actor, session_id, message_id).await?;
+    state.sessions.select_message(&user.0.actor, session_id, message_id).await?;
     Ok(see_other(&req, &format!("/s/{session_id}?at={message_id}#m-{message_id}")))
 }
 
@@ -365,7 +360,7 @@ pub async fn delete_message(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let active = state.deletions.session_is_live(session_id);
-    match sessions::delete_branch(&state.db, &user.0.actor, session_id, message_id, active).await {
+    match state.sessions.delete_branch(&user.0.actor, session_id, message_id, active).await {
         Ok(_) => {
             // The index drops the removed messages when a search next meets them.
             state.after_deletion(None);
@@ -383,7 +378,7 @@ pub async fn save_settings(
     form: web::Form<sessions::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    match sessions::update_session(&state.db, &user.0.actor, session_id, &form).await {
+    match state.sessions.update_session(&user.0.actor, session_id, &form).await {
         Ok(_) => session_fragment(&state, &user, session_id).await,
         Err(DomainError::Invalid(m)) => form::refused(&state, StatusCode::BAD_REQUEST, &m, "#settings-error"),
         Err(e) => Err(e.into()),
@@ -399,8 +394,8 @@ pub async fn prompt_preview(
     form: web::Form<sessions::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
     let actor = &user.0.actor;
-    let session = sessions::get_session(&state.db, actor, parse_id(&path)?).await?;
-    let (workspace, _) = sessions::view_workspace(&state.db, actor, session.workspace_id).await?;
+    let session = state.sessions.get_session(actor, parse_id(&path)?).await?;
+    let (workspace, _) = state.sessions.view_workspace(actor, session.workspace_id).await?;
     let mut probe = session.clone();
     probe.exposed_roots = sessions::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
     let template = match form.system_prompt.trim() {
@@ -438,7 +433,7 @@ pub async fn tree(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let overview = sessions::tree_overview(&state.db, &user.0.actor, session_id).await?;
+    let overview = state.sessions.tree_overview(&user.0.actor, session_id).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("overview", &overview);
     ctx.insert("session_id", &session_id);
@@ -458,8 +453,8 @@ pub async fn branch(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let actor = &user.0.actor;
-    let messages = sessions::branch_from(&state.db, actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
-    let (session, _) = sessions::view_session(&state.db, actor, session_id).await?;
+    let messages = state.sessions.branch_from(actor, session_id, message_id, SIDE_BRANCH_LIMIT).await?;
+    let (session, _) = state.sessions.view_session(actor, session_id).await?;
     let views = session_view::message_views(messages).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &session);

@@ -422,7 +422,7 @@ async fn mcp_page(
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
     ctx.insert("my_groups", &crate::domain::teams::groups::mine(&state.db, &user.0.actor).await?);
-    ctx.insert("my_workspaces", &crate::domain::sessions::list_workspaces(&state.db, &user.0.actor).await?);
+    ctx.insert("my_workspaces", &state.sessions.list_workspaces(&user.0.actor).await?);
     ctx.insert(
         "shared_servers",
         &crate::domain::mcp::sharing::shared_with_me(&state.db, &user.0.actor).await?,

@@ -10,7 +10,6 @@ use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
-use crate::domain::sessions;
 use crate::domain::transfer::{ExportFile, ExportWhat, ImportJob};
 use crate::state::AppState;
 use crate::web::WebError;
@@ -30,7 +29,7 @@ pub async fn show(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("workspaces", &sessions::list_workspaces(&state.db, actor).await?);
+    ctx.insert("workspaces", &state.sessions.list_workspaces(actor).await?);
     ctx.insert("jobs", &state.transfers.my_imports(actor));
     ctx.insert("max_import_mb", &(state.transfers.max_upload() / (1024 * 1024)));
     settings_tab(&state, &req, ctx, "transfer", &Flash::default(), StatusCode::OK)

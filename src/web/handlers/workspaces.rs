@@ -76,7 +76,7 @@ pub async fn create(
     user: CurrentUser,
     form: web::Form<NameForm>,
 ) -> Result<HttpResponse, WebError> {
-    match sessions::create_workspace(&state.db, &user.0.actor, &form.name).await {
+    match state.sessions.create_workspace(&user.0.actor, &form.name).await {
         Ok(w) => Ok(see_other(&req, &format!("/w/{}", w.id))),
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#new-workspace-error")
@@ -98,9 +98,9 @@ async fn workspace_context(
     workspace_id: Uuid,
 ) -> Result<Context, WebError> {
     let actor = &user.0.actor;
-    let (workspace, role) = sessions::view_workspace(&state.db, actor, workspace_id).await?;
-    let contents = sessions::workspace_contents(&state.db, actor, workspace.id).await?;
-    let (archived, _) = sessions::workspace_sessions(&state.db, actor, workspace.id, true, 0).await?;
+    let (workspace, role) = state.sessions.view_workspace(actor, workspace_id).await?;
+    let contents = state.sessions.workspace_contents(actor, workspace.id).await?;
+    let (archived, _) = state.sessions.workspace_sessions(actor, workspace.id, true, 0).await?;
     let mut ctx = signed_in(user);
     sidebar_into(&mut ctx, state, user, None).await;
     if role == ShareRole::Owner {
@@ -170,7 +170,7 @@ pub async fn save(
         infer_titles: form.infer_titles.is_some(),
         compact_at_percent: form.compact_at_percent.clone(),
     };
-    match sessions::update_workspace(&state.db, &user.0.actor, workspace_id, &input).await {
+    match state.sessions.update_workspace(&user.0.actor, workspace_id, &input).await {
         Ok(_) => saved(&state, &user, workspace_id).await,
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-error")
@@ -196,7 +196,7 @@ pub async fn attach_key(
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
     let who = crate::web::client::origin(&req, &state, &user.0);
-    match sessions::attach_key(&state.db, &user.0.actor, &who, workspace_id, &form.key).await {
+    match state.sessions.attach_key(&user.0.actor, &who, workspace_id, &form.key).await {
         Ok(_) => saved(&state, &user, workspace_id).await,
         Err(DomainError::Invalid(m)) => {
             form::refused(&state, StatusCode::BAD_REQUEST, &m, "#workspace-key-error")
@@ -215,7 +215,7 @@ pub async fn delete(
     let workspace_id = parse_id(&path)?;
     let actor = &user.0.actor;
     let sessions = state.deletions.workspace(actor, workspace_id).await?;
-    sessions::delete_workspace(&state.db, actor, workspace_id).await?;
+    state.sessions.delete_workspace(actor, workspace_id).await?;
     for s in sessions {
         state.search.forget_session(s);
     }
@@ -231,9 +231,9 @@ pub async fn sessions_page(
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
-    let (workspace, role) = sessions::view_workspace(&state.db, &user.0.actor, workspace_id).await?;
+    let (workspace, role) = state.sessions.view_workspace(&user.0.actor, workspace_id).await?;
     let (sessions, more) =
-        sessions::workspace_sessions(&state.db, &user.0.actor, workspace.id, false, query.page).await?;
+        state.sessions.workspace_sessions(&user.0.actor, workspace.id, false, query.page).await?;
     let mut ctx = signed_in(&user);
     let shared = workspace.owner_id != user.0.user.id;
     ctx.insert(
@@ -261,7 +261,7 @@ pub async fn rename_session(
     form: web::Form<TitleForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    sessions::rename_session(&state.db, &user.0.actor, session_id, &form.title).await?;
+    state.sessions.rename_session(&user.0.actor, session_id, &form.title).await?;
     after_session_change(&state, &req, &user, session_id, false).await
 }
 
@@ -281,7 +281,7 @@ pub async fn archive_session(
     form: web::Form<ArchiveForm>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    sessions::set_archived(&state.db, &user.0.actor, session_id, form.archived == "true").await?;
+    state.sessions.set_archived(&user.0.actor, session_id, form.archived == "true").await?;
     after_session_change(&state, &req, &user, session_id, false).await
 }
 
@@ -294,7 +294,7 @@ pub async fn delete_session(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     state.deletions.session(&user.0.actor, session_id).await?;
-    sessions::delete_session(&state.db, &user.0.actor, session_id).await?;
+    state.sessions.delete_session(&user.0.actor, session_id).await?;
     state.after_deletion(Some(session_id));
     after_session_change(&state, &req, &user, session_id, true).await
 }

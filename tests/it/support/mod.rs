@@ -129,8 +129,13 @@ pub async fn seed_person(
         arbor::storage::repos::users::insert(conn, email, "Ada", role, UserStatus::Active).await.unwrap();
     let issued = arbor::auth::sessions::issue(conn, auth, user.id, Some("tests"), None).await.unwrap();
     let actor = Actor::for_tests(&user);
-    let ws = arbor::domain::sessions::create_workspace(conn, &actor, "Work").await.unwrap();
-    let session = arbor::domain::sessions::create_session(conn, &actor, ws.id, title).await.unwrap().id;
+    let ws =
+        arbor::domain::sessions::Sessions::new(conn.clone()).create_workspace(&actor, "Work").await.unwrap();
+    let session = arbor::domain::sessions::Sessions::new(conn.clone())
+        .create_session(&actor, ws.id, title)
+        .await
+        .unwrap()
+        .id;
     Seeded {
         user,
         cookie: format!("arbor_session={}", issued.token),
@@ -273,12 +278,8 @@ impl TestApp {
     /// A workspace and an empty session owned by `user`.
     pub async fn create_session(&self, user: &User) -> (Uuid, Uuid) {
         let actor = Actor::for_tests(user);
-        let ws = arbor::domain::sessions::create_workspace(&self.state.db, &actor, "Research")
-            .await
-            .expect("workspace");
-        let s = arbor::domain::sessions::create_session(&self.state.db, &actor, ws.id, "First session")
-            .await
-            .expect("session");
+        let ws = self.state.sessions.create_workspace(&actor, "Research").await.expect("workspace");
+        let s = self.state.sessions.create_session(&actor, ws.id, "First session").await.expect("session");
         (ws.id, s.id)
     }
 }

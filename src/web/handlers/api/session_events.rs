@@ -96,7 +96,7 @@ pub async fn events(
 ) -> HttpResponse {
     let actor = caller.0.actor.clone();
     let Ok(session_id) = Uuid::parse_str(&path) else { return openai_error(&not_found()) };
-    if let Err(e) = sessions::view_session(&state.db, &actor, session_id).await {
+    if let Err(e) = state.sessions.view_session(&actor, session_id).await {
         return openai_error(&domain_error(e));
     }
     let slot = match super::stream_slot(&state, &actor) {
@@ -251,7 +251,7 @@ async fn finished_after(
     from: Uuid,
     out: &Out,
 ) -> bool {
-    let Ok(c) = sessions::conversation(&state.db, actor, session_id).await else { return true };
+    let Ok(c) = state.sessions.conversation(actor, session_id).await else { return true };
     let Some(at) = c.path.iter().position(|m| m.id == from) else { return true };
     let end = c.path.len().saturating_sub(1);
     for m in c.path.iter().take(end).skip(at).take(MAX_CATCH_UP) {
@@ -305,7 +305,7 @@ async fn send_finished(
     message: Uuid,
     out: &Out,
 ) -> bool {
-    match sessions::message(&state.db, actor, session_id, message).await {
+    match state.sessions.message(actor, session_id, message).await {
         Ok(m) => {
             let name = if m.role == sessions::tree::Role::Tool { "tool_result" } else { "message" };
             out.send(name, message_json(&m), None).await
@@ -324,14 +324,13 @@ async fn finished_between(
     out: &Out,
 ) -> bool {
     let mut chain = Vec::new();
-    let mut cursor =
-        sessions::message(&state.db, actor, session_id, live).await.ok().and_then(|m| m.parent_id);
+    let mut cursor = state.sessions.message(actor, session_id, live).await.ok().and_then(|m| m.parent_id);
     while let Some(id) = cursor {
         chain.push(id);
         if id == from || chain.len() >= MAX_CATCH_UP {
             break;
         }
-        cursor = sessions::message(&state.db, actor, session_id, id).await.ok().and_then(|m| m.parent_id);
+        cursor = state.sessions.message(actor, session_id, id).await.ok().and_then(|m| m.parent_id);
     }
     if !chain.contains(&from) {
         // Not on this run's way: nothing to send again but the live message.
@@ -359,11 +358,10 @@ async fn end(
         return;
     }
     let message = match message {
-        Some(id) => sessions::message(&state.db, actor, session_id, id).await.ok(),
-        None => sessions::conversation(&state.db, actor, session_id)
-            .await
-            .ok()
-            .and_then(|c| c.path.last().cloned()),
+        Some(id) => state.sessions.message(actor, session_id, id).await.ok(),
+        None => {
+            state.sessions.conversation(actor, session_id).await.ok().and_then(|c| c.path.last().cloned())
+        }
     };
     let _ = out.send("done", json!({ "message": message.as_ref().map(message_json) }), None).await;
 }

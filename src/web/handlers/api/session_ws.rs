@@ -44,7 +44,7 @@ pub async fn connect(
     let Ok(session_id) = Uuid::parse_str(&path) else {
         return openai_error(&ApiError::new(404, "not_found", "No such session."));
     };
-    if let Err(e) = sessions::get_session(&state.db, &actor, session_id).await {
+    if let Err(e) = state.sessions.get_session(&actor, session_id).await {
         return openai_error(&domain_error(e));
     }
     let slot = match super::stream_slot(&state, &actor) {
@@ -92,7 +92,7 @@ impl Connection {
 
     async fn run(&mut self, mut stream: actix_ws::AggregatedMessageStream) {
         // What the session holds already counts as sent: a resumed session replays nothing.
-        if let Ok(c) = sessions::conversation(&self.state.db, &self.actor, self.session_id).await {
+        if let Ok(c) = self.state.sessions.conversation(&self.actor, self.session_id).await {
             // A message still being written is not sent yet: the client gets it when it ends.
             let finished = c.path.iter().filter(|m| m.status != sessions::tree::MessageStatus::Streaming);
             self.sent.extend(finished.map(|m| m.id));
@@ -197,7 +197,10 @@ impl Connection {
         match decisions::pending_call(&self.state.db, &self.actor, self.session_id).await {
             Ok(Some(call)) => self.send("approval_request", approval_payload(&call)).await,
             _ => {
-                let last = sessions::conversation(&self.state.db, &self.actor, self.session_id)
+                let last = self
+                    .state
+                    .sessions
+                    .conversation(&self.actor, self.session_id)
                     .await
                     .ok()
                     .and_then(|c| c.path.last().map(|m| m.id));
@@ -208,7 +211,7 @@ impl Connection {
 
     /// The finished messages of the active path not sent yet, as items, in order.
     async fn send_new_items(&mut self) -> Result<(), Gone> {
-        let Ok(c) = sessions::conversation(&self.state.db, &self.actor, self.session_id).await else {
+        let Ok(c) = self.state.sessions.conversation(&self.actor, self.session_id).await else {
             return Ok(());
         };
         let new: Vec<Message> = c

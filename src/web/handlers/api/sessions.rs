@@ -13,7 +13,6 @@ use crate::domain::DomainError;
 use crate::domain::agent::{Decision, RuleScope};
 use crate::domain::runs::agent_loop::Decided;
 use crate::domain::runs::{Started, decisions};
-use crate::domain::sessions;
 use crate::gateway::ApiError;
 use crate::state::AppState;
 use crate::web::api_caller::ApiCaller;
@@ -62,7 +61,7 @@ fn started_json(s: &Started) -> Value {
 
 /// `GET /v1/workspaces`.
 pub async fn workspaces(state: web::Data<AppState>, caller: ApiCaller) -> Answer {
-    let list = sessions::list_workspaces(&state.db, &caller.0.actor).await.map_err(refuse)?;
+    let list = state.sessions.list_workspaces(&caller.0.actor).await.map_err(refuse)?;
     Ok(HttpResponse::Ok().json(json!({ "data": list })))
 }
 
@@ -79,7 +78,7 @@ pub async fn create_workspace(
     payload: web::Payload,
 ) -> Answer {
     let b: NameBody = body(payload).await?;
-    let w = sessions::create_workspace(&state.db, &caller.0.actor, &b.name).await.map_err(refuse)?;
+    let w = state.sessions.create_workspace(&caller.0.actor, &b.name).await.map_err(refuse)?;
     Ok(HttpResponse::Created().json(w))
 }
 
@@ -100,10 +99,11 @@ pub async fn workspace_sessions(
     query: web::Query<ListQuery>,
 ) -> Answer {
     let workspace = id(&path)?;
-    let (list, more) =
-        sessions::workspace_sessions(&state.db, &caller.0.actor, workspace, query.archived, query.page)
-            .await
-            .map_err(refuse)?;
+    let (list, more) = state
+        .sessions
+        .workspace_sessions(&caller.0.actor, workspace, query.archived, query.page)
+        .await
+        .map_err(refuse)?;
     Ok(HttpResponse::Ok().json(json!({ "data": list, "has_more": more })))
 }
 
@@ -124,7 +124,7 @@ pub async fn create_session(
     let workspace = id(&path)?;
     let b: TitleBody = body(payload).await?;
     let title = b.title.unwrap_or_else(|| "New session".into());
-    let s = sessions::create_session(&state.db, &caller.0.actor, workspace, &title).await.map_err(refuse)?;
+    let s = state.sessions.create_session(&caller.0.actor, workspace, &title).await.map_err(refuse)?;
     Ok(HttpResponse::Created().json(s))
 }
 
@@ -132,7 +132,7 @@ pub async fn create_session(
 pub async fn session(state: web::Data<AppState>, caller: ApiCaller, path: web::Path<String>) -> Answer {
     let session_id = id(&path)?;
     let actor = &caller.0.actor;
-    let c = sessions::conversation(&state.db, actor, session_id).await.map_err(refuse)?;
+    let c = state.sessions.conversation(actor, session_id).await.map_err(refuse)?;
     let pending = decisions::pending_call(&state.db, actor, session_id).await.map_err(refuse)?;
     let path: Vec<Value> = c
         .path
@@ -171,12 +171,12 @@ pub async fn update_session(
     let actor = &caller.0.actor;
     let b: SessionPatch = body(payload).await?;
     if let Some(title) = &b.title {
-        sessions::rename_session(&state.db, actor, session_id, title).await.map_err(refuse)?;
+        state.sessions.rename_session(actor, session_id, title).await.map_err(refuse)?;
     }
     if let Some(archived) = b.archived {
-        sessions::set_archived(&state.db, actor, session_id, archived).await.map_err(refuse)?;
+        state.sessions.set_archived(actor, session_id, archived).await.map_err(refuse)?;
     }
-    let (s, _) = sessions::view_session(&state.db, actor, session_id).await.map_err(refuse)?;
+    let (s, _) = state.sessions.view_session(actor, session_id).await.map_err(refuse)?;
     Ok(HttpResponse::Ok().json(s))
 }
 
@@ -189,7 +189,7 @@ pub async fn delete_session(
     let session_id = id(&path)?;
     // A live answer is stopped first, as on the page.
     state.deletions.session(&caller.0.actor, session_id).await.map_err(refuse)?;
-    sessions::delete_session(&state.db, &caller.0.actor, session_id).await.map_err(refuse)?;
+    state.sessions.delete_session(&caller.0.actor, session_id).await.map_err(refuse)?;
     state.after_deletion(Some(session_id));
     Ok(HttpResponse::Ok().json(json!({ "id": session_id, "deleted": true })))
 }
@@ -201,8 +201,7 @@ pub async fn children(
     path: web::Path<(String, String)>,
 ) -> Answer {
     let (session_id, message_id) = (id(&path.0)?, id(&path.1)?);
-    let list =
-        sessions::children(&state.db, &caller.0.actor, session_id, message_id).await.map_err(refuse)?;
+    let list = state.sessions.children(&caller.0.actor, session_id, message_id).await.map_err(refuse)?;
     Ok(HttpResponse::Ok().json(json!({ "data": list.iter().map(message_json).collect::<Vec<_>>() })))
 }
 
@@ -213,7 +212,7 @@ pub async fn select(
     path: web::Path<(String, String)>,
 ) -> Answer {
     let (session_id, message_id) = (id(&path.0)?, id(&path.1)?);
-    sessions::select_message(&state.db, &caller.0.actor, session_id, message_id).await.map_err(refuse)?;
+    state.sessions.select_message(&caller.0.actor, session_id, message_id).await.map_err(refuse)?;
     Ok(HttpResponse::Ok().json(json!({ "selected": message_id })))
 }
 
@@ -368,6 +367,6 @@ pub async fn activity(state: web::Data<AppState>, caller: ApiCaller, path: web::
     use crate::domain::sessions::activity::{self as log, ACTIVITY_EXPORTED};
     let session_id = id(&path)?;
     let entries =
-        log::activity(&state.db, &caller.0.actor, session_id, ACTIVITY_EXPORTED).await.map_err(refuse)?;
+        state.sessions.activity(&caller.0.actor, session_id, ACTIVITY_EXPORTED).await.map_err(refuse)?;
     Ok(crate::web::render::json_lines(log::json_lines(&entries), None))
 }
