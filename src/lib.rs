@@ -191,6 +191,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     )
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("transfer scratch folder: {e}"))))?;
     let sessions = domain::sessions::Sessions::new(db.clone());
+    let passwords = auth::passwords::Hasher::default();
+    let accounts = domain::accounts::Accounts::new(db.clone(), passwords.clone());
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -200,7 +202,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         mailer,
         oidc,
         login_limiter: counters.map(auth::ratelimit::RateLimiter::shared).unwrap_or_default(),
-        passwords: auth::passwords::Hasher::default(),
+        passwords,
+        accounts,
         streams: limits::MemberSlots::default(),
         uploads: limits::MemberSlots::default(),
         usage,

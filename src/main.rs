@@ -357,7 +357,7 @@ async fn serve(config: Config) -> ExitCode {
         }
     };
     let public_url = state.config.public_url();
-    match arbor::domain::accounts::open_setup(&state.db).await {
+    match state.accounts.open_setup().await {
         Ok(Some(token)) => {
             // The link goes to the terminal, never into the log: logs are shipped and kept.
             tracing::warn!("No administrator yet: the one-time setup link is printed on standard output.");
@@ -466,29 +466,25 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
         AdminAction::Create { email, name, password_file } => match read_password(password_file) {
             Ok(password) => {
                 let min = config.auth.min_password_length;
-                accounts::create_local(
-                    &db,
-                    &arbor::auth::passwords::Hasher::default(),
-                    &email,
-                    &name,
-                    &password,
-                    min,
-                    accounts::Role::Admin,
-                )
-                .await
-                .map(|u| format!("created administrator {}", u.email))
-                .map_err(|e| e.to_string())
+                accounts::Accounts::new(db.clone(), arbor::auth::passwords::Hasher::default())
+                    .create_local(&email, &name, &password, min, accounts::Role::Admin)
+                    .await
+                    .map(|u| format!("created administrator {}", u.email))
+                    .map_err(|e| e.to_string())
             }
             Err(e) => Err(e),
         },
         AdminAction::Token { email, name, scope, days } => cli_token(&db, &email, &name, &scope, days).await,
-        AdminAction::Promote { email } => accounts::promote_by_email(&db, &email)
-            .await
-            .map(|u| format!("{} is now an administrator", u.email))
-            .map_err(|e| match e {
-                arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
-                e => e.to_string(),
-            }),
+        AdminAction::Promote { email } => {
+            accounts::Accounts::new(db.clone(), arbor::auth::passwords::Hasher::default())
+                .promote_by_email(&email)
+                .await
+                .map(|u| format!("{} is now an administrator", u.email))
+                .map_err(|e| match e {
+                    arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
+                    e => e.to_string(),
+                })
+        }
     };
     report(result)
 }

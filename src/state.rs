@@ -61,6 +61,8 @@ pub struct AppState {
     pub search: std::sync::Arc<crate::domain::search::SearchService>,
     /// Export and import.
     pub transfers: crate::domain::transfer::Transfers,
+    /// Local accounts, sign-in and the member's own account settings.
+    pub accounts: crate::domain::accounts::Accounts,
     /// Workspaces, sessions and their trees.
     pub sessions: crate::domain::sessions::Sessions,
     /// The admin console's people and providers.

@@ -492,7 +492,7 @@ async fn next_never_leaves_the_site() {
 }
 
 async fn setup_cookie(app: &TestApp) -> String {
-    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().expect("no admin yet");
+    let token = app.state.accounts.open_setup().await.unwrap().expect("no admin yet");
     let res = app.get(&format!("/setup/{token}"), None).await;
     assert_eq!(res.status(), 303);
     assert_eq!(res.headers()["location"], "/signup");
@@ -533,7 +533,7 @@ async fn the_setup_link_makes_exactly_one_admin_and_then_stops_working() {
     // Used once: the same cookie no longer opens sign-up, and no new link is issued.
     let again = app.client.get(app.url("/signup")).header("Cookie", &setup).send().await.unwrap();
     assert_eq!(again.status(), 404);
-    assert!(arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().is_none());
+    assert!(app.state.accounts.open_setup().await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,17 +65,11 @@ async fn arbor_console_errors(browser: &Browser, app: &TestApp) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_with_a_local_account_in_the_browser() {
     let app = TestApp::spawn().await;
-    arbor::domain::accounts::create_local(
-        &app.state.db,
-        &app.state.passwords,
-        "ada@example.com",
-        "Ada",
-        "correct horse battery",
-        12,
-        Role::Member,
-    )
-    .await
-    .unwrap();
+    app.state
+        .accounts
+        .create_local("ada@example.com", "Ada", "correct horse battery", 12, Role::Member)
+        .await
+        .unwrap();
     let browser = Browser::start().await.unwrap();
     browser.goto(&app.url("/account/sessions")).await.unwrap();
     // Anonymous: sent to the sign-in page, which remembers where we were going.
@@ -614,7 +608,7 @@ async fn the_first_ten_minutes_from_the_setup_link_to_a_first_answer() {
         c.llm.infer_titles = false;
     })
     .await;
-    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().expect("a setup link");
+    let token = app.state.accounts.open_setup().await.unwrap().expect("a setup link");
     let browser = Browser::start().await.unwrap();
     browser.set_window_size(1280, 800).await.unwrap();
     let shot = |name: &str| artifacts_dir().join(format!("first-ten-minutes-{name}.png"));

@@ -62,17 +62,11 @@ fn flow_cookie(res: &reqwest::Response) -> String {
 
 /// A local administrator, admin@example.com, beside the provider's accounts.
 async fn local_admin(app: &TestApp) -> arbor::domain::accounts::User {
-    arbor::domain::accounts::create_local(
-        &app.state.db,
-        &app.state.passwords,
-        "admin@example.com",
-        "Admin",
-        "correct horse battery",
-        12,
-        Role::Admin,
-    )
-    .await
-    .unwrap()
+    app.state
+        .accounts
+        .create_local("admin@example.com", "Admin", "correct horse battery", 12, Role::Admin)
+        .await
+        .unwrap()
 }
 
 async fn user_count(app: &TestApp) -> u64 {
@@ -310,7 +304,7 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
     // Every lookup by that email finds the real owner only.
     let found = accounts::one_by_email(&app.state.db, "ADMIN@example.com ").await.unwrap().unwrap();
     assert_eq!(found.id, admin.id);
-    assert_eq!(accounts::promote_by_email(&app.state.db, "admin@example.com").await.unwrap().id, admin.id);
+    assert_eq!(app.state.accounts.promote_by_email("admin@example.com").await.unwrap().id, admin.id);
     let token = arbor::domain::accounts::api_tokens::issue_for_operator(
         &app.state.db,
         "admin@example.com",
@@ -343,7 +337,7 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
             .await
             .unwrap();
     }
-    let refused = accounts::promote_by_email(&app.state.db, "twin@example.com").await.unwrap_err();
+    let refused = app.state.accounts.promote_by_email("twin@example.com").await.unwrap_err();
     assert!(
         refused.to_string().contains("More than one account has the email twin@example.com"),
         "{refused}"
@@ -486,7 +480,7 @@ async fn the_setup_link_works_with_a_provider_sign_in() {
     let idp = rogue_idp::start(CLIENT_ID, CLIENT_SECRET).await.unwrap();
     idp.set_claims(json!({"email": "first@example.com", "email_verified": true}));
     let app = app_with(&idp, |_| {}).await;
-    let token = arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().unwrap();
+    let token = app.state.accounts.open_setup().await.unwrap().unwrap();
     let res = app.get(&format!("/setup/{token}"), None).await;
     assert_eq!(res.headers()["location"], "/login", "local accounts are off once OIDC is configured");
     let setup = res
@@ -505,7 +499,7 @@ async fn the_setup_link_works_with_a_provider_sign_in() {
         .next()
         .unwrap();
     assert_eq!(u.role, Role::Admin);
-    assert!(arbor::domain::accounts::open_setup(&app.state.db).await.unwrap().is_none());
+    assert!(app.state.accounts.open_setup().await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,23 @@ use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::{auth_sessions, setup_tokens, users};
 
+/// Local accounts and the member's own account: sign-up, sign-in and password changes, the
+/// first administrator's setup link, the colour theme and browser sessions. Built once in the
+/// app state around the database and the password hasher (one per server: its gate bounds the
+/// hashes running at once).
+#[derive(Clone)]
+pub struct Accounts {
+    db: Db,
+    hasher: passwords::Hasher,
+}
+
+impl Accounts {
+    /// The service over `db`, hashing with `hasher`.
+    pub fn new(db: Db, hasher: passwords::Hasher) -> Accounts {
+        Accounts { db, hasher }
+    }
+}
+
 /// The one message for every failed password sign-in: it never tells whether the email exists.
 pub const BAD_CREDENTIALS: &str = "That email and password do not match an account.";
 
@@ -74,89 +91,6 @@ fn clean_display_name(name: &str, email: &str) -> DomainResult<String> {
     Ok(if name.is_empty() { email.split('@').next().unwrap_or(email).to_string() } else { name.to_string() })
 }
 
-/// Creates a local account with the given role.
-pub async fn create_local(
-    db: &Db,
-    hasher: &passwords::Hasher,
-    email: &str,
-    display_name: &str,
-    password: &str,
-    min_len: usize,
-    role: Role,
-) -> DomainResult<User> {
-    let email = normalize_email(email)?;
-    check_password(password, min_len)?;
-    let display_name = clean_display_name(display_name, &email)?;
-    if email_taken(db, &email).await? {
-        return Err(DomainError::Conflict(
-            "We could not create that account. If you already have one, sign in instead.".into(),
-        ));
-    }
-    let hash = hasher.hash(password.to_string()).await?;
-    Ok(users::insert_local(db, &email, &display_name, role, &hash).await?)
-}
-
-/// Checks a local sign-in. Unknown email and wrong password fail alike, in the same time.
-pub async fn sign_in_local(
-    db: &Db,
-    hasher: &passwords::Hasher,
-    email: &str,
-    password: &str,
-) -> DomainResult<User> {
-    let found = match normalize_email(email) {
-        Ok(email) => users::find_local_by_email(db, &email).await?,
-        Err(_) => None,
-    };
-    let (user, hash) = match found {
-        Some((user, hash)) => (Some(user), Some(hash)),
-        None => (None, None),
-    };
-    if !hasher.verify(password.to_string(), hash).await? {
-        return Err(DomainError::Invalid(BAD_CREDENTIALS.into()));
-    }
-    let user = user.ok_or_else(|| DomainError::Invalid(BAD_CREDENTIALS.into()))?;
-    if user.status != UserStatus::Active {
-        return Err(DomainError::Forbidden);
-    }
-    users::touch_login(db, user.id).await?;
-    Ok(user)
-}
-
-/// Changes the actor's own password after checking the current one.
-pub async fn change_password(
-    db: &Db,
-    hasher: &passwords::Hasher,
-    actor: &Actor,
-    this_session: &str,
-    current: &str,
-    new: &str,
-    min_len: usize,
-) -> DomainResult<PasswordChanged> {
-    let stored = users::password_hash(db, actor.user_id()).await?;
-    if stored.is_none() {
-        return Err(DomainError::Invalid(
-            "Your account signs in through your organisation; it has no password here.".into(),
-        ));
-    }
-    if !hasher.verify(current.to_string(), stored).await? {
-        return Err(DomainError::Invalid("The current password is not correct.".into()));
-    }
-    check_password(new, min_len)?;
-    let hash = hasher.hash(new.to_string()).await?;
-    users::set_password(db, actor.user_id(), &hash).await?;
-    // Whoever knew the old password may hold a browser session or a full-access token made
-    // with it: both end now. API-only tokens cannot change the account and stay.
-    let sessions_ended = auth_sessions::delete_others(db, actor.user_id(), this_session).await?;
-    let tokens_revoked = crate::storage::repos::api_tokens::revoke_scope(
-        db,
-        actor.user_id(),
-        api_tokens::Scope::Full.as_str(),
-        chrono::Utc::now(),
-    )
-    .await?;
-    Ok(PasswordChanged { sessions_ended, tokens_revoked })
-}
-
 /// What a password change ended besides the old password.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PasswordChanged {
@@ -166,66 +100,158 @@ pub struct PasswordChanged {
     pub tokens_revoked: u64,
 }
 
-/// When no admin exists, issues a new one-time setup token (older links stop working).
-pub async fn open_setup(db: &Db) -> DomainResult<Option<String>> {
-    if users::count_admins(db).await? > 0 {
-        return Ok(None);
+impl Accounts {
+    /// When no admin exists, issues a new one-time setup token (older links stop working).
+    pub async fn open_setup(&self) -> DomainResult<Option<String>> {
+        let db = &self.db;
+        if users::count_admins(db).await? > 0 {
+            return Ok(None);
+        }
+        let token = crate::auth::sessions::random_token();
+        setup_tokens::replace(db, &crate::auth::sessions::hash_token(&token)).await?;
+        Ok(Some(token))
     }
-    let token = crate::auth::sessions::random_token();
-    setup_tokens::replace(db, &crate::auth::sessions::hash_token(&token)).await?;
-    Ok(Some(token))
-}
 
-/// Whether a setup link is still usable.
-pub async fn setup_is_open(db: &Db, token: &str) -> DomainResult<bool> {
-    if users::count_admins(db).await? > 0 {
-        return Ok(false);
+    /// Creates a local account with the given role.
+    pub async fn create_local(
+        &self,
+        email: &str,
+        display_name: &str,
+        password: &str,
+        min_len: usize,
+        role: Role,
+    ) -> DomainResult<User> {
+        let db = &self.db;
+        let hasher = &self.hasher;
+        let email = normalize_email(email)?;
+        check_password(password, min_len)?;
+        let display_name = clean_display_name(display_name, &email)?;
+        if email_taken(db, &email).await? {
+            return Err(DomainError::Conflict(
+                "We could not create that account. If you already have one, sign in instead.".into(),
+            ));
+        }
+        let hash = hasher.hash(password.to_string()).await?;
+        Ok(users::insert_local(db, &email, &display_name, role, &hash).await?)
     }
-    Ok(setup_tokens::is_open(db, &crate::auth::sessions::hash_token(token)).await?)
-}
 
-/// Makes `user_id` the administrator if the setup token is still unused, in one transaction.
-/// Exactly one caller can win, however many race.
-pub async fn redeem_setup(db: &Db, token: &str, user_id: Uuid) -> DomainResult<bool> {
-    let txn = crate::storage::Tx::begin(db).await?;
-    let won = setup_tokens::redeem(txn.conn(), &crate::auth::sessions::hash_token(token), user_id).await?
-        && users::count_admins(txn.conn()).await? == 0;
-    if won {
-        users::set_role(txn.conn(), user_id, Role::Admin).await?;
-        txn.commit().await?;
-    } else {
-        txn.rollback().await?;
+    /// Checks a local sign-in. Unknown email and wrong password fail alike, in the same time.
+    pub async fn sign_in_local(&self, email: &str, password: &str) -> DomainResult<User> {
+        let db = &self.db;
+        let hasher = &self.hasher;
+        let found = match normalize_email(email) {
+            Ok(email) => users::find_local_by_email(db, &email).await?,
+            Err(_) => None,
+        };
+        let (user, hash) = match found {
+            Some((user, hash)) => (Some(user), Some(hash)),
+            None => (None, None),
+        };
+        if !hasher.verify(password.to_string(), hash).await? {
+            return Err(DomainError::Invalid(BAD_CREDENTIALS.into()));
+        }
+        let user = user.ok_or_else(|| DomainError::Invalid(BAD_CREDENTIALS.into()))?;
+        if user.status != UserStatus::Active {
+            return Err(DomainError::Forbidden);
+        }
+        users::touch_login(db, user.id).await?;
+        Ok(user)
     }
-    Ok(won)
-}
 
-/// Makes an existing user an administrator (CLI).
-pub async fn promote_by_email(db: &Db, email: &str) -> DomainResult<User> {
-    let email = normalize_email(email)?;
-    let user = one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
-    users::set_role(db, user.id, Role::Admin).await?;
-    Ok(User { role: Role::Admin, ..user })
-}
+    /// Changes the actor's own password after checking the current one.
+    pub async fn change_password(
+        &self,
+        actor: &Actor,
+        this_session: &str,
+        current: &str,
+        new: &str,
+        min_len: usize,
+    ) -> DomainResult<PasswordChanged> {
+        let db = &self.db;
+        let hasher = &self.hasher;
+        let stored = users::password_hash(db, actor.user_id()).await?;
+        if stored.is_none() {
+            return Err(DomainError::Invalid(
+                "Your account signs in through your organisation; it has no password here.".into(),
+            ));
+        }
+        if !hasher.verify(current.to_string(), stored).await? {
+            return Err(DomainError::Invalid("The current password is not correct.".into()));
+        }
+        check_password(new, min_len)?;
+        let hash = hasher.hash(new.to_string()).await?;
+        users::set_password(db, actor.user_id(), &hash).await?;
+        // Whoever knew the old password may hold a browser session or a full-access token made
+        // with it: both end now. API-only tokens cannot change the account and stay.
+        let sessions_ended = auth_sessions::delete_others(db, actor.user_id(), this_session).await?;
+        let tokens_revoked = crate::storage::repos::api_tokens::revoke_scope(
+            db,
+            actor.user_id(),
+            api_tokens::Scope::Full.as_str(),
+            chrono::Utc::now(),
+        )
+        .await?;
+        Ok(PasswordChanged { sessions_ended, tokens_revoked })
+    }
 
-/// Sets the actor's colour theme: `system` (follow the browser), `light` or `dark`.
-pub async fn set_theme(db: &Db, actor: &Actor, chosen: &str) -> DomainResult<Theme> {
-    let theme = Theme::parse(chosen.trim())
-        .ok_or_else(|| DomainError::Invalid("Choose the system setting, light or dark.".into()))?;
-    users::set_theme(db, actor.user_id(), theme).await?;
-    Ok(theme)
-}
+    /// Whether a setup link is still usable.
+    pub async fn setup_is_open(&self, token: &str) -> DomainResult<bool> {
+        let db = &self.db;
+        if users::count_admins(db).await? > 0 {
+            return Ok(false);
+        }
+        Ok(setup_tokens::is_open(db, &crate::auth::sessions::hash_token(token)).await?)
+    }
 
-/// The actor's own browser sessions.
-pub async fn list_sessions(db: &Db, actor: &Actor) -> DomainResult<Vec<auth_sessions::SessionListing>> {
-    Ok(auth_sessions::list_for_user(db, actor.user_id()).await?)
-}
+    /// Makes `user_id` the administrator if the setup token is still unused, in one transaction.
+    /// Exactly one caller can win, however many race.
+    pub async fn redeem_setup(&self, token: &str, user_id: Uuid) -> DomainResult<bool> {
+        let db = &self.db;
+        let txn = crate::storage::Tx::begin(db).await?;
+        let won = setup_tokens::redeem(txn.conn(), &crate::auth::sessions::hash_token(token), user_id)
+            .await?
+            && users::count_admins(txn.conn()).await? == 0;
+        if won {
+            users::set_role(txn.conn(), user_id, Role::Admin).await?;
+            txn.commit().await?;
+        } else {
+            txn.rollback().await?;
+        }
+        Ok(won)
+    }
 
-/// Ends one of the actor's own sessions; someone else's is `NotFound`.
-pub async fn revoke_session(db: &Db, actor: &Actor, session_id: &str) -> DomainResult<()> {
-    if auth_sessions::delete_owned(db, actor.user_id(), session_id).await? {
-        Ok(())
-    } else {
-        Err(DomainError::NotFound)
+    /// Makes an existing user an administrator (CLI).
+    pub async fn promote_by_email(&self, email: &str) -> DomainResult<User> {
+        let db = &self.db;
+        let email = normalize_email(email)?;
+        let user = one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
+        users::set_role(db, user.id, Role::Admin).await?;
+        Ok(User { role: Role::Admin, ..user })
+    }
+
+    /// Sets the actor's colour theme: `system` (follow the browser), `light` or `dark`.
+    pub async fn set_theme(&self, actor: &Actor, chosen: &str) -> DomainResult<Theme> {
+        let db = &self.db;
+        let theme = Theme::parse(chosen.trim())
+            .ok_or_else(|| DomainError::Invalid("Choose the system setting, light or dark.".into()))?;
+        users::set_theme(db, actor.user_id(), theme).await?;
+        Ok(theme)
+    }
+
+    /// The actor's own browser sessions.
+    pub async fn list_sessions(&self, actor: &Actor) -> DomainResult<Vec<auth_sessions::SessionListing>> {
+        let db = &self.db;
+        Ok(auth_sessions::list_for_user(db, actor.user_id()).await?)
+    }
+
+    /// Ends one of the actor's own sessions; someone else's is `NotFound`.
+    pub async fn revoke_session(&self, actor: &Actor, session_id: &str) -> DomainResult<()> {
+        let db = &self.db;
+        if auth_sessions::delete_owned(db, actor.user_id(), session_id).await? {
+            Ok(())
+        } else {
+            Err(DomainError::NotFound)
+        }
     }
 }
 

@@ -45,7 +45,9 @@ pub async fn sessions(
     req: HttpRequest,
     user: CurrentUser,
 ) -> Result<HttpResponse, WebError> {
-    let rows: Vec<SessionRow> = accounts::list_sessions(&state.db, &user.0.actor)
+    let rows: Vec<SessionRow> = state
+        .accounts
+        .list_sessions(&user.0.actor)
         .await?
         .into_iter()
         .map(|s| SessionRow {
@@ -75,7 +77,7 @@ pub async fn revoke(
     if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(WebError::NotFound);
     }
-    accounts::revoke_session(&state.db, &user.0.actor, &id).await?;
+    state.accounts.revoke_session(&user.0.actor, &id).await?;
     let to = if id == user.0.session_id { "/login" } else { "/account/sessions" };
     Ok(see_other(&req, to))
 }
@@ -141,17 +143,7 @@ pub async fn change_password(
         return Ok(res);
     }
     let session = user.0.session_id.clone();
-    match accounts::change_password(
-        &state.db,
-        &state.passwords,
-        &user.0.actor,
-        &session,
-        &form.current,
-        &form.new,
-        min,
-    )
-    .await
-    {
+    match state.accounts.change_password(&user.0.actor, &session, &form.current, &form.new, min).await {
         Ok(done) => password_page(&state, &req, &user, None, Some(done), StatusCode::OK),
         Err(DomainError::Invalid(msg)) => {
             password_page(&state, &req, &user, Some(&msg), None, StatusCode::BAD_REQUEST)

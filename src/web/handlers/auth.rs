@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tera::Context;
 
 use crate::auth::sessions;
-use crate::domain::accounts::{self, Role, User};
+use crate::domain::accounts::{Role, User};
 use crate::domain::{DomainError, audit};
 use crate::state::AppState;
 use crate::web::client::{client_ip, safe_return_to, see_other};
@@ -41,7 +41,7 @@ async fn open_setup_token(state: &AppState, req: &HttpRequest) -> Result<Option<
         return Ok(None);
     };
     let token = c.value().to_string();
-    Ok(accounts::setup_is_open(&state.db, &token).await?.then_some(token))
+    Ok(state.accounts.setup_is_open(&token).await?.then_some(token))
 }
 
 /// Starts a fresh browser session for `user` (ending the one the request came with), redeems a
@@ -72,7 +72,7 @@ pub(crate) async fn finish_sign_in_with_setup(
     let ip = client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
     let origin = crate::domain::audit::Origin::user(user, ip.clone());
     if let Some(token) = setup_token
-        && accounts::redeem_setup(&state.db, &token, user.id).await?
+        && state.accounts.redeem_setup(&token, user.id).await?
     {
         tracing::warn!(user = %user.id, "setup link redeemed: this user is now the administrator");
         let details = serde_json::json!({ "user_id": user.id, "to": "admin", "by": "the setup link" });
@@ -203,7 +203,7 @@ pub async fn login(
         }
         return Ok(res);
     }
-    match accounts::sign_in_local(&state.db, &state.passwords, &form.email, &form.password).await {
+    match state.accounts.sign_in_local(&form.email, &form.password).await {
         Ok(user) => {
             tracing::info!(user = %user.id, "signed in with a password");
             finish_sign_in(&state, &req, &user, &next).await
@@ -328,16 +328,10 @@ pub async fn signup(
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
-    match accounts::create_local(
-        &state.db,
-        &state.passwords,
-        &form.email,
-        &form.display_name,
-        &form.password,
-        cfg.min_password_length,
-        Role::Member,
-    )
-    .await
+    match state
+        .accounts
+        .create_local(&form.email, &form.display_name, &form.password, cfg.min_password_length, Role::Member)
+        .await
     {
         Ok(user) => {
             tracing::info!(user = %user.id, "local account created");
@@ -353,7 +347,7 @@ pub async fn signup(
 /// `GET /setup/{token}`: remembers the token in this browser, then asks to sign in or sign up.
 pub async fn setup(state: web::Data<AppState>, token: web::Path<String>) -> Result<HttpResponse, WebError> {
     let token = token.into_inner();
-    if token.len() != 43 || !accounts::setup_is_open(&state.db, &token).await? {
+    if token.len() != 43 || !state.accounts.setup_is_open(&token).await? {
         return Err(WebError::NotFound);
     }
     let to = if state.config.local_accounts_enabled() { "/signup" } else { "/login" };

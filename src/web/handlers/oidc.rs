@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::DomainError;
 use crate::domain::accounts::oidc_accounts::LoginFlow;
-use crate::domain::accounts::{self, invitations, oidc_accounts};
+use crate::domain::accounts::{invitations, oidc_accounts};
 use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::client::{safe_return_to, see_other};
@@ -62,7 +62,7 @@ pub async fn start(
         None => None,
     };
     let setup_token = match req.cookie(super::auth::SETUP_COOKIE) {
-        Some(c) if accounts::setup_is_open(&state.db, c.value()).await? => Some(c.value().to_string()),
+        Some(c) if state.accounts.setup_is_open(c.value()).await? => Some(c.value().to_string()),
         _ => None,
     };
     let auth = oidc.begin().await.map_err(|e| {

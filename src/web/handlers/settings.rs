@@ -204,7 +204,7 @@ pub async fn set_theme(
     user: CurrentUser,
     form: web::Form<ThemeForm>,
 ) -> Result<HttpResponse, WebError> {
-    match crate::domain::accounts::set_theme(&state.db, &user.0.actor, &form.theme).await {
+    match state.accounts.set_theme(&user.0.actor, &form.theme).await {
         Ok(_) => Ok(crate::web::client::see_other(&req, "/settings")),
         Err(e) => {
             outcome(&state, &req, &user, Err::<(), _>(e), |()| String::new(), AddFormEcho::default()).await
