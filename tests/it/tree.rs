@@ -456,8 +456,8 @@ async fn workspaces_and_the_sidebar() {
 
 /// The queries of a warm request (`support::queries_of` makes one uncounted request first), so
 /// that the copies kept for 2 s (the quota table, own-keys lists) are fresh in both the few and
-/// the many measurement. Under load the
-/// two measurements can be more than 2 s apart, and a refresh is not an item's query.
+/// the many measurement. Under load the two measurements can be more than 2 s apart, and a
+/// refresh is not an item's query.
 async fn queries_of(c: &Chat, path: &str) -> u64 {
     crate::support::queries_of(&c.app, &c.s.cookie, path).await
 }
