@@ -191,6 +191,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     )
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("transfer scratch folder: {e}"))))?;
     let sessions = domain::sessions::Sessions::new(db.clone());
+    let access = domain::teams::shares::AccessChanges::linked(bus);
+    let teams = domain::teams::Teams::new(db.clone(), access.clone(), blobs.clone(), files.clone());
+    let mcp = domain::mcp::McpServers::new(db.clone(), vault.clone());
+    let files = domain::files::Files::new(db.clone(), blobs.clone(), files);
     let passwords = auth::passwords::Hasher::default();
     let accounts = domain::accounts::Accounts::new(db.clone(), passwords.clone());
     Ok(AppState {
@@ -216,7 +220,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         admin,
         deletions,
         queries,
-        access: domain::teams::shares::AccessChanges::linked(bus),
+        teams,
+        mcp,
+        access,
     })
 }
 

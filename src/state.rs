@@ -15,9 +15,9 @@ impl AppState {
         if let Some(id) = session {
             self.search.forget_session(id);
         }
-        let (db, store, settings) = (self.db.clone(), self.blobs.clone(), self.files.clone());
+        let files = self.files.clone();
         tokio::spawn(async move {
-            if let Err(e) = crate::domain::files::collect_unreferenced(&db, &store, &settings).await {
+            if let Err(e) = files.collect_unreferenced().await {
                 tracing::warn!(error = %e, "collecting unreferenced files failed");
             }
         });
@@ -55,8 +55,8 @@ pub struct AppState {
     pub usage: crate::storage::usage_writer::UsageWriter,
     /// Attached files, by content hash.
     pub blobs: crate::blobs::BlobStore,
-    /// Upload limits and image handling.
-    pub files: crate::domain::files::FileSettings,
+    /// Attachments: uploads, serving and collection, with the upload limits.
+    pub files: crate::domain::files::Files,
     /// Chat search.
     pub search: std::sync::Arc<crate::domain::search::SearchService>,
     /// Export and import.
@@ -65,6 +65,10 @@ pub struct AppState {
     pub accounts: crate::domain::accounts::Accounts,
     /// Workspaces, sessions and their trees.
     pub sessions: crate::domain::sessions::Sessions,
+    /// Groups, shared workspaces and share links.
+    pub teams: crate::domain::teams::Teams,
+    /// MCP server configuration: admins' servers and members' own.
+    pub mcp: crate::domain::mcp::McpServers,
     /// The admin console's people and providers.
     pub admin: crate::domain::admin::AdminConsole,
     /// What may be deleted while answers are being written.

@@ -47,7 +47,7 @@ pub(crate) async fn blobs_gc(config: Config, grace_secs: u64) -> ExitCode {
     };
     let mut settings = arbor::file_settings(&config.files);
     settings.gc_grace = std::time::Duration::from_secs(grace_secs);
-    match arbor::domain::files::collect(&db, &store, &settings).await {
+    match arbor::domain::files::Files::new(db, store, settings).collect().await {
         Ok(done) => {
             println!(
                 "removed {} unreferenced files, {} stray files and {} uploads never sent",

@@ -226,7 +226,7 @@ async fn authors_into(
         views.iter().filter_map(|v| v.author_id).filter(|id| *id != user.0.user.id).collect();
     others.sort_unstable();
     others.dedup();
-    let names = crate::domain::teams::names(&state.db, &others).await?;
+    let names = crate::domain::accounts::names(&state.db, &others).await?;
     for v in views.iter_mut().filter(|v| v.role == "user" || v.role == "assistant") {
         if let Some(id) = v.author_id.filter(|id| *id != user.0.user.id) {
             v.author = Some(names.get(&id).cloned().unwrap_or_else(|| "a former member".into()));

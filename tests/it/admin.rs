@@ -110,10 +110,8 @@ async fn a_member_uses_a_shared_key_and_the_usage_page_and_audit_log_show_it() {
     let root = arbor::storage::repos::users::find_by_email(db, "root@example.com").await.unwrap();
     let proof = arbor::domain::accounts::Actor::for_tests(&root[0].0).admin().unwrap();
     let origin = arbor::domain::audit::Origin::cli();
-    let research = arbor::domain::teams::groups::create(db, &proof, &origin, "research").await.unwrap();
-    arbor::domain::teams::groups::add_member(db, &proof, &origin, research.id, "ada@example.com")
-        .await
-        .unwrap();
+    let research = chat.app.state.teams.groups.create(&proof, &origin, "research").await.unwrap();
+    chat.app.state.teams.groups.add_member(&proof, &origin, research.id, "ada@example.com").await.unwrap();
     let usage = chat.app.get("/admin/usage?days=7", Some(&admin.cookie)).await;
     assert_eq!(usage.status(), 200);
     let html = usage.text().await.unwrap();
@@ -474,7 +472,7 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
     assert_eq!(res.status(), 200);
 
     let actor = arbor::domain::accounts::Actor::for_tests(&root);
-    let servers = arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap();
+    let servers = app.state.mcp.list(&actor.admin().unwrap()).await.unwrap();
     assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["everything", "remote"]);
     let everything = &servers[0];
     assert_eq!(everything.args, ["-y", "@modelcontextprotocol/server-everything"]);
@@ -515,16 +513,10 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
         assert!(res.status() == 400 || res.status() == 409, "{body}");
         assert!(res.text().await.unwrap().contains(needle), "{body}");
     }
-    assert_eq!(
-        arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap().len(),
-        2
-    );
+    assert_eq!(app.state.mcp.list(&actor.admin().unwrap()).await.unwrap().len(), 2);
     let res = app.post_form(&format!("/admin/mcp/{}/delete", servers[1].id), "", Some(&admin)).await;
     assert_eq!(res.status(), 200);
-    assert_eq!(
-        arbor::domain::mcp::servers::list(&app.state.db, &actor.admin().unwrap()).await.unwrap().len(),
-        1
-    );
+    assert_eq!(app.state.mcp.list(&actor.admin().unwrap()).await.unwrap().len(), 1);
     let audit = app.get("/admin/audit?action=mcp.", Some(&admin.cookie)).await.text().await.unwrap();
     for action in ["mcp.create", "mcp.update", "mcp.delete"] {
         assert!(audit.contains(action), "audit lacks {action}");
@@ -535,7 +527,6 @@ async fn admins_configure_mcp_servers_with_encrypted_environments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_shared_with_a_group_is_for_its_members_only() {
     use arbor::domain::audit::Origin;
-    use arbor::domain::teams::groups;
     let Console { chat, admin } = console().await;
     let db = &chat.app.state.db;
     let base = chat.mock.url(Provider::OpenAi);
@@ -543,7 +534,7 @@ async fn a_provider_shared_with_a_group_is_for_its_members_only() {
     add_shared_key(&chat.app, &admin, provider, "k", "sk-team-1234").await;
     let root = arbor::storage::repos::users::find_by_email(db, "root@example.com").await.unwrap();
     let proof = arbor::domain::accounts::Actor::for_tests(&root[0].0).admin().unwrap();
-    let eng = groups::create(db, &proof, &Origin::cli(), "eng").await.unwrap();
+    let eng = chat.app.state.teams.groups.create(&proof, &Origin::cli(), "eng").await.unwrap();
     let body = format!(
         "label=Team&kind=openai&base_url={}&visibility=users&allowed_groups=ENG&models=gpt-4o-mini&enabled=on",
         crate::support::urlencode(&base)
@@ -564,7 +555,7 @@ async fn a_provider_shared_with_a_group_is_for_its_members_only() {
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("not available to you"));
     // In it: available, and offered in the picker.
-    groups::add_member(db, &proof, &Origin::cli(), eng.id, &chat.user.email).await.unwrap();
+    chat.app.state.teams.groups.add_member(&proof, &Origin::cli(), eng.id, &chat.user.email).await.unwrap();
     let page =
         chat.app.get(&format!("/s/{}", chat.session), Some(&chat.s.cookie)).await.text().await.unwrap();
     assert!(page.contains("team/gpt-4o-mini"), "the picker offers it");
@@ -573,9 +564,7 @@ async fn a_provider_shared_with_a_group_is_for_its_members_only() {
     assert_eq!(res.status(), 200);
     chat.settled(streaming_id(&res.text().await.unwrap())).await;
     // Taken out: not any more.
-    groups::remove_member(db, &chat.app.state.access, &proof, &Origin::cli(), eng.id, chat.user.id)
-        .await
-        .unwrap();
+    chat.app.state.teams.groups.remove_member(&proof, &Origin::cli(), eng.id, chat.user.id).await.unwrap();
     let res = send(&chat, "Hello again", "team/gpt-4o-mini").await;
     assert_eq!(res.status(), 400);
     // An unknown group in the form is refused.

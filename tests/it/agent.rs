@@ -855,16 +855,13 @@ pub(crate) async fn add_stdio_server(a: &Agent, name: &str, command: &str, args:
         enabled: Some("on".into()),
         ..Default::default()
     };
-    arbor::domain::mcp::servers::create(
-        a.db(),
-        &a.c.app.state.vault,
-        &Actor::for_tests(&admin).admin().unwrap(),
-        &arbor::domain::audit::Origin::cli(),
-        &form,
-    )
-    .await
-    .unwrap()
-    .id
+    a.c.app
+        .state
+        .mcp
+        .create(&Actor::for_tests(&admin).admin().unwrap(), &arbor::domain::audit::Origin::cli(), &form)
+        .await
+        .unwrap()
+        .id
 }
 
 /// An instance-wide MCP server running `@modelcontextprotocol/server-everything` over stdio.
@@ -944,9 +941,7 @@ async fn a_members_own_mcp_server_is_guarded_at_save_and_at_every_connect() {
     let res = a.c.app.post_form("/settings/mcp", &format!("name=mine&url={}", enc(&url)), Some(&a.c.s)).await;
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("loopback"));
-    assert!(
-        arbor::domain::mcp::servers::list_own(a.db(), &Actor::for_tests(&a.c.user)).await.unwrap().is_empty()
-    );
+    assert!(a.c.app.state.mcp.list_own(&Actor::for_tests(&a.c.user)).await.unwrap().is_empty());
 
     // A row changed behind the form's back (SECURITY 6) is refused at connect: no tools offered.
     {
@@ -1009,17 +1004,16 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
     other: &arbor::domain::accounts::User,
 ) {
     use arbor::domain::audit::Origin;
-    use arbor::domain::teams::groups;
     let (app, db) = (&b.c.app, b.db());
     let mcp = app.state.engine.mcp().unwrap();
     let root = app.create_user("root@example.com", arbor::domain::accounts::Role::Admin).await;
     let proof = Actor::for_tests(&root).admin().unwrap();
-    let platform = groups::create(db, &proof, &Origin::cli(), "platform").await.unwrap();
-    let elsewhere = groups::create(db, &proof, &Origin::cli(), "elsewhere").await.unwrap();
+    let platform = app.state.teams.groups.create(&proof, &Origin::cli(), "platform").await.unwrap();
+    let elsewhere = app.state.teams.groups.create(&proof, &Origin::cli(), "elsewhere").await.unwrap();
     for email in [&b.c.user.email, &other.email] {
-        groups::add_member(db, &proof, &Origin::cli(), platform.id, email).await.unwrap();
+        app.state.teams.groups.add_member(&proof, &Origin::cli(), platform.id, email).await.unwrap();
     }
-    let server = arbor::domain::mcp::servers::list_own(db, &Actor::for_tests(&b.c.user)).await.unwrap()[0].id;
+    let server = app.state.mcp.list_own(&Actor::for_tests(&b.c.user)).await.unwrap()[0].id;
     async fn share_as_to(
         app: &crate::support::TestApp,
         server: Uuid,
@@ -1059,7 +1053,7 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
     assert_eq!(share("group=".into(), &b.c.s).await.status(), 200);
     assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
     assert_eq!(share(format!("group={}", platform.id), &b.c.s).await.status(), 200);
-    groups::delete(db, &app.state.access, &proof, &Origin::cli(), platform.id).await.unwrap();
+    app.state.teams.groups.delete(&proof, &Origin::cli(), platform.id).await.unwrap();
     assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
     let audit = arbor::storage::repos::audit::list(db, &Default::default(), 100).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "mcp.own.share"));

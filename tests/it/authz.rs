@@ -967,16 +967,7 @@ async fn console_objects(
             command: "true".into(),
             ..Default::default()
         };
-        *slot = arbor::domain::mcp::servers::create(
-            db,
-            &app.state.vault,
-            &actor.admin().unwrap(),
-            &origin,
-            &form,
-        )
-        .await
-        .unwrap()
-        .id;
+        *slot = app.state.mcp.create(&actor.admin().unwrap(), &origin, &form).await.unwrap().id;
     }
     let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
     ids.token = arbor::domain::accounts::api_tokens::create(
@@ -1011,25 +1002,28 @@ async fn group_objects(
     owner: &arbor::domain::accounts::User,
     mut ids: Ids,
 ) -> Ids {
-    use arbor::domain::teams::groups;
     let db = &app.state.db;
     let proof = arbor::domain::accounts::Actor::for_tests(admin).admin().unwrap();
     let origin = arbor::domain::audit::Origin::cli();
-    ids.group = groups::create(db, &proof, &origin, "authz-group").await.unwrap().id;
-    ids.spare_group = groups::create(db, &proof, &origin, "authz-spare").await.unwrap().id;
-    groups::add_member(db, &proof, &origin, ids.group, &owner.email).await.unwrap();
+    ids.group = app.state.teams.groups.create(&proof, &origin, "authz-group").await.unwrap().id;
+    ids.spare_group = app.state.teams.groups.create(&proof, &origin, "authz-spare").await.unwrap().id;
+    app.state.teams.groups.add_member(&proof, &origin, ids.group, &owner.email).await.unwrap();
     app.create_user("friend@example.com", Role::Member).await;
     let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
     let target = arbor::domain::teams::shares::Target::Person("friend@example.com".into());
     let role = arbor::domain::sessions::access::ShareRole::Viewer;
-    ids.share =
-        arbor::domain::teams::shares::share(db, &owner_actor, &origin, ids.spare_workspace, &target, role)
-            .await
-            .unwrap()
-            .id;
+    ids.share = app
+        .state
+        .teams
+        .shares
+        .share(&owner_actor, &origin, ids.spare_workspace, &target, role)
+        .await
+        .unwrap()
+        .id;
     use arbor::domain::teams::links;
     let plain = links::LinkForm::default();
-    let link = || links::create(db, &owner_actor, &origin, (ids.session, ids.answer), &plain, false);
+    let link =
+        || app.state.teams.links.create(&owner_actor, &origin, (ids.session, ids.answer), &plain, false);
     ids.link_token = link().await.unwrap().token;
     ids.spare_link = link().await.unwrap().link.id;
     ids.admin_link = link().await.unwrap().link.id;
@@ -1068,40 +1062,26 @@ async fn agent_objects(
     ids.rule = agent::insert_rule(db, owner.id, "session", session, "write_file", "*", "0").await.unwrap().id;
     ids.host_root = agent::insert_host_root(db, ids.workspace, "/srv/authz", owner.id).await.unwrap().id;
     let actor = arbor::domain::accounts::Actor::for_tests(owner);
-    let files = &app.state.files;
-    ids.upload =
-        arbor::domain::files::upload(db, &app.state.blobs, files, &actor, "a.txt", b"to delete".to_vec())
-            .await
-            .unwrap()
-            .id;
-    ids.blob = arbor::domain::files::upload(
-        db,
-        &app.state.blobs,
-        files,
-        &actor,
-        "kept.txt",
-        b"owner's only".to_vec(),
-    )
-    .await
-    .unwrap()
-    .hash;
+    ids.upload = app.state.files.upload(&actor, "a.txt", b"to delete".to_vec()).await.unwrap().id;
+    ids.blob = app.state.files.upload(&actor, "kept.txt", b"owner's only".to_vec()).await.unwrap().hash;
     // A public address (it is never connected to here).
     let form = arbor::domain::mcp::servers::ServerForm {
         name: "mine".into(),
         url: "http://93.184.215.14/mcp".into(),
         ..Default::default()
     };
-    ids.own_mcp = arbor::domain::mcp::servers::create_own(
-        db,
-        &app.state.vault,
-        &arbor::domain::accounts::Actor::for_tests(owner),
-        &arbor::domain::audit::Origin::cli(),
-        &arbor::netguard::AllowedRanges::none(),
-        &form,
-    )
-    .await
-    .unwrap()
-    .id;
+    ids.own_mcp = app
+        .state
+        .mcp
+        .create_own(
+            &arbor::domain::accounts::Actor::for_tests(owner),
+            &arbor::domain::audit::Origin::cli(),
+            &arbor::netguard::AllowedRanges::none(),
+            &form,
+        )
+        .await
+        .unwrap()
+        .id;
     ids.prompt = arbor::domain::sessions::Sessions::new(db.clone())
         .create_template(
             &arbor::domain::accounts::Actor::for_tests(owner),

@@ -132,9 +132,10 @@ async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_o
         arbor::storage::repos::files::blob_row(&c.app.state.db, &hash).await.unwrap().unwrap().refcount,
         1
     );
-    let mut settings = c.app.state.files.clone();
+    let mut settings = c.app.state.files.settings().clone();
     settings.gc_grace = std::time::Duration::ZERO;
-    let done = arbor::domain::files::collect(&c.app.state.db, &c.app.state.blobs, &settings).await.unwrap();
+    let gc = arbor::domain::files::Files::new(c.app.state.db.clone(), c.app.state.blobs.clone(), settings);
+    let done = gc.collect().await.unwrap();
     assert_eq!(done.blobs, 0);
     assert_eq!(c.app.get(&format!("/blobs/{hash}"), Some(&bob_s.cookie)).await.status(), 200);
     assert_eq!(c.app.get(&format!("/blobs/{hash}"), Some(&c.s.cookie)).await.status(), 404);
@@ -142,7 +143,7 @@ async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_o
     // Bob removes his upload: now nothing refers to it and collection removes it for good.
     let res = c.app.post_form(&format!("/uploads/{bob_upload}/delete"), "", Some(&bob_s)).await;
     assert_eq!(res.status(), 200);
-    let done = arbor::domain::files::collect(&c.app.state.db, &c.app.state.blobs, &settings).await.unwrap();
+    let done = gc.collect().await.unwrap();
     assert_eq!(done.blobs, 1);
     assert!(!c.app.state.blobs.exists(&hash).await);
 
@@ -153,7 +154,7 @@ async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_o
     let (bob_upload, _) = chip_ids(&upload(&c, &bob_s, "b.txt", bytes.clone()).await.text().await.unwrap());
     let res = c.app.post_form(&format!("/uploads/{bob_upload}/delete"), "", Some(&bob_s)).await;
     assert_eq!(res.status(), 200);
-    let done = arbor::domain::files::collect(&c.app.state.db, &c.app.state.blobs, &settings).await.unwrap();
+    let done = gc.collect().await.unwrap();
     assert_eq!(done.blobs, 0);
     assert_eq!(
         arbor::storage::repos::files::blob_row(&c.app.state.db, &hash).await.unwrap().unwrap().refcount,

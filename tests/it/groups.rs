@@ -20,7 +20,7 @@ async fn admins_make_rename_fill_and_delete_groups_and_members_see_theirs() {
     assert_eq!(res.status(), 200);
     let html = res.text().await.unwrap();
     assert!(html.contains("Group Engineering made."), "{html}");
-    let listed = groups::list(&app.state.db, &Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
+    let listed = app.state.teams.groups.list(&Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
     let engineering = listed.iter().find(|(g, _)| g.name == "Engineering").unwrap().0.clone();
     assert!(!engineering.managed_by_idp);
 
@@ -35,7 +35,7 @@ async fn admins_make_rename_fill_and_delete_groups_and_members_see_theirs() {
     assert!(res.text().await.unwrap().contains("mia@example.com is in the group."));
     let page = app.get(&path, Some(&admin_s.cookie)).await.text().await.unwrap();
     assert!(page.contains(&format!("member-{}", member.id)), "{page}");
-    let listed = groups::list(&app.state.db, &Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
+    let listed = app.state.teams.groups.list(&Actor::for_tests(&admin).admin().unwrap()).await.unwrap();
     assert_eq!(listed.iter().find(|(g, _)| g.id == engineering.id).unwrap().1, 1);
 
     let settings = app.get("/settings", Some(&member_s.cookie)).await.text().await.unwrap();
@@ -93,9 +93,9 @@ async fn bad_group_input_is_refused_with_a_reason_and_writes_nothing() {
     let huge = format!("name={}", "y".repeat(1 << 20));
     assert!(app.post_form("/admin/groups", &huge, Some(&admin_s)).await.status().is_client_error());
     let proof = Actor::for_tests(&admin).admin().unwrap();
-    assert!(groups::list(&app.state.db, &proof).await.unwrap().is_empty());
+    assert!(app.state.teams.groups.list(&proof).await.unwrap().is_empty());
 
-    let group = groups::create(&app.state.db, &proof, &Origin::cli(), "ops").await.unwrap();
+    let group = app.state.teams.groups.create(&proof, &Origin::cli(), "ops").await.unwrap();
     let path = format!("/admin/groups/{}", group.id);
     for email in ["nobody%40example.com", "not-an-email", ""] {
         let res = app.post_form(&format!("{path}/members"), &format!("email={email}"), Some(&admin_s)).await;
@@ -108,13 +108,13 @@ async fn bad_group_input_is_refused_with_a_reason_and_writes_nothing() {
         app.post_form(&format!("/admin/groups/{unknown}/delete"), "", Some(&admin_s)).await.status(),
         404
     );
-    let other = groups::create(&app.state.db, &proof, &Origin::cli(), "dev").await.unwrap();
+    let other = app.state.teams.groups.create(&proof, &Origin::cli(), "dev").await.unwrap();
     let res =
         app.post_form(&format!("{path}/rename"), &format!("name={}", urlencode("DEV")), Some(&admin_s)).await;
     assert_eq!(res.status(), 409);
-    let (still, _) = groups::detail(&app.state.db, &proof, group.id).await.unwrap();
+    let (still, _) = app.state.teams.groups.detail(&proof, group.id).await.unwrap();
     assert_eq!(still.name, "ops");
-    assert_eq!(groups::detail(&app.state.db, &proof, other.id).await.unwrap().0.name, "dev");
+    assert_eq!(app.state.teams.groups.detail(&proof, other.id).await.unwrap().0.name, "dev");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,31 +126,31 @@ async fn a_claim_replaces_only_provider_managed_memberships_and_oversized_claims
     let proof = Actor::for_tests(&admin).admin().unwrap();
     let actor = Actor::for_tests(&person);
     // A hand-made group the claim also names, and one it does not.
-    let by_hand = groups::create(db, &proof, &Origin::cli(), "Dev").await.unwrap();
-    let kept = groups::create(db, &proof, &Origin::cli(), "Ops").await.unwrap();
-    groups::add_member(db, &proof, &Origin::cli(), kept.id, &person.email).await.unwrap();
+    let by_hand = app.state.teams.groups.create(&proof, &Origin::cli(), "Dev").await.unwrap();
+    let kept = app.state.teams.groups.create(&proof, &Origin::cli(), "Ops").await.unwrap();
+    app.state.teams.groups.add_member(&proof, &Origin::cli(), kept.id, &person.email).await.unwrap();
 
     let claim =
         |names: &[&str]| Claim::from_raw(Some(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>()));
     groups::sync_from_claim(db, person.id, &claim(&["dev", "team-a", "team-b", "TEAM-A"])).await.unwrap();
     let names = |gs: Vec<arbor::domain::teams::Group>| gs.into_iter().map(|g| g.name).collect::<Vec<_>>();
     // "dev" is the hand-made group: not joined; team-a and team-b are made, managed, joined.
-    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-a", "team-b"]);
-    assert!(!groups::detail(db, &proof, by_hand.id).await.unwrap().0.managed_by_idp);
+    assert_eq!(names(app.state.teams.groups.mine(&actor).await.unwrap()), ["Ops", "team-a", "team-b"]);
+    assert!(!app.state.teams.groups.detail(&proof, by_hand.id).await.unwrap().0.managed_by_idp);
 
     groups::sync_from_claim(db, person.id, &claim(&["team-b"])).await.unwrap();
-    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-b"]);
+    assert_eq!(names(app.state.teams.groups.mine(&actor).await.unwrap()), ["Ops", "team-b"]);
 
     // Ten thousand groups, or a claim that is not there: logged, memberships unchanged.
     let many: Vec<String> = (0..10_000).map(|i| format!("g{i}")).collect();
     groups::sync_from_claim(db, person.id, &Claim::from_raw(Some(&many))).await.unwrap();
     groups::sync_from_claim(db, person.id, &Claim::from_raw(None)).await.unwrap();
-    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops", "team-b"]);
-    assert_eq!(groups::list(db, &proof).await.unwrap().len(), 4);
+    assert_eq!(names(app.state.teams.groups.mine(&actor).await.unwrap()), ["Ops", "team-b"]);
+    assert_eq!(app.state.teams.groups.list(&proof).await.unwrap().len(), 4);
 
     // An empty list is a claim: it empties the managed memberships.
     groups::sync_from_claim(db, person.id, &claim(&[])).await.unwrap();
-    assert_eq!(names(groups::mine(db, &actor).await.unwrap()), ["Ops"]);
+    assert_eq!(names(app.state.teams.groups.mine(&actor).await.unwrap()), ["Ops"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,8 +165,8 @@ async fn a_persons_quota_is_their_own_else_their_groups_most_generous_else_the_d
     let pat = app.create_user("pat@example.com", Role::Member).await;
     let proof = Actor::for_tests(&admin).admin().unwrap();
     for name in ["small", "large"] {
-        let g = groups::create(db, &proof, &Origin::cli(), name).await.unwrap();
-        groups::add_member(db, &proof, &Origin::cli(), g.id, &pat.email).await.unwrap();
+        let g = app.state.teams.groups.create(&proof, &Origin::cli(), name).await.unwrap();
+        app.state.teams.groups.add_member(&proof, &Origin::cli(), g.id, &pat.email).await.unwrap();
     }
     let save = |body: &'static str| {
         let (app, s) = (&app, &admin_s);
@@ -187,8 +187,8 @@ async fn a_persons_quota_is_their_own_else_their_groups_most_generous_else_the_d
     assert_eq!(save("email=pat%40example.com&inherit=on").await.status(), 200);
     assert_eq!(save("group=large&inherit=on").await.status(), 200);
     assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(100));
-    let small = groups::by_name(db, &proof, "small").await.unwrap().unwrap();
-    groups::delete(db, &app.state.access, &proof, &Origin::cli(), small.id).await.unwrap();
+    let small = app.state.teams.groups.by_name(&proof, "small").await.unwrap().unwrap();
+    app.state.teams.groups.delete(&proof, &Origin::cli(), small.id).await.unwrap();
     assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(10), "the default again");
     // Bad input.
     for body in [
@@ -221,8 +221,8 @@ async fn a_groups_approval_mode_loosens_the_instances_for_its_members_and_bad_gr
     assert_eq!(a.ended().await, "cancelled");
 
     // An admin lets the group "builders" use auto-edit, through the console.
-    let builders = groups::create(db, &proof, &Origin::cli(), "builders").await.unwrap();
-    groups::add_member(db, &proof, &Origin::cli(), builders.id, &a.c.user.email).await.unwrap();
+    let builders = app.state.teams.groups.create(&proof, &Origin::cli(), "builders").await.unwrap();
+    app.state.teams.groups.add_member(&proof, &Origin::cli(), builders.id, &a.c.user.email).await.unwrap();
     let path = format!("/admin/groups/{}", builders.id);
     let page = app.get(&path, Some(&root_s.cookie)).await.text().await.unwrap();
     assert!(
@@ -246,7 +246,10 @@ async fn a_groups_approval_mode_loosens_the_instances_for_its_members_and_bad_gr
     let res =
         app.post_form(&format!("/admin/groups/{unknown}/grants"), "default_role=member", Some(&root_s)).await;
     assert_eq!(res.status(), 404);
-    assert_eq!(groups::detail(db, &proof, builders.id).await.unwrap().0.loosest_approval_mode, None);
+    assert_eq!(
+        app.state.teams.groups.detail(&proof, builders.id).await.unwrap().0.loosest_approval_mode,
+        None
+    );
 
     let res = app
         .post_form(
@@ -271,9 +274,7 @@ async fn a_groups_approval_mode_loosens_the_instances_for_its_members_and_bad_gr
     assert_eq!(a.calls().await.last().unwrap().decision.as_deref(), Some("auto"));
 
     // Out of the group, the instance's ceiling holds again.
-    groups::remove_member(db, &app.state.access, &proof, &Origin::cli(), builders.id, a.c.user.id)
-        .await
-        .unwrap();
+    app.state.teams.groups.remove_member(&proof, &Origin::cli(), builders.id, a.c.user.id).await.unwrap();
     assert_eq!(groups::loosest_approval_mode(db, a.c.user.id).await.unwrap(), None);
     let audit = arbor::storage::repos::audit::list(db, &Default::default(), 50).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "group.grants"));
@@ -288,10 +289,10 @@ async fn a_member_shares_a_prompt_template_with_a_group_that_reads_and_copies_it
     let bob = app.create_user("bob@example.com", Role::Member).await;
     let (ada_s, bob_s) = (app.login_full(&ada).await, app.login_full(&bob).await);
     let proof = Actor::for_tests(&root).admin().unwrap();
-    let writers = groups::create(db, &proof, &Origin::cli(), "writers").await.unwrap();
-    let elsewhere = groups::create(db, &proof, &Origin::cli(), "elsewhere").await.unwrap();
+    let writers = app.state.teams.groups.create(&proof, &Origin::cli(), "writers").await.unwrap();
+    let elsewhere = app.state.teams.groups.create(&proof, &Origin::cli(), "elsewhere").await.unwrap();
     for email in [&ada.email, &bob.email] {
-        groups::add_member(db, &proof, &Origin::cli(), writers.id, email).await.unwrap();
+        app.state.teams.groups.add_member(&proof, &Origin::cli(), writers.id, email).await.unwrap();
     }
 
     let body = format!("name=Terse&body={}", urlencode("Answer in one line, {{ user.name }}."));
@@ -343,7 +344,7 @@ async fn a_member_shares_a_prompt_template_with_a_group_that_reads_and_copies_it
         assert_eq!(res.status(), 404, "{action}");
     }
     // Deleting the group ends the sharing; unsharing too.
-    groups::delete(db, &app.state.access, &proof, &Origin::cli(), writers.id).await.unwrap();
+    app.state.teams.groups.delete(&proof, &Origin::cli(), writers.id).await.unwrap();
     assert!(
         arbor::domain::sessions::Sessions::new(db.clone())
             .templates_shared_with_me(&Actor::for_tests(&bob))

@@ -120,7 +120,7 @@ async fn uploads_are_capped_per_member_and_checked_before_the_body() {
     drop(tx);
 
     // Reservations: while one upload holds 600 KiB of a 1 MiB quota, another cannot take 600 KiB.
-    let files = &c.app.state.files;
+    let files = c.app.state.files.settings();
     let db = &c.app.state.db;
     let held = files.reservations.reserve(db, c.user.id, 600 * 1024, files.user_quota_bytes).await.unwrap();
     let refused = files.reservations.reserve(db, c.user.id, 600 * 1024, files.user_quota_bytes).await;
@@ -193,7 +193,7 @@ async fn an_upload_without_a_length_goes_to_disk_as_it_comes_and_stops_at_the_qu
         assert!(start.elapsed() < Duration::from_secs(10), "the refused body's temp file stayed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let files = &c.app.state.files;
+    let files = c.app.state.files.settings();
     let db = &c.app.state.db;
     // Nothing of it counts: the other 1 MiB is still free.
     assert!(files.reservations.reserve(db, c.user.id, 1024 * 1024, files.user_quota_bytes).await.is_ok());

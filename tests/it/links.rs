@@ -78,12 +78,8 @@ async fn a_link_shows_the_branch_as_it_was_to_signed_in_colleagues_and_can_be_co
     assert_eq!(reply.status(), 200);
 
     // Revoked by its creator: a 404 that says nothing more than an unknown link.
-    let links = arbor::domain::teams::links::mine(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-    )
-    .await
-    .unwrap();
+    let links =
+        c.app.state.teams.links.mine(&arbor::domain::accounts::Actor::for_tests(&c.user)).await.unwrap();
     assert_eq!(links.len(), 1);
     let mine = c.app.get("/settings/links", Some(&c.s.cookie)).await.text().await.unwrap();
     assert!(mine.contains(&format!("link-{}", links[0].id)));
@@ -131,7 +127,7 @@ async fn expired_links_and_admin_revocation_are_404_and_public_links_need_the_in
     let page = c.app.get("/admin/links", Some(&admin_s.cookie)).await.text().await.unwrap();
     assert!(page.contains("ada"), "the creator is named: {page}");
     let proof = arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap();
-    let all = arbor::domain::teams::links::all(db, &proof).await.unwrap();
+    let all = c.app.state.teams.links.all(&proof).await.unwrap();
     let newest = all.first().unwrap();
     let res = c.app.post_form(&format!("/admin/links/{}/delete", newest.id), "", Some(&admin_s)).await;
     assert_eq!(res.status(), 200);
@@ -183,12 +179,8 @@ async fn bad_link_input_is_refused_and_nobody_else_can_share_or_guess() {
     let file = c.app.get(&format!("/l/{token}/files/{}", "0".repeat(64)), None).await;
     assert_eq!(file.status(), 404, "a file is never a sign-in prompt");
     assert_eq!(c.app.post_form("/settings/links/not-an-id/delete", "", Some(&c.s)).await.status(), 404);
-    let links = arbor::domain::teams::links::mine(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-    )
-    .await
-    .unwrap();
+    let links =
+        c.app.state.teams.links.mine(&arbor::domain::accounts::Actor::for_tests(&c.user)).await.unwrap();
     // Someone else's link cannot be revoked by a member.
     assert_eq!(
         c.app
@@ -234,7 +226,9 @@ async fn a_link_keeps_showing_its_files_after_their_message_is_deleted_and_lets_
     let db = &c.app.state.db;
     let col_actor = arbor::domain::accounts::Actor::for_tests(&colleague);
     let tight = arbor::domain::files::FileSettings { user_quota_bytes: 1, ..Default::default() };
-    let refused = arbor::domain::teams::links::continue_in_workspace(db, &tight, &col_actor, &token).await;
+    let tight_teams =
+        arbor::domain::teams::Teams::new(db.clone(), Default::default(), c.app.state.blobs.clone(), tight);
+    let refused = tight_teams.links.continue_in_workspace(&col_actor, &token).await;
     assert!(
         matches!(&refused, Err(arbor::domain::DomainError::Invalid(m)) if m.contains("storage limit")),
         "{refused:?}"
@@ -263,13 +257,15 @@ async fn a_link_keeps_showing_its_files_after_their_message_is_deleted_and_lets_
     assert_eq!(c.post(&format!("/s/{}/messages/{question}/delete", c.session)).await.status(), 200);
     assert_eq!(refs().await, Some(with_link - 1), "the message's reference went, the link's stays");
     assert_eq!(c.app.get(&file, Some(&col.cookie)).await.status(), 200, "the link still shows it");
-    let link = arbor::domain::teams::links::mine(
-        &c.app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&c.user),
-    )
-    .await
-    .unwrap()
-    .remove(0);
+    let link = c
+        .app
+        .state
+        .teams
+        .links
+        .mine(&arbor::domain::accounts::Actor::for_tests(&c.user))
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(c.post(&format!("/settings/links/{}/delete", link.id)).await.status(), 200);
     assert_eq!(refs().await, Some(1), "revoked: only the colleague's continued copy holds the file");
     assert_eq!(c.app.get(&file, Some(&col.cookie)).await.status(), 404);

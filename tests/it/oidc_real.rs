@@ -166,13 +166,12 @@ async fn signing_out_also_signs_out_at_the_provider() {
 async fn the_groups_claim_syncs_the_groups_the_provider_manages_at_every_sign_in() {
     use arbor::domain::accounts::Actor;
     use arbor::domain::audit::Origin;
-    use arbor::domain::teams::groups;
     let (idp, app) = idp_and_app("RS256", |_| {}).await;
     let db = &app.state.db;
     // A group made by hand before the sign-in: the claim's "dev" does not join it.
     let root = app.create_user("root@example.com", Role::Admin).await;
     let proof = Actor::for_tests(&root).admin().unwrap();
-    let by_hand = groups::create(db, &proof, &Origin::cli(), "dev").await.unwrap();
+    let by_hand = app.state.teams.groups.create(&proof, &Origin::cli(), "dev").await.unwrap();
 
     let res = sign_in(&idp, &app, "alice").await;
     assert_eq!(res.status(), 303);
@@ -184,10 +183,10 @@ async fn the_groups_claim_syncs_the_groups_the_provider_manages_at_every_sign_in
         .next()
         .unwrap();
     let names = |gs: Vec<arbor::domain::teams::Group>| gs.into_iter().map(|g| g.name).collect::<Vec<_>>();
-    let mine = groups::mine(db, &Actor::for_tests(&alice)).await.unwrap();
+    let mine = app.state.teams.groups.mine(&Actor::for_tests(&alice)).await.unwrap();
     assert!(mine.iter().all(|g| g.managed_by_idp));
     assert_eq!(names(mine), ["arbor-admins"]);
-    assert!(groups::detail(db, &proof, by_hand.id).await.unwrap().1.is_empty());
+    assert!(app.state.teams.groups.detail(&proof, by_hand.id).await.unwrap().1.is_empty());
     let settings = app.get("/settings", Some(&cookie)).await.text().await.unwrap();
     assert!(settings.contains(">arbor-admins</span>"), "{settings}");
 
@@ -195,7 +194,10 @@ async fn the_groups_claim_syncs_the_groups_the_provider_manages_at_every_sign_in
     let legacy = arbor::storage::repos::groups::insert(db, "legacy", true).await.unwrap().unwrap();
     arbor::storage::repos::groups::add_member(db, legacy.id, alice.id).await.unwrap();
     assert_eq!(sign_in(&idp, &app, "alice").await.status(), 303);
-    assert_eq!(names(groups::mine(db, &Actor::for_tests(&alice)).await.unwrap()), ["arbor-admins"]);
+    assert_eq!(
+        names(app.state.teams.groups.mine(&Actor::for_tests(&alice)).await.unwrap()),
+        ["arbor-admins"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +234,7 @@ async fn a_group_that_grants_admin_makes_its_members_admins_at_their_first_sign_
     let proof = Actor::for_tests(&root).admin().unwrap();
     let dev = arbor::storage::repos::groups::insert(db, "dev", true).await.unwrap().unwrap();
     let grants = groups::Grants { default_role: "admin".into(), loosest_approval_mode: String::new() };
-    groups::set_grants(db, &proof, &Origin::cli(), dev.id, &grants).await.unwrap();
+    app.state.teams.groups.set_grants(&proof, &Origin::cli(), dev.id, &grants).await.unwrap();
 
     let find = |email: &'static str| async move {
         arbor::storage::repos::users::find_by_email(db, email).await.unwrap().into_iter().next().unwrap().0

@@ -73,7 +73,7 @@ async fn a_real_scim_client_provisions_patches_deactivates_and_deletes_users_and
     assert_eq!(bob[0].0.status.as_str(), "disabled", "deleted by SCIM: disabled, data kept");
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let proof = Actor::for_tests(&admin).admin().unwrap();
-    let groups = arbor::domain::teams::groups::list(db, &proof).await.unwrap();
+    let groups = app.state.teams.groups.list(&proof).await.unwrap();
     let (group, count) =
         groups.iter().find(|(g, _)| g.name == "platform-eng").expect("the pushed, renamed group");
     assert_eq!(*count, 1, "ada was removed; bob stays a member of record");

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use arbor::domain::accounts::{Actor, Role};
 use arbor::domain::audit::Origin;
-use arbor::domain::teams::groups;
 use uuid::Uuid;
 
 use crate::runs::{Chat, chat_with, form, streaming_id};
@@ -38,8 +37,8 @@ async fn team_with(adjust: impl FnOnce(&mut arbor::config::Config)) -> Team {
     let eve = c.app.create_user("eve@example.com", Role::Member).await;
     let sam = c.app.create_user("sam@example.com", Role::Member).await;
     let proof = Actor::for_tests(&admin).admin().unwrap();
-    let platform = groups::create(db, &proof, &Origin::cli(), "platform").await.unwrap();
-    groups::add_member(db, &proof, &Origin::cli(), platform.id, &eve.email).await.unwrap();
+    let platform = c.app.state.teams.groups.create(&proof, &Origin::cli(), "platform").await.unwrap();
+    c.app.state.teams.groups.add_member(&proof, &Origin::cli(), platform.id, &eve.email).await.unwrap();
     let workspace = arbor::domain::sessions::Sessions::new(db.clone())
         .get_session(&Actor::for_tests(&c.user), c.session)
         .await
@@ -165,8 +164,7 @@ async fn revoking_a_share_ends_the_viewers_live_stream_at_once() {
     assert_eq!(res.headers().get("hx-refresh").and_then(|v| v.to_str().ok()), Some("true"));
     assert_eq!(watch("1").await.status(), 204);
 
-    let shares =
-        arbor::domain::teams::shares::list(&c.app.state.db, &Actor::for_tests(&c.user), ws).await.unwrap();
+    let shares = c.app.state.teams.shares.list(&Actor::for_tests(&c.user), ws).await.unwrap();
     let vic = shares
         .iter()
         .find(|s| matches!(&s.subject, arbor::model::teams::ShareSubject::Person { .. }))
@@ -238,8 +236,7 @@ async fn bad_share_input_is_refused_with_a_reason_and_changes_nothing() {
         404
     );
     assert_eq!(c.app.post_form(&format!("/w/{ws}/shares/x/delete"), "", Some(&c.s)).await.status(), 404);
-    let shares =
-        arbor::domain::teams::shares::list(&c.app.state.db, &Actor::for_tests(&c.user), ws).await.unwrap();
+    let shares = c.app.state.teams.shares.list(&Actor::for_tests(&c.user), ws).await.unwrap();
     assert_eq!(shares.len(), 2, "only the two good shares: {shares:?}");
     // Changing a role: the editor group becomes viewer, and the editor can no longer send.
     let group = shares
@@ -339,8 +336,7 @@ async fn search_finds_what_is_shared_with_you_until_the_share_is_revoked() {
     arbor::storage::repos::users::set_status(&db, vic.id, UserStatus::Active).await.unwrap();
     assert_eq!(c.app.get(&hit, Some(&vic_s.cookie)).await.status(), 200);
 
-    let shares =
-        arbor::domain::teams::shares::list(&c.app.state.db, &Actor::for_tests(&c.user), ws).await.unwrap();
+    let shares = c.app.state.teams.shares.list(&Actor::for_tests(&c.user), ws).await.unwrap();
     for s in shares {
         let res = c.app.post_form(&format!("/w/{ws}/shares/{}/delete", s.id), "", Some(&c.s)).await;
         assert_eq!(res.status(), 200);
@@ -494,7 +490,7 @@ async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
     let root = c.app.create_user("root2@example.com", Role::Admin).await;
     let root_s = c.app.login_full(&root).await;
     let proof = Actor::for_tests(&root).admin().unwrap();
-    let group = groups::create(db, &proof, &Origin::cli(), "many").await.unwrap();
+    let group = c.app.state.teams.groups.create(&proof, &Origin::cli(), "many").await.unwrap();
     c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
     let first = c.send_ok("the first question", MODEL).await;
     c.settled(first).await;
@@ -528,10 +524,10 @@ async fn team_pages_run_as_many_queries_for_many_items_as_for_few() {
         arbor::domain::sessions::Sessions::new(db.clone()).create_session(&owner, ws.id, "s").await.unwrap();
         let body = "kind=person&who=VIC%40example.com&role=viewer";
         assert_eq!(c.app.post_form(&format!("/w/{}/shares", ws.id), body, Some(&c.s)).await.status(), 200);
-        let g = groups::create(db, &proof, &Origin::cli(), &format!("g{i}")).await.unwrap();
-        groups::add_member(db, &proof, &Origin::cli(), g.id, "eve@example.com").await.unwrap();
+        let g = c.app.state.teams.groups.create(&proof, &Origin::cli(), &format!("g{i}")).await.unwrap();
+        c.app.state.teams.groups.add_member(&proof, &Origin::cli(), g.id, "eve@example.com").await.unwrap();
         let p = c.app.create_user(&format!("p{i}@example.com"), Role::Member).await;
-        groups::add_member(db, &proof, &Origin::cli(), group.id, &p.email).await.unwrap();
+        c.app.state.teams.groups.add_member(&proof, &Origin::cli(), group.id, &p.email).await.unwrap();
         let res = c.app.post_form(&format!("/s/{s}/messages/{first}/share"), link_body, Some(&c.s)).await;
         assert_eq!(res.status(), 200);
     }

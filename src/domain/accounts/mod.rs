@@ -50,6 +50,19 @@ pub fn normalize_email(email: &str) -> DomainResult<String> {
     if valid { Ok(email) } else { Err(DomainError::Invalid("Enter a valid email address.".into())) }
 }
 
+/// What these people are called (their name, else their email), by id, in one query: the thread
+/// of a shared workspace says who asked, and a dialog who decided. Ids of deleted accounts are
+/// left out.
+pub async fn names(
+    db: &Db,
+    ids: &[uuid::Uuid],
+) -> DomainResult<std::collections::HashMap<uuid::Uuid, String>> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    Ok(crate::storage::repos::users::names_of(db, ids).await?)
+}
+
 /// The one account with this email, for work an admin does by email (allow-lists, quotas,
 /// `arbor admin promote`, `arbor admin token`). Only verified emails are looked up; when two
 /// accounts share one (possible with emails from before verification was checked), it refuses

@@ -22,7 +22,7 @@ mod reservations;
 mod upload;
 pub use generated::{Destination, attach_generated, message_images, room_for_images, thread_images};
 pub use reservations::{Reservation, Reservations};
-pub use upload::{IncomingFile, receive, upload};
+pub use upload::IncomingFile;
 
 /// Upload limits and image handling.
 #[derive(Debug, Clone)]
@@ -51,6 +51,27 @@ impl Default for FileSettings {
             gc_grace: Duration::from_secs(3600),
             reservations: Reservations::default(),
         }
+    }
+}
+
+/// Attachments as a service: the database, the blob store and the limits, built once in the app
+/// state. Members upload, discard and fetch through it; deletions and `arbor blobs gc` collect.
+#[derive(Clone)]
+pub struct Files {
+    db: Db,
+    store: BlobStore,
+    settings: FileSettings,
+}
+
+impl Files {
+    /// The service over this database and blob store, with these limits.
+    pub fn new(db: Db, store: BlobStore, settings: FileSettings) -> Files {
+        Files { db, store, settings }
+    }
+
+    /// The upload limits and image handling.
+    pub fn settings(&self) -> &FileSettings {
+        &self.settings
     }
 }
 
@@ -99,9 +120,47 @@ fn blob_error(e: BlobError) -> DomainError {
     }
 }
 
-/// Removes one of the actor's unsent uploads.
-pub async fn discard_upload(db: &Db, actor: &Actor, id: Uuid) -> DomainResult<()> {
-    if repo::delete_upload(db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+impl Files {
+    /// Removes one of the actor's unsent uploads.
+    pub async fn discard_upload(&self, actor: &Actor, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        if repo::delete_upload(db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+    }
+
+    /// A blob the actor holds a reference to; anything else, whatever the hash, is "not found".
+    pub async fn serve(&self, actor: &Actor, hash: &str) -> DomainResult<Served> {
+        let db = &self.db;
+        let store = &self.store;
+        if !blobs::valid_hash(hash) {
+            return Err(DomainError::Invalid("That is not a file id.".into()));
+        }
+        let shared = crate::domain::sessions::access::shared_workspace_ids(db, actor.user_id()).await?;
+        let Some((name, _)) = repo::visible_blob(db, actor.user_id(), &shared, hash).await? else {
+            return Err(DomainError::NotFound);
+        };
+        let bytes = store.read(hash).await.map_err(blob_error)?;
+        // The type is decided again from the bytes served, never from what was claimed.
+        let kind = Kind::sniff(&bytes);
+        Ok(Served { bytes, name, kind })
+    }
+
+    /// Drops stale uploads, then removes blobs nothing refers to (and files no row knows), all
+    /// older than the grace period.
+    pub async fn collect(&self) -> DomainResult<Collected> {
+        let db = &self.db;
+        let store = &self.store;
+        let settings = &self.settings;
+        collect_with(db, store, settings, true).await
+    }
+
+    /// What a deletion needs: the unreferenced blobs' rows and files, without walking the whole
+    /// store for stray files (that is for `arbor blobs gc`).
+    pub async fn collect_unreferenced(&self) -> DomainResult<Collected> {
+        let db = &self.db;
+        let store = &self.store;
+        let settings = &self.settings;
+        collect_with(db, store, settings, false).await
+    }
 }
 
 /// A blob as it is served: its bytes, the name of the actor's reference, and whether it is a
@@ -120,21 +179,6 @@ pub async fn serve_shown(store: &BlobStore, hash: &str, name: &str) -> DomainRes
     let bytes = store.read(hash).await.map_err(blob_error)?;
     let kind = Kind::sniff(&bytes);
     Ok(Served { bytes, name: name.to_string(), kind })
-}
-
-/// A blob the actor holds a reference to; anything else, whatever the hash, is "not found".
-pub async fn serve(db: &Db, store: &BlobStore, actor: &Actor, hash: &str) -> DomainResult<Served> {
-    if !blobs::valid_hash(hash) {
-        return Err(DomainError::Invalid("That is not a file id.".into()));
-    }
-    let shared = crate::domain::sessions::access::shared_workspace_ids(db, actor.user_id()).await?;
-    let Some((name, _)) = repo::visible_blob(db, actor.user_id(), &shared, hash).await? else {
-        return Err(DomainError::NotFound);
-    };
-    let bytes = store.read(hash).await.map_err(blob_error)?;
-    // The type is decided again from the bytes served, never from what was claimed.
-    let kind = Kind::sniff(&bytes);
-    Ok(Served { bytes, name, kind })
 }
 
 /// The attachments of messages, by message id, as views.
@@ -252,22 +296,6 @@ pub struct Collected {
     pub blobs: u64,
     /// Files on disk without a row, removed.
     pub orphan_files: u64,
-}
-
-/// Drops stale uploads, then removes blobs nothing refers to (and files no row knows), all
-/// older than the grace period.
-pub async fn collect(db: &Db, store: &BlobStore, settings: &FileSettings) -> DomainResult<Collected> {
-    collect_with(db, store, settings, true).await
-}
-
-/// What a deletion needs: the unreferenced blobs' rows and files, without walking the whole
-/// store for stray files (that is for `arbor blobs gc`).
-pub async fn collect_unreferenced(
-    db: &Db,
-    store: &BlobStore,
-    settings: &FileSettings,
-) -> DomainResult<Collected> {
-    collect_with(db, store, settings, false).await
 }
 
 async fn collect_with(

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use uuid::Uuid;
 
-use super::{FileSettings, FileView, Reservation, blob_error, is_raster, readable_size};
+use super::{FileSettings, FileView, Files, Reservation, blob_error, is_raster, readable_size};
 use crate::blobs::{self, BlobStore, Kind};
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
@@ -28,75 +28,67 @@ pub struct IncomingFile<'a, S> {
     pub body: S,
 }
 
-/// Stores bytes already in memory as an upload of the actor's (tests, imports).
-pub async fn upload(
-    db: &Db,
-    store: &BlobStore,
-    settings: &FileSettings,
-    actor: &Actor,
-    file_name: &str,
-    bytes: Vec<u8>,
-) -> DomainResult<FileView> {
-    let declared = Some(bytes.len() as u64);
-    let body = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(Bytes::from(bytes))]);
-    receive(db, store, settings, actor, IncomingFile { name: file_name, declared, body }).await
-}
-
-/// Stores an upload of the actor's: size and quota checked first and as the body comes in
-/// ([`DomainError::TooLarge`] when either is exceeded), type from the bytes, images resized
-/// (when enabled) with a thumbnail. Identical bytes are stored once; the upload is the actor's
-/// own reference either way, and the answer is the same.
-pub async fn receive<S, E>(
-    db: &Db,
-    store: &BlobStore,
-    settings: &FileSettings,
-    actor: &Actor,
-    file: IncomingFile<'_, S>,
-) -> DomainResult<FileView>
-where
-    S: Stream<Item = Result<Bytes, E>>,
-{
-    let max = settings.max_file_bytes;
-    if file.declared.is_some_and(|declared| declared > max) {
-        return Err(too_large(max));
+impl Files {
+    /// Stores bytes already in memory as an upload of the actor's (tests, imports).
+    pub async fn upload(&self, actor: &Actor, file_name: &str, bytes: Vec<u8>) -> DomainResult<FileView> {
+        let declared = Some(bytes.len() as u64);
+        let body = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(Bytes::from(bytes))]);
+        self.receive(actor, IncomingFile { name: file_name, declared, body }).await
     }
-    let mut held = Held { settings, db, member: actor.user_id(), reservations: Vec::new(), bytes: 0 };
-    held.grow_to(file.declared.unwrap_or(0), 0).await?;
-    let mut staging = store.stage().await.map_err(blob_error)?;
-    let mut body = std::pin::pin!(file.body);
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|_| DomainError::Invalid("The upload was interrupted.".into()))?;
-        let size = staging.size().saturating_add(chunk.len() as u64);
-        if size > max {
+
+    /// Stores an upload of the actor's: size and quota checked first and as the body comes in
+    /// ([`DomainError::TooLarge`] when either is exceeded), type from the bytes, images resized
+    /// (when enabled) with a thumbnail. Identical bytes are stored once; the upload is the actor's
+    /// own reference either way, and the answer is the same.
+    pub async fn receive<S, E>(&self, actor: &Actor, file: IncomingFile<'_, S>) -> DomainResult<FileView>
+    where
+        S: Stream<Item = Result<Bytes, E>>,
+    {
+        let db = &self.db;
+        let store = &self.store;
+        let settings = &self.settings;
+        let max = settings.max_file_bytes;
+        if file.declared.is_some_and(|declared| declared > max) {
             return Err(too_large(max));
         }
-        if size > held.bytes {
-            held.grow_to(size, RESERVE_STEP.min(max - size)).await?;
+        let mut held = Held { settings, db, member: actor.user_id(), reservations: Vec::new(), bytes: 0 };
+        held.grow_to(file.declared.unwrap_or(0), 0).await?;
+        let mut staging = store.stage().await.map_err(blob_error)?;
+        let mut body = std::pin::pin!(file.body);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|_| DomainError::Invalid("The upload was interrupted.".into()))?;
+            let size = staging.size().saturating_add(chunk.len() as u64);
+            if size > max {
+                return Err(too_large(max));
+            }
+            if size > held.bytes {
+                held.grow_to(size, RESERVE_STEP.min(max - size)).await?;
+            }
+            staging.write(&chunk).await.map_err(blob_error)?;
         }
-        staging.write(&chunk).await.map_err(blob_error)?;
-    }
-    if staging.size() == 0 {
-        return Err(DomainError::Invalid("The file is empty.".into()));
-    }
-    let staged = staging.finish().await.map_err(blob_error)?;
-    let name = blobs::clean_file_name(file.name);
-    let view = if staged.kind().is_raster_image() {
-        let kind = staged.kind();
-        let bytes = staged.into_bytes().await.map_err(blob_error)?;
-        store_image(db, store, settings, actor, &name, bytes, kind).await?
-    } else {
-        // The row goes first: from then on it protects the hash from a collection that would
-        // take a blob it thinks unreferenced, so the file cannot go between its write and its row.
-        let (hash, size, kind) = (staged.hash().to_string(), staged.size(), staged.kind());
-        let row = insert(db, actor, &name, (&hash, size, kind), None, None).await?;
-        if let Err(e) = staged.commit().await {
-            let _ = repo::delete_upload(db, actor.user_id(), row.id).await;
-            return Err(blob_error(e));
+        if staging.size() == 0 {
+            return Err(DomainError::Invalid("The file is empty.".into()));
         }
-        row
-    };
-    held.release().await;
-    Ok(view)
+        let staged = staging.finish().await.map_err(blob_error)?;
+        let name = blobs::clean_file_name(file.name);
+        let view = if staged.kind().is_raster_image() {
+            let kind = staged.kind();
+            let bytes = staged.into_bytes().await.map_err(blob_error)?;
+            store_image(db, store, settings, actor, &name, bytes, kind).await?
+        } else {
+            // The row goes first: from then on it protects the hash from a collection that would
+            // take a blob it thinks unreferenced, so the file cannot go between its write and its row.
+            let (hash, size, kind) = (staged.hash().to_string(), staged.size(), staged.kind());
+            let row = insert(db, actor, &name, (&hash, size, kind), None, None).await?;
+            if let Err(e) = staged.commit().await {
+                let _ = repo::delete_upload(db, actor.user_id(), row.id).await;
+                return Err(blob_error(e));
+            }
+            row
+        };
+        held.release().await;
+        Ok(view)
+    }
 }
 
 /// Resizes an image, thumbnails it and stores both with the upload's row.

@@ -2,6 +2,7 @@
 //! command (stdio) or reached at a streamable-HTTP URL. Their environment variables or headers
 //! are stored encrypted as one secret and shown by name only. Running them is the agent's job.
 
+use super::McpServers;
 use std::collections::BTreeMap;
 
 use chrono::Utc;
@@ -91,10 +92,235 @@ fn view(m: McpServerRecord) -> ServerView {
     }
 }
 
-/// The instance-wide servers, by name (admins only).
-pub async fn list(db: &Db, admin: &Admin) -> DomainResult<Vec<ServerView>> {
-    let _actor = admin.actor();
-    Ok(repo::list_instance(db).await?.into_iter().map(view).collect())
+impl McpServers {
+    /// The instance-wide servers, by name (admins only).
+    pub async fn list(&self, admin: &Admin) -> DomainResult<Vec<ServerView>> {
+        let db = &self.db;
+        let _actor = admin.actor();
+        Ok(repo::list_instance(db).await?.into_iter().map(view).collect())
+    }
+
+    /// Adds an instance-wide server (admins only).
+    pub async fn create(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        form: &ServerForm,
+    ) -> DomainResult<ServerView> {
+        let db = &self.db;
+        let vault = &self.vault;
+        let _actor = admin.actor();
+        let (transport, args, secrets) = check(form)?;
+        let name = form.name.trim();
+        if name_taken(db, name, None).await? {
+            return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+        }
+        let id = Uuid::now_v7();
+        let (secret_id, names, _) = store_secrets(db, vault, ORG_OWNER, id, None, &secrets, false).await?;
+        let now = Utc::now();
+        let row = repo::insert(
+            db,
+            McpServerRecord {
+                id,
+                owner_id: None,
+                name: name.to_string(),
+                transport: transport.as_str().to_string(),
+                command: if transport == Transport::Stdio {
+                    form.command.trim().to_string()
+                } else {
+                    String::new()
+                },
+                args: serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()),
+                url: if transport == Transport::Http { form.url.trim().to_string() } else { String::new() },
+                enabled: form.enabled.is_some(),
+                secret_id,
+                secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+                group_id: None,
+                workspace_id: None,
+                created_at: now,
+                updated_at: now,
+            },
+        )
+        .await?;
+        let detail = serde_json::json!({
+            "transport": row.transport, "command": row.command, "url": row.url, "secrets": names
+        });
+        audit::record(db, origin, "mcp.create", &format!("mcp:{name}"), detail).await?;
+        Ok(view(row))
+    }
+
+    /// Saves a server's settings; blank secrets keep the stored ones (admins only).
+    pub async fn update(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        id: Uuid,
+        form: &ServerForm,
+    ) -> DomainResult<ServerView> {
+        let db = &self.db;
+        let vault = &self.vault;
+        let _actor = admin.actor();
+        let existing = instance_server(db, id).await?;
+        let (transport, args, secrets) = check(form)?;
+        let name = form.name.trim();
+        if name_taken(db, name, Some(id)).await? {
+            return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+        }
+        let (secret_id, names, changed) = store_secrets(
+            db,
+            vault,
+            ORG_OWNER,
+            id,
+            existing.secret_id,
+            &secrets,
+            form.clear_secrets.is_some(),
+        )
+        .await?;
+        let mut row = existing.clone();
+        row.name = name.to_string();
+        row.transport = transport.as_str().to_string();
+        row.command =
+            if transport == Transport::Stdio { form.command.trim().to_string() } else { String::new() };
+        row.args = serde_json::to_string(&args).unwrap_or_else(|_| "[]".into());
+        row.url = if transport == Transport::Http { form.url.trim().to_string() } else { String::new() };
+        row.enabled = form.enabled.is_some();
+        row.secret_id = secret_id;
+        if changed {
+            row.secret_names = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
+        }
+        row.updated_at = Utc::now();
+        let saved = repo::update(db, row).await?;
+        audit::record(
+            db,
+            origin,
+            "mcp.update",
+            &format!("mcp:{}", existing.name),
+            serde_json::json!({
+                "name": saved.name,
+                "transport": saved.transport,
+                "command": saved.command,
+                "url": saved.url,
+                "enabled": saved.enabled,
+                "secrets_changed": changed,
+            }),
+        )
+        .await?;
+        Ok(view(saved))
+    }
+
+    /// Deletes a server and its stored secrets (admins only).
+    pub async fn delete(&self, admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        let _actor = admin.actor();
+        let existing = instance_server(db, id).await?;
+        if let Some(secret) = existing.secret_id {
+            match Vault::delete_secret(db, ORG_OWNER, secret).await {
+                Ok(()) | Err(StoreError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        repo::delete(db, id).await?;
+        audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
+            .await
+    }
+
+    /// The actor's own (HTTP) servers.
+    pub async fn list_own(&self, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
+        let db = &self.db;
+        Ok(repo::list_owned(db, actor.user_id())
+            .await?
+            .into_iter()
+            .map(|m| OwnServer {
+                id: m.id,
+                name: m.name,
+                url: m.url,
+                header_names: serde_json::from_str(&m.secret_names).unwrap_or_default(),
+                group_id: m.group_id,
+                workspace_id: m.workspace_id,
+            })
+            .collect())
+    }
+
+    /// Adds a server of the actor's own: streamable HTTP only, its URL checked like every URL a
+    /// member gives (no private addresses unless `allowed`), here and again on every connect.
+    pub async fn create_own(
+        &self,
+        actor: &Actor,
+        origin: &Origin,
+        allowed: &crate::netguard::AllowedRanges,
+        form: &ServerForm,
+    ) -> DomainResult<OwnServer> {
+        let db = &self.db;
+        let vault = &self.vault;
+        let form = ServerForm { transport: "http".into(), enabled: Some("on".into()), ..form.clone() };
+        let (_, _, secrets) = check(&form)?;
+        let url = form.url.trim();
+        crate::netguard::check_url(url, allowed).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
+        let name = form.name.trim();
+        let own = self.list_own(actor).await?;
+        if own.len() >= MAX_OWN_SERVERS {
+            return Err(DomainError::Invalid(format!("You can keep at most {MAX_OWN_SERVERS} MCP servers.")));
+        }
+        // Tool names must stay unique: no name of the instance's servers or of your others.
+        if own.iter().any(|s| s.name == name) || name_taken(db, name, None).await? {
+            return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
+        }
+        let id = Uuid::now_v7();
+        let (secret_id, names, _) =
+            store_secrets(db, vault, actor.user_id(), id, None, &secrets, false).await?;
+        let now = Utc::now();
+        repo::insert(
+            db,
+            McpServerRecord {
+                id,
+                owner_id: Some(actor.user_id()),
+                name: name.to_string(),
+                transport: Transport::Http.as_str().to_string(),
+                command: String::new(),
+                args: "[]".into(),
+                url: url.to_string(),
+                enabled: true,
+                secret_id,
+                secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+                group_id: None,
+                workspace_id: None,
+                created_at: now,
+                updated_at: now,
+            },
+        )
+        .await?;
+        audit::record(
+            db,
+            origin,
+            "mcp.own.create",
+            &format!("mcp:{name}"),
+            serde_json::json!({ "url": url, "headers": names }),
+        )
+        .await?;
+        Ok(OwnServer {
+            id,
+            name: name.to_string(),
+            url: url.to_string(),
+            header_names: names,
+            group_id: None,
+            workspace_id: None,
+        })
+    }
+
+    /// Deletes one of the actor's own servers and its stored headers.
+    pub async fn delete_own(&self, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        let existing = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
+        if let Some(secret) = existing.secret_id {
+            match Vault::delete_secret(db, actor.user_id(), secret).await {
+                Ok(()) | Err(StoreError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        repo::delete(db, id).await?;
+        audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
+            .await
+    }
 }
 
 /// What the server form sends.
@@ -225,122 +451,6 @@ async fn instance_server(db: &Db, id: Uuid) -> DomainResult<McpServerRecord> {
     repo::find_instance(db, id).await?.ok_or(DomainError::NotFound)
 }
 
-/// Adds an instance-wide server (admins only).
-pub async fn create(
-    db: &Db,
-    vault: &Vault,
-    admin: &Admin,
-    origin: &Origin,
-    form: &ServerForm,
-) -> DomainResult<ServerView> {
-    let _actor = admin.actor();
-    let (transport, args, secrets) = check(form)?;
-    let name = form.name.trim();
-    if name_taken(db, name, None).await? {
-        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
-    }
-    let id = Uuid::now_v7();
-    let (secret_id, names, _) = store_secrets(db, vault, ORG_OWNER, id, None, &secrets, false).await?;
-    let now = Utc::now();
-    let row = repo::insert(
-        db,
-        McpServerRecord {
-            id,
-            owner_id: None,
-            name: name.to_string(),
-            transport: transport.as_str().to_string(),
-            command: if transport == Transport::Stdio {
-                form.command.trim().to_string()
-            } else {
-                String::new()
-            },
-            args: serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()),
-            url: if transport == Transport::Http { form.url.trim().to_string() } else { String::new() },
-            enabled: form.enabled.is_some(),
-            secret_id,
-            secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
-            group_id: None,
-            workspace_id: None,
-            created_at: now,
-            updated_at: now,
-        },
-    )
-    .await?;
-    audit::record(
-        db,
-        origin,
-        "mcp.create",
-        &format!("mcp:{name}"),
-        serde_json::json!({ "transport": row.transport, "command": row.command, "url": row.url, "secrets": names }),
-    )
-    .await?;
-    Ok(view(row))
-}
-
-/// Saves a server's settings; blank secrets keep the stored ones (admins only).
-pub async fn update(
-    db: &Db,
-    vault: &Vault,
-    admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-    form: &ServerForm,
-) -> DomainResult<ServerView> {
-    let _actor = admin.actor();
-    let existing = instance_server(db, id).await?;
-    let (transport, args, secrets) = check(form)?;
-    let name = form.name.trim();
-    if name_taken(db, name, Some(id)).await? {
-        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
-    }
-    let (secret_id, names, changed) =
-        store_secrets(db, vault, ORG_OWNER, id, existing.secret_id, &secrets, form.clear_secrets.is_some())
-            .await?;
-    let mut row = existing.clone();
-    row.name = name.to_string();
-    row.transport = transport.as_str().to_string();
-    row.command = if transport == Transport::Stdio { form.command.trim().to_string() } else { String::new() };
-    row.args = serde_json::to_string(&args).unwrap_or_else(|_| "[]".into());
-    row.url = if transport == Transport::Http { form.url.trim().to_string() } else { String::new() };
-    row.enabled = form.enabled.is_some();
-    row.secret_id = secret_id;
-    if changed {
-        row.secret_names = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
-    }
-    row.updated_at = Utc::now();
-    let saved = repo::update(db, row).await?;
-    audit::record(
-        db,
-        origin,
-        "mcp.update",
-        &format!("mcp:{}", existing.name),
-        serde_json::json!({
-            "name": saved.name,
-            "transport": saved.transport,
-            "command": saved.command,
-            "url": saved.url,
-            "enabled": saved.enabled,
-            "secrets_changed": changed,
-        }),
-    )
-    .await?;
-    Ok(view(saved))
-}
-
-/// Deletes a server and its stored secrets (admins only).
-pub async fn delete(db: &Db, admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    let _actor = admin.actor();
-    let existing = instance_server(db, id).await?;
-    if let Some(secret) = existing.secret_id {
-        match Vault::delete_secret(db, ORG_OWNER, secret).await {
-            Ok(()) | Err(StoreError::NotFound) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    repo::delete(db, id).await?;
-    audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({})).await
-}
-
 /// A member's own server as their settings list it.
 #[derive(Debug, Clone, Serialize)]
 pub struct OwnServer {
@@ -358,102 +468,8 @@ pub struct OwnServer {
     pub workspace_id: Option<Uuid>,
 }
 
-/// The actor's own (HTTP) servers.
-pub async fn list_own(db: &Db, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
-    Ok(repo::list_owned(db, actor.user_id())
-        .await?
-        .into_iter()
-        .map(|m| OwnServer {
-            id: m.id,
-            name: m.name,
-            url: m.url,
-            header_names: serde_json::from_str(&m.secret_names).unwrap_or_default(),
-            group_id: m.group_id,
-            workspace_id: m.workspace_id,
-        })
-        .collect())
-}
-
 /// Most servers of their own one member keeps.
 pub const MAX_OWN_SERVERS: usize = 20;
-
-/// Adds a server of the actor's own: streamable HTTP only, its URL checked like every URL a
-/// member gives (no private addresses unless `allowed`), here and again on every connect.
-pub async fn create_own(
-    db: &Db,
-    vault: &Vault,
-    actor: &Actor,
-    origin: &Origin,
-    allowed: &crate::netguard::AllowedRanges,
-    form: &ServerForm,
-) -> DomainResult<OwnServer> {
-    let form = ServerForm { transport: "http".into(), enabled: Some("on".into()), ..form.clone() };
-    let (_, _, secrets) = check(&form)?;
-    let url = form.url.trim();
-    crate::netguard::check_url(url, allowed).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
-    let name = form.name.trim();
-    let own = list_own(db, actor).await?;
-    if own.len() >= MAX_OWN_SERVERS {
-        return Err(DomainError::Invalid(format!("You can keep at most {MAX_OWN_SERVERS} MCP servers.")));
-    }
-    // Tool names must stay unique: no name of the instance's servers or of your others.
-    if own.iter().any(|s| s.name == name) || name_taken(db, name, None).await? {
-        return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
-    }
-    let id = Uuid::now_v7();
-    let (secret_id, names, _) = store_secrets(db, vault, actor.user_id(), id, None, &secrets, false).await?;
-    let now = Utc::now();
-    repo::insert(
-        db,
-        McpServerRecord {
-            id,
-            owner_id: Some(actor.user_id()),
-            name: name.to_string(),
-            transport: Transport::Http.as_str().to_string(),
-            command: String::new(),
-            args: "[]".into(),
-            url: url.to_string(),
-            enabled: true,
-            secret_id,
-            secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
-            group_id: None,
-            workspace_id: None,
-            created_at: now,
-            updated_at: now,
-        },
-    )
-    .await?;
-    audit::record(
-        db,
-        origin,
-        "mcp.own.create",
-        &format!("mcp:{name}"),
-        serde_json::json!({ "url": url, "headers": names }),
-    )
-    .await?;
-    Ok(OwnServer {
-        id,
-        name: name.to_string(),
-        url: url.to_string(),
-        header_names: names,
-        group_id: None,
-        workspace_id: None,
-    })
-}
-
-/// Deletes one of the actor's own servers and its stored headers.
-pub async fn delete_own(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    let existing = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
-    if let Some(secret) = existing.secret_id {
-        match Vault::delete_secret(db, actor.user_id(), secret).await {
-            Ok(()) | Err(StoreError::NotFound) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    repo::delete(db, id).await?;
-    audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
-        .await
-}
 
 /// The stored environment or headers of a server, decrypted for starting or calling it.
 pub async fn secrets_for(

@@ -413,7 +413,7 @@ pub async fn call_state(
 ) -> DomainResult<CallState> {
     let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
     let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
-    let names = crate::domain::teams::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
+    let names = crate::domain::accounts::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
     Ok(call_state_of(&row, &names))
 }
 
@@ -428,6 +428,6 @@ pub async fn calls_by_result(
     let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
     deciders.sort_unstable();
     deciders.dedup();
-    let names = crate::domain::teams::names(db, &deciders).await?;
+    let names = crate::domain::accounts::names(db, &deciders).await?;
     Ok(rows.iter().filter_map(|row| Some((row.result_message_id?, call_state_of(row, &names)))).collect())
 }

@@ -68,7 +68,7 @@ impl Sessions {
         let mut ids: Vec<Uuid> = events.iter().filter_map(|e| e.actor_id).collect();
         ids.sort();
         ids.dedup();
-        let names = crate::domain::teams::names(db, &ids).await?;
+        let names = crate::domain::accounts::names(db, &ids).await?;
         Ok(events
             .into_iter()
             .map(|e| ActivityEntry {

@@ -57,7 +57,7 @@ impl Sessions {
         let ids: Vec<Uuid> = groups.iter().map(|g| g.id).collect();
         let rows = library_repo::shared_with(db, actor.user_id(), &ids, SHARED_LISTED).await?;
         let owners: Vec<Uuid> = rows.iter().map(|r| r.owner_id).collect();
-        let labels = crate::domain::teams::names(db, &owners).await?;
+        let labels = crate::domain::accounts::names(db, &owners).await?;
         Ok(rows
             .into_iter()
             .map(|r| {

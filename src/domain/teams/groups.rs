@@ -25,6 +25,13 @@ pub const MAX_CLAIM_BYTES: usize = 64 * 1024;
 /// Longest group name.
 pub const MAX_NAME_CHARS: usize = 100;
 
+/// Groups as the console and a member's own pages see them.
+#[derive(Clone)]
+pub struct Groups {
+    pub(super) db: Db,
+    pub(super) access: AccessChanges,
+}
+
 /// A well-formed group name: trimmed, 1 to 100 characters, no control characters.
 pub fn check_name(raw: &str) -> DomainResult<String> {
     let name = raw.trim();
@@ -39,14 +46,187 @@ pub fn check_name(raw: &str) -> DomainResult<String> {
     Ok(name.to_string())
 }
 
-/// Every group with its number of members, by name.
-pub async fn list(db: &Db, _admin: &Admin) -> DomainResult<Vec<(Group, u64)>> {
-    Ok(repo::list(db, MAX_GROUPS).await?)
-}
+impl Groups {
+    /// Every group with its number of members, by name.
+    pub async fn list(&self, _admin: &Admin) -> DomainResult<Vec<(Group, u64)>> {
+        Ok(repo::list(&self.db, MAX_GROUPS).await?)
+    }
 
-/// The group with this name (ignoring case), if there is one.
-pub async fn by_name(db: &Db, _admin: &Admin, raw: &str) -> DomainResult<Option<Group>> {
-    Ok(repo::find_by_name(db, &check_name(raw)?).await?)
+    /// The group with this name (ignoring case), if there is one.
+    pub async fn by_name(&self, _admin: &Admin, raw: &str) -> DomainResult<Option<Group>> {
+        Ok(repo::find_by_name(&self.db, &check_name(raw)?).await?)
+    }
+
+    /// Every group's name, by id (for pages that name the groups something is granted to).
+    pub async fn names_by_id(&self, _admin: &Admin) -> DomainResult<std::collections::HashMap<Uuid, String>> {
+        Ok(repo::names(&self.db, MAX_GROUPS).await?)
+    }
+
+    /// One group and its members.
+    pub async fn detail(&self, _admin: &Admin, id: Uuid) -> DomainResult<(Group, Vec<User>)> {
+        let db = &self.db;
+        let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        let members = repo::members(db, id, MEMBERS_SHOWN).await?;
+        Ok((group, members))
+    }
+
+    /// Makes a group by hand (never managed by the identity provider).
+    pub async fn create(&self, _admin: &Admin, origin: &Origin, raw_name: &str) -> DomainResult<Group> {
+        let db = &self.db;
+        let name = check_name(raw_name)?;
+        if repo::count(db).await? >= MAX_GROUPS {
+            return Err(DomainError::Invalid(format!("An instance holds at most {MAX_GROUPS} groups.")));
+        }
+        let group = repo::insert(db, &name, false)
+            .await?
+            .ok_or_else(|| DomainError::Conflict(format!("There is already a group called {name}.")))?;
+        audit::record(
+            db,
+            origin,
+            "group.create",
+            &format!("group:{name}"),
+            serde_json::json!({ "group_id": group.id }),
+        )
+        .await?;
+        Ok(group)
+    }
+
+    /// Renames a group.
+    pub async fn rename(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        id: Uuid,
+        raw_name: &str,
+    ) -> DomainResult<Group> {
+        let db = &self.db;
+        let name = check_name(raw_name)?;
+        let before = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        if !repo::rename(db, id, &name).await? {
+            return Err(DomainError::Conflict(format!("There is already a group called {name}.")));
+        }
+        audit::record(
+            db,
+            origin,
+            "group.rename",
+            &format!("group:{name}"),
+            serde_json::json!({ "group_id": id, "from": before.name, "to": name }),
+        )
+        .await?;
+        Ok(Group { name, ..before })
+    }
+
+    /// Sets what the group grants its members (audited).
+    pub async fn set_grants(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        id: Uuid,
+        grants: &Grants,
+    ) -> DomainResult<Group> {
+        let db = &self.db;
+        let role = Role::parse(grants.default_role.trim())
+            .ok_or_else(|| DomainError::Invalid("The role at first sign-in is member or admin.".into()))?;
+        let loosest = match grants.loosest_approval_mode.trim() {
+            "" => None,
+            mode => Some(
+                ApprovalMode::parse(mode)
+                    .ok_or_else(|| {
+                        DomainError::Invalid(
+                            "The approval mode is the instance's, suggest, auto-edit or full-auto.".into(),
+                        )
+                    })?
+                    .as_str(),
+            ),
+        };
+        let before = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        if !repo::set_grants(db, id, role, loosest).await? {
+            return Err(DomainError::NotFound);
+        }
+        let detail = serde_json::json!({
+            "group_id": id, "default_role": role.as_str(), "loosest_approval_mode": loosest
+        });
+        audit::record(db, origin, "group.grants", &format!("group:{}", before.name), detail).await?;
+        Ok(Group { default_role: role, loosest_approval_mode: loosest.map(str::to_string), ..before })
+    }
+
+    /// Deletes a group; what was granted to it (shares, visibility, quotas) goes with it.
+    pub async fn delete(&self, _admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<Group> {
+        let db = &self.db;
+        let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        let tx = Tx::begin(db).await?;
+        repo::delete(tx.conn(), id).await?;
+        crate::storage::repos::mcp_servers::unshare_group(tx.conn(), id).await?;
+        crate::storage::repos::prompt_templates::unshare_group(tx.conn(), id).await?;
+        crate::storage::repos::quotas::remove_in(tx.conn(), &crate::domain::admin::quotas::group_scope(id))
+            .await?;
+        audit::record(
+            tx.conn(),
+            origin,
+            "group.delete",
+            &format!("group:{}", group.name),
+            serde_json::json!({ "group_id": id }),
+        )
+        .await?;
+        tx.commit().await?;
+        // Its members lose what was shared with it: their open streams are checked again.
+        self.access.announce(Uuid::nil());
+        Ok(group)
+    }
+
+    /// Adds the person with this email to the group.
+    pub async fn add_member(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        id: Uuid,
+        email: &str,
+    ) -> DomainResult<User> {
+        let db = &self.db;
+        let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        let user = super::person(db, email).await?;
+        if repo::add_member(db, id, user.id).await? {
+            audit::record(
+                db,
+                origin,
+                "group.member.add",
+                &format!("group:{}", group.name),
+                serde_json::json!({ "group_id": id, "user_id": user.id, "email": user.email }),
+            )
+            .await?;
+        }
+        Ok(user)
+    }
+
+    /// Takes a person out of the group.
+    pub async fn remove_member(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        id: Uuid,
+        user_id: Uuid,
+    ) -> DomainResult<()> {
+        let db = &self.db;
+        let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
+        if !repo::remove_member(db, id, user_id).await? {
+            return Err(DomainError::NotFound);
+        }
+        audit::record(
+            db,
+            origin,
+            "group.member.remove",
+            &format!("group:{}", group.name),
+            serde_json::json!({ "group_id": id, "user_id": user_id }),
+        )
+        .await?;
+        self.access.announce(Uuid::nil());
+        Ok(())
+    }
+
+    /// The groups the acting person is in.
+    pub async fn mine(&self, actor: &Actor) -> DomainResult<Vec<Group>> {
+        Ok(repo::groups_of(&self.db, actor.user_id()).await?)
+    }
 }
 
 /// The group with this name (ignoring case), for a form that names one: a clear refusal when
@@ -56,62 +236,6 @@ pub async fn named(db: &Db, raw: &str) -> DomainResult<Group> {
     repo::find_by_name(db, &name)
         .await?
         .ok_or_else(|| DomainError::Invalid(format!("There is no group called {name}.")))
-}
-
-/// Every group's name, by id (for pages that name the groups something is granted to).
-pub async fn names_by_id(db: &Db, _admin: &Admin) -> DomainResult<std::collections::HashMap<Uuid, String>> {
-    Ok(repo::names(db, MAX_GROUPS).await?)
-}
-
-/// One group and its members.
-pub async fn detail(db: &Db, _admin: &Admin, id: Uuid) -> DomainResult<(Group, Vec<User>)> {
-    let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    let members = repo::members(db, id, MEMBERS_SHOWN).await?;
-    Ok((group, members))
-}
-
-/// Makes a group by hand (never managed by the identity provider).
-pub async fn create(db: &Db, _admin: &Admin, origin: &Origin, raw_name: &str) -> DomainResult<Group> {
-    let name = check_name(raw_name)?;
-    if repo::count(db).await? >= MAX_GROUPS {
-        return Err(DomainError::Invalid(format!("An instance holds at most {MAX_GROUPS} groups.")));
-    }
-    let group = repo::insert(db, &name, false)
-        .await?
-        .ok_or_else(|| DomainError::Conflict(format!("There is already a group called {name}.")))?;
-    audit::record(
-        db,
-        origin,
-        "group.create",
-        &format!("group:{name}"),
-        serde_json::json!({ "group_id": group.id }),
-    )
-    .await?;
-    Ok(group)
-}
-
-/// Renames a group.
-pub async fn rename(
-    db: &Db,
-    _admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-    raw_name: &str,
-) -> DomainResult<Group> {
-    let name = check_name(raw_name)?;
-    let before = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    if !repo::rename(db, id, &name).await? {
-        return Err(DomainError::Conflict(format!("There is already a group called {name}.")));
-    }
-    audit::record(
-        db,
-        origin,
-        "group.rename",
-        &format!("group:{name}"),
-        serde_json::json!({ "group_id": id, "from": before.name, "to": name }),
-    )
-    .await?;
-    Ok(Group { name, ..before })
 }
 
 /// One of the actor's groups, named by its id as a form sends it; `None` for blank (nobody).
@@ -136,43 +260,6 @@ pub struct Grants {
     pub loosest_approval_mode: String,
 }
 
-/// Sets what the group grants its members (audited).
-pub async fn set_grants(
-    db: &Db,
-    _admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-    grants: &Grants,
-) -> DomainResult<Group> {
-    let role = Role::parse(grants.default_role.trim())
-        .ok_or_else(|| DomainError::Invalid("The role at first sign-in is member or admin.".into()))?;
-    let loosest = match grants.loosest_approval_mode.trim() {
-        "" => None,
-        mode => Some(
-            ApprovalMode::parse(mode)
-                .ok_or_else(|| {
-                    DomainError::Invalid(
-                        "The approval mode is the instance's, suggest, auto-edit or full-auto.".into(),
-                    )
-                })?
-                .as_str(),
-        ),
-    };
-    let before = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    if !repo::set_grants(db, id, role, loosest).await? {
-        return Err(DomainError::NotFound);
-    }
-    audit::record(
-        db,
-        origin,
-        "group.grants",
-        &format!("group:{}", before.name),
-        serde_json::json!({ "group_id": id, "default_role": role.as_str(), "loosest_approval_mode": loosest }),
-    )
-    .await?;
-    Ok(Group { default_role: role, loosest_approval_mode: loosest.map(str::to_string), ..before })
-}
-
 /// The least-asking approval mode the person's groups allow: the loosest any of them sets,
 /// `None` when none sets one (the instance's setting holds).
 pub async fn loosest_approval_mode(db: &Db, user_id: Uuid) -> DomainResult<Option<ApprovalMode>> {
@@ -187,88 +274,6 @@ pub async fn loosest_approval_mode(db: &Db, user_id: Uuid) -> DomainResult<Optio
 pub async fn role_at_first_sign_in(db: &Db, user_id: Uuid) -> DomainResult<Role> {
     let groups = repo::groups_of(db, user_id).await?;
     Ok(groups.iter().map(|g| g.default_role).find(|r| *r == Role::Admin).unwrap_or(Role::Member))
-}
-
-/// Deletes a group; what was granted to it (shares, visibility, quotas) goes with it.
-pub async fn delete(
-    db: &Db,
-    changes: &AccessChanges,
-    _admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-) -> DomainResult<Group> {
-    let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    let tx = Tx::begin(db).await?;
-    repo::delete(tx.conn(), id).await?;
-    crate::storage::repos::mcp_servers::unshare_group(tx.conn(), id).await?;
-    crate::storage::repos::prompt_templates::unshare_group(tx.conn(), id).await?;
-    crate::storage::repos::quotas::remove_in(tx.conn(), &crate::domain::admin::quotas::group_scope(id))
-        .await?;
-    audit::record(
-        tx.conn(),
-        origin,
-        "group.delete",
-        &format!("group:{}", group.name),
-        serde_json::json!({ "group_id": id }),
-    )
-    .await?;
-    tx.commit().await?;
-    // Its members lose what was shared with it: their open streams are checked again.
-    changes.announce(Uuid::nil());
-    Ok(group)
-}
-
-/// Adds the person with this email to the group.
-pub async fn add_member(
-    db: &Db,
-    _admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-    email: &str,
-) -> DomainResult<User> {
-    let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    let user = super::person(db, email).await?;
-    if repo::add_member(db, id, user.id).await? {
-        audit::record(
-            db,
-            origin,
-            "group.member.add",
-            &format!("group:{}", group.name),
-            serde_json::json!({ "group_id": id, "user_id": user.id, "email": user.email }),
-        )
-        .await?;
-    }
-    Ok(user)
-}
-
-/// Takes a person out of the group.
-pub async fn remove_member(
-    db: &Db,
-    changes: &AccessChanges,
-    _admin: &Admin,
-    origin: &Origin,
-    id: Uuid,
-    user_id: Uuid,
-) -> DomainResult<()> {
-    let group = repo::find(db, id).await?.ok_or(DomainError::NotFound)?;
-    if !repo::remove_member(db, id, user_id).await? {
-        return Err(DomainError::NotFound);
-    }
-    audit::record(
-        db,
-        origin,
-        "group.member.remove",
-        &format!("group:{}", group.name),
-        serde_json::json!({ "group_id": id, "user_id": user_id }),
-    )
-    .await?;
-    changes.announce(Uuid::nil());
-    Ok(())
-}
-
-/// The groups the acting person is in.
-pub async fn mine(db: &Db, actor: &Actor) -> DomainResult<Vec<Group>> {
-    Ok(repo::groups_of(db, actor.user_id()).await?)
 }
 
 /// What a sign-in's groups claim says, once checked.

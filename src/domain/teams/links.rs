@@ -28,6 +28,15 @@ pub const LINKS_LISTED: u64 = 500;
 /// The lifetimes a link may be given, in days (none: until revoked).
 pub const EXPIRY_DAYS: [u32; 4] = [1, 7, 30, 365];
 
+/// Share links: made by members, opened by anyone the link allows, revoked by either.
+#[derive(Clone)]
+pub struct ShareLinks {
+    pub(super) db: Db,
+    pub(super) sessions: sessions::Sessions,
+    pub(super) blobs: crate::blobs::BlobStore,
+    pub(super) files: files::FileSettings,
+}
+
 /// A link just made, with the token its URL carries (shown once, never stored).
 #[derive(Debug, Clone)]
 pub struct Created {
@@ -70,79 +79,181 @@ pub fn parse_expiry(raw: &str) -> DomainResult<Option<u32>> {
     }
 }
 
-/// Shares the active path of a session down to `message_id` as a snapshot link. Needs the
-/// right to edit the session; public links only where the instance allows them.
-pub async fn create(
-    db: &Db,
-    actor: &Actor,
-    origin: &Origin,
-    (session_id, message_id): (Uuid, Uuid),
-    form: &LinkForm,
-    public_allowed: bool,
-) -> DomainResult<Created> {
-    if form.public && !public_allowed {
-        return Err(DomainError::Invalid(
-            "Public links are off on this instance: links open for people signed in here.".into(),
-        ));
+impl ShareLinks {
+    /// Shares the active path of a session down to `message_id` as a snapshot link. Needs the
+    /// right to edit the session; public links only where the instance allows them.
+    pub async fn create(
+        &self,
+        actor: &Actor,
+        origin: &Origin,
+        (session_id, message_id): (Uuid, Uuid),
+        form: &LinkForm,
+        public_allowed: bool,
+    ) -> DomainResult<Created> {
+        let db = &self.db;
+        if form.public && !public_allowed {
+            return Err(DomainError::Invalid(
+                "Public links are off on this instance: links open for people signed in here.".into(),
+            ));
+        }
+        let sessions = &self.sessions;
+        sessions.get_session(actor, session_id).await?;
+        if repo::count_by(db, actor.user_id()).await? >= MAX_LINKS_PER_PERSON {
+            return Err(DomainError::Invalid(format!(
+                "You have {MAX_LINKS_PER_PERSON} links: revoke some under Settings → Links first."
+            )));
+        }
+        let conv = sessions.conversation(actor, session_id).await?;
+        let end = conv
+            .path
+            .iter()
+            .position(|m| m.id == message_id)
+            .ok_or_else(|| DomainError::Invalid("Share a message on the branch shown.".into()))?;
+        let path = &conv.path[..=end];
+        if path.len() > MAX_SNAPSHOT_MESSAGES {
+            return Err(DomainError::Invalid(format!(
+                "A link holds at most {MAX_SNAPSHOT_MESSAGES} messages: share from a later point."
+            )));
+        }
+        if path.iter().any(|m| m.status == MessageStatus::Streaming) {
+            return Err(DomainError::Conflict("Wait for the answer to finish, then share it.".into()));
+        }
+        let ids: Vec<Uuid> = path.iter().map(|m| m.id).collect();
+        let mut files = files::attachments_for_snapshot(db, &ids).await?;
+        let snapshot: Vec<SnapshotMessage> = path
+            .iter()
+            .map(|m| SnapshotMessage {
+                role: m.role.as_str().to_string(),
+                kind: m.kind.as_str().to_string(),
+                parts: serde_json::to_value(&m.parts).unwrap_or_default(),
+                model: m.model.clone(),
+                created_at: m.created_at,
+                files: files.remove(&m.id).unwrap_or_default(),
+            })
+            .collect();
+        let token = crate::auth::sessions::random_token();
+        let link = repo::insert(
+            db,
+            &NewLink {
+                token_hash: &crate::auth::sessions::hash_token(&token),
+                session_id,
+                created_by: actor.user_id(),
+                title: &conv.session.title,
+                snapshot: &snapshot,
+                public: form.public,
+                expires_at: form.expires_in_days.map(|d| Utc::now() + Duration::days(i64::from(d))),
+            },
+        )
+        .await?;
+        audit::record(
+            db,
+            origin,
+            "link.create",
+            &format!("session:{session_id}"),
+            serde_json::json!({ "link_id": link.id, "messages": link.message_count, "public": link.public }),
+        )
+        .await?;
+        Ok(Created { link, token })
     }
-    let sessions = sessions::Sessions::new(db.clone());
-    sessions.get_session(actor, session_id).await?;
-    if repo::count_by(db, actor.user_id()).await? >= MAX_LINKS_PER_PERSON {
-        return Err(DomainError::Invalid(format!(
-            "You have {MAX_LINKS_PER_PERSON} links: revoke some under Settings → Links first."
-        )));
+
+    /// Opens a link for its page.
+    pub async fn open(
+        &self,
+        token: &str,
+        viewer: Option<&Actor>,
+        public_allowed: bool,
+    ) -> DomainResult<Opened> {
+        let (link, snapshot) = find(&self.db, token, viewer.is_some(), public_allowed).await?;
+        let mut files = HashMap::new();
+        let messages = snapshot
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                // Stable ids of the snapshot's own, so the page's anchors stay put.
+                let id = Uuid::from_u64_pair(link.id.as_u64_pair().0, i as u64);
+                let views: Vec<FileView> = m.files.iter().map(|f| files::snapshot_view(id, f)).collect();
+                if !views.is_empty() {
+                    files.insert(id, views);
+                }
+                snapshot_message(id, link.session_id, m)
+            })
+            .collect();
+        Ok(Opened { link, messages, files })
     }
-    let conv = sessions.conversation(actor, session_id).await?;
-    let end = conv
-        .path
-        .iter()
-        .position(|m| m.id == message_id)
-        .ok_or_else(|| DomainError::Invalid("Share a message on the branch shown.".into()))?;
-    let path = &conv.path[..=end];
-    if path.len() > MAX_SNAPSHOT_MESSAGES {
-        return Err(DomainError::Invalid(format!(
-            "A link holds at most {MAX_SNAPSHOT_MESSAGES} messages: share from a later point."
-        )));
+
+    /// A file the link shows (by its hash or its thumbnail's); any other hash is "not found".
+    pub async fn file(
+        &self,
+        token: &str,
+        viewer: Option<&Actor>,
+        public_allowed: bool,
+        hash: &str,
+    ) -> DomainResult<Served> {
+        let store = &self.blobs;
+        let (_, snapshot) = find(&self.db, token, viewer.is_some(), public_allowed).await?;
+        let shown = snapshot
+            .iter()
+            .flat_map(|m| &m.files)
+            .find(|f| f.hash == hash || f.thumb.as_deref() == Some(hash))
+            .ok_or(DomainError::NotFound)?;
+        files::serve_shown(store, hash, &shown.name).await
     }
-    if path.iter().any(|m| m.status == MessageStatus::Streaming) {
-        return Err(DomainError::Conflict("Wait for the answer to finish, then share it.".into()));
+
+    /// "Continue in my workspace": the link's messages become a new session in the viewer's first
+    /// workspace, with its files, which count against the viewer's storage quota (refused, with
+    /// nothing made, when they would not fit); returns the session's id.
+    pub async fn continue_in_workspace(&self, actor: &Actor, token: &str) -> DomainResult<Uuid> {
+        let db = &self.db;
+        let settings = &self.files;
+        let (link, snapshot) = find(db, token, true, true).await?;
+        let bytes: u64 =
+            snapshot.iter().flat_map(|m| &m.files).map(|f| u64::try_from(f.size).unwrap_or(0)).sum();
+        let reservation =
+            settings.reservations.reserve(db, actor.user_id(), bytes, settings.user_quota_bytes).await?;
+        let sessions = &self.sessions;
+        let workspace = sessions.default_workspace(actor).await?;
+        let session = sessions.create_session(actor, workspace.id, &link.title).await?;
+        crate::storage::repos::messages::insert_copied_path(db, session.id, actor.user_id(), &snapshot)
+            .await?;
+        reservation.release().await;
+        Ok(session.id)
     }
-    let ids: Vec<Uuid> = path.iter().map(|m| m.id).collect();
-    let mut files = files::attachments_for_snapshot(db, &ids).await?;
-    let snapshot: Vec<SnapshotMessage> = path
-        .iter()
-        .map(|m| SnapshotMessage {
-            role: m.role.as_str().to_string(),
-            kind: m.kind.as_str().to_string(),
-            parts: serde_json::to_value(&m.parts).unwrap_or_default(),
-            model: m.model.clone(),
-            created_at: m.created_at,
-            files: files.remove(&m.id).unwrap_or_default(),
-        })
-        .collect();
-    let token = crate::auth::sessions::random_token();
-    let link = repo::insert(
-        db,
-        &NewLink {
-            token_hash: &crate::auth::sessions::hash_token(&token),
-            session_id,
-            created_by: actor.user_id(),
-            title: &conv.session.title,
-            snapshot: &snapshot,
-            public: form.public,
-            expires_at: form.expires_in_days.map(|d| Utc::now() + Duration::days(i64::from(d))),
-        },
-    )
-    .await?;
-    audit::record(
-        db,
-        origin,
-        "link.create",
-        &format!("session:{session_id}"),
-        serde_json::json!({ "link_id": link.id, "messages": link.message_count, "public": link.public }),
-    )
-    .await?;
-    Ok(Created { link, token })
+
+    /// The actor's links, newest first.
+    pub async fn mine(&self, actor: &Actor) -> DomainResult<Vec<ShareLink>> {
+        Ok(repo::list(&self.db, Some(actor.user_id()), LINKS_LISTED).await?)
+    }
+
+    /// Revokes one of the actor's links: it is a 404 from now on.
+    pub async fn revoke_mine(&self, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        if !repo::delete(db, id, Some(actor.user_id())).await? {
+            return Err(DomainError::NotFound);
+        }
+        audit::record(db, origin, "link.revoke", &format!("link:{id}"), serde_json::json!({ "link_id": id }))
+            .await
+    }
+
+    /// Every link on the instance, newest first (admins).
+    pub async fn all(&self, _admin: &Admin) -> DomainResult<Vec<ShareLink>> {
+        Ok(repo::list(&self.db, None, LINKS_LISTED).await?)
+    }
+
+    /// Revokes anyone's link (admins).
+    pub async fn revoke_any(&self, _admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        if !repo::delete(db, id, None).await? {
+            return Err(DomainError::NotFound);
+        }
+        audit::record(
+            db,
+            origin,
+            "link.revoke",
+            &format!("link:{id}"),
+            serde_json::json!({ "link_id": id, "by": "admin" }),
+        )
+        .await
+    }
 }
 
 /// A token's link, if it opens for this viewer: `NotFound` when unknown, revoked or expired,
@@ -172,31 +283,6 @@ async fn find(
     Ok((link, snapshot))
 }
 
-/// Opens a link for its page.
-pub async fn open(
-    db: &Db,
-    token: &str,
-    viewer: Option<&Actor>,
-    public_allowed: bool,
-) -> DomainResult<Opened> {
-    let (link, snapshot) = find(db, token, viewer.is_some(), public_allowed).await?;
-    let mut files = HashMap::new();
-    let messages = snapshot
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| {
-            // Stable ids of the snapshot's own, so the page's anchors stay put.
-            let id = Uuid::from_u64_pair(link.id.as_u64_pair().0, i as u64);
-            let views: Vec<FileView> = m.files.iter().map(|f| files::snapshot_view(id, f)).collect();
-            if !views.is_empty() {
-                files.insert(id, views);
-            }
-            snapshot_message(id, link.session_id, m)
-        })
-        .collect();
-    Ok(Opened { link, messages, files })
-}
-
 fn snapshot_message(id: Uuid, session_id: Uuid, m: SnapshotMessage) -> Message {
     Message {
         id,
@@ -215,79 +301,6 @@ fn snapshot_message(id: Uuid, session_id: Uuid, m: SnapshotMessage) -> Message {
         author_id: None,
         created_at: m.created_at,
     }
-}
-
-/// A file the link shows (by its hash or its thumbnail's); any other hash is "not found".
-pub async fn file(
-    db: &Db,
-    store: &crate::blobs::BlobStore,
-    token: &str,
-    viewer: Option<&Actor>,
-    public_allowed: bool,
-    hash: &str,
-) -> DomainResult<Served> {
-    let (_, snapshot) = find(db, token, viewer.is_some(), public_allowed).await?;
-    let shown = snapshot
-        .iter()
-        .flat_map(|m| &m.files)
-        .find(|f| f.hash == hash || f.thumb.as_deref() == Some(hash))
-        .ok_or(DomainError::NotFound)?;
-    files::serve_shown(store, hash, &shown.name).await
-}
-
-/// "Continue in my workspace": the link's messages become a new session in the viewer's first
-/// workspace, with its files, which count against the viewer's storage quota (refused, with
-/// nothing made, when they would not fit); returns the session's id.
-pub async fn continue_in_workspace(
-    db: &Db,
-    settings: &files::FileSettings,
-    actor: &Actor,
-    token: &str,
-) -> DomainResult<Uuid> {
-    let (link, snapshot) = find(db, token, true, true).await?;
-    let bytes: u64 = snapshot.iter().flat_map(|m| &m.files).map(|f| u64::try_from(f.size).unwrap_or(0)).sum();
-    let reservation =
-        settings.reservations.reserve(db, actor.user_id(), bytes, settings.user_quota_bytes).await?;
-    let sessions = sessions::Sessions::new(db.clone());
-    let workspace = sessions.default_workspace(actor).await?;
-    let session = sessions.create_session(actor, workspace.id, &link.title).await?;
-    crate::storage::repos::messages::insert_copied_path(db, session.id, actor.user_id(), &snapshot).await?;
-    reservation.release().await;
-    Ok(session.id)
-}
-
-/// The actor's links, newest first.
-pub async fn mine(db: &Db, actor: &Actor) -> DomainResult<Vec<ShareLink>> {
-    Ok(repo::list(db, Some(actor.user_id()), LINKS_LISTED).await?)
-}
-
-/// Revokes one of the actor's links: it is a 404 from now on.
-pub async fn revoke_mine(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    if !repo::delete(db, id, Some(actor.user_id())).await? {
-        return Err(DomainError::NotFound);
-    }
-    audit::record(db, origin, "link.revoke", &format!("link:{id}"), serde_json::json!({ "link_id": id }))
-        .await
-}
-
-/// Every link on the instance, newest first (admins).
-pub async fn all(db: &Db, _admin: &Admin) -> DomainResult<Vec<ShareLink>> {
-    Ok(repo::list(db, None, LINKS_LISTED).await?)
-}
-
-/// Revokes anyone's link (admins).
-pub async fn revoke_any(db: &Db, _admin: &Admin, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    if !repo::delete(db, id, None).await? {
-        return Err(DomainError::NotFound);
-    }
-    audit::record(
-        db,
-        origin,
-        "link.revoke",
-        &format!("link:{id}"),
-        serde_json::json!({ "link_id": id, "by": "admin" }),
-    )
-    .await
 }
 
 #[cfg(test)]

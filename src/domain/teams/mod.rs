@@ -8,6 +8,36 @@ pub mod shares;
 
 pub use crate::model::teams::Group;
 
+/// Teams as a service: groups, shared workspaces and share links, each owning what it needs.
+/// Built once in the app state; the functions left free below are the lookups other subsystems
+/// share.
+#[derive(Clone)]
+pub struct Teams {
+    /// Groups (admins) and the groups a member is in.
+    pub groups: groups::Groups,
+    /// Workspaces shared with people and groups.
+    pub shares: shares::Shares,
+    /// Read-only links to one path of a session.
+    pub links: links::ShareLinks,
+}
+
+impl Teams {
+    /// The teams services over this database; `access` announces revoked access to live streams.
+    pub fn new(
+        db: crate::storage::Db,
+        access: changes::AccessChanges,
+        blobs: crate::blobs::BlobStore,
+        files: crate::domain::files::FileSettings,
+    ) -> Teams {
+        let sessions = crate::domain::sessions::Sessions::new(db.clone());
+        Teams {
+            groups: groups::Groups { db: db.clone(), access: access.clone() },
+            shares: shares::Shares { db: db.clone(), access },
+            links: links::ShareLinks { db, sessions, blobs, files },
+        }
+    }
+}
+
 /// The person on this instance with this email, for adding to a group or sharing with: a clear
 /// refusal when the email is malformed or nobody has it.
 pub async fn person(
@@ -20,17 +50,4 @@ pub async fn person(
     crate::domain::accounts::one_by_email(db, &email)
         .await?
         .ok_or_else(|| DomainError::Invalid(format!("Nobody on this instance has the email {email}.")))
-}
-
-/// What these people are called (their name, else their email), by id, in one query: the thread
-/// of a shared workspace says who asked, and a dialog who decided. Ids of deleted accounts are
-/// left out.
-pub async fn names(
-    db: &crate::storage::Db,
-    ids: &[uuid::Uuid],
-) -> crate::domain::DomainResult<std::collections::HashMap<uuid::Uuid, String>> {
-    if ids.is_empty() {
-        return Ok(Default::default());
-    }
-    Ok(crate::storage::repos::users::names_of(db, ids).await?)
 }

@@ -44,7 +44,7 @@ pub async fn upload(
     // is read, and a running count as it is read.
     let incoming =
         files::IncomingFile { name: &query.name, declared: crate::web::client::declared_length(&req), body };
-    match files::receive(&state.db, &state.blobs, &state.files, &user.0.actor, incoming).await {
+    match state.files.receive(&user.0.actor, incoming).await {
         Ok(file) => {
             let mut ctx = Context::new();
             ctx.insert("f", &file);
@@ -63,7 +63,7 @@ pub async fn discard(
     user: CurrentUser,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
-    files::discard_upload(&state.db, &user.0.actor, id.into_inner()).await?;
+    state.files.discard_upload(&user.0.actor, id.into_inner()).await?;
     Ok(render::html_response(StatusCode::OK, String::new()))
 }
 
@@ -74,7 +74,7 @@ pub async fn serve(
     user: CurrentUser,
     hash: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let served = match files::serve(&state.db, &state.blobs, &user.0.actor, &hash).await {
+    let served = match state.files.serve(&user.0.actor, &hash).await {
         Ok(s) => s,
         Err(DomainError::Invalid(m)) => return Err(WebError::BadRequest(m)),
         Err(e) => return Err(e.into()),

@@ -44,7 +44,7 @@ pub async fn create(
     let ask = LinkForm { expires_in_days, public: form.public.is_some() };
     let who = origin(&req, &state, &user.0);
     let allowed = state.config.sharing.public_links;
-    match links::create(&state.db, &user.0.actor, &who, (session_id, message_id), &ask, allowed).await {
+    match state.teams.links.create(&user.0.actor, &who, (session_id, message_id), &ask, allowed).await {
         Ok(created) => {
             let mut ctx = signed_in(&user);
             ctx.insert("url", &format!("{}/l/{}", state.config.public_url(), created.token));
@@ -92,7 +92,7 @@ pub async fn show(
     token: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let viewer = user.0.as_ref().map(|a| &a.actor);
-    let opened = match links::open(&state.db, &token, viewer, state.config.sharing.public_links).await {
+    let opened = match state.teams.links.open(&token, viewer, state.config.sharing.public_links).await {
         Ok(o) => o,
         Err(DomainError::Forbidden) => return Ok(sign_in_first(&req, &token)),
         Err(e) => return Err(e.into()),
@@ -129,7 +129,7 @@ pub async fn file(
     let (token, hash) = path.into_inner();
     let viewer = user.0.as_ref().map(|a| &a.actor);
     let allowed = state.config.sharing.public_links;
-    match links::file(&state.db, &state.blobs, &token, viewer, allowed, &hash).await {
+    match state.teams.links.file(&token, viewer, allowed, &hash).await {
         Ok(served) => Ok(private(render::served_file(served))),
         // A file is never a sign-in prompt: it is not there for this caller.
         Err(DomainError::Forbidden) => Err(WebError::NotFound),
@@ -144,7 +144,7 @@ pub async fn continue_here(
     user: CurrentUser,
     token: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let session = links::continue_in_workspace(&state.db, &state.files, &user.0.actor, &token).await?;
+    let session = state.teams.links.continue_in_workspace(&user.0.actor, &token).await?;
     Ok(see_other(&req, &format!("/s/{session}")))
 }
 
@@ -155,7 +155,7 @@ async fn links_page(
     flash: Flash,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = signed_in(user);
-    ctx.insert("links", &crate::web::link_view::rows(&links::mine(&state.db, &user.0.actor).await?));
+    ctx.insert("links", &crate::web::link_view::rows(&state.teams.links.mine(&user.0.actor).await?));
     ctx.insert("flash", &flash);
     ctx.insert("tab", "links");
     render::section(
@@ -186,6 +186,6 @@ pub async fn revoke_mine(
     id: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    links::revoke_mine(&state.db, &user.0.actor, &who, parse_id(&id)?).await?;
+    state.teams.links.revoke_mine(&user.0.actor, &who, parse_id(&id)?).await?;
     links_page(&state, &req, &user, Flash::ok("Revoked: the link no longer opens.")).await
 }

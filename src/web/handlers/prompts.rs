@@ -7,7 +7,7 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::{sessions, teams};
+use crate::domain::sessions;
 use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::client::origin;
@@ -28,7 +28,7 @@ async fn prompts_page(
     ctx.insert("csrf_token", &user.0.csrf_secret);
     ctx.insert("templates", &state.sessions.my_templates(actor).await?);
     ctx.insert("shared_templates", &state.sessions.templates_shared_with_me(actor).await?);
-    ctx.insert("my_groups", &teams::groups::mine(&state.db, actor).await?);
+    ctx.insert("my_groups", &state.teams.groups.mine(actor).await?);
     ctx.insert("prompt_variables", sessions::prompt::VARIABLES);
     settings_tab(state, req, ctx, "prompts", &flash, status)
 }

@@ -40,7 +40,7 @@ async fn page(
     ctx.insert("keys", &user_keys::list(&state.db, actor).await?);
     ctx.insert("models", &state.engine.providers().choices(actor).await);
     ctx.insert("default_model", &user_keys::default_model(&state.db, actor).await?);
-    ctx.insert("groups", &crate::domain::teams::groups::mine(&state.db, actor).await?);
+    ctx.insert("groups", &state.teams.groups.mine(actor).await?);
     ctx.insert("flash", &flash);
     ctx.insert("form", &echo);
     ctx.insert("tab", "keys");
@@ -420,13 +420,10 @@ async fn mcp_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("servers", &crate::domain::mcp::servers::list_own(&state.db, &user.0.actor).await?);
-    ctx.insert("my_groups", &crate::domain::teams::groups::mine(&state.db, &user.0.actor).await?);
+    ctx.insert("servers", &state.mcp.list_own(&user.0.actor).await?);
+    ctx.insert("my_groups", &state.teams.groups.mine(&user.0.actor).await?);
     ctx.insert("my_workspaces", &state.sessions.list_workspaces(&user.0.actor).await?);
-    ctx.insert(
-        "shared_servers",
-        &crate::domain::mcp::sharing::shared_with_me(&state.db, &user.0.actor).await?,
-    );
+    ctx.insert("shared_servers", &state.mcp.shared_with_me(&user.0.actor).await?);
     settings_tab(state, req, ctx, "mcp", &flash, status)
 }
 
@@ -449,15 +446,7 @@ pub async fn mcp_add(
     let who = origin(&req, &state, &user.0);
     let allowed = crate::netguard::AllowedRanges::parse(&state.config.llm.member_base_url_allow.join(" "))
         .unwrap_or_default();
-    let result = crate::domain::mcp::servers::create_own(
-        &state.db,
-        &state.vault,
-        &user.0.actor,
-        &who,
-        &allowed,
-        &form,
-    )
-    .await;
+    let result = state.mcp.create_own(&user.0.actor, &who, &allowed, &form).await;
     match result {
         Ok(s) => {
             let flash = Flash {
@@ -484,7 +473,7 @@ pub async fn mcp_remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    crate::domain::mcp::servers::delete_own(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    state.mcp.delete_own(&user.0.actor, &who, id.into_inner()).await?;
     let flash = Flash { ok: Some("MCP server removed.".into()), error: None };
     mcp_page(&state, &req, &user, flash, StatusCode::OK).await
 }
@@ -504,9 +493,7 @@ pub async fn mcp_share(
     form: web::Form<McpShareForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let shared =
-        crate::domain::mcp::sharing::share_own(&state.db, &user.0.actor, &who, id.into_inner(), &form.group)
-            .await;
+    let shared = state.mcp.share_own(&user.0.actor, &who, id.into_inner(), &form.group).await;
     let (flash, status) = match shared {
         Ok(()) if form.group.trim().is_empty() => {
             (Flash::ok("Shared with nobody.".to_string()), StatusCode::OK)
@@ -534,14 +521,7 @@ pub async fn mcp_workspace(
     form: web::Form<McpWorkspaceForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let attached = crate::domain::mcp::sharing::attach_to_workspace(
-        &state.db,
-        &user.0.actor,
-        &who,
-        id.into_inner(),
-        &form.workspace,
-    )
-    .await;
+    let attached = state.mcp.attach_to_workspace(&user.0.actor, &who, id.into_inner(), &form.workspace).await;
     let (flash, status) = match attached {
         Ok(()) if form.workspace.trim().is_empty() => {
             (Flash::ok("Attached to no workspace."), StatusCode::OK)

@@ -24,7 +24,7 @@ async fn shares_section(
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = signed_in(user);
     ctx.insert("workspace_id", &workspace_id);
-    ctx.insert("shares", &shares::list(&state.db, &user.0.actor, workspace_id).await?);
+    ctx.insert("shares", &state.teams.shares.list(&user.0.actor, workspace_id).await?);
     ctx.insert("share_flash", &flash);
     let html = render_to_string(state, "partials/_workspace_shares.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
@@ -78,7 +78,7 @@ pub async fn create(
     };
     let who = origin(&req, &state, &user.0);
     let result = match shares::parse_role(&form.role) {
-        Ok(role) => shares::share(&state.db, &user.0.actor, &who, workspace_id, &target, role).await,
+        Ok(role) => state.teams.shares.share(&user.0.actor, &who, workspace_id, &target, role).await,
         Err(e) => Err(e),
     };
     let result = result.map(|s| format!("Shared as {}.", s.role.as_str()));
@@ -103,7 +103,7 @@ pub async fn change(
     let (workspace_id, share_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let who = origin(&req, &state, &user.0);
     let result = match shares::parse_role(&form.role) {
-        Ok(role) => shares::change(&state.db, &user.0.actor, &who, workspace_id, share_id, role).await,
+        Ok(role) => state.teams.shares.change(&user.0.actor, &who, workspace_id, share_id, role).await,
         Err(e) => Err(e),
     };
     let result = result.map(|s| format!("Now {}.", s.role.as_str()));
@@ -120,7 +120,10 @@ pub async fn revoke(
 ) -> Result<HttpResponse, WebError> {
     let (workspace_id, share_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     let who = origin(&req, &state, &user.0);
-    let result = shares::revoke(&state.db, &state.access, &user.0.actor, &who, workspace_id, share_id)
+    let result = state
+        .teams
+        .shares
+        .revoke(&user.0.actor, &who, workspace_id, share_id)
         .await
         .map(|_| "No longer shared.".to_string());
     answer(&state, &user, workspace_id, result).await

@@ -9,7 +9,6 @@ use uuid::Uuid;
 use crate::domain::DomainError;
 use crate::domain::sessions;
 use crate::domain::sessions::access::ShareRole;
-use crate::domain::teams::shares;
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
@@ -104,7 +103,7 @@ async fn workspace_context(
     let mut ctx = signed_in(user);
     sidebar_into(&mut ctx, state, user, None).await;
     if role == ShareRole::Owner {
-        ctx.insert("shares", &shares::list(&state.db, actor, workspace.id).await?);
+        ctx.insert("shares", &state.teams.shares.list(actor, workspace.id).await?);
         ctx.insert("workspace_id", &workspace.id);
     }
     if workspace.owner_id == user.0.user.id {

@@ -18,7 +18,10 @@ async fn groups_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let rows: Vec<GroupRow> = groups::list(&state.db, &admin.1)
+    let rows: Vec<GroupRow> = state
+        .teams
+        .groups
+        .list(&admin.1)
         .await?
         .into_iter()
         .map(|(g, members)| GroupRow { id: g.id, name: g.name, managed_by_idp: g.managed_by_idp, members })
@@ -44,7 +47,7 @@ async fn group_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (group, members) = groups::detail(&state.db, &admin.1, id).await?;
+    let (group, members) = state.teams.groups.detail(&admin.1, id).await?;
     let mut ctx = base_context(admin, "groups", &flash);
     ctx.insert("group", &group);
     ctx.insert("members", &members);
@@ -85,7 +88,7 @@ pub async fn create_group(
     form: web::Form<GroupNameForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match groups::create(&state.db, &admin.1, &who, &form.name).await {
+    let (flash, status) = match state.teams.groups.create(&admin.1, &who, &form.name).await {
         Ok(g) => (Flash::ok(format!("Group {} made.", g.name)), StatusCode::OK),
         Err(e) => refusal(e)?,
     };
@@ -112,7 +115,7 @@ pub async fn rename_group(
 ) -> Result<HttpResponse, WebError> {
     let id = render::parse_id(&id)?;
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match groups::rename(&state.db, &admin.1, &who, id, &form.name).await {
+    let (flash, status) = match state.teams.groups.rename(&admin.1, &who, id, &form.name).await {
         Ok(g) => (Flash::ok(format!("Renamed to {}.", g.name)), StatusCode::OK),
         Err(e) => refusal(e)?,
     };
@@ -141,7 +144,7 @@ pub async fn set_group_grants(
         default_role: form.default_role.clone(),
         loosest_approval_mode: form.loosest_approval_mode.clone(),
     };
-    let (flash, status) = match groups::set_grants(&state.db, &admin.1, &who, id, &grants).await {
+    let (flash, status) = match state.teams.groups.set_grants(&admin.1, &who, id, &grants).await {
         Ok(g) => (Flash::ok(format!("What {} grants is saved.", g.name)), StatusCode::OK),
         Err(e) => refusal(e)?,
     };
@@ -156,7 +159,7 @@ pub async fn delete_group(
     id: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let group = groups::delete(&state.db, &state.access, &admin.1, &who, render::parse_id(&id)?).await?;
+    let group = state.teams.groups.delete(&admin.1, &who, render::parse_id(&id)?).await?;
     let mut res = groups_page(
         &state,
         &req,
@@ -187,7 +190,7 @@ pub async fn add_group_member(
 ) -> Result<HttpResponse, WebError> {
     let id = render::parse_id(&id)?;
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match groups::add_member(&state.db, &admin.1, &who, id, &form.email).await {
+    let (flash, status) = match state.teams.groups.add_member(&admin.1, &who, id, &form.email).await {
         Ok(u) => (Flash::ok(format!("{} is in the group.", u.email)), StatusCode::OK),
         Err(e) => refusal(e)?,
     };
@@ -203,6 +206,6 @@ pub async fn remove_group_member(
 ) -> Result<HttpResponse, WebError> {
     let (id, user) = (render::parse_id(&path.0)?, render::parse_id(&path.1)?);
     let who = origin(&req, &state, &admin.0);
-    groups::remove_member(&state.db, &state.access, &admin.1, &who, id, user).await?;
+    state.teams.groups.remove_member(&admin.1, &who, id, user).await?;
     group_page(&state, &req, &admin, id, Flash::ok("Taken out of the group."), StatusCode::OK).await
 }

@@ -1,7 +1,6 @@
 //! The share links page: every link on the instance, and revoking any of them.
 
 use super::*;
-use crate::domain::teams::{self, links};
 
 async fn links_page(
     state: &AppState,
@@ -9,12 +8,16 @@ async fn links_page(
     admin: &AdminUser,
     flash: Flash,
 ) -> Result<HttpResponse, WebError> {
-    let all = links::all(&state.db, &admin.1).await?;
+    let all = state.teams.links.all(&admin.1).await?;
     let mut creators: Vec<Uuid> = all.iter().map(|l| l.created_by).collect();
     creators.sort_unstable();
     creators.dedup();
     let names: std::collections::HashMap<String, String> =
-        teams::names(&state.db, &creators).await?.into_iter().map(|(id, n)| (id.to_string(), n)).collect();
+        crate::domain::accounts::names(&state.db, &creators)
+            .await?
+            .into_iter()
+            .map(|(id, n)| (id.to_string(), n))
+            .collect();
     let mut ctx = base_context(admin, "links", &flash);
     ctx.insert("links", &crate::web::link_view::rows(&all));
     ctx.insert("creators", &names);
@@ -47,6 +50,6 @@ pub async fn revoke_link(
     id: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    links::revoke_any(&state.db, &admin.1, &who, render::parse_id(&id)?).await?;
+    state.teams.links.revoke_any(&admin.1, &who, render::parse_id(&id)?).await?;
     links_page(&state, &req, &admin, Flash::ok("Revoked: the link no longer opens.")).await
 }

@@ -10,7 +10,7 @@ async fn mcp_page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "mcp", &flash);
-    ctx.insert("servers", &servers::list(&state.db, &admin.1).await?);
+    ctx.insert("servers", &state.mcp.list(&admin.1).await?);
     render::section(state, req, "pages/admin_mcp.html", "partials/_admin_mcp.html", ctx, status, "#admin-mcp")
 }
 
@@ -45,7 +45,7 @@ pub async fn mcp_create(
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let result = servers::create(&state.db, &state.vault, &admin.1, &who, &form).await;
+    let result = state.mcp.create(&admin.1, &who, &form).await;
     after_mcp_change(&state, &req, &admin, result, "MCP server added.").await
 }
 
@@ -58,7 +58,7 @@ pub async fn mcp_update(
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let result = servers::update(&state.db, &state.vault, &admin.1, &who, id.into_inner(), &form).await;
+    let result = state.mcp.update(&admin.1, &who, id.into_inner(), &form).await;
     after_mcp_change(&state, &req, &admin, result, "Saved.").await
 }
 
@@ -70,6 +70,6 @@ pub async fn mcp_delete(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    servers::delete(&state.db, &admin.1, &who, id.into_inner()).await?;
+    state.mcp.delete(&admin.1, &who, id.into_inner()).await?;
     mcp_page(&state, &req, &admin, Flash::ok("MCP server deleted."), StatusCode::OK).await
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::domain::accounts::Role;
 use crate::domain::admin::quotas::Quota;
 use crate::domain::admin::{self, ProviderForm};
-use crate::domain::mcp::servers::{self, ServerForm};
+use crate::domain::mcp::servers::ServerForm;
 use crate::domain::{DomainError, DomainResult};
 use crate::secret::Secret;
 use crate::state::AppState;

@@ -105,8 +105,7 @@ async fn provider_page(
     let p = state.admin.get_provider(&admin.1, id).await?;
     let emails = state.admin.user_emails(&admin.1, &p.allowed_users).await?;
     let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
-    let names: std::collections::HashMap<Uuid, String> =
-        crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
+    let names: std::collections::HashMap<Uuid, String> = state.teams.groups.names_by_id(&admin.1).await?;
     let group_names: Vec<String> = p.allowed_groups.iter().filter_map(|id| names.get(id).cloned()).collect();
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();

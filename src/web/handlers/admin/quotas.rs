@@ -43,8 +43,7 @@ async fn quotas_page(
     let all = state.admin.quotas(&admin.1).await?;
     let ids: Vec<Uuid> = all.people.iter().map(|(id, _)| *id).collect();
     let emails = state.admin.user_emails(&admin.1, &ids).await?;
-    let names: std::collections::HashMap<Uuid, String> =
-        crate::domain::teams::groups::names_by_id(&state.db, &admin.1).await?;
+    let names: std::collections::HashMap<Uuid, String> = state.teams.groups.names_by_id(&admin.1).await?;
     let mut group_rows: Vec<QuotaRow> = all
         .groups
         .iter()
@@ -152,7 +151,7 @@ pub async fn quotas_save(
                 return quotas_page(&state, &req, &admin, flash, StatusCode::BAD_REQUEST).await;
             }
         },
-        ("", group) => match crate::domain::teams::groups::by_name(&state.db, &admin.1, group).await? {
+        ("", group) => match state.teams.groups.by_name(&admin.1, group).await? {
             Some(g) => quotas::Subject::Group(g.id),
             None => {
                 let flash = Flash::error(format!("There is no group called {group}."));
