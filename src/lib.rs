@@ -193,6 +193,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let sessions = domain::sessions::Sessions::new(db.clone());
     let access = domain::teams::shares::AccessChanges::linked(bus);
     let teams = domain::teams::Teams::new(db.clone(), access.clone(), blobs.clone(), files.clone());
+    let keys =
+        domain::providers::user_keys::MemberKeys::new(db.clone(), vault.clone(), engine.providers().clone());
+    let aliases = domain::providers::aliases::Aliases::new(db.clone());
+    let scim = domain::scim::Directory::new(db.clone(), runs.clone(), access.clone());
     let mcp = domain::mcp::McpServers::new(db.clone(), vault.clone());
     let files = domain::files::Files::new(db.clone(), blobs.clone(), files);
     let passwords = auth::passwords::Hasher::default();
@@ -222,6 +226,9 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         queries,
         teams,
         mcp,
+        scim,
+        keys,
+        aliases,
         access,
     })
 }

@@ -500,11 +500,13 @@ async fn cli_token(
     use arbor::domain::accounts::api_tokens;
     let scope = api_tokens::Scope::parse(scope)
         .ok_or_else(|| "--scope must be api, sessions, full or scim".to_string())?;
-    let created =
-        api_tokens::issue_for_operator(db, email, name, scope, days).await.map_err(|e| match e {
-            arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
-            other => other.to_string(),
-        })?;
+    let created = api_tokens::ApiTokens::new(db.clone())
+        .issue_for_operator(email, name, scope, days)
+        .await
+        .map_err(|e| match e {
+        arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
+        other => other.to_string(),
+    })?;
     Ok(created.token.expose().to_string())
 }
 

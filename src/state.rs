@@ -67,6 +67,12 @@ pub struct AppState {
     pub sessions: crate::domain::sessions::Sessions,
     /// Groups, shared workspaces and share links.
     pub teams: crate::domain::teams::Teams,
+    /// Members' own provider keys and their models.
+    pub keys: crate::domain::providers::user_keys::MemberKeys,
+    /// Members' model aliases.
+    pub aliases: crate::domain::providers::aliases::Aliases,
+    /// The SCIM directory: its tokens and the people and groups it provisions.
+    pub scim: crate::domain::scim::Directory,
     /// MCP server configuration: admins' servers and members' own.
     pub mcp: crate::domain::mcp::McpServers,
     /// The admin console's people and providers.

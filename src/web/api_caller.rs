@@ -109,7 +109,7 @@ async fn check(state: &AppState, req: &HttpRequest) -> Result<TokenCaller, ApiEr
     let token = bearer_token(req).or_else(|| google_key(req)).ok_or_else(|| {
         ApiError::new(401, "authentication", "Send an Arbor API token as Authorization: Bearer <token>.")
     })?;
-    match api_tokens::authenticate(&state.db, token).await {
+    match state.accounts.tokens.authenticate(token).await {
         Ok(Ok(caller)) if caller.scope == api_tokens::Scope::Scim => {
             Err(ApiError::new(403, "permission", "This token is for directory provisioning (SCIM) only."))
         }

@@ -71,8 +71,8 @@ pub fn bearer_token(req: &HttpRequest) -> Option<&str> {
 
 /// A token on an account route: only `full` tokens of active users pass.
 async fn account_token(state: &AppState, token: &str) -> Result<Authenticated, WebError> {
-    use crate::domain::accounts::api_tokens::{self, Refusal, Scope};
-    match api_tokens::authenticate(&state.db, token).await? {
+    use crate::domain::accounts::api_tokens::{Refusal, Scope};
+    match state.accounts.tokens.authenticate(token).await? {
         Ok(caller) if caller.scope == Scope::Full => Ok(Authenticated {
             user: caller.user,
             actor: caller.actor,

@@ -395,15 +395,8 @@ async fn change_password() {
     let actor = arbor::domain::accounts::Actor::for_tests(&user);
     let origin = arbor::domain::audit::Origin::system();
     let token = |scope| {
-        let (db, actor, origin) = (&app.state.db, &actor, &origin);
-        async move {
-            arbor::domain::accounts::api_tokens::create(db, actor, origin, "t", scope, None)
-                .await
-                .unwrap()
-                .token
-                .expose()
-                .to_string()
-        }
+        let (tokens, actor, origin) = (&app.state.accounts.tokens, &actor, &origin);
+        async move { tokens.create(actor, origin, "t", scope, None).await.unwrap().token.expose().to_string() }
     };
     let full = token(arbor::domain::accounts::api_tokens::Scope::Full).await;
     let api_only = token(arbor::domain::accounts::api_tokens::Scope::Api).await;

@@ -970,21 +970,16 @@ async fn console_objects(
         *slot = app.state.mcp.create(&actor.admin().unwrap(), &origin, &form).await.unwrap().id;
     }
     let owner_actor = arbor::domain::accounts::Actor::for_tests(owner);
-    ids.token = arbor::domain::accounts::api_tokens::create(
-        db,
-        &owner_actor,
-        &origin,
-        "authz",
-        arbor::domain::accounts::api_tokens::Scope::Api,
-        None,
-    )
-    .await
-    .unwrap()
-    .row
-    .id;
-    arbor::domain::providers::aliases::set(db, &owner_actor, &origin, "authz-alias", "openai/gpt-4.1")
+    ids.token = app
+        .state
+        .accounts
+        .tokens
+        .create(&owner_actor, &origin, "authz", arbor::domain::accounts::api_tokens::Scope::Api, None)
         .await
-        .unwrap();
+        .unwrap()
+        .row
+        .id;
+    app.state.aliases.set(&owner_actor, &origin, "authz-alias", "openai/gpt-4.1").await.unwrap();
     ids.own_key = app
         .state
         .vault
@@ -1002,7 +997,6 @@ async fn group_objects(
     owner: &arbor::domain::accounts::User,
     mut ids: Ids,
 ) -> Ids {
-    let db = &app.state.db;
     let proof = arbor::domain::accounts::Actor::for_tests(admin).admin().unwrap();
     let origin = arbor::domain::audit::Origin::cli();
     ids.group = app.state.teams.groups.create(&proof, &origin, "authz-group").await.unwrap().id;
@@ -1027,7 +1021,7 @@ async fn group_objects(
     ids.link_token = link().await.unwrap().token;
     ids.spare_link = link().await.unwrap().link.id;
     ids.admin_link = link().await.unwrap().link.id;
-    ids.scim_token = arbor::domain::scim::issue_token(db, &proof, &origin, "authz").await.unwrap().row.id;
+    ids.scim_token = app.state.scim.issue_token(&proof, &origin, "authz").await.unwrap().row.id;
     ids
 }
 
@@ -1134,15 +1128,18 @@ pub(crate) async fn world(app: &TestApp) -> World {
     let admin = app.create_user("admin@example.com", Role::Admin).await;
     let disabled = app.create_user("gone@example.com", Role::Member).await;
     let (_, session) = app.create_session(&owner).await;
-    let invite = arbor::domain::accounts::invitations::create(
-        &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
-        "invitee@example.com",
-        Role::Member,
-        24,
-    )
-    .await
-    .unwrap();
+    let invite = app
+        .state
+        .accounts
+        .invitations
+        .create(
+            &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
+            "invitee@example.com",
+            Role::Member,
+            24,
+        )
+        .await
+        .unwrap();
     let answer = stopped_answer(app, &owner, session, "authz-seed").await;
     let ids = Ids {
         session,

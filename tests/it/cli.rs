@@ -307,8 +307,11 @@ fn admin_create_and_promote() {
     rt.block_on(async {
         let url = format!("sqlite://{}?mode=rw", dir.path().join("data/arbor.db").display());
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let caller =
-            arbor::domain::accounts::api_tokens::authenticate(&db, &token).await.unwrap().expect("valid");
+        let caller = arbor::domain::accounts::api_tokens::ApiTokens::new(db.clone())
+            .authenticate(&token)
+            .await
+            .unwrap()
+            .expect("valid");
         assert_eq!(caller.user.email, "root@example.com");
         assert_eq!(caller.scope, arbor::domain::accounts::api_tokens::Scope::Api);
         db.close().await.unwrap();

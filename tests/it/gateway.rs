@@ -697,8 +697,8 @@ async fn bad_token_and_alias_forms_are_refused_with_a_reason() {
     }
     assert_eq!(api.app.post_form("/settings/aliases/nope/delete", "", Some(&api.s)).await.status(), 404);
     let actor = arbor::domain::accounts::Actor::for_tests(&api.user);
-    assert!(arbor::domain::providers::aliases::list(&api.app.state.db, &actor).await.unwrap().is_empty());
-    assert!(arbor::domain::accounts::api_tokens::list(&api.app.state.db, &actor).await.unwrap().is_empty());
+    assert!(api.app.state.aliases.list(&actor).await.unwrap().is_empty());
+    assert!(api.app.state.accounts.tokens.list(&actor).await.unwrap().is_empty());
 }
 
 /// SECURITY.md 19: the gateway is stateless (every request carries its whole conversation), so

@@ -182,16 +182,15 @@ async fn another_members_stored_response_is_not_found() {
     assert_eq!(api.call(&format!("/v1/responses/{id}"), &t, None).await.status(), 200);
 
     let other = api.app.create_user("eve@example.com", Role::Member).await;
-    let other_token = arbor::domain::accounts::api_tokens::issue_for_operator(
-        &api.app.state.db,
-        &other.email,
-        "eve",
-        arbor::domain::accounts::api_tokens::Scope::Api,
-        None,
-    )
-    .await
-    .unwrap()
-    .token;
+    let other_token = api
+        .app
+        .state
+        .accounts
+        .tokens
+        .issue_for_operator(&other.email, "eve", arbor::domain::accounts::api_tokens::Scope::Api, None)
+        .await
+        .unwrap()
+        .token;
     let eve = other_token.expose();
     let res = api.call(&format!("/v1/responses/{id}"), eve, None).await;
     assert_eq!(res.status(), 404);

@@ -56,15 +56,13 @@ async fn expired_and_unknown_links_are_404() {
     let app = TestApp::spawn().await;
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let actor = arbor::domain::accounts::Actor::for_tests(&admin);
-    let new = arbor::domain::accounts::invitations::create(
-        &app.state.db,
-        &actor.admin().unwrap(),
-        "late@example.com",
-        Role::Member,
-        1,
-    )
-    .await
-    .unwrap();
+    let new = app
+        .state
+        .accounts
+        .invitations
+        .create(&actor.admin().unwrap(), "late@example.com", Role::Member, 1)
+        .await
+        .unwrap();
     arbor::storage::entities::invitation::ActiveModel {
         id: Set(new.invitation.id),
         expires_at: Set(chrono::Utc::now() - chrono::Duration::minutes(1)),
@@ -106,12 +104,13 @@ async fn members_cannot_invite() {
     // The invitation services take an `Admin` proof, which a member's actor cannot give.
     assert!(matches!(actor.admin(), Err(arbor::domain::DomainError::Forbidden)));
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let listed = arbor::domain::accounts::invitations::list(
-        &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
-    )
-    .await
-    .unwrap();
+    let listed = app
+        .state
+        .accounts
+        .invitations
+        .list(&arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap())
+        .await
+        .unwrap();
     assert!(listed.is_empty(), "nothing was created");
 }
 

@@ -97,12 +97,9 @@ async fn every_route_answers_malformed_input_without_a_server_error() {
     let World { owner, admin, ids, .. } = world(&app).await;
     // Tokens that get past authentication, so bodies reach the handlers: the owner's full token
     // for `/v1` (model and sessions API), the admin's directory token for `/scim`.
-    let db = &app.state.db;
+    let tokens = &app.state.accounts.tokens;
     let issue = |email: String, scope| async move {
-        arbor::domain::accounts::api_tokens::issue_for_operator(db, &email, "malformed", scope, None)
-            .await
-            .unwrap()
-            .token
+        tokens.issue_for_operator(&email, "malformed", scope, None).await.unwrap().token
     };
     let token = issue(owner.email.clone(), Scope::Full).await;
     let scim = issue(admin.email.clone(), Scope::Scim).await;

@@ -305,15 +305,13 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
     let found = accounts::one_by_email(&app.state.db, "ADMIN@example.com ").await.unwrap().unwrap();
     assert_eq!(found.id, admin.id);
     assert_eq!(app.state.accounts.promote_by_email("admin@example.com").await.unwrap().id, admin.id);
-    let token = arbor::domain::accounts::api_tokens::issue_for_operator(
-        &app.state.db,
-        "admin@example.com",
-        "ops",
-        arbor::domain::accounts::api_tokens::Scope::Api,
-        None,
-    )
-    .await
-    .unwrap();
+    let token = app
+        .state
+        .accounts
+        .tokens
+        .issue_for_operator("admin@example.com", "ops", arbor::domain::accounts::api_tokens::Scope::Api, None)
+        .await
+        .unwrap();
     assert!(!token.token.is_empty());
     // The console shows the claim as unverified.
     let admin_session = app.login_full(&admin).await;
@@ -342,15 +340,13 @@ async fn an_unverified_email_is_kept_apart_and_admin_lookups_are_unambiguous() {
         refused.to_string().contains("More than one account has the email twin@example.com"),
         "{refused}"
     );
-    let refused = arbor::domain::accounts::api_tokens::issue_for_operator(
-        &app.state.db,
-        "twin@example.com",
-        "ops",
-        arbor::domain::accounts::api_tokens::Scope::Api,
-        None,
-    )
-    .await
-    .unwrap_err();
+    let refused = app
+        .state
+        .accounts
+        .tokens
+        .issue_for_operator("twin@example.com", "ops", arbor::domain::accounts::api_tokens::Scope::Api, None)
+        .await
+        .unwrap_err();
     assert!(refused.to_string().contains("More than one account"), "{refused}");
     let body = "name=twin-only&kind=openai&visibility=users&allowed_emails=twin%40example.com";
     let res = app.post_form("/admin/providers", body, Some(&admin_session)).await;
@@ -404,12 +400,11 @@ async fn the_same_subject_from_another_issuer_is_another_person() {
         groups: vec![],
         groups_sent: false,
     };
-    let a = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
-    let again =
-        arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let a = app.state.accounts.sign_in_with_provider(&cfg, &id, None).await.unwrap();
+    let again = app.state.accounts.sign_in_with_provider(&cfg, &id, None).await.unwrap();
     assert_eq!(a.id, again.id);
     id.issuer = "https://b.example".into();
-    let b = arbor::domain::accounts::oidc_accounts::sign_in(&app.state.db, &cfg, &id, None).await.unwrap();
+    let b = app.state.accounts.sign_in_with_provider(&cfg, &id, None).await.unwrap();
     assert_ne!(a.id, b.id);
 }
 
@@ -452,15 +447,18 @@ async fn allow_lists_keep_others_out_but_invitations_let_them_in() {
     assert_eq!(user_count(&app).await, 0);
 
     let admin = app.create_user("root@example.com", Role::Admin).await;
-    let inv = arbor::domain::accounts::invitations::create(
-        &app.state.db,
-        &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
-        "guest@elsewhere.com",
-        Role::Admin,
-        24,
-    )
-    .await
-    .unwrap();
+    let inv = app
+        .state
+        .accounts
+        .invitations
+        .create(
+            &arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap(),
+            "guest@elsewhere.com",
+            Role::Admin,
+            24,
+        )
+        .await
+        .unwrap();
     let invite_page = app.get(&format!("/invite/{}", inv.token), None).await.text().await.unwrap();
     assert!(invite_page.contains("Accept with Rogue Corp"));
     let res = sign_in_with(&app, &format!("&invitation={}", inv.token), "").await;

@@ -287,7 +287,10 @@ async fn bad_overrides_of_an_own_endpoint_are_refused_and_change_nothing() {
         .post_form("/settings/keys", "kind=openai&label=Mine&key=sk-own-official-0001", Some(&a.c.s))
         .await;
     assert_eq!(res.status(), 200);
-    let official = arbor::domain::providers::user_keys::list(&app.state.db, &Actor::for_tests(&a.c.user))
+    let official = app
+        .state
+        .keys
+        .list(&Actor::for_tests(&a.c.user))
         .await
         .unwrap()
         .into_iter()

@@ -12,8 +12,7 @@ use crate::support::TestApp;
 async fn scim_token(app: &TestApp) -> String {
     let admin = app.create_user("idp-admin@example.com", Role::Admin).await;
     let proof = Actor::for_tests(&admin).admin().unwrap();
-    let made =
-        arbor::domain::scim::issue_token(&app.state.db, &proof, &Origin::cli(), "Entra").await.unwrap();
+    let made = app.state.scim.issue_token(&proof, &Origin::cli(), "Entra").await.unwrap();
     made.token.expose().to_string()
 }
 
@@ -97,16 +96,19 @@ async fn deactivating_someone_ends_their_sessions_tokens_and_runs_at_once() {
     let kim = arbor::storage::repos::users::find(&app.state.db, id.parse().unwrap()).await.unwrap().unwrap();
     assert_eq!(kim.email, "kim@example.com");
     let browser = app.login_full(&kim).await;
-    let api = arbor::domain::accounts::api_tokens::create(
-        &app.state.db,
-        &Actor::for_tests(&kim),
-        &Origin::cli(),
-        "cli",
-        arbor::domain::accounts::api_tokens::Scope::Api,
-        None,
-    )
-    .await
-    .unwrap();
+    let api = app
+        .state
+        .accounts
+        .tokens
+        .create(
+            &Actor::for_tests(&kim),
+            &Origin::cli(),
+            "cli",
+            arbor::domain::accounts::api_tokens::Scope::Api,
+            None,
+        )
+        .await
+        .unwrap();
     assert_eq!(app.get("/settings", Some(&browser.cookie)).await.status(), 200);
     // A live run of Kim's (registered as the engine does).
     let run = app.state.runs.begin_owned(kim.id, uuid::Uuid::now_v7(), uuid::Uuid::now_v7(), None).unwrap();
@@ -139,16 +141,19 @@ async fn bad_scim_input_and_wrong_tokens_get_scims_own_errors_and_change_nothing
     let (s, e) = call(&app, Method::GET, "/Users", "", None).await;
     assert_eq!((s, e["schemas"][0].as_str()), (401, Some(arbor::domain::scim::ERROR_SCHEMA)));
     let member = app.create_user("m@example.com", Role::Member).await;
-    let member_token = arbor::domain::accounts::api_tokens::create(
-        &app.state.db,
-        &Actor::for_tests(&member),
-        &Origin::cli(),
-        "t",
-        arbor::domain::accounts::api_tokens::Scope::Full,
-        None,
-    )
-    .await
-    .unwrap();
+    let member_token = app
+        .state
+        .accounts
+        .tokens
+        .create(
+            &Actor::for_tests(&member),
+            &Origin::cli(),
+            "t",
+            arbor::domain::accounts::api_tokens::Scope::Full,
+            None,
+        )
+        .await
+        .unwrap();
     assert_eq!(call(&app, Method::GET, "/Users", member_token.token.expose(), None).await.0, 403);
     let gw = app
         .client
@@ -246,7 +251,7 @@ async fn admins_make_and_revoke_scim_tokens_in_the_console_and_bad_names_are_ref
     let token = html[at..at + html[at..].find('<').unwrap()].to_string();
     assert_eq!(call(&app, reqwest::Method::GET, "/Users", &token, None).await.0, 200);
     let proof = Actor::for_tests(&admin).admin().unwrap();
-    let listed = arbor::domain::scim::tokens(&app.state.db, &proof).await.unwrap();
+    let listed = app.state.scim.tokens(&proof).await.unwrap();
     assert_eq!(listed.len(), 1);
     let res = app.post_form(&format!("/admin/directory/tokens/{}/revoke", listed[0].id), "", Some(&s)).await;
     assert_eq!(res.status(), 200);

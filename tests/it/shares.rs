@@ -411,7 +411,7 @@ async fn runs_use_the_starters_keys_unless_the_owner_attaches_a_workspace_key() 
         crate::support::urlencode(&base)
     );
     assert_eq!(c.app.post_form("/settings/keys", &body, Some(&c.s)).await.status(), 200);
-    let key = arbor::domain::providers::user_keys::list(db, &Actor::for_tests(&c.user)).await.unwrap()[0].id;
+    let key = c.app.state.keys.list(&Actor::for_tests(&c.user)).await.unwrap()[0].id;
     let editor_sends = |text: &'static str| {
         let (app, editor) = (&c.app, &t.editor);
         async move {

@@ -15,6 +15,20 @@ use crate::model::accounts::TokenRecord;
 use crate::storage::Db;
 use crate::storage::repos::api_tokens as repo;
 
+/// API tokens as a service over the database: members make, list and revoke theirs; the
+/// gateway's and SCIM's extractors authenticate with them; the operator issues one from the CLI.
+#[derive(Clone)]
+pub struct ApiTokens {
+    db: Db,
+}
+
+impl ApiTokens {
+    /// The service over this database.
+    pub fn new(db: Db) -> ApiTokens {
+        ApiTokens { db }
+    }
+}
+
 /// What every token starts with, so secret scanners and people recognise it.
 pub const TOKEN_PREFIX: &str = "arb_";
 
@@ -105,10 +119,122 @@ fn row(m: TokenRecord, now: DateTime<Utc>) -> TokenRow {
     }
 }
 
-/// The actor's tokens, newest first.
-pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<TokenRow>> {
-    let now = Utc::now();
-    Ok(repo::list_for_user(db, actor.user_id()).await?.into_iter().map(|m| row(m, now)).collect())
+impl ApiTokens {
+    /// The actor's tokens, newest first.
+    pub async fn list(&self, actor: &Actor) -> DomainResult<Vec<TokenRow>> {
+        let now = Utc::now();
+        Ok(repo::list_for_user(&self.db, actor.user_id()).await?.into_iter().map(|m| row(m, now)).collect())
+    }
+
+    /// Creates a token named `name` with `scope`, expiring after `days` (none: never).
+    pub async fn create(
+        &self,
+        actor: &Actor,
+        origin: &Origin,
+        name: &str,
+        scope: Scope,
+        days: Option<u32>,
+    ) -> DomainResult<Created> {
+        let db = &self.db;
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > 80 || name.chars().any(char::is_control) {
+            return Err(DomainError::Invalid("Give the token a name of at most 80 characters.".into()));
+        }
+        if days.is_some_and(|d| !(1..=3650).contains(&d)) {
+            return Err(DomainError::Invalid("A token expires after 1 to 3650 days, or never.".into()));
+        }
+        let live = self.list(actor).await?.iter().filter(|t| t.state == "active").count();
+        if live >= MAX_TOKENS {
+            return Err(DomainError::Invalid(format!(
+                "You can hold at most {MAX_TOKENS} live tokens; revoke one."
+            )));
+        }
+        let token = format!("{TOKEN_PREFIX}{}", random_token());
+        let prefix: String = token.chars().take(12).collect();
+        let now = Utc::now();
+        let saved = repo::insert(
+            db,
+            TokenRecord {
+                id: Uuid::now_v7(),
+                user_id: actor.user_id(),
+                name: name.to_string(),
+                prefix: prefix.clone(),
+                token_hash: hash_token(&token),
+                scope: scope.as_str().to_string(),
+                expires_at: days.map(|d| now + Duration::days(i64::from(d))),
+                last_used_at: None,
+                revoked_at: None,
+                created_at: now,
+            },
+        )
+        .await?;
+        audit::record(
+            db,
+            origin,
+            "token.create",
+            &format!("token:{prefix}"),
+            serde_json::json!({ "name": name, "scope": scope.as_str(), "expires_days": days }),
+        )
+        .await?;
+        Ok(Created { token: crate::secret::Secret::new(token), row: row(saved, now) })
+    }
+
+    /// Revokes one of the actor's tokens.
+    pub async fn revoke(&self, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
+        let db = &self.db;
+        let found = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
+        if found.revoked_at.is_none() {
+            repo::revoke(db, found.id, Utc::now()).await?;
+            audit::record(
+                db,
+                origin,
+                "token.revoke",
+                &format!("token:{}", found.prefix),
+                serde_json::json!({}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Checks a presented token; records its use (at most once a minute).
+    pub async fn authenticate(&self, presented: &str) -> DomainResult<Result<TokenCaller, Refusal>> {
+        let db = &self.db;
+        let presented = presented.trim();
+        if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
+            return Ok(Err(Refusal::Invalid));
+        }
+        let Some((found, user)) = repo::find_with_user(db, &hash_token(presented)).await? else {
+            return Ok(Err(Refusal::Invalid));
+        };
+        let now = Utc::now();
+        if found.revoked_at.is_some() || found.expires_at.is_some_and(|e| e <= now) {
+            return Ok(Err(Refusal::Invalid));
+        }
+        let Some(scope) = Scope::parse(&found.scope) else { return Ok(Err(Refusal::Invalid)) };
+        if user.status != UserStatus::Active {
+            return Ok(Err(Refusal::Disabled));
+        }
+        if found.last_used_at.is_none_or(|t| now - t > Duration::seconds(60)) {
+            repo::touch(db, found.id, now).await?;
+        }
+        Ok(Ok(TokenCaller { actor: Actor::verified(&user), user, scope, token_id: found.id }))
+    }
+
+    /// `arbor admin token`: a token for the user with this email, made by the operator at the
+    /// command line (whoever runs it holds the server's files and key, so no session is needed).
+    pub async fn issue_for_operator(
+        &self,
+        email: &str,
+        name: &str,
+        scope: Scope,
+        days: Option<u32>,
+    ) -> DomainResult<Created> {
+        let db = &self.db;
+        let email = crate::domain::accounts::normalize_email(email)?;
+        let user = crate::domain::accounts::one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
+        self.create(&Actor::verified(&user), &audit::Origin::cli(), name, scope, days).await
+    }
 }
 
 /// A new token: the value (shown once) and its row.
@@ -118,69 +244,6 @@ pub struct Created {
     pub token: crate::secret::Secret,
     /// How it is listed.
     pub row: TokenRow,
-}
-
-/// Creates a token named `name` with `scope`, expiring after `days` (none: never).
-pub async fn create(
-    db: &Db,
-    actor: &Actor,
-    origin: &Origin,
-    name: &str,
-    scope: Scope,
-    days: Option<u32>,
-) -> DomainResult<Created> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 80 || name.chars().any(char::is_control) {
-        return Err(DomainError::Invalid("Give the token a name of at most 80 characters.".into()));
-    }
-    if days.is_some_and(|d| !(1..=3650).contains(&d)) {
-        return Err(DomainError::Invalid("A token expires after 1 to 3650 days, or never.".into()));
-    }
-    let live = list(db, actor).await?.iter().filter(|t| t.state == "active").count();
-    if live >= MAX_TOKENS {
-        return Err(DomainError::Invalid(format!(
-            "You can hold at most {MAX_TOKENS} live tokens; revoke one."
-        )));
-    }
-    let token = format!("{TOKEN_PREFIX}{}", random_token());
-    let prefix: String = token.chars().take(12).collect();
-    let now = Utc::now();
-    let saved = repo::insert(
-        db,
-        TokenRecord {
-            id: Uuid::now_v7(),
-            user_id: actor.user_id(),
-            name: name.to_string(),
-            prefix: prefix.clone(),
-            token_hash: hash_token(&token),
-            scope: scope.as_str().to_string(),
-            expires_at: days.map(|d| now + Duration::days(i64::from(d))),
-            last_used_at: None,
-            revoked_at: None,
-            created_at: now,
-        },
-    )
-    .await?;
-    audit::record(
-        db,
-        origin,
-        "token.create",
-        &format!("token:{prefix}"),
-        serde_json::json!({ "name": name, "scope": scope.as_str(), "expires_days": days }),
-    )
-    .await?;
-    Ok(Created { token: crate::secret::Secret::new(token), row: row(saved, now) })
-}
-
-/// Revokes one of the actor's tokens.
-pub async fn revoke(db: &Db, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
-    let found = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
-    if found.revoked_at.is_none() {
-        repo::revoke(db, found.id, Utc::now()).await?;
-        audit::record(db, origin, "token.revoke", &format!("token:{}", found.prefix), serde_json::json!({}))
-            .await?;
-    }
-    Ok(())
 }
 
 /// Why a presented token was refused.
@@ -203,43 +266,6 @@ pub struct TokenCaller {
     pub scope: Scope,
     /// The token's row id.
     pub token_id: Uuid,
-}
-
-/// Checks a presented token; records its use (at most once a minute).
-pub async fn authenticate(db: &Db, presented: &str) -> DomainResult<Result<TokenCaller, Refusal>> {
-    let presented = presented.trim();
-    if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
-        return Ok(Err(Refusal::Invalid));
-    }
-    let Some((found, user)) = repo::find_with_user(db, &hash_token(presented)).await? else {
-        return Ok(Err(Refusal::Invalid));
-    };
-    let now = Utc::now();
-    if found.revoked_at.is_some() || found.expires_at.is_some_and(|e| e <= now) {
-        return Ok(Err(Refusal::Invalid));
-    }
-    let Some(scope) = Scope::parse(&found.scope) else { return Ok(Err(Refusal::Invalid)) };
-    if user.status != UserStatus::Active {
-        return Ok(Err(Refusal::Disabled));
-    }
-    if found.last_used_at.is_none_or(|t| now - t > Duration::seconds(60)) {
-        repo::touch(db, found.id, now).await?;
-    }
-    Ok(Ok(TokenCaller { actor: Actor::verified(&user), user, scope, token_id: found.id }))
-}
-
-/// `arbor admin token`: a token for the user with this email, made by the operator at the
-/// command line (whoever runs it holds the server's files and key, so no session is needed).
-pub async fn issue_for_operator(
-    db: &Db,
-    email: &str,
-    name: &str,
-    scope: Scope,
-    days: Option<u32>,
-) -> DomainResult<Created> {
-    let email = crate::domain::accounts::normalize_email(email)?;
-    let user = crate::domain::accounts::one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
-    create(db, &Actor::verified(&user), &audit::Origin::cli(), name, scope, days).await
 }
 
 #[cfg(test)]

@@ -23,12 +23,18 @@ use crate::storage::repos::{auth_sessions, setup_tokens, users};
 pub struct Accounts {
     db: Db,
     hasher: passwords::Hasher,
+    /// Members' API tokens.
+    pub tokens: api_tokens::ApiTokens,
+    /// Invitations to the instance.
+    pub invitations: invitations::Invitations,
 }
 
 impl Accounts {
     /// The service over `db`, hashing with `hasher`.
     pub fn new(db: Db, hasher: passwords::Hasher) -> Accounts {
-        Accounts { db, hasher }
+        let tokens = api_tokens::ApiTokens::new(db.clone());
+        let invitations = invitations::Invitations { db: db.clone(), hasher: hasher.clone() };
+        Accounts { db, hasher, tokens, invitations }
     }
 }
 

@@ -1,10 +1,11 @@
 //! Accounts from an OpenID Connect provider: identity is (issuer, subject), never the email.
 
+use super::Accounts;
 use uuid::Uuid;
 
 use crate::auth::oidc::VerifiedIdentity;
 use crate::config::OidcConfig;
-use crate::domain::accounts::invitations;
+use crate::domain::accounts::invitations::Invitation;
 use crate::domain::accounts::{Role, User, UserStatus};
 use crate::domain::teams::groups;
 use crate::domain::{DomainError, DomainResult};
@@ -61,30 +62,57 @@ fn display_name(id: &VerifiedIdentity) -> String {
         .collect()
 }
 
-/// Signs in (or provisions) the user for a verified identity. An invitation token, when the
-/// sign-in started from an invitation, admits the person and gives the invited role. The groups
-/// claim then replaces the person's memberships of the groups the provider manages; a claim
-/// that cannot be used, or a failure to record it, is logged and never refuses the sign-in.
-pub async fn sign_in(
-    db: &Db,
-    cfg: &OidcConfig,
-    id: &VerifiedIdentity,
-    invitation: Option<Uuid>,
-) -> DomainResult<User> {
-    let (user, role_open) = admit(db, cfg, id, invitation).await?;
-    let claim = groups::Claim::from_raw(id.groups_sent.then_some(id.groups.as_slice()));
-    if let Err(e) = groups::sync_from_claim(db, user.id, &claim).await {
-        tracing::warn!(user_id = %user.id, error = %e, "could not record the identity provider's groups");
-    }
-    if !role_open {
-        return Ok(user);
-    }
-    match group_role(db, &user).await {
-        Ok(role) => Ok(User { role, ..user }),
-        Err(e) => {
-            tracing::warn!(user_id = %user.id, error = %e, "could not apply the groups' role at first sign-in");
-            Ok(user)
+impl Accounts {
+    /// Signs in (or provisions) the user for a verified identity. An invitation token, when the
+    /// sign-in started from an invitation, admits the person and gives the invited role. The groups
+    /// claim then replaces the person's memberships of the groups the provider manages; a claim
+    /// that cannot be used, or a failure to record it, is logged and never refuses the sign-in.
+    pub async fn sign_in_with_provider(
+        &self,
+        cfg: &OidcConfig,
+        id: &VerifiedIdentity,
+        invitation: Option<Uuid>,
+    ) -> DomainResult<User> {
+        let db = &self.db;
+        let invitation = match invitation {
+            Some(invitation_id) => Some(self.invitations.open_by_id(invitation_id).await?),
+            None => None,
+        };
+        let (user, role_open) = admit(db, cfg, id, invitation).await?;
+        let claim = groups::Claim::from_raw(id.groups_sent.then_some(id.groups.as_slice()));
+        if let Err(e) = groups::sync_from_claim(db, user.id, &claim).await {
+            tracing::warn!(user_id = %user.id, error = %e, "could not record the identity provider's groups");
         }
+        if !role_open {
+            return Ok(user);
+        }
+        match group_role(db, &user).await {
+            Ok(role) => Ok(User { role, ..user }),
+            Err(e) => {
+                tracing::warn!(user_id = %user.id, error = %e, "could not apply the groups' role at first sign-in");
+                Ok(user)
+            }
+        }
+    }
+
+    /// Whether a user signs in through the provider (for RP-initiated logout).
+    pub async fn uses_provider(&self, user_id: Uuid) -> DomainResult<bool> {
+        Ok(users::has_identity(&self.db, user_id).await?)
+    }
+
+    /// Keeps a sign-in the browser started under the hash of its flow cookie until it returns.
+    pub async fn remember_flow(
+        &self,
+        cookie_hash: &str,
+        flow: &LoginFlow,
+        expires_at: chrono::DateTime<chrono::Utc>,
+    ) -> DomainResult<()> {
+        Ok(crate::storage::repos::login_flows::insert(&self.db, cookie_hash, flow, expires_at).await?)
+    }
+
+    /// Takes (and forgets) the pending sign-in of this flow cookie: a replayed callback finds none.
+    pub async fn take_flow(&self, cookie_hash: &str) -> DomainResult<Option<LoginFlow>> {
+        Ok(crate::storage::repos::login_flows::take(&self.db, cookie_hash).await?)
     }
 }
 
@@ -119,12 +147,8 @@ async fn admit(
     db: &Db,
     cfg: &OidcConfig,
     id: &VerifiedIdentity,
-    invitation: Option<Uuid>,
+    invitation: Option<Invitation>,
 ) -> DomainResult<(User, bool)> {
-    let invitation = match invitation {
-        Some(invitation_id) => Some(invitations::open_by_id(db, invitation_id).await?),
-        None => None,
-    };
     if invitation.is_none() && !allowed(cfg, id) {
         return Err(DomainError::Invalid(
             "Your account at the identity provider may not use this Arbor.".into(),
@@ -221,27 +245,7 @@ async fn known_identity(
     Ok(User { role, display_name: name.to_string(), ..user })
 }
 
-/// Whether a user signs in through the provider (for RP-initiated logout).
-pub async fn uses_provider(db: &Db, user_id: Uuid) -> DomainResult<bool> {
-    Ok(users::has_identity(db, user_id).await?)
-}
-
 pub use crate::storage::repos::login_flows::LoginFlow;
-
-/// Keeps a sign-in the browser started under the hash of its flow cookie until it returns.
-pub async fn remember_flow(
-    db: &Db,
-    cookie_hash: &str,
-    flow: &LoginFlow,
-    expires_at: chrono::DateTime<chrono::Utc>,
-) -> DomainResult<()> {
-    Ok(crate::storage::repos::login_flows::insert(db, cookie_hash, flow, expires_at).await?)
-}
-
-/// Takes (and forgets) the pending sign-in of this flow cookie: a replayed callback finds none.
-pub async fn take_flow(db: &Db, cookie_hash: &str) -> DomainResult<Option<LoginFlow>> {
-    Ok(crate::storage::repos::login_flows::take(db, cookie_hash).await?)
-}
 
 #[cfg(test)]
 mod tests {

@@ -123,14 +123,16 @@ fn blob_error(e: BlobError) -> DomainError {
 impl Files {
     /// Removes one of the actor's unsent uploads.
     pub async fn discard_upload(&self, actor: &Actor, id: Uuid) -> DomainResult<()> {
-        let db = &self.db;
-        if repo::delete_upload(db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+        if repo::delete_upload(&self.db, actor.user_id(), id).await? {
+            Ok(())
+        } else {
+            Err(DomainError::NotFound)
+        }
     }
 
     /// A blob the actor holds a reference to; anything else, whatever the hash, is "not found".
     pub async fn serve(&self, actor: &Actor, hash: &str) -> DomainResult<Served> {
         let db = &self.db;
-        let store = &self.store;
         if !blobs::valid_hash(hash) {
             return Err(DomainError::Invalid("That is not a file id.".into()));
         }
@@ -138,7 +140,7 @@ impl Files {
         let Some((name, _)) = repo::visible_blob(db, actor.user_id(), &shared, hash).await? else {
             return Err(DomainError::NotFound);
         };
-        let bytes = store.read(hash).await.map_err(blob_error)?;
+        let bytes = self.store.read(hash).await.map_err(blob_error)?;
         // The type is decided again from the bytes served, never from what was claimed.
         let kind = Kind::sniff(&bytes);
         Ok(Served { bytes, name, kind })
@@ -147,19 +149,17 @@ impl Files {
     /// Drops stale uploads, then removes blobs nothing refers to (and files no row knows), all
     /// older than the grace period.
     pub async fn collect(&self) -> DomainResult<Collected> {
-        let db = &self.db;
         let store = &self.store;
         let settings = &self.settings;
-        collect_with(db, store, settings, true).await
+        collect_with(&self.db, store, settings, true).await
     }
 
     /// What a deletion needs: the unreferenced blobs' rows and files, without walking the whole
     /// store for stray files (that is for `arbor blobs gc`).
     pub async fn collect_unreferenced(&self) -> DomainResult<Collected> {
-        let db = &self.db;
         let store = &self.store;
         let settings = &self.settings;
-        collect_with(db, store, settings, false).await
+        collect_with(&self.db, store, settings, false).await
     }
 }
 

@@ -65,7 +65,10 @@ pub async fn chain_with(
     own: &[crate::vault::store::SecretMeta],
 ) -> DomainResult<Vec<String>> {
     let requested = requested.trim();
-    let expanded = aliases::lookup(db, actor, requested).await?.unwrap_or_else(|| requested.to_string());
+    let expanded = aliases::Aliases::new(db.clone())
+        .lookup(actor, requested)
+        .await?
+        .unwrap_or_else(|| requested.to_string());
     let mut out: Vec<String> = Vec::new();
     for item in expanded.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let found = if item.contains('/') {
@@ -294,7 +297,7 @@ pub async fn listing(db: &Db, providers: &Providers, actor: &Actor) -> DomainRes
             out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
         }
     }
-    for a in aliases::list(db, actor).await? {
+    for a in aliases::Aliases::new(db.clone()).list(actor).await? {
         out.push(Listed { id: a.alias, owner: "alias".into(), target: Some(a.target), limits: (None, None) });
     }
     Ok(out)

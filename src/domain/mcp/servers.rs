@@ -95,9 +95,8 @@ fn view(m: McpServerRecord) -> ServerView {
 impl McpServers {
     /// The instance-wide servers, by name (admins only).
     pub async fn list(&self, admin: &Admin) -> DomainResult<Vec<ServerView>> {
-        let db = &self.db;
         let _actor = admin.actor();
-        Ok(repo::list_instance(db).await?.into_iter().map(view).collect())
+        Ok(repo::list_instance(&self.db).await?.into_iter().map(view).collect())
     }
 
     /// Adds an instance-wide server (admins only).
@@ -108,7 +107,6 @@ impl McpServers {
         form: &ServerForm,
     ) -> DomainResult<ServerView> {
         let db = &self.db;
-        let vault = &self.vault;
         let _actor = admin.actor();
         let (transport, args, secrets) = check(form)?;
         let name = form.name.trim();
@@ -116,7 +114,8 @@ impl McpServers {
             return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
         }
         let id = Uuid::now_v7();
-        let (secret_id, names, _) = store_secrets(db, vault, ORG_OWNER, id, None, &secrets, false).await?;
+        let (secret_id, names, _) =
+            store_secrets(db, &self.vault, ORG_OWNER, id, None, &secrets, false).await?;
         let now = Utc::now();
         let row = repo::insert(
             db,
@@ -158,7 +157,6 @@ impl McpServers {
         form: &ServerForm,
     ) -> DomainResult<ServerView> {
         let db = &self.db;
-        let vault = &self.vault;
         let _actor = admin.actor();
         let existing = instance_server(db, id).await?;
         let (transport, args, secrets) = check(form)?;
@@ -168,7 +166,7 @@ impl McpServers {
         }
         let (secret_id, names, changed) = store_secrets(
             db,
-            vault,
+            &self.vault,
             ORG_OWNER,
             id,
             existing.secret_id,
@@ -226,8 +224,7 @@ impl McpServers {
 
     /// The actor's own (HTTP) servers.
     pub async fn list_own(&self, actor: &Actor) -> DomainResult<Vec<OwnServer>> {
-        let db = &self.db;
-        Ok(repo::list_owned(db, actor.user_id())
+        Ok(repo::list_owned(&self.db, actor.user_id())
             .await?
             .into_iter()
             .map(|m| OwnServer {
@@ -251,7 +248,6 @@ impl McpServers {
         form: &ServerForm,
     ) -> DomainResult<OwnServer> {
         let db = &self.db;
-        let vault = &self.vault;
         let form = ServerForm { transport: "http".into(), enabled: Some("on".into()), ..form.clone() };
         let (_, _, secrets) = check(&form)?;
         let url = form.url.trim();
@@ -267,7 +263,7 @@ impl McpServers {
         }
         let id = Uuid::now_v7();
         let (secret_id, names, _) =
-            store_secrets(db, vault, actor.user_id(), id, None, &secrets, false).await?;
+            store_secrets(db, &self.vault, actor.user_id(), id, None, &secrets, false).await?;
         let now = Utc::now();
         repo::insert(
             db,

@@ -10,6 +10,20 @@ use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 use crate::storage::repos::aliases as repo;
 
+/// A member's model aliases as a service over the database (built once in the app state; the
+/// gateway builds its own to expand the names it is sent).
+#[derive(Clone)]
+pub struct Aliases {
+    db: Db,
+}
+
+impl Aliases {
+    /// The service over this database.
+    pub fn new(db: Db) -> Aliases {
+        Aliases { db }
+    }
+}
+
 /// The most aliases one user may keep.
 pub const MAX_ALIASES: usize = 100;
 
@@ -30,55 +44,65 @@ pub fn valid_alias(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
-/// The actor's aliases by name.
-pub async fn list(db: &Db, actor: &Actor) -> DomainResult<Vec<Alias>> {
-    Ok(repo::list(db, actor.user_id())
-        .await?
-        .into_iter()
-        .map(|(alias, target)| Alias { alias, target })
-        .collect())
-}
+impl Aliases {
+    /// The actor's aliases by name.
+    pub async fn list(&self, actor: &Actor) -> DomainResult<Vec<Alias>> {
+        Ok(repo::list(&self.db, actor.user_id())
+            .await?
+            .into_iter()
+            .map(|(alias, target)| Alias { alias, target })
+            .collect())
+    }
 
-/// What an alias stands for, if the actor has it.
-pub async fn lookup(db: &Db, actor: &Actor, name: &str) -> DomainResult<Option<String>> {
-    if !valid_alias(name) {
-        return Ok(None);
+    /// What an alias stands for, if the actor has it.
+    pub async fn lookup(&self, actor: &Actor, name: &str) -> DomainResult<Option<String>> {
+        if !valid_alias(name) {
+            return Ok(None);
+        }
+        Ok(repo::target(&self.db, actor.user_id(), name).await?)
     }
-    Ok(repo::target(db, actor.user_id(), name).await?)
-}
 
-/// Creates or replaces an alias.
-pub async fn set(db: &Db, actor: &Actor, origin: &Origin, name: &str, target: &str) -> DomainResult<Alias> {
-    let name = name.trim();
-    if !valid_alias(name) {
-        return Err(DomainError::Invalid(
-            "An alias may use letters, digits, ., - and _ (at most 64), like \"gemini-2.5-pro\".".into(),
-        ));
-    }
-    let models: Vec<&str> = target.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
-    if models.is_empty() || models.len() > 10 {
-        return Err(DomainError::Invalid("Name one to ten models, separated by commas.".into()));
-    }
-    if models.iter().any(|m| m.len() > 200 || m.chars().any(|c| c.is_control() || c.is_whitespace())) {
-        return Err(DomainError::Invalid("A model name is too long or has spaces.".into()));
-    }
-    let target = models.join(",");
-    let exists = repo::target(db, actor.user_id(), name).await?.is_some();
-    if !exists && repo::count(db, actor.user_id()).await? >= MAX_ALIASES as u64 {
-        return Err(DomainError::Invalid(format!("You can keep at most {MAX_ALIASES} aliases.")));
-    }
-    repo::put(db, actor.user_id(), name, &target).await?;
-    audit::record(db, origin, "alias.set", &format!("alias:{name}"), serde_json::json!({ "target": target }))
+    /// Creates or replaces an alias.
+    pub async fn set(&self, actor: &Actor, origin: &Origin, name: &str, target: &str) -> DomainResult<Alias> {
+        let db = &self.db;
+        let name = name.trim();
+        if !valid_alias(name) {
+            return Err(DomainError::Invalid(
+                "An alias may use letters, digits, ., - and _ (at most 64), like \"gemini-2.5-pro\".".into(),
+            ));
+        }
+        let models: Vec<&str> = target.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+        if models.is_empty() || models.len() > 10 {
+            return Err(DomainError::Invalid("Name one to ten models, separated by commas.".into()));
+        }
+        if models.iter().any(|m| m.len() > 200 || m.chars().any(|c| c.is_control() || c.is_whitespace())) {
+            return Err(DomainError::Invalid("A model name is too long or has spaces.".into()));
+        }
+        let target = models.join(",");
+        let exists = repo::target(db, actor.user_id(), name).await?.is_some();
+        if !exists && repo::count(db, actor.user_id()).await? >= MAX_ALIASES as u64 {
+            return Err(DomainError::Invalid(format!("You can keep at most {MAX_ALIASES} aliases.")));
+        }
+        repo::put(db, actor.user_id(), name, &target).await?;
+        audit::record(
+            db,
+            origin,
+            "alias.set",
+            &format!("alias:{name}"),
+            serde_json::json!({ "target": target }),
+        )
         .await?;
-    Ok(Alias { alias: name.to_string(), target })
-}
-
-/// Deletes an alias.
-pub async fn delete(db: &Db, actor: &Actor, origin: &Origin, name: &str) -> DomainResult<()> {
-    if !repo::delete(db, actor.user_id(), name).await? {
-        return Err(DomainError::NotFound);
+        Ok(Alias { alias: name.to_string(), target })
     }
-    audit::record(db, origin, "alias.delete", &format!("alias:{name}"), serde_json::json!({})).await
+
+    /// Deletes an alias.
+    pub async fn delete(&self, actor: &Actor, origin: &Origin, name: &str) -> DomainResult<()> {
+        let db = &self.db;
+        if !repo::delete(db, actor.user_id(), name).await? {
+            return Err(DomainError::NotFound);
+        }
+        audit::record(db, origin, "alias.delete", &format!("alias:{name}"), serde_json::json!({})).await
+    }
 }
 
 #[cfg(test)]

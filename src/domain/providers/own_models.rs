@@ -3,6 +3,7 @@
 //! and their override of one model. It counts only for calls made with that key: theirs, and
 //! runs in a workspace they attached it to; never another member's, never an admin's provider.
 
+use super::user_keys::MemberKeys;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -111,89 +112,98 @@ impl Providers {
     }
 }
 
-/// The actor's key `id` with each model its provider lists (asked now) and each they have a
-/// word on, with every fact in force and where it came from.
-pub async fn view(db: &Db, providers: &Providers, actor: &Actor, id: Uuid) -> DomainResult<KeyModels> {
-    let meta = own_key(db, actor, id).await?;
-    let entry = match providers.own_entry(&meta) {
-        Ok(entry) => entry,
-        Err(why) => {
-            return Ok(KeyModels { key: row(meta), models: Vec::new(), unlisted: None, unused: Some(why) });
+impl MemberKeys {
+    /// The actor's key `id` with each model its provider lists (asked now) and each they have a
+    /// word on, with every fact in force and where it came from.
+    pub async fn view(&self, actor: &Actor, id: Uuid) -> DomainResult<KeyModels> {
+        let providers = &self.providers;
+        let meta = own_key(&self.db, actor, id).await?;
+        let entry = match providers.own_entry(&meta) {
+            Ok(entry) => entry,
+            Err(why) => {
+                return Ok(KeyModels {
+                    key: row(meta),
+                    models: Vec::new(),
+                    unlisted: None,
+                    unused: Some(why),
+                });
+            }
+        };
+        let (mut models, unlisted) = match providers.own_models(actor, &entry, &meta, false).await {
+            Ok(ids) => (ids, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        for model in providers.key_overridden(meta.id) {
+            if !models.contains(&model) {
+                models.push(model);
+            }
         }
-    };
-    let (mut models, unlisted) = match providers.own_models(actor, &entry, &meta, false).await {
-        Ok(ids) => (ids, None),
-        Err(why) => (Vec::new(), Some(why)),
-    };
-    for model in providers.key_overridden(meta.id) {
-        if !models.contains(&model) {
-            models.push(model);
-        }
+        let models = models
+            .into_iter()
+            .map(|model| ModelFacts { facts: providers.facts_of(&entry, &model), model })
+            .collect();
+        Ok(KeyModels { key: row(meta), models, unlisted, unused: None })
     }
-    let models = models
-        .into_iter()
-        .map(|model| ModelFacts { facts: providers.facts_of(&entry, &model), model })
-        .collect();
-    Ok(KeyModels { key: row(meta), models, unlisted, unused: None })
-}
 
-/// Sets (or, with every field empty, clears) the actor's override for one model of their key
-/// `id`: a model its provider lists, or one they already have a word on. Returns the model.
-pub async fn set_override(
-    db: &Db,
-    providers: &Providers,
-    actor: &Actor,
-    origin: &Origin,
-    id: Uuid,
-    form: &OverrideForm,
-) -> DomainResult<String> {
-    let meta = own_key(db, actor, id).await?;
-    let (model, o) = parse(form)?;
-    let known = providers.member_override_of(meta.id, &model).is_some();
-    if o != CapabilityOverride::default() && !known {
-        let entry = providers.own_entry(&meta).map_err(DomainError::Invalid)?;
-        let listed = providers.own_models(actor, &entry, &meta, true).await.map_err(|why| {
-            DomainError::Invalid(format!(
-                "The models of \"{}\" could not be listed to check \"{model}\": {why}",
-                meta.provider
-            ))
-        })?;
-        if !listed.contains(&model) {
-            return Err(DomainError::Invalid(format!(
-                "\"{model}\" is not one of the models \"{}\" lists.",
-                meta.provider
-            )));
+    /// Sets (or, with every field empty, clears) the actor's override for one model of their key
+    /// `id`: a model its provider lists, or one they already have a word on. Returns the model.
+    pub async fn set_override(
+        &self,
+        actor: &Actor,
+        origin: &Origin,
+        id: Uuid,
+        form: &OverrideForm,
+    ) -> DomainResult<String> {
+        let db = &self.db;
+        let providers = &self.providers;
+        let meta = own_key(db, actor, id).await?;
+        let (model, o) = parse(form)?;
+        let known = providers.member_override_of(meta.id, &model).is_some();
+        if o != CapabilityOverride::default() && !known {
+            let entry = providers.own_entry(&meta).map_err(DomainError::Invalid)?;
+            let listed = providers.own_models(actor, &entry, &meta, true).await.map_err(|why| {
+                DomainError::Invalid(format!(
+                    "The models of \"{}\" could not be listed to check \"{model}\": {why}",
+                    meta.provider
+                ))
+            })?;
+            if !listed.contains(&model) {
+                return Err(DomainError::Invalid(format!(
+                    "\"{model}\" is not one of the models \"{}\" lists.",
+                    meta.provider
+                )));
+            }
+            if repo::count_of_key(db, actor.user_id(), meta.id).await? >= MAX_PER_KEY {
+                return Err(DomainError::Invalid(format!(
+                    "You can state what at most {MAX_PER_KEY} models of one key can do."
+                )));
+            }
         }
-        if repo::count_of_key(db, actor.user_id(), meta.id).await? >= MAX_PER_KEY {
-            return Err(DomainError::Invalid(format!(
-                "You can state what at most {MAX_PER_KEY} models of one key can do."
-            )));
-        }
+        repo::put(
+            db,
+            MemberModelOverride {
+                secret_id: meta.id,
+                model: model.clone(),
+                owner_id: actor.user_id(),
+                stated: o.clone(),
+                updated_at: chrono::Utc::now(),
+            },
+        )
+        .await?;
+        audit::record(
+            db,
+            origin,
+            "key.model_override",
+            &format!("key:{}", meta.id),
+            serde_json::json!({
+                "provider": meta.provider, "model": model,
+                "tools": o.tools, "vision": o.vision, "reasoning": o.reasoning,
+                "context_window": o.context_window, "max_output": o.max_output,
+                "input_per_mtok": o.input_per_mtok, "output_per_mtok": o.output_per_mtok,
+            }),
+        )
+        .await?;
+        providers.key_overrides_changed(meta.id).await?;
+        Ok(model)
     }
-    repo::put(
-        db,
-        MemberModelOverride {
-            secret_id: meta.id,
-            model: model.clone(),
-            owner_id: actor.user_id(),
-            stated: o.clone(),
-            updated_at: chrono::Utc::now(),
-        },
-    )
-    .await?;
-    audit::record(
-        db,
-        origin,
-        "key.model_override",
-        &format!("key:{}", meta.id),
-        serde_json::json!({
-            "provider": meta.provider, "model": model,
-            "tools": o.tools, "vision": o.vision, "reasoning": o.reasoning,
-            "context_window": o.context_window, "max_output": o.max_output,
-            "input_per_mtok": o.input_per_mtok, "output_per_mtok": o.output_per_mtok,
-        }),
-    )
-    .await?;
-    providers.key_overrides_changed(meta.id).await?;
-    Ok(model)
 }

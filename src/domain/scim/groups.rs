@@ -7,6 +7,13 @@ use uuid::Uuid;
 
 use super::patch::{self, OpKind};
 use super::users::Effects;
+
+/// Groups as SCIM resources, for the directory's token.
+#[derive(Clone)]
+pub struct ScimGroups {
+    pub(super) db: Db,
+    pub(super) fx: Effects,
+}
 use super::{GROUP_SCHEMA, MAX_OPERATIONS, Page, ScimError, ScimResult, filter, list_response};
 use crate::domain::audit::{self, Origin};
 use crate::domain::authz::Admin;
@@ -82,59 +89,192 @@ fn name(value: &Value) -> ScimResult<String> {
         .map_err(|e| ScimError::bad("invalidValue", e.to_string()))
 }
 
-/// `GET /Groups/{id}`.
-pub async fn get(db: &Db, _admin: &Admin, base: &str, id: &str) -> ScimResult<Value> {
-    render(db, &found(db, id).await?, base).await
-}
+impl ScimGroups {
+    /// `GET /Groups/{id}`.
+    pub async fn get(&self, _admin: &Admin, base: &str, id: &str) -> ScimResult<Value> {
+        let db = &self.db;
+        render(db, &found(db, id).await?, base).await
+    }
 
-/// `GET /Groups`.
-pub async fn list(
-    db: &Db,
-    _admin: &Admin,
-    base: &str,
-    raw_filter: Option<&str>,
-    page: Page,
-) -> ScimResult<Value> {
-    let f = filter::parse(raw_filter, "Group")?;
-    let (rows, total) = repo::list_groups(db, &f, page.start - 1, page.count).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for g in &rows {
-        out.push(render(db, g, base).await?);
+    /// `GET /Groups`.
+    pub async fn list(
+        &self,
+        _admin: &Admin,
+        base: &str,
+        raw_filter: Option<&str>,
+        page: Page,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let f = filter::parse(raw_filter, "Group")?;
+        let (rows, total) = repo::list_groups(db, &f, page.start - 1, page.count).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for g in &rows {
+            out.push(render(db, g, base).await?);
+        }
+        Ok(list_response(out, total, page))
     }
-    Ok(list_response(out, total, page))
-}
 
-/// `POST /Groups`: the group and its members in one transaction.
-pub async fn create(db: &Db, _admin: &Admin, origin: &Origin, base: &str, body: &Value) -> ScimResult<Value> {
-    let group_name = name(body.get("displayName").unwrap_or(&Value::Null))?;
-    let external =
-        body.get("externalId").and_then(Value::as_str).map(|s| s.chars().take(255).collect::<String>());
-    let members = match body.get("members") {
-        Some(v) if !v.is_null() => member_ids(db, v).await?,
-        _ => Vec::new(),
-    };
-    if groups_repo::count(db).await? >= crate::domain::teams::groups::MAX_GROUPS {
-        return Err(ScimError::bad("invalidValue", "The instance holds as many groups as it may."));
+    /// `POST /Groups`: the group and its members in one transaction.
+    pub async fn create(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let group_name = name(body.get("displayName").unwrap_or(&Value::Null))?;
+        let external =
+            body.get("externalId").and_then(Value::as_str).map(|s| s.chars().take(255).collect::<String>());
+        let members = match body.get("members") {
+            Some(v) if !v.is_null() => member_ids(db, v).await?,
+            _ => Vec::new(),
+        };
+        if groups_repo::count(db).await? >= crate::domain::teams::groups::MAX_GROUPS {
+            return Err(ScimError::bad("invalidValue", "The instance holds as many groups as it may."));
+        }
+        let tx = Tx::begin(db).await?;
+        let Some(made) = repo::insert_group(tx.conn(), &group_name, external.as_deref()).await? else {
+            return Err(ScimError::taken(format!("There is already a group called {group_name}.")));
+        };
+        for id in &members {
+            groups_repo::add_member(tx.conn(), made.id, *id).await?;
+        }
+        super::domain(
+            audit::record(
+                tx.conn(),
+                origin,
+                "scim.group.create",
+                &format!("group:{group_name}"),
+                json!({ "group_id": made.id, "members": members.len() }),
+            )
+            .await,
+        )?;
+        tx.commit().await?;
+        render(db, &made, base).await
     }
-    let tx = Tx::begin(db).await?;
-    let Some(made) = repo::insert_group(tx.conn(), &group_name, external.as_deref()).await? else {
-        return Err(ScimError::taken(format!("There is already a group called {group_name}.")));
-    };
-    for id in &members {
-        groups_repo::add_member(tx.conn(), made.id, *id).await?;
-    }
-    super::domain(
-        audit::record(
-            tx.conn(),
+
+    /// `PUT /Groups/{id}`: name, external id and (when sent) the whole member list.
+    pub async fn replace(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        id: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let mut group = found(db, id).await?;
+        group.name = name(body.get("displayName").unwrap_or(&Value::Null))?;
+        group.external_id =
+            body.get("externalId").and_then(Value::as_str).map(|s| s.chars().take(255).collect());
+        let members = match body.get("members") {
+            Some(v) if !v.is_null() => Some(member_ids(db, v).await?),
+            _ => None,
+        };
+        save(
+            db,
+            &self.fx,
             origin,
-            "scim.group.create",
-            &format!("group:{group_name}"),
-            json!({ "group_id": made.id, "members": members.len() }),
+            Change { group: group.clone(), members, add: Vec::new(), remove: Vec::new() },
         )
-        .await,
-    )?;
-    tx.commit().await?;
-    render(db, &made, base).await
+        .await?;
+        render(db, &found(db, id).await?, base).await
+    }
+
+    /// `PATCH /Groups/{id}`: rename, external id, members added, removed or replaced.
+    pub async fn modify(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        id: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let ops = patch::parse(body)?;
+        let group = found(db, id).await?;
+        let mut c = Change { group, members: None, add: Vec::new(), remove: Vec::new() };
+        for op in &ops {
+            match (op.kind, op.path.as_deref(), op.value.as_ref()) {
+                (OpKind::Remove, Some("members"), None) => c.members = Some(Vec::new()),
+                (OpKind::Remove, Some("members"), Some(v)) => c.remove.extend(member_ids(db, v).await?),
+                (OpKind::Remove, Some(p), _) if p.starts_with("members[") => {
+                    let raw = patch::member_filter(p).ok_or_else(|| {
+                        ScimError::bad("invalidFilter", format!("{p:?} is not members[value eq \"id\"]."))
+                    })?;
+                    let uuid = Uuid::parse_str(&raw)
+                        .map_err(|_| ScimError::bad("noTarget", format!("No member has the id {raw:?}.")))?;
+                    c.remove.push(uuid);
+                }
+                (OpKind::Remove, Some("externalid"), _) => c.group.external_id = None,
+                (OpKind::Remove, Some(p), _) => {
+                    return Err(ScimError::bad(
+                        "invalidPath",
+                        format!("{p:?} cannot be removed from a Group."),
+                    ));
+                }
+                (OpKind::Add, Some("members"), Some(v)) => c.add.extend(member_ids(db, v).await?),
+                (OpKind::Replace, Some("members"), Some(v)) => c.members = Some(member_ids(db, v).await?),
+                (_, Some("displayname"), Some(v)) => c.group.name = name(v)?,
+                (_, Some("externalid"), Some(v)) => {
+                    c.group.external_id = Some(patch::string(v, "externalId")?)
+                }
+                (_, None, Some(Value::Object(attrs))) => {
+                    for (k, v) in attrs {
+                        match k.to_lowercase().as_str() {
+                            "displayname" => c.group.name = name(v)?,
+                            "externalid" => c.group.external_id = Some(patch::string(v, "externalId")?),
+                            "members" if op.kind == OpKind::Add => c.add.extend(member_ids(db, v).await?),
+                            "members" => c.members = Some(member_ids(db, v).await?),
+                            "id" | "schemas" | "meta" => {}
+                            other => {
+                                return Err(ScimError::bad(
+                                    "invalidPath",
+                                    format!("{other:?} is not an attribute of a Group here."),
+                                ));
+                            }
+                        }
+                    }
+                }
+                (_, Some(p), _) => {
+                    return Err(ScimError::bad(
+                        "invalidPath",
+                        format!("{p:?} is not an attribute of a Group here."),
+                    ));
+                }
+                _ => {
+                    return Err(ScimError::bad(
+                        "invalidValue",
+                        "A path-less operation's value is an object of attributes.",
+                    ));
+                }
+            }
+        }
+        save(db, &self.fx, origin, c).await?;
+        render(db, &found(db, id).await?, base).await
+    }
+
+    /// `DELETE /Groups/{id}`: the group goes, and with it what was shared with it.
+    pub async fn delete(&self, _admin: &Admin, origin: &Origin, id: &str) -> ScimResult<()> {
+        let db = &self.db;
+        let g = found(db, id).await?;
+        let tx = Tx::begin(db).await?;
+        groups_repo::delete(tx.conn(), g.id).await?;
+        super::domain(
+            audit::record(
+                tx.conn(),
+                origin,
+                "scim.group.delete",
+                &format!("group:{}", g.name),
+                json!({ "group_id": g.id }),
+            )
+            .await,
+        )?;
+        tx.commit().await?;
+        self.fx.access.announce(Uuid::nil());
+        Ok(())
+    }
 }
 
 /// What a PUT or PATCH makes of a group: its name, external id, and members when they change.
@@ -145,7 +285,7 @@ struct Change {
     remove: Vec<Uuid>,
 }
 
-async fn save(db: &Db, fx: &Effects<'_>, origin: &Origin, c: Change) -> ScimResult<()> {
+async fn save(db: &Db, fx: &Effects, origin: &Origin, c: Change) -> ScimResult<()> {
     let tx = Tx::begin(db).await?;
     if !repo::update_group(tx.conn(), &c.group).await? {
         return Err(ScimError::taken(format!("There is already a group called {}.", c.group.name)));
@@ -174,116 +314,6 @@ async fn save(db: &Db, fx: &Effects<'_>, origin: &Origin, c: Change) -> ScimResu
     )?;
     tx.commit().await?;
     // Someone may have left a group something was shared with.
-    fx.access.announce(Uuid::nil());
-    Ok(())
-}
-
-/// `PUT /Groups/{id}`: name, external id and (when sent) the whole member list.
-pub async fn replace(
-    db: &Db,
-    fx: &Effects<'_>,
-    _admin: &Admin,
-    origin: &Origin,
-    base: &str,
-    id: &str,
-    body: &Value,
-) -> ScimResult<Value> {
-    let mut group = found(db, id).await?;
-    group.name = name(body.get("displayName").unwrap_or(&Value::Null))?;
-    group.external_id = body.get("externalId").and_then(Value::as_str).map(|s| s.chars().take(255).collect());
-    let members = match body.get("members") {
-        Some(v) if !v.is_null() => Some(member_ids(db, v).await?),
-        _ => None,
-    };
-    save(db, fx, origin, Change { group: group.clone(), members, add: Vec::new(), remove: Vec::new() })
-        .await?;
-    render(db, &found(db, id).await?, base).await
-}
-
-/// `PATCH /Groups/{id}`: rename, external id, members added, removed or replaced.
-pub async fn modify(
-    db: &Db,
-    fx: &Effects<'_>,
-    _admin: &Admin,
-    origin: &Origin,
-    base: &str,
-    id: &str,
-    body: &Value,
-) -> ScimResult<Value> {
-    let ops = patch::parse(body)?;
-    let group = found(db, id).await?;
-    let mut c = Change { group, members: None, add: Vec::new(), remove: Vec::new() };
-    for op in &ops {
-        match (op.kind, op.path.as_deref(), op.value.as_ref()) {
-            (OpKind::Remove, Some("members"), None) => c.members = Some(Vec::new()),
-            (OpKind::Remove, Some("members"), Some(v)) => c.remove.extend(member_ids(db, v).await?),
-            (OpKind::Remove, Some(p), _) if p.starts_with("members[") => {
-                let raw = patch::member_filter(p).ok_or_else(|| {
-                    ScimError::bad("invalidFilter", format!("{p:?} is not members[value eq \"id\"]."))
-                })?;
-                let uuid = Uuid::parse_str(&raw)
-                    .map_err(|_| ScimError::bad("noTarget", format!("No member has the id {raw:?}.")))?;
-                c.remove.push(uuid);
-            }
-            (OpKind::Remove, Some("externalid"), _) => c.group.external_id = None,
-            (OpKind::Remove, Some(p), _) => {
-                return Err(ScimError::bad("invalidPath", format!("{p:?} cannot be removed from a Group.")));
-            }
-            (OpKind::Add, Some("members"), Some(v)) => c.add.extend(member_ids(db, v).await?),
-            (OpKind::Replace, Some("members"), Some(v)) => c.members = Some(member_ids(db, v).await?),
-            (_, Some("displayname"), Some(v)) => c.group.name = name(v)?,
-            (_, Some("externalid"), Some(v)) => c.group.external_id = Some(patch::string(v, "externalId")?),
-            (_, None, Some(Value::Object(attrs))) => {
-                for (k, v) in attrs {
-                    match k.to_lowercase().as_str() {
-                        "displayname" => c.group.name = name(v)?,
-                        "externalid" => c.group.external_id = Some(patch::string(v, "externalId")?),
-                        "members" if op.kind == OpKind::Add => c.add.extend(member_ids(db, v).await?),
-                        "members" => c.members = Some(member_ids(db, v).await?),
-                        "id" | "schemas" | "meta" => {}
-                        other => {
-                            return Err(ScimError::bad(
-                                "invalidPath",
-                                format!("{other:?} is not an attribute of a Group here."),
-                            ));
-                        }
-                    }
-                }
-            }
-            (_, Some(p), _) => {
-                return Err(ScimError::bad(
-                    "invalidPath",
-                    format!("{p:?} is not an attribute of a Group here."),
-                ));
-            }
-            _ => {
-                return Err(ScimError::bad(
-                    "invalidValue",
-                    "A path-less operation's value is an object of attributes.",
-                ));
-            }
-        }
-    }
-    save(db, fx, origin, c).await?;
-    render(db, &found(db, id).await?, base).await
-}
-
-/// `DELETE /Groups/{id}`: the group goes, and with it what was shared with it.
-pub async fn delete(db: &Db, fx: &Effects<'_>, _admin: &Admin, origin: &Origin, id: &str) -> ScimResult<()> {
-    let g = found(db, id).await?;
-    let tx = Tx::begin(db).await?;
-    groups_repo::delete(tx.conn(), g.id).await?;
-    super::domain(
-        audit::record(
-            tx.conn(),
-            origin,
-            "scim.group.delete",
-            &format!("group:{}", g.name),
-            json!({ "group_id": g.id }),
-        )
-        .await,
-    )?;
-    tx.commit().await?;
     fx.access.announce(Uuid::nil());
     Ok(())
 }

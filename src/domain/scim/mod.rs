@@ -19,6 +19,35 @@ use crate::domain::authz::Admin;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
 
+/// The SCIM directory as a service, built once in the app state: its tokens (admins make and
+/// revoke them in the console), authenticating a request with one, and the people and groups it
+/// provisions.
+#[derive(Clone)]
+pub struct Directory {
+    db: Db,
+    /// People.
+    pub users: users::ScimUsers,
+    /// Groups.
+    pub groups: groups::ScimGroups,
+}
+
+impl Directory {
+    /// The service over this database; deactivating someone stops their `runs` and ends their
+    /// streams through `access`.
+    pub fn new(
+        db: Db,
+        runs: crate::events::RunRegistry,
+        access: crate::domain::teams::changes::AccessChanges,
+    ) -> Directory {
+        let fx = users::Effects { runs, access };
+        Directory {
+            users: users::ScimUsers { db: db.clone(), fx: fx.clone() },
+            groups: groups::ScimGroups { db: db.clone(), fx },
+            db,
+        }
+    }
+}
+
 /// The core User schema.
 pub const USER_SCHEMA: &str = "urn:ietf:params:scim:schemas:core:2.0:User";
 /// The core Group schema.
@@ -99,25 +128,64 @@ impl From<crate::storage::StorageError> for ScimError {
 /// What a SCIM call returns.
 pub type ScimResult<T> = Result<T, ScimError>;
 
-/// Checks a SCIM caller's bearer token: scope `scim`, its owner an active admin.
-pub async fn authenticate(db: &Db, bearer: Option<&str>) -> ScimResult<Admin> {
-    let unauthorized = |detail: &str| ScimError { status: 401, scim_type: None, detail: detail.into() };
-    let token = bearer.ok_or_else(|| unauthorized("Send a SCIM token as Authorization: Bearer <token>."))?;
-    match api_tokens::authenticate(db, token).await? {
-        Ok(caller) if caller.scope == Scope::Scim => caller.actor.admin().map_err(|_| ScimError {
-            status: 403,
-            scim_type: None,
-            detail: "The token's owner is no longer an admin.".into(),
-        }),
-        Ok(_) => Err(ScimError {
-            status: 403,
-            scim_type: None,
-            detail: "Only a token of scope scim may provision.".into(),
-        }),
-        Err(Refusal::Disabled) => {
-            Err(ScimError { status: 403, scim_type: None, detail: "The token's owner is disabled.".into() })
+impl Directory {
+    /// Checks a SCIM caller's bearer token: scope `scim`, its owner an active admin.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> ScimResult<Admin> {
+        let unauthorized = |detail: &str| ScimError { status: 401, scim_type: None, detail: detail.into() };
+        let token =
+            bearer.ok_or_else(|| unauthorized("Send a SCIM token as Authorization: Bearer <token>."))?;
+        match api_tokens::ApiTokens::new(self.db.clone()).authenticate(token).await? {
+            Ok(caller) if caller.scope == Scope::Scim => caller.actor.admin().map_err(|_| ScimError {
+                status: 403,
+                scim_type: None,
+                detail: "The token's owner is no longer an admin.".into(),
+            }),
+            Ok(_) => Err(ScimError {
+                status: 403,
+                scim_type: None,
+                detail: "Only a token of scope scim may provision.".into(),
+            }),
+            Err(Refusal::Disabled) => Err(ScimError {
+                status: 403,
+                scim_type: None,
+                detail: "The token's owner is disabled.".into(),
+            }),
+            Err(Refusal::Invalid) => {
+                Err(unauthorized("The token is not valid (unknown, revoked or expired)."))
+            }
         }
-        Err(Refusal::Invalid) => Err(unauthorized("The token is not valid (unknown, revoked or expired).")),
+    }
+
+    /// The admin's SCIM tokens, for the console.
+    pub async fn tokens(&self, admin: &Admin) -> DomainResult<Vec<api_tokens::TokenRow>> {
+        Ok(api_tokens::ApiTokens::new(self.db.clone())
+            .list(admin.actor())
+            .await?
+            .into_iter()
+            .filter(|t| t.scope == Scope::Scim.as_str())
+            .collect())
+    }
+
+    /// Makes a SCIM token for the admin (shown once). It works while they are an active admin.
+    pub async fn issue_token(
+        &self,
+        admin: &Admin,
+        origin: &crate::domain::audit::Origin,
+        name: &str,
+    ) -> DomainResult<api_tokens::Created> {
+        api_tokens::ApiTokens::new(self.db.clone())
+            .create(admin.actor(), origin, name, Scope::Scim, None)
+            .await
+    }
+
+    /// Revokes one of the admin's SCIM tokens.
+    pub async fn revoke_token(
+        &self,
+        admin: &Admin,
+        origin: &crate::domain::audit::Origin,
+        id: uuid::Uuid,
+    ) -> DomainResult<()> {
+        api_tokens::ApiTokens::new(self.db.clone()).revoke(admin.actor(), origin, id).await
     }
 }
 
@@ -276,33 +344,4 @@ pub fn schemas(base: &str) -> Vec<Value> {
 /// Renders a domain result for callers who only need the SCIM error.
 pub fn domain<T>(r: DomainResult<T>) -> ScimResult<T> {
     r.map_err(ScimError::from)
-}
-
-/// The admin's SCIM tokens, for the console.
-pub async fn tokens(db: &Db, admin: &Admin) -> DomainResult<Vec<api_tokens::TokenRow>> {
-    Ok(api_tokens::list(db, admin.actor())
-        .await?
-        .into_iter()
-        .filter(|t| t.scope == Scope::Scim.as_str())
-        .collect())
-}
-
-/// Makes a SCIM token for the admin (shown once). It works while they are an active admin.
-pub async fn issue_token(
-    db: &Db,
-    admin: &Admin,
-    origin: &crate::domain::audit::Origin,
-    name: &str,
-) -> DomainResult<api_tokens::Created> {
-    api_tokens::create(db, admin.actor(), origin, name, Scope::Scim, None).await
-}
-
-/// Revokes one of the admin's SCIM tokens.
-pub async fn revoke_token(
-    db: &Db,
-    admin: &Admin,
-    origin: &crate::domain::audit::Origin,
-    id: uuid::Uuid,
-) -> DomainResult<()> {
-    api_tokens::revoke(db, admin.actor(), origin, id).await
 }

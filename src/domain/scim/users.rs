@@ -19,11 +19,19 @@ use crate::storage::repos::{api_tokens, auth_sessions, directory as repo};
 const MAX_TEXT: usize = 255;
 
 /// What deactivating someone must reach beyond the database: their live runs and streams.
-pub struct Effects<'a> {
+#[derive(Clone)]
+pub struct Effects {
     /// Live runs (a deactivated person's are stopped).
-    pub runs: &'a RunRegistry,
+    pub runs: RunRegistry,
     /// Open streams (a deactivated person's end).
-    pub access: &'a AccessChanges,
+    pub access: AccessChanges,
+}
+
+/// People as SCIM resources, for the directory's token.
+#[derive(Clone)]
+pub struct ScimUsers {
+    pub(super) db: Db,
+    pub(super) fx: Effects,
 }
 
 /// A person as a SCIM resource.
@@ -176,52 +184,119 @@ async fn found(db: &Db, id: &str) -> ScimResult<DirectoryUser> {
     repo::find_user(db, id).await?.ok_or_else(|| ScimError::not_found("User"))
 }
 
-/// `GET /Users/{id}`.
-pub async fn get(db: &Db, _admin: &Admin, base: &str, id: &str) -> ScimResult<Value> {
-    Ok(render(&found(db, id).await?, base))
-}
-
-/// `GET /Users`.
-pub async fn list(
-    db: &Db,
-    _admin: &Admin,
-    base: &str,
-    raw_filter: Option<&str>,
-    page: Page,
-) -> ScimResult<Value> {
-    let f = filter::parse(raw_filter, "User")?;
-    let (rows, total) = repo::list_users(db, &f, page.start - 1, page.count).await?;
-    Ok(list_response(rows.iter().map(|u| render(u, base)).collect(), total, page))
-}
-
-/// `POST /Users`.
-pub async fn create(db: &Db, _admin: &Admin, origin: &Origin, base: &str, body: &Value) -> ScimResult<Value> {
-    let now = chrono::Utc::now();
-    let mut u = DirectoryUser {
-        id: Uuid::nil(),
-        email: String::new(),
-        display_name: String::new(),
-        external_id: None,
-        active: true,
-        created_at: now,
-        updated_at: now,
-    };
-    read_resource(body, &mut u)?;
-    if repo::email_taken(db, &u.email, None).await? {
-        return Err(ScimError::taken(format!("A person with the userName {} exists.", u.email)));
+impl ScimUsers {
+    /// `GET /Users/{id}`.
+    pub async fn get(&self, _admin: &Admin, base: &str, id: &str) -> ScimResult<Value> {
+        Ok(render(&found(&self.db, id).await?, base))
     }
-    let made = repo::insert_user(db, &u.email, &u.display_name, u.external_id.as_deref(), u.active).await?;
-    super::domain(
-        audit::record(
-            db,
-            origin,
-            "scim.user.create",
-            &format!("user:{}", made.email),
-            json!({ "user_id": made.id }),
+
+    /// `GET /Users`.
+    pub async fn list(
+        &self,
+        _admin: &Admin,
+        base: &str,
+        raw_filter: Option<&str>,
+        page: Page,
+    ) -> ScimResult<Value> {
+        let f = filter::parse(raw_filter, "User")?;
+        let (rows, total) = repo::list_users(&self.db, &f, page.start - 1, page.count).await?;
+        Ok(list_response(rows.iter().map(|u| render(u, base)).collect(), total, page))
+    }
+
+    /// `POST /Users`.
+    pub async fn create(
+        &self,
+        _admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let now = chrono::Utc::now();
+        let mut u = DirectoryUser {
+            id: Uuid::nil(),
+            email: String::new(),
+            display_name: String::new(),
+            external_id: None,
+            active: true,
+            created_at: now,
+            updated_at: now,
+        };
+        read_resource(body, &mut u)?;
+        if repo::email_taken(db, &u.email, None).await? {
+            return Err(ScimError::taken(format!("A person with the userName {} exists.", u.email)));
+        }
+        let made =
+            repo::insert_user(db, &u.email, &u.display_name, u.external_id.as_deref(), u.active).await?;
+        super::domain(
+            audit::record(
+                db,
+                origin,
+                "scim.user.create",
+                &format!("user:{}", made.email),
+                json!({ "user_id": made.id }),
+            )
+            .await,
+        )?;
+        Ok(render(&made, base))
+    }
+
+    /// `PUT /Users/{id}`.
+    pub async fn replace(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        id: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let before = found(db, id).await?;
+        let mut after = before.clone();
+        read_resource(body, &mut after)?;
+        save(db, &self.fx, admin, origin, &before, &after).await?;
+        Ok(render(&found(db, id).await?, base))
+    }
+
+    /// `PATCH /Users/{id}`.
+    pub async fn modify(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        id: &str,
+        body: &Value,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
+        let ops = patch::parse(body)?;
+        let before = found(db, id).await?;
+        let mut after = before.clone();
+        apply(&mut after, &ops)?;
+        save(db, &self.fx, admin, origin, &before, &after).await?;
+        Ok(render(&found(db, id).await?, base))
+    }
+
+    /// `DELETE /Users/{id}`: the account is disabled and kept (an admin deletes it for good); SCIM
+    /// no longer sees it.
+    pub async fn delete(&self, admin: &Admin, origin: &Origin, id: &str) -> ScimResult<()> {
+        let db = &self.db;
+        let u = found(db, id).await?;
+        not_self(admin, u.id)?;
+        if !repo::mark_deleted(db, u.id).await? {
+            return Err(ScimError::not_found("User"));
+        }
+        deactivated(db, &self.fx, u.id).await?;
+        super::domain(
+            audit::record(
+                db,
+                origin,
+                "scim.user.delete",
+                &format!("user:{}", u.email),
+                json!({ "user_id": u.id }),
+            )
+            .await,
         )
-        .await,
-    )?;
-    Ok(render(&made, base))
+    }
 }
 
 /// The token's own account stays usable: provisioning cannot lock itself out.
@@ -237,7 +312,7 @@ fn not_self(admin: &Admin, id: Uuid) -> ScimResult<()> {
 
 async fn save(
     db: &Db,
-    fx: &Effects<'_>,
+    fx: &Effects,
     admin: &Admin,
     origin: &Origin,
     before: &DirectoryUser,
@@ -266,66 +341,10 @@ async fn save(
 }
 
 /// Ends everything a deactivated person holds open: browser sessions, tokens, runs, streams.
-async fn deactivated(db: &Db, fx: &Effects<'_>, id: Uuid) -> ScimResult<()> {
+async fn deactivated(db: &Db, fx: &Effects, id: Uuid) -> ScimResult<()> {
     auth_sessions::delete_for_user(db, id).await?;
     api_tokens::revoke_all(db, id, chrono::Utc::now()).await?;
     fx.runs.cancel_owned(id);
     fx.access.announce(Uuid::nil());
     Ok(())
-}
-
-/// `PUT /Users/{id}`.
-pub async fn replace(
-    db: &Db,
-    fx: &Effects<'_>,
-    admin: &Admin,
-    origin: &Origin,
-    base: &str,
-    id: &str,
-    body: &Value,
-) -> ScimResult<Value> {
-    let before = found(db, id).await?;
-    let mut after = before.clone();
-    read_resource(body, &mut after)?;
-    save(db, fx, admin, origin, &before, &after).await?;
-    Ok(render(&found(db, id).await?, base))
-}
-
-/// `PATCH /Users/{id}`.
-pub async fn modify(
-    db: &Db,
-    fx: &Effects<'_>,
-    admin: &Admin,
-    origin: &Origin,
-    base: &str,
-    id: &str,
-    body: &Value,
-) -> ScimResult<Value> {
-    let ops = patch::parse(body)?;
-    let before = found(db, id).await?;
-    let mut after = before.clone();
-    apply(&mut after, &ops)?;
-    save(db, fx, admin, origin, &before, &after).await?;
-    Ok(render(&found(db, id).await?, base))
-}
-
-/// `DELETE /Users/{id}`: the account is disabled and kept (an admin deletes it for good); SCIM
-/// no longer sees it.
-pub async fn delete(db: &Db, fx: &Effects<'_>, admin: &Admin, origin: &Origin, id: &str) -> ScimResult<()> {
-    let u = found(db, id).await?;
-    not_self(admin, u.id)?;
-    if !repo::mark_deleted(db, u.id).await? {
-        return Err(ScimError::not_found("User"));
-    }
-    deactivated(db, fx, u.id).await?;
-    super::domain(
-        audit::record(
-            db,
-            origin,
-            "scim.user.delete",
-            &format!("user:{}", u.email),
-            json!({ "user_id": u.id }),
-        )
-        .await,
-    )
 }

@@ -99,7 +99,7 @@ pub(crate) async fn finish_sign_in_with_setup(
 
 /// Whether the user has an identity at the OpenID provider (for the sign-in audit row).
 async fn user_signs_in_with_oidc(state: &AppState, id: uuid::Uuid) -> bool {
-    crate::domain::accounts::oidc_accounts::uses_provider(&state.db, id).await.unwrap_or(false)
+    state.accounts.uses_provider(id).await.unwrap_or(false)
 }
 
 /// Query of the sign-in page.
@@ -241,7 +241,7 @@ pub async fn logout(
     }
     let mut to = "/login".to_string();
     if let (Some(oidc), Some(auth)) = (&state.oidc, &user.0)
-        && crate::domain::accounts::oidc_accounts::uses_provider(&state.db, auth.user.id).await?
+        && state.accounts.uses_provider(auth.user.id).await?
         && let Some(url) = oidc.end_session_url(&format!("{}/login", state.config.public_url())).await
     {
         to = url;

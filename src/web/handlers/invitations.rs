@@ -39,7 +39,10 @@ async fn admin_page(
     error: Option<&str>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let rows: Vec<Row> = invitations::list(&state.db, &admin.1)
+    let rows: Vec<Row> = state
+        .accounts
+        .invitations
+        .list(&admin.1)
         .await?
         .into_iter()
         .map(|i| Row {
@@ -102,7 +105,7 @@ pub async fn create(
         return admin_page(&state, &req, &admin, None, Some("Choose a role."), StatusCode::BAD_REQUEST).await;
     };
     let hours = state.config.auth.invitation_valid_hours;
-    let new = match invitations::create(&state.db, &admin.1, &form.email, role, hours).await {
+    let new = match state.accounts.invitations.create(&admin.1, &form.email, role, hours).await {
         Ok(n) => n,
         Err(DomainError::Invalid(m)) | Err(DomainError::Conflict(m)) => {
             return admin_page(&state, &req, &admin, None, Some(&m), StatusCode::BAD_REQUEST).await;
@@ -174,7 +177,7 @@ pub async fn show(
             "You are signed in already. Sign out to accept an invitation for someone else.".into(),
         ));
     }
-    let inv = invitations::open(&state.db, &token).await?;
+    let inv = state.accounts.invitations.open(&token).await?;
     accept_page(&state, &req, &inv, &token, None, StatusCode::OK)
 }
 
@@ -200,22 +203,13 @@ pub async fn accept(
         return Err(WebError::NotFound);
     }
     let min = state.config.auth.min_password_length;
-    match invitations::accept_local(
-        &state.db,
-        &state.passwords,
-        &token,
-        &form.display_name,
-        &form.password,
-        min,
-    )
-    .await
-    {
+    match state.accounts.invitations.accept_local(&token, &form.display_name, &form.password, min).await {
         Ok(user) => {
             tracing::info!(user = %user.id, "invitation accepted");
             super::auth::finish_sign_in(&state, &req, &user, "/").await
         }
         Err(DomainError::Invalid(m)) | Err(DomainError::Conflict(m)) => {
-            let inv = invitations::open(&state.db, &token).await?;
+            let inv = state.accounts.invitations.open(&token).await?;
             accept_page(&state, &req, &inv, &token, Some(&m), StatusCode::BAD_REQUEST)
         }
         Err(e) => Err(e.into()),

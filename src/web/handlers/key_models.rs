@@ -7,7 +7,6 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::providers::overrides::OverrideForm;
-use crate::domain::providers::own_models;
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
@@ -22,7 +21,7 @@ async fn page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let view = own_models::view(&state.db, state.engine.providers(), &user.0.actor, id).await?;
+    let view = state.keys.view(&user.0.actor, id).await?;
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
@@ -60,11 +59,9 @@ pub async fn set(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &user.0);
-    let providers = state.engine.providers();
-    let (flash, status) =
-        match own_models::set_override(&state.db, providers, &user.0.actor, &who, id, &form).await {
-            Ok(model) => (Flash::ok(format!("Saved what {model} can do.")), StatusCode::OK),
-            Err(e) => refusal(e)?,
-        };
+    let (flash, status) = match state.keys.set_override(&user.0.actor, &who, id, &form).await {
+        Ok(model) => (Flash::ok(format!("Saved what {model} can do.")), StatusCode::OK),
+        Err(e) => refusal(e)?,
+    };
     page(&state, &req, &user, id, flash, status).await
 }

@@ -9,7 +9,6 @@ use subtle::ConstantTimeEq;
 use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::DomainError;
 use crate::domain::accounts::oidc_accounts::LoginFlow;
-use crate::domain::accounts::{invitations, oidc_accounts};
 use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::client::{safe_return_to, see_other};
@@ -58,7 +57,7 @@ pub async fn start(
     let oidc = state.oidc.as_ref().ok_or(WebError::NotFound)?;
     limit_per_address(&state, &req, "oidc").await?;
     let invitation_id = match form.invitation.as_deref().filter(|t| !t.is_empty()) {
-        Some(token) => Some(invitations::open(&state.db, token).await?.id),
+        Some(token) => Some(state.accounts.invitations.open(token).await?.id),
         None => None,
     };
     let setup_token = match req.cookie(super::auth::SETUP_COOKIE) {
@@ -80,13 +79,10 @@ pub async fn start(
         setup_token,
     };
     let browser_secret = random_token();
-    oidc_accounts::remember_flow(
-        &state.db,
-        &hash_token(&browser_secret),
-        &flow,
-        Utc::now() + Duration::minutes(FLOW_MINUTES),
-    )
-    .await?;
+    state
+        .accounts
+        .remember_flow(&hash_token(&browser_secret), &flow, Utc::now() + Duration::minutes(FLOW_MINUTES))
+        .await?;
     let cookie = Cookie::build(FLOW_COOKIE, browser_secret)
         .path("/auth/oidc")
         .http_only(true)
@@ -129,7 +125,7 @@ pub async fn callback(
         return Err(refused("this browser did not start a sign-in, or it took too long."));
     };
     // Taken (deleted) before anything else: a replayed callback finds nothing.
-    let Some(flow) = oidc_accounts::take_flow(&state.db, &hash_token(cookie.value())).await? else {
+    let Some(flow) = state.accounts.take_flow(&hash_token(cookie.value())).await? else {
         return Err(refused("this sign-in was already used or has expired."));
     };
     if let Some(error) = &q.error {
@@ -147,17 +143,18 @@ pub async fn callback(
             tracing::warn!(error = %e, "OIDC callback refused");
             refused("the identity provider's answer did not pass the security checks.")
         })?;
-    let user = match oidc_accounts::sign_in(&state.db, &state.config.oidc, &identity, flow.invitation_id)
-        .await
-    {
-        Ok(u) => u,
-        Err(DomainError::Forbidden) => {
-            return Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()));
-        }
-        Err(DomainError::Invalid(m)) => return Err(WebError::Forbidden(m)),
-        Err(DomainError::NotFound) => return Err(refused("the invitation was already used or has expired.")),
-        Err(e) => return Err(e.into()),
-    };
+    let user =
+        match state.accounts.sign_in_with_provider(&state.config.oidc, &identity, flow.invitation_id).await {
+            Ok(u) => u,
+            Err(DomainError::Forbidden) => {
+                return Err(WebError::Forbidden("Your account is disabled. Ask an administrator.".into()));
+            }
+            Err(DomainError::Invalid(m)) => return Err(WebError::Forbidden(m)),
+            Err(DomainError::NotFound) => {
+                return Err(refused("the invitation was already used or has expired."));
+            }
+            Err(e) => return Err(e.into()),
+        };
     tracing::info!(user = %user.id, "signed in with the identity provider");
     let mut res =
         super::auth::finish_sign_in_with_setup(&state, &req, &user, &flow.return_to, flow.setup_token)

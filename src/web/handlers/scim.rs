@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::domain::authz::Admin;
-use crate::domain::scim::{self, Page, ScimError, ScimResult, groups, users};
+use crate::domain::scim::{self, Page, ScimError, ScimResult};
 use crate::state::AppState;
 use crate::web::client::origin_of_token;
 use crate::web::extractors::bearer_token;
@@ -34,7 +34,7 @@ fn base(state: &AppState) -> String {
 }
 
 async fn admin(state: &AppState, req: &HttpRequest) -> ScimResult<Admin> {
-    scim::authenticate(&state.db, bearer_token(req)).await
+    state.scim.authenticate(bearer_token(req)).await
 }
 
 /// The body, read no further than the cap.
@@ -52,10 +52,6 @@ async fn body(mut payload: web::Payload) -> ScimResult<Value> {
         bytes.extend_from_slice(&chunk);
     }
     scim::parse_body(&bytes)
-}
-
-fn effects(state: &AppState) -> users::Effects<'_> {
-    users::Effects { runs: &state.runs, access: &state.access }
 }
 
 /// `GET /scim/v2/ServiceProviderConfig`.
@@ -137,10 +133,10 @@ async fn list(state: &AppState, req: &HttpRequest, kind: Kind) -> ScimResult<Val
     let query = web::Query::<ListQuery>::from_query(req.query_string())
         .map_err(|_| ScimError::bad("invalidValue", "The query string could not be read."))?;
     let page = Page::parse(query.start_index.as_deref(), query.count.as_deref())?;
-    let (db, base) = (&state.db, base(state));
+    let base = base(state);
     match kind {
-        Kind::Users => users::list(db, &admin, &base, query.filter.as_deref(), page).await,
-        Kind::Groups => groups::list(db, &admin, &base, query.filter.as_deref(), page).await,
+        Kind::Users => state.scim.users.list(&admin, &base, query.filter.as_deref(), page).await,
+        Kind::Groups => state.scim.groups.list(&admin, &base, query.filter.as_deref(), page).await,
     }
 }
 
@@ -149,16 +145,16 @@ async fn create(state: &AppState, req: &HttpRequest, payload: web::Payload, kind
     let body = body(payload).await?;
     let who = origin_of_token(req, state, &admin);
     match kind {
-        Kind::Users => users::create(&state.db, &admin, &who, &base(state), &body).await,
-        Kind::Groups => groups::create(&state.db, &admin, &who, &base(state), &body).await,
+        Kind::Users => state.scim.users.create(&admin, &who, &base(state), &body).await,
+        Kind::Groups => state.scim.groups.create(&admin, &who, &base(state), &body).await,
     }
 }
 
 async fn get(state: &AppState, req: &HttpRequest, id: &str, kind: Kind) -> ScimResult<Value> {
     let admin = admin(state, req).await?;
     match kind {
-        Kind::Users => users::get(&state.db, &admin, &base(state), id).await,
-        Kind::Groups => groups::get(&state.db, &admin, &base(state), id).await,
+        Kind::Users => state.scim.users.get(&admin, &base(state), id).await,
+        Kind::Groups => state.scim.groups.get(&admin, &base(state), id).await,
     }
 }
 
@@ -171,22 +167,21 @@ async fn change(
 ) -> ScimResult<Value> {
     let admin = admin(state, req).await?;
     let body = body(payload).await?;
-    let (who, base, fx) = (origin_of_token(req, state, &admin), base(state), effects(state));
-    let db = &state.db;
+    let (who, base) = (origin_of_token(req, state, &admin), base(state));
     match (kind, whole) {
-        (Kind::Users, true) => users::replace(db, &fx, &admin, &who, &base, id, &body).await,
-        (Kind::Users, false) => users::modify(db, &fx, &admin, &who, &base, id, &body).await,
-        (Kind::Groups, true) => groups::replace(db, &fx, &admin, &who, &base, id, &body).await,
-        (Kind::Groups, false) => groups::modify(db, &fx, &admin, &who, &base, id, &body).await,
+        (Kind::Users, true) => state.scim.users.replace(&admin, &who, &base, id, &body).await,
+        (Kind::Users, false) => state.scim.users.modify(&admin, &who, &base, id, &body).await,
+        (Kind::Groups, true) => state.scim.groups.replace(&admin, &who, &base, id, &body).await,
+        (Kind::Groups, false) => state.scim.groups.modify(&admin, &who, &base, id, &body).await,
     }
 }
 
 async fn remove(state: &AppState, req: &HttpRequest, id: &str, kind: Kind) -> ScimResult<()> {
     let admin = admin(state, req).await?;
-    let (who, fx) = (origin_of_token(req, state, &admin), effects(state));
+    let who = origin_of_token(req, state, &admin);
     match kind {
-        Kind::Users => users::delete(&state.db, &fx, &admin, &who, id).await,
-        Kind::Groups => groups::delete(&state.db, &fx, &admin, &who, id).await,
+        Kind::Users => state.scim.users.delete(&admin, &who, id).await,
+        Kind::Groups => state.scim.groups.delete(&admin, &who, id).await,
     }
 }
 

@@ -7,7 +7,6 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::accounts::api_tokens;
-use crate::domain::providers::aliases;
 use crate::domain::providers::user_keys::{self, KeyForm};
 use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
@@ -37,9 +36,9 @@ async fn page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("keys", &user_keys::list(&state.db, actor).await?);
+    ctx.insert("keys", &state.keys.list(actor).await?);
     ctx.insert("models", &state.engine.providers().choices(actor).await);
-    ctx.insert("default_model", &user_keys::default_model(&state.db, actor).await?);
+    ctx.insert("default_model", &state.keys.default_model(actor).await?);
     ctx.insert("groups", &state.teams.groups.mine(actor).await?);
     ctx.insert("flash", &flash);
     ctx.insert("form", &echo);
@@ -96,8 +95,7 @@ pub async fn add_key(
 ) -> Result<HttpResponse, WebError> {
     let form = form.into_inner();
     let who = origin(&req, &state, &user.0);
-    let result =
-        user_keys::add(&state.db, &state.vault, state.engine.providers(), &user.0.actor, &who, &form).await;
+    let result = state.keys.add(&user.0.actor, &who, &form).await;
     let echo = AddFormEcho { kind: form.kind, name: form.name, base_url: form.base_url, label: form.label };
     outcome(&state, &req, &user, result, |k| format!("Key \"{}\" saved (…{}).", k.label, k.last4), echo).await
 }
@@ -120,16 +118,15 @@ pub async fn replace_key(
     form: web::Form<ReplaceForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let result = user_keys::replace(
-        &state.db,
-        &state.vault,
-        state.engine.providers(),
-        &user.0.actor,
-        &who,
-        id.into_inner(),
-        user_keys::Change { label: &form.label, value: &form.key },
-    )
-    .await;
+    let result = state
+        .keys
+        .replace(
+            &user.0.actor,
+            &who,
+            id.into_inner(),
+            user_keys::Change { label: &form.label, value: &form.key },
+        )
+        .await;
     outcome(
         &state,
         &req,
@@ -149,8 +146,7 @@ pub async fn delete_key(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let result =
-        user_keys::delete(&state.db, state.engine.providers(), &user.0.actor, &who, id.into_inner()).await;
+    let result = state.keys.delete(&user.0.actor, &who, id.into_inner()).await;
     outcome(&state, &req, &user, result, |()| "Key deleted.".to_string(), AddFormEcho::default()).await
 }
 
@@ -161,7 +157,7 @@ pub async fn test_key(
     user: CurrentUser,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
-    let tested = user_keys::test(&state.db, state.engine.providers(), &user.0.actor, id.into_inner()).await?;
+    let tested = state.keys.test(&user.0.actor, id.into_inner()).await?;
     let flash = match tested {
         Ok(n) => Flash { ok: Some(format!("The key works: the provider lists {n} models.")), error: None },
         Err(m) => Flash { ok: None, error: Some(format!("The test failed. {m}")) },
@@ -183,8 +179,7 @@ pub async fn set_model(
     user: CurrentUser,
     form: web::Form<ModelForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result =
-        user_keys::set_default_model(&state.db, state.engine.providers(), &user.0.actor, &form.model).await;
+    let result = state.keys.set_default_model(&user.0.actor, &form.model).await;
     outcome(&state, &req, &user, result, |()| "Default model saved.".to_string(), AddFormEcho::default())
         .await
 }
@@ -225,7 +220,7 @@ async fn tokens_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("tokens", &api_tokens::list(&state.db, &user.0.actor).await?);
+    ctx.insert("tokens", &state.accounts.tokens.list(&user.0.actor).await?);
     // The new token, shown this once: (name, value).
     ctx.insert("created", &created);
     ctx.insert("base_url", &format!("{}/v1", state.config.public_url()));
@@ -283,7 +278,7 @@ pub async fn create_token(
         },
     };
     let who = origin(&req, &state, &user.0);
-    match api_tokens::create(&state.db, &user.0.actor, &who, &form.name, scope, days).await {
+    match state.accounts.tokens.create(&user.0.actor, &who, &form.name, scope, days).await {
         Ok(created) => {
             let shown = Some((created.row.name.clone(), created.token.expose().to_string()));
             let flash =
@@ -305,7 +300,7 @@ pub async fn revoke_token(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    api_tokens::revoke(&state.db, &user.0.actor, &who, id.into_inner()).await?;
+    state.accounts.tokens.revoke(&user.0.actor, &who, id.into_inner()).await?;
     let flash = Flash { ok: Some("Token revoked: it stops working at once.".into()), error: None };
     tokens_page(&state, &req, &user, flash, None, StatusCode::OK).await
 }
@@ -322,7 +317,7 @@ async fn aliases_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("aliases", &aliases::list(&state.db, &user.0.actor).await?);
+    ctx.insert("aliases", &state.aliases.list(&user.0.actor).await?);
     ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
     settings_tab(state, req, ctx, "aliases", &flash, status)
 }
@@ -375,7 +370,7 @@ pub async fn set_alias(
     form: web::Form<AliasForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    match aliases::set(&state.db, &user.0.actor, &who, &form.alias, &form.target).await {
+    match state.aliases.set(&user.0.actor, &who, &form.alias, &form.target).await {
         Ok(a) => {
             let flash =
                 Flash { ok: Some(format!("\"{}\" now stands for {}.", a.alias, a.target)), error: None };
@@ -397,7 +392,7 @@ pub async fn delete_alias(
     alias: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    aliases::delete(&state.db, &user.0.actor, &who, &alias).await?;
+    state.aliases.delete(&user.0.actor, &who, &alias).await?;
     aliases_page(
         &state,
         &req,

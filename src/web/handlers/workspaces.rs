@@ -108,7 +108,7 @@ async fn workspace_context(
     }
     if workspace.owner_id == user.0.user.id {
         // Only the person whose workspace it is may attach a key: the keys are theirs.
-        ctx.insert("my_keys", &crate::domain::providers::user_keys::list(&state.db, actor).await?);
+        ctx.insert("my_keys", &state.keys.list(actor).await?);
     }
     ctx.insert("role", &role);
     ctx.insert("shared", &(workspace.owner_id != user.0.user.id));

@@ -1,7 +1,6 @@
 //! The directory page: the SCIM endpoint's address and the tokens an identity provider uses.
 
 use super::*;
-use crate::domain::scim;
 
 async fn directory_page(
     state: &AppState,
@@ -11,7 +10,7 @@ async fn directory_page(
     created: Option<String>,
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "directory", &flash);
-    ctx.insert("tokens", &scim::tokens(&state.db, &admin.1).await?);
+    ctx.insert("tokens", &state.scim.tokens(&admin.1).await?);
     ctx.insert("created", &created);
     ctx.insert("base_url", &format!("{}/scim/v2", state.config.public_url()));
     render::section(
@@ -49,7 +48,7 @@ pub async fn create_scim_token(
     form: web::Form<ScimTokenForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    match scim::issue_token(&state.db, &admin.1, &who, &form.name).await {
+    match state.scim.issue_token(&admin.1, &who, &form.name).await {
         Ok(made) => {
             let token = made.token.expose().to_string();
             directory_page(
@@ -73,7 +72,7 @@ pub async fn revoke_scim_token(
     id: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    scim::revoke_token(&state.db, &admin.1, &who, render::parse_id(&id)?).await?;
+    state.scim.revoke_token(&admin.1, &who, render::parse_id(&id)?).await?;
     directory_page(
         &state,
         &req,
