@@ -196,6 +196,13 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let keys =
         domain::providers::user_keys::MemberKeys::new(db.clone(), vault.clone(), engine.providers().clone());
     let aliases = domain::providers::aliases::Aliases::new(db.clone());
+    let agent = domain::agent::Agent::new(db.clone());
+    let gateway = domain::gateway::Gateway::new(
+        db.clone(),
+        engine.providers().clone(),
+        engine.quota_holds().clone(),
+        usage.clone(),
+    );
     let scim = domain::scim::Directory::new(db.clone(), runs.clone(), access.clone());
     let mcp = domain::mcp::McpServers::new(db.clone(), vault.clone());
     let files = domain::files::Files::new(db.clone(), blobs.clone(), files);
@@ -227,6 +234,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         teams,
         mcp,
         scim,
+        agent,
+        gateway,
         keys,
         aliases,
         access,

@@ -71,6 +71,10 @@ pub struct AppState {
     pub keys: crate::domain::providers::user_keys::MemberKeys,
     /// Members' model aliases.
     pub aliases: crate::domain::providers::aliases::Aliases,
+    /// The agent's rules, todos and memory, and the host folders admins allow.
+    pub agent: crate::domain::agent::Agent,
+    /// The gateway: models for API callers, and the Responses API's stored answers.
+    pub gateway: crate::domain::gateway::Gateway,
     /// The SCIM directory: its tokens and the people and groups it provisions.
     pub scim: crate::domain::scim::Directory,
     /// MCP server configuration: admins' servers and members' own.

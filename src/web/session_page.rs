@@ -190,7 +190,7 @@ pub(crate) async fn agent_into(
 ) -> Result<(), WebError> {
     let actor = &user.0.actor;
     let (workspace, _) = state.sessions.view_workspace(actor, session.workspace_id).await?;
-    let calls = crate::domain::runs::decisions::calls_by_result(&state.db, actor, session.id).await?;
+    let calls = state.engine.calls_by_result(actor, session.id).await?;
     session_view::attach_calls(views, &calls);
     files_into(state, views).await?;
     // A sub-agent's work hangs below its result, beside the parent's next answer.
@@ -200,7 +200,7 @@ pub(crate) async fn agent_into(
         result.side_branch =
             state.sessions.side_branches(actor, session.id, &message).await?.into_iter().next();
     }
-    let pending = crate::domain::runs::decisions::pending_call(&state.db, actor, session.id).await?;
+    let pending = state.engine.pending_call(actor, session.id).await?;
     // A call a stopped, interrupted or failed run left unfinished is offered again.
     let unfinished = match pending {
         Some(_) => None,
@@ -208,7 +208,7 @@ pub(crate) async fn agent_into(
     };
     ctx.insert("pending", &pending);
     ctx.insert("unfinished", &unfinished);
-    ctx.insert("todos", &crate::domain::agent::todos(&state.db, session.id).await?);
+    ctx.insert("todos", &state.agent.todos(session.id).await?);
     ctx.insert("context_files", &state.engine.files_in_context(actor, session.id).await?);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("workspace_approval_mode", &workspace.approval_mode);

@@ -338,12 +338,12 @@ async fn always_stores_a_rule_that_lets_the_next_call_run_until_it_is_revoked() 
     // Listed in settings, and revoking it makes the next write ask again.
     let page = a.c.app.get("/settings/approvals", Some(&a.c.s.cookie)).await.text().await.unwrap();
     assert!(page.contains("<code>write_file</code>"), "{page}");
-    let rules = arbor::domain::agent::list_rules(a.db(), a.c.user.id).await.unwrap();
+    let rules = a.c.app.state.agent.list_rules(a.c.user.id).await.unwrap();
     assert_eq!(rules.len(), 1);
     let res =
         a.c.app.post_form(&format!("/settings/approvals/{}/delete", rules[0].id), "", Some(&a.c.s)).await;
     assert_eq!(res.status(), 200);
-    assert!(arbor::domain::agent::list_rules(a.db(), a.c.user.id).await.unwrap().is_empty());
+    assert!(a.c.app.state.agent.list_rules(a.c.user.id).await.unwrap().is_empty());
     a.c.mock.enqueue(Provider::OpenAi, write_call("notes/3.txt", "3"));
     a.c.send_ok("third", MODEL).await;
     a.paused().await;
@@ -512,7 +512,7 @@ async fn write_todo_keeps_the_sessions_list_and_the_page_shows_it() {
     a.c.mock.enqueue(Provider::OpenAi, says("Planned."));
     a.c.send_ok("Plan", MODEL).await;
     assert_eq!(a.ended().await, "completed");
-    let todos = arbor::domain::agent::todos(a.db(), a.c.session).await.unwrap();
+    let todos = a.c.app.state.agent.todos(a.c.session).await.unwrap();
     assert_eq!(todos.len(), 2);
     assert_eq!((todos[1].text.as_str(), todos[1].status.as_str()), ("Write <tests>", "in_progress"));
     let page = a.c.app.get(&format!("/s/{}", a.c.session), Some(&a.c.s.cookie)).await.text().await.unwrap();

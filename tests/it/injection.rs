@@ -278,7 +278,7 @@ async fn injected_page_instructions_wait_for_a_decision_bound_to_that_one_call()
     assert_eq!(a.paused().await, again);
     assert_eq!(status_of(&a.calls().await, "i1"), ("denied".into(), Some("no_continue".into())));
     assert_eq!(attacker.seen().len(), 1);
-    assert!(arbor::domain::agent::list_rules(&a.c.app.state.db, a.c.user.id).await.unwrap().is_empty());
+    assert!(a.c.app.state.agent.list_rules(a.c.user.id).await.unwrap().is_empty());
 
     // Refused, the run ends; a decision after that changes nothing.
     assert_eq!(a.decide(again, "no", "").await.status(), 200);

@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::{OfferedTool, tool_digest};
 use crate::domain::accounts::Actor;
+use crate::domain::agent::Agent;
 use crate::domain::sessions::{self, Workspace, prompt::MemoryVars};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::ToolSpec;
-use crate::storage::Db;
 use crate::storage::repos::memories as repo;
 use crate::tools::{Risk, ToolOutput};
 
@@ -56,53 +56,102 @@ pub struct Overview {
 }
 
 /// Checks that a workspace scope is the actor's.
-async fn checked(db: &Db, actor: &Actor, scope: Scope) -> DomainResult<Scope> {
+async fn checked(sessions: &sessions::Sessions, actor: &Actor, scope: Scope) -> DomainResult<Scope> {
     if let Scope::Workspace(id) = scope {
-        sessions::Sessions::new(db.clone()).view_workspace(actor, id).await?;
+        sessions.view_workspace(actor, id).await?;
     }
     Ok(scope)
 }
 
-/// The actor's memory in `scope` (empty when nothing was written).
-pub async fn read(db: &Db, actor: &Actor, scope: Scope) -> DomainResult<String> {
-    let scope = checked(db, actor, scope).await?;
-    Ok(repo::get(db, actor.user_id(), &scope.key()).await?.unwrap_or_default())
-}
-
-/// Replaces the actor's memory in `scope`.
-pub async fn write(db: &Db, actor: &Actor, scope: Scope, content: &str) -> DomainResult<()> {
-    let content = content.trim();
-    if content.chars().count() > MAX_MEMORY_CHARS {
-        return Err(DomainError::Invalid(format!(
-            "A memory holds at most {MAX_MEMORY_CHARS} characters; this one has {}.",
-            content.chars().count()
-        )));
+impl Agent {
+    /// The actor's memory in `scope` (empty when nothing was written).
+    pub async fn read_memory(&self, actor: &Actor, scope: Scope) -> DomainResult<String> {
+        let scope = checked(&self.sessions, actor, scope).await?;
+        Ok(repo::get(&self.db, actor.user_id(), &scope.key()).await?.unwrap_or_default())
     }
-    let scope = checked(db, actor, scope).await?;
-    repo::put(db, actor.user_id(), &scope.key(), content).await?;
-    Ok(())
-}
 
-/// The member's memory and every workspace's, for Settings → Memory.
-pub async fn overview(db: &Db, actor: &Actor) -> DomainResult<Overview> {
-    let stored = repo::all(db, actor.user_id()).await?;
-    let find = |key: &str| stored.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone()).unwrap_or_default();
-    let workspaces = sessions::Sessions::new(db.clone())
-        .list_workspaces(actor)
-        .await?
-        .into_iter()
-        .map(|w| WorkspaceMemory { content: find(&w.id.to_string()), workspace: w })
-        .collect();
-    Ok(Overview { member: find("member"), workspaces })
-}
+    /// Replaces the actor's memory in `scope`.
+    pub async fn write_memory(&self, actor: &Actor, scope: Scope, content: &str) -> DomainResult<()> {
+        let content = content.trim();
+        if content.chars().count() > MAX_MEMORY_CHARS {
+            return Err(DomainError::Invalid(format!(
+                "A memory holds at most {MAX_MEMORY_CHARS} characters; this one has {}.",
+                content.chars().count()
+            )));
+        }
+        let scope = checked(&self.sessions, actor, scope).await?;
+        repo::put(&self.db, actor.user_id(), &scope.key(), content).await?;
+        Ok(())
+    }
 
-/// The memories a system prompt of this workspace sees (empty when unreadable: a prompt still
-/// renders).
-pub async fn prompt_vars(db: &Db, actor: &Actor, workspace_id: Uuid) -> MemoryVars {
-    let get = |scope: Scope| async move { repo::get(db, actor.user_id(), &scope.key()).await.ok().flatten() };
-    MemoryVars {
-        member: get(Scope::Member).await.unwrap_or_default(),
-        workspace: get(Scope::Workspace(workspace_id)).await.unwrap_or_default(),
+    /// The member's memory and every workspace's, for Settings → Memory.
+    pub async fn memory_overview(&self, actor: &Actor) -> DomainResult<Overview> {
+        let stored = repo::all(&self.db, actor.user_id()).await?;
+        let find =
+            |key: &str| stored.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone()).unwrap_or_default();
+        let workspaces = self
+            .sessions
+            .list_workspaces(actor)
+            .await?
+            .into_iter()
+            .map(|w| WorkspaceMemory { content: find(&w.id.to_string()), workspace: w })
+            .collect();
+        Ok(Overview { member: find("member"), workspaces })
+    }
+
+    /// The memories a system prompt of this workspace sees (empty when unreadable: a prompt still
+    /// renders).
+    pub async fn memory_prompt_vars(&self, actor: &Actor, workspace_id: Uuid) -> MemoryVars {
+        let get = |scope: Scope| async move {
+            repo::get(&self.db, actor.user_id(), &scope.key()).await.ok().flatten()
+        };
+        MemoryVars {
+            member: get(Scope::Member).await.unwrap_or_default(),
+            workspace: get(Scope::Workspace(workspace_id)).await.unwrap_or_default(),
+        }
+    }
+
+    /// Runs `memory_read` or `memory_write` for a session in `workspace_id`.
+    pub async fn run_memory_tool(
+        &self,
+        actor: &Actor,
+        workspace_id: Uuid,
+        name: &str,
+        args: &Value,
+    ) -> ToolOutput {
+        let scope = match args.get("scope").and_then(Value::as_str) {
+            Some("member") => Scope::Member,
+            Some("workspace") => Scope::Workspace(workspace_id),
+            _ => return ToolOutput::error("\"scope\" must be \"member\" or \"workspace\"."),
+        };
+        let current = match self.read_memory(actor, scope).await {
+            Ok(c) => c,
+            Err(e) => return ToolOutput::error(format!("The memory could not be read: {e}")),
+        };
+        if name == "memory_read" {
+            return ToolOutput::ok(if current.is_empty() {
+                "(nothing remembered yet)".to_string()
+            } else {
+                current
+            });
+        }
+        let Some(content) = args.get("content").and_then(Value::as_str) else {
+            return ToolOutput::error("memory_write needs \"content\".");
+        };
+        let new = match args.get("mode").and_then(Value::as_str).unwrap_or("append") {
+            "replace" => content.to_string(),
+            "append" if current.is_empty() => content.to_string(),
+            "append" => format!("{current}\n{content}"),
+            _ => return ToolOutput::error("\"mode\" must be \"append\" or \"replace\"."),
+        };
+        match self.write_memory(actor, scope, &new).await {
+            Ok(()) => ToolOutput::ok(format!(
+                "Remembered ({} characters in this memory now).",
+                new.trim().chars().count()
+            )),
+            Err(DomainError::Invalid(m)) => ToolOutput::error(m),
+            Err(e) => ToolOutput::error(format!("The memory could not be written: {e}")),
+        }
     }
 }
 
@@ -149,41 +198,4 @@ first). At most 20,000 characters per scope."
         .into_iter()
         .map(|(spec, risk)| OfferedTool { digest: tool_digest(&spec), spec, risk, mcp: None })
         .collect()
-}
-
-/// Runs `memory_read` or `memory_write` for a session in `workspace_id`.
-pub async fn run_tool(db: &Db, actor: &Actor, workspace_id: Uuid, name: &str, args: &Value) -> ToolOutput {
-    let scope = match args.get("scope").and_then(Value::as_str) {
-        Some("member") => Scope::Member,
-        Some("workspace") => Scope::Workspace(workspace_id),
-        _ => return ToolOutput::error("\"scope\" must be \"member\" or \"workspace\"."),
-    };
-    let current = match read(db, actor, scope).await {
-        Ok(c) => c,
-        Err(e) => return ToolOutput::error(format!("The memory could not be read: {e}")),
-    };
-    if name == "memory_read" {
-        return ToolOutput::ok(if current.is_empty() {
-            "(nothing remembered yet)".to_string()
-        } else {
-            current
-        });
-    }
-    let Some(content) = args.get("content").and_then(Value::as_str) else {
-        return ToolOutput::error("memory_write needs \"content\".");
-    };
-    let new = match args.get("mode").and_then(Value::as_str).unwrap_or("append") {
-        "replace" => content.to_string(),
-        "append" if current.is_empty() => content.to_string(),
-        "append" => format!("{current}\n{content}"),
-        _ => return ToolOutput::error("\"mode\" must be \"append\" or \"replace\"."),
-    };
-    match write(db, actor, scope, &new).await {
-        Ok(()) => ToolOutput::ok(format!(
-            "Remembered ({} characters in this memory now).",
-            new.trim().chars().count()
-        )),
-        Err(DomainError::Invalid(m)) => ToolOutput::error(m),
-        Err(e) => ToolOutput::error(format!("The memory could not be written: {e}")),
-    }
 }

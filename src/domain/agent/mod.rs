@@ -28,6 +28,8 @@ pub use todos::*;
 
 mod host_roots;
 pub use host_roots::*;
+mod service;
+pub use service::Agent;
 
 /// How much a session's agent may do without asking, from most asking to least.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -577,40 +579,42 @@ pub struct RuleView {
     pub created: String,
 }
 
-/// The actor's "always" rules.
-pub async fn list_rules(db: &Db, user_id: Uuid) -> DomainResult<Vec<RuleView>> {
-    Ok(repo::list_rules(db, user_id)
-        .await?
-        .into_iter()
-        .map(|r| RuleView {
-            id: r.id,
-            scope: r.scope,
-            scope_id: r.scope_id,
-            tool: r.tool_name,
-            pattern: r.pattern,
-            created: r.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
-        })
-        .collect())
-}
+impl Agent {
+    /// The actor's "always" rules.
+    pub async fn list_rules(&self, user_id: Uuid) -> DomainResult<Vec<RuleView>> {
+        Ok(repo::list_rules(&self.db, user_id)
+            .await?
+            .into_iter()
+            .map(|r| RuleView {
+                id: r.id,
+                scope: r.scope,
+                scope_id: r.scope_id,
+                tool: r.tool_name,
+                pattern: r.pattern,
+                created: r.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+            })
+            .collect())
+    }
 
-/// Revokes one of the actor's rules.
-pub async fn revoke_rule(db: &Db, user_id: Uuid, id: Uuid) -> DomainResult<()> {
-    if repo::delete_rule(db, user_id, id).await? { Ok(()) } else { Err(DomainError::NotFound) }
-}
+    /// Revokes one of the actor's rules.
+    pub async fn revoke_rule(&self, user_id: Uuid, id: Uuid) -> DomainResult<()> {
+        if repo::delete_rule(&self.db, user_id, id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+    }
 
-/// Whether one of the user's rules lets this call run unasked: same tool, same fingerprint
-/// of the tool, pattern matching.
-pub async fn rule_allows(
-    db: &Db,
-    user_id: Uuid,
-    session_id: Uuid,
-    workspace_id: Uuid,
-    tool: &OfferedTool,
-    args: &Value,
-) -> DomainResult<bool> {
-    let rules = repo::rules_for(db, user_id, session_id, workspace_id, &tool.spec.name).await?;
-    let subject = rule_subject(&tool.spec.name, args);
-    Ok(rules.iter().any(|r| r.tool_digest == tool.digest && pattern_matches(&r.pattern, &subject)))
+    /// Whether one of the user's rules lets this call run unasked: same tool, same fingerprint
+    /// of the tool, pattern matching.
+    pub async fn rule_allows(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        workspace_id: Uuid,
+        tool: &OfferedTool,
+        args: &Value,
+    ) -> DomainResult<bool> {
+        let rules = repo::rules_for(&self.db, user_id, session_id, workspace_id, &tool.spec.name).await?;
+        let subject = rule_subject(&tool.spec.name, args);
+        Ok(rules.iter().any(|r| r.tool_digest == tool.digest && pattern_matches(&r.pattern, &subject)))
+    }
 }
 
 #[cfg(test)]

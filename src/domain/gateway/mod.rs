@@ -22,6 +22,32 @@ use crate::storage::Db;
 use crate::storage::repos::messages as repo;
 use crate::storage::usage_writer::UsageWriter;
 
+/// The gateway as a service, built once in the app state: choosing and opening a model for an
+/// API caller (aliases, chains, fallback before the first byte, quota holds), embeddings, token
+/// counts, the model list, and the Responses API's stored answers (`stored`).
+#[derive(Clone)]
+pub struct Gateway {
+    db: Db,
+    providers: std::sync::Arc<Providers>,
+    holds: QuotaHolds,
+    usage: UsageWriter,
+    /// Responses API answers kept for `previous_response_id`.
+    pub stored: stored::StoredResponses,
+}
+
+impl Gateway {
+    /// The service over this database and registry; `holds` keeps parallel requests from
+    /// overspending and `usage` records what embeddings cost.
+    pub fn new(
+        db: Db,
+        providers: std::sync::Arc<Providers>,
+        holds: QuotaHolds,
+        usage: UsageWriter,
+    ) -> Gateway {
+        Gateway { stored: stored::StoredResponses { db: db.clone() }, db, providers, holds, usage }
+    }
+}
+
 /// Why no model could be opened.
 #[derive(Debug)]
 pub enum OpenError {
@@ -43,94 +69,191 @@ pub struct Opened {
     pub hold: QuotaHold,
 }
 
-/// The ordered `provider/model` references a requested model stands for: a user alias is
-/// expanded first, a comma-separated list is a fallback chain, and an item without a provider
-/// is looked up among every provider the user may call.
-pub async fn chain(
-    db: &Db,
-    providers: &Providers,
-    actor: &Actor,
-    requested: &str,
-) -> DomainResult<Vec<String>> {
-    let own = providers.own_keys(actor).await?;
-    chain_with(db, providers, actor, requested, &own).await
-}
+impl Gateway {
+    /// The ordered `provider/model` references a requested model stands for: a user alias is
+    /// expanded first, a comma-separated list is a fallback chain, and an item without a provider
+    /// is looked up among every provider the user may call.
+    pub async fn chain(&self, actor: &Actor, requested: &str) -> DomainResult<Vec<String>> {
+        let providers = &self.providers;
+        let own = providers.own_keys(actor).await?;
+        self.chain_with(actor, requested, &own).await
+    }
 
-/// [`chain`] with the user's own keys already read (a request reads them once).
-pub async fn chain_with(
-    db: &Db,
-    providers: &Providers,
-    actor: &Actor,
-    requested: &str,
-    own: &[crate::vault::store::SecretMeta],
-) -> DomainResult<Vec<String>> {
-    let requested = requested.trim();
-    let expanded = aliases::Aliases::new(db.clone())
-        .lookup(actor, requested)
-        .await?
-        .unwrap_or_else(|| requested.to_string());
-    let mut out: Vec<String> = Vec::new();
-    for item in expanded.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let found = if item.contains('/') {
-            vec![item.to_string()]
-        } else {
-            providers.unprefixed_with(actor, item, own).await
-        };
-        for reference in found {
-            if !out.contains(&reference) {
-                out.push(reference);
+    /// [`chain`] with the user's own keys already read (a request reads them once).
+    pub async fn chain_with(
+        &self,
+        actor: &Actor,
+        requested: &str,
+        own: &[crate::vault::store::SecretMeta],
+    ) -> DomainResult<Vec<String>> {
+        let providers = &self.providers;
+        let requested = requested.trim();
+        let expanded = aliases::Aliases::new(self.db.clone())
+            .lookup(actor, requested)
+            .await?
+            .unwrap_or_else(|| requested.to_string());
+        let mut out: Vec<String> = Vec::new();
+        for item in expanded.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let found = if item.contains('/') {
+                vec![item.to_string()]
+            } else {
+                providers.unprefixed_with(actor, item, own).await
+            };
+            for reference in found {
+                if !out.contains(&reference) {
+                    out.push(reference);
+                }
             }
         }
+        if out.is_empty() {
+            return Err(DomainError::NotFound);
+        }
+        Ok(out)
     }
-    if out.is_empty() {
-        return Err(DomainError::NotFound);
-    }
-    Ok(out)
-}
 
-/// Tries each reference in turn until one starts answering, the quota checked (and the call's
-/// estimate held) at the first model that resolves; `own` are the user's own keys, read once
-/// per request. A model that cannot be resolved or fails before its first token passes to the
-/// next; once one has started, it is the answer (fallback never happens after the first byte).
-pub async fn open_with(
-    db: &Db,
-    holds: &QuotaHolds,
-    providers: &Providers,
-    actor: &Actor,
-    chain: &[String],
-    request: &ChatRequest,
-    own: &[crate::vault::store::SecretMeta],
-) -> Result<Opened, OpenError> {
-    let mut last: Option<OpenError> = None;
-    let mut hold = None;
-    for reference in chain {
-        let model = match providers.resolve_with(actor, reference, own).await {
-            Ok(m) => m,
-            Err(e) => {
-                last = Some(OpenError::Domain(e));
-                continue;
+    /// Tries each reference in turn until one starts answering, the quota checked (and the call's
+    /// estimate held) at the first model that resolves; `own` are the user's own keys, read once
+    /// per request. A model that cannot be resolved or fails before its first token passes to the
+    /// next; once one has started, it is the answer (fallback never happens after the first byte).
+    pub async fn open_with(
+        &self,
+        actor: &Actor,
+        chain: &[String],
+        request: &ChatRequest,
+        own: &[crate::vault::store::SecretMeta],
+    ) -> Result<Opened, OpenError> {
+        let holds = &self.holds;
+        let providers = &self.providers;
+        let mut last: Option<OpenError> = None;
+        let mut hold = None;
+        for reference in chain {
+            let model = match providers.resolve_with(actor, reference, own).await {
+                Ok(m) => m,
+                Err(e) => {
+                    last = Some(OpenError::Domain(e));
+                    continue;
+                }
+            };
+            if hold.is_none() {
+                let estimate = || Estimate::of(request, &model.info);
+                hold = Some(
+                    quotas::admit(&self.db, holds, actor.user_id(), estimate)
+                        .await
+                        .map_err(OpenError::Domain)?,
+                );
             }
-        };
-        if hold.is_none() {
-            let estimate = || Estimate::of(request, &model.info);
-            hold =
-                Some(quotas::admit(db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?);
+            let mut req = request.clone();
+            req.model = model.model.clone();
+            let started = Instant::now();
+            match model.chat.stream(&req).await {
+                Ok(stream) => {
+                    let hold = hold.unwrap_or_else(QuotaHold::none);
+                    return Ok(Opened { model, stream, started, hold });
+                }
+                Err(e) => {
+                    tracing::info!(model = %reference, status = e.status, "gateway: model failed before answering, trying the next");
+                    last = Some(OpenError::Provider(e));
+                }
+            }
         }
-        let mut req = request.clone();
-        req.model = model.model.clone();
-        let started = Instant::now();
-        match model.chat.stream(&req).await {
-            Ok(stream) => {
-                let hold = hold.unwrap_or_else(QuotaHold::none);
-                return Ok(Opened { model, stream, started, hold });
+        Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
+    }
+
+    /// Embeddings of `inputs` by the first model of `chain` that has them (quota checked first),
+    /// with their usage recorded; the model that answered.
+    pub async fn embed(
+        &self,
+        actor: &Actor,
+        chain: &[String],
+        inputs: &[String],
+    ) -> Result<(ResolvedModel, Embeddings), OpenError> {
+        let providers = &self.providers;
+        let (holds, usage_writer) = (&self.holds, &self.usage);
+        let chars: usize = inputs.iter().map(String::len).sum();
+        let estimate = || Estimate { tokens: context::estimate_tokens(chars), micros: 0 };
+        let hold =
+            quotas::admit(&self.db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?;
+        let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
+        let mut last: Option<OpenError> = None;
+        for reference in chain {
+            let model = match providers.resolve_with(actor, reference, &own).await {
+                Ok(m) => m,
+                Err(e) => {
+                    last = Some(OpenError::Domain(e));
+                    continue;
+                }
+            };
+            let started = Instant::now();
+            match model.chat.embed(&model.model, inputs).await {
+                Ok(Some(out)) => {
+                    let input_tokens = out.input_tokens.unwrap_or_else(|| context::estimate_tokens(chars));
+                    let u = Usage { input_tokens, ..Usage::default() };
+                    let estimated = out.input_tokens.is_none();
+                    write_usage(usage_writer, providers, actor, (&model, hold), u, estimated, started);
+                    return Ok((model, out));
+                }
+                Ok(None) => {
+                    last = Some(OpenError::Domain(DomainError::Invalid(format!(
+                        "{reference} does not offer embeddings."
+                    ))));
+                }
+                Err(e) => last = Some(OpenError::Provider(e)),
             }
+        }
+        Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
+    }
+
+    /// Counts `request`'s input tokens with the first model `requested` stands for.
+    pub async fn count_tokens(
+        &self,
+        actor: &Actor,
+        requested: &str,
+        request: &ChatRequest,
+    ) -> DomainResult<Counted> {
+        let providers = &self.providers;
+        let chain = self.chain(actor, requested).await?;
+        let estimate = Counted { tokens: crate::providers::tokens::count_request(request), estimated: true };
+        let Some(first) = chain.first() else { return Ok(estimate) };
+        let model = providers.resolve(actor, first).await?;
+        let mut request = request.clone();
+        request.model = model.model.clone();
+        match model.chat.count_tokens(&request).await {
+            Ok(Some(tokens)) => Ok(Counted { tokens, estimated: false }),
+            Ok(None) => Ok(estimate),
             Err(e) => {
-                tracing::info!(model = %reference, status = e.status, "gateway: model failed before answering, trying the next");
-                last = Some(OpenError::Provider(e));
+                tracing::info!(status = e.status, "count_tokens: the provider could not count");
+                Ok(estimate)
             }
         }
     }
-    Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
+
+    /// The models `actor` may call through the gateway, then their aliases.
+    pub async fn listing(&self, actor: &Actor) -> DomainResult<Vec<Listed>> {
+        let providers = &self.providers;
+        let mut out: Vec<Listed> = Vec::new();
+        for (entry, ids) in providers.offered(actor).await {
+            for raw in ids {
+                let (id, _) = crate::domain::providers::split_alias(&raw);
+                let reference = format!("{}/{id}", entry.name);
+                let info = providers.info_of(&entry, id);
+                let limits = if info.known {
+                    (Some(u64::from(info.context_window)), Some(u64::from(info.max_output)))
+                } else {
+                    (None, None)
+                };
+                out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
+            }
+        }
+        for a in aliases::Aliases::new(self.db.clone()).list(actor).await? {
+            out.push(Listed {
+                id: a.alias,
+                owner: "alias".into(),
+                target: Some(a.target),
+                limits: (None, None),
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// A finished gateway call, for its usage row.
@@ -191,49 +314,6 @@ fn write_usage(
     usage_writer.write_keeping(&row, hold);
 }
 
-/// Embeddings of `inputs` by the first model of `chain` that has them (quota checked first),
-/// with their usage recorded; the model that answered.
-pub async fn embed(
-    db: &Db,
-    (holds, usage_writer): (&QuotaHolds, &UsageWriter),
-    providers: &Providers,
-    actor: &Actor,
-    chain: &[String],
-    inputs: &[String],
-) -> Result<(ResolvedModel, Embeddings), OpenError> {
-    let chars: usize = inputs.iter().map(String::len).sum();
-    let estimate = || Estimate { tokens: context::estimate_tokens(chars), micros: 0 };
-    let hold = quotas::admit(db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?;
-    let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
-    let mut last: Option<OpenError> = None;
-    for reference in chain {
-        let model = match providers.resolve_with(actor, reference, &own).await {
-            Ok(m) => m,
-            Err(e) => {
-                last = Some(OpenError::Domain(e));
-                continue;
-            }
-        };
-        let started = Instant::now();
-        match model.chat.embed(&model.model, inputs).await {
-            Ok(Some(out)) => {
-                let input_tokens = out.input_tokens.unwrap_or_else(|| context::estimate_tokens(chars));
-                let u = Usage { input_tokens, ..Usage::default() };
-                let estimated = out.input_tokens.is_none();
-                write_usage(usage_writer, providers, actor, (&model, hold), u, estimated, started);
-                return Ok((model, out));
-            }
-            Ok(None) => {
-                last = Some(OpenError::Domain(DomainError::Invalid(format!(
-                    "{reference} does not offer embeddings."
-                ))));
-            }
-            Err(e) => last = Some(OpenError::Provider(e)),
-        }
-    }
-    Err(last.unwrap_or(OpenError::Domain(DomainError::NotFound)))
-}
-
 /// A token count for a request: exact when the serving provider can count, else Arbor's own
 /// count (the tokenizer the context gauge uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,30 +322,6 @@ pub struct Counted {
     pub tokens: u64,
     /// Whether it is the estimate.
     pub estimated: bool,
-}
-
-/// Counts `request`'s input tokens with the first model `requested` stands for.
-pub async fn count_tokens(
-    db: &Db,
-    providers: &Providers,
-    actor: &Actor,
-    requested: &str,
-    request: &ChatRequest,
-) -> DomainResult<Counted> {
-    let chain = chain(db, providers, actor, requested).await?;
-    let estimate = Counted { tokens: crate::providers::tokens::count_request(request), estimated: true };
-    let Some(first) = chain.first() else { return Ok(estimate) };
-    let model = providers.resolve(actor, first).await?;
-    let mut request = request.clone();
-    request.model = model.model.clone();
-    match model.chat.count_tokens(&request).await {
-        Ok(Some(tokens)) => Ok(Counted { tokens, estimated: false }),
-        Ok(None) => Ok(estimate),
-        Err(e) => {
-            tracing::info!(status = e.status, "count_tokens: the provider could not count");
-            Ok(estimate)
-        }
-    }
 }
 
 /// One model the gateway lists: `provider/model`, or an alias with its target.
@@ -279,28 +335,6 @@ pub struct Listed {
     pub target: Option<String>,
     /// The context window and output limit, when known.
     pub limits: (Option<u64>, Option<u64>),
-}
-
-/// The models `actor` may call through the gateway, then their aliases.
-pub async fn listing(db: &Db, providers: &Providers, actor: &Actor) -> DomainResult<Vec<Listed>> {
-    let mut out: Vec<Listed> = Vec::new();
-    for (entry, ids) in providers.offered(actor).await {
-        for raw in ids {
-            let (id, _) = crate::domain::providers::split_alias(&raw);
-            let reference = format!("{}/{id}", entry.name);
-            let info = providers.info_of(&entry, id);
-            let limits = if info.known {
-                (Some(u64::from(info.context_window)), Some(u64::from(info.max_output)))
-            } else {
-                (None, None)
-            };
-            out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
-        }
-    }
-    for a in aliases::Aliases::new(db.clone()).list(actor).await? {
-        out.push(Listed { id: a.alias, owner: "alias".into(), target: Some(a.target), limits: (None, None) });
-    }
-    Ok(out)
 }
 
 /// A fresh response id.

@@ -10,6 +10,12 @@ use crate::providers::types::ChatMessage;
 use crate::storage::Db;
 use crate::storage::repos::stored_responses as repo;
 
+/// Stored Responses API answers as a service over the database (the gateway's `stored`).
+#[derive(Clone)]
+pub struct StoredResponses {
+    pub(super) db: Db,
+}
+
 /// The most responses a chain may join, and the most bytes their turns may hold together:
 /// a caller cannot make one request read without bound.
 const MAX_LINKS: usize = 256;
@@ -40,30 +46,79 @@ fn corrupt(message: String) -> DomainError {
     DomainError::Storage(crate::storage::StorageError::Corrupt(message))
 }
 
-/// Joins the chain ending at `id` (the actor's own response).
-pub async fn chain(db: &Db, actor: &Actor, id: &str) -> DomainResult<Chain> {
-    let mut turns: Vec<Vec<ChatMessage>> = Vec::new();
-    let (mut system, mut bytes, mut next) = (None, 0usize, Some(id.to_string()));
-    while let Some(id) = next {
-        if turns.len() == MAX_LINKS {
-            return Err(DomainError::Invalid(format!(
-                "The response chain is longer than {MAX_LINKS} responses."
-            )));
+impl StoredResponses {
+    /// Joins the chain ending at `id` (the actor's own response).
+    pub async fn chain(&self, actor: &Actor, id: &str) -> DomainResult<Chain> {
+        let mut turns: Vec<Vec<ChatMessage>> = Vec::new();
+        let (mut system, mut bytes, mut next) = (None, 0usize, Some(id.to_string()));
+        while let Some(id) = next {
+            if turns.len() == MAX_LINKS {
+                return Err(DomainError::Invalid(format!(
+                    "The response chain is longer than {MAX_LINKS} responses."
+                )));
+            }
+            let row = repo::find(&self.db, actor.user_id(), &id, kept_since())
+                .await?
+                .ok_or(DomainError::NotFound)?;
+            bytes += row.turn.len();
+            if bytes > MAX_CHAIN_BYTES {
+                return Err(DomainError::Invalid("The response chain is larger than 32 MiB.".into()));
+            }
+            let turn: Vec<ChatMessage> = serde_json::from_str(&row.turn)
+                .map_err(|e| corrupt(format!("stored response {id} is unreadable: {e}")))?;
+            if system.is_none() {
+                system = row.system;
+            }
+            turns.push(turn);
+            next = row.previous_id;
         }
-        let row = repo::find(db, actor.user_id(), &id, kept_since()).await?.ok_or(DomainError::NotFound)?;
-        bytes += row.turn.len();
-        if bytes > MAX_CHAIN_BYTES {
-            return Err(DomainError::Invalid("The response chain is larger than 32 MiB.".into()));
-        }
-        let turn: Vec<ChatMessage> = serde_json::from_str(&row.turn)
-            .map_err(|e| corrupt(format!("stored response {id} is unreadable: {e}")))?;
-        if system.is_none() {
-            system = row.system;
-        }
-        turns.push(turn);
-        next = row.previous_id;
+        Ok(Chain { system, messages: turns.into_iter().rev().flatten().collect() })
     }
-    Ok(Chain { system, messages: turns.into_iter().rev().flatten().collect() })
+
+    /// Keeps a finished response for `actor`.
+    pub async fn keep(&self, actor: &Actor, k: Keep<'_>) -> DomainResult<()> {
+        let db = &self.db;
+        let turn = serde_json::to_string(k.turn).map_err(|e| corrupt(e.to_string()))?;
+        let row = repo::NewResponse {
+            id: k.id,
+            user_id: actor.user_id(),
+            previous_id: k.previous_id,
+            system: k.system,
+            turn,
+            body: k.body.to_string(),
+        };
+        repo::insert(db, row).await?;
+        let now = chrono::Utc::now().timestamp();
+        let last = LAST_PURGE.load(std::sync::atomic::Ordering::Relaxed);
+        if now - last >= 3600
+            && LAST_PURGE
+                .compare_exchange(
+                    last,
+                    now,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            let gone = repo::delete_older_than(db, kept_since()).await?;
+            if gone > 0 {
+                tracing::info!(deleted = gone, "stored responses past their {KEEP_DAYS} days deleted");
+            }
+        }
+        Ok(())
+    }
+
+    /// The response object of one of `actor`'s responses.
+    pub async fn find(&self, actor: &Actor, id: &str) -> DomainResult<Value> {
+        let row =
+            repo::find(&self.db, actor.user_id(), id, kept_since()).await?.ok_or(DomainError::NotFound)?;
+        serde_json::from_str(&row.body).map_err(|e| corrupt(format!("stored response {id}: {e}")))
+    }
+
+    /// Deletes one of `actor`'s responses.
+    pub async fn forget(&self, actor: &Actor, id: &str) -> DomainResult<()> {
+        if repo::delete(&self.db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
+    }
 }
 
 /// A response to keep.
@@ -78,47 +133,4 @@ pub struct Keep<'a> {
     pub turn: &'a [ChatMessage],
     /// The response object.
     pub body: &'a Value,
-}
-
-/// Keeps a finished response for `actor`.
-pub async fn keep(db: &Db, actor: &Actor, k: Keep<'_>) -> DomainResult<()> {
-    let turn = serde_json::to_string(k.turn).map_err(|e| corrupt(e.to_string()))?;
-    let row = repo::NewResponse {
-        id: k.id,
-        user_id: actor.user_id(),
-        previous_id: k.previous_id,
-        system: k.system,
-        turn,
-        body: k.body.to_string(),
-    };
-    repo::insert(db, row).await?;
-    let now = chrono::Utc::now().timestamp();
-    let last = LAST_PURGE.load(std::sync::atomic::Ordering::Relaxed);
-    if now - last >= 3600
-        && LAST_PURGE
-            .compare_exchange(
-                last,
-                now,
-                std::sync::atomic::Ordering::Relaxed,
-                std::sync::atomic::Ordering::Relaxed,
-            )
-            .is_ok()
-    {
-        let gone = repo::delete_older_than(db, kept_since()).await?;
-        if gone > 0 {
-            tracing::info!(deleted = gone, "stored responses past their {KEEP_DAYS} days deleted");
-        }
-    }
-    Ok(())
-}
-
-/// The response object of one of `actor`'s responses.
-pub async fn find(db: &Db, actor: &Actor, id: &str) -> DomainResult<Value> {
-    let row = repo::find(db, actor.user_id(), id, kept_since()).await?.ok_or(DomainError::NotFound)?;
-    serde_json::from_str(&row.body).map_err(|e| corrupt(format!("stored response {id}: {e}")))
-}
-
-/// Deletes one of `actor`'s responses.
-pub async fn forget(db: &Db, actor: &Actor, id: &str) -> DomainResult<()> {
-    if repo::delete(db, actor.user_id(), id).await? { Ok(()) } else { Err(DomainError::NotFound) }
 }

@@ -131,7 +131,8 @@ impl RunEngine {
             return Vec::new();
         }
         // Folders are resolved (and checked) when a tool runs.
-        let mut tools = agent::toolbox(!session.exposed_roots.is_empty(), self.agent.shell_available());
+        let mut tools =
+            agent::toolbox(!session.exposed_roots.is_empty(), self.agent_settings.shell_available());
         if self.search.is_some() && self.blobs.is_some() {
             tools.extend(agent::memory_tools());
         }
@@ -253,7 +254,7 @@ impl RunEngine {
         };
         let run = repo::find_run(&self.db, job.session_id, job.run_id).await.map_err(storage)?;
         let done = run.map_or(0, |r| r.iterations);
-        if u32::try_from(done).unwrap_or(u32::MAX) >= self.agent.max_iterations {
+        if u32::try_from(done).unwrap_or(u32::MAX) >= self.agent_settings.max_iterations {
             return Err(format!(
                 "The agent stopped after {done} steps, its limit. Send a message to let it go on."
             ));
@@ -519,7 +520,7 @@ impl RunEngine {
         // instance's (admins set it per group), the loosest of their groups' winning.
         let loosest = crate::domain::teams::groups::loosest_approval_mode(&self.db, job.actor.user_id())
             .await?
-            .unwrap_or(self.agent.loosest);
+            .unwrap_or(self.agent_settings.loosest);
         Ok(agent::effective_mode(session.approval_mode.as_deref(), &workspace.approval_mode, loosest))
     }
 
@@ -535,14 +536,13 @@ impl RunEngine {
         arguments: &Value,
         row_id: Uuid,
     ) -> DomainResult<bool> {
-        if tool.spec.name == "subagent" || !agent::needs_confirmation(tool.risk, mode, self.agent.sandboxed())
+        if tool.spec.name == "subagent"
+            || !agent::needs_confirmation(tool.risk, mode, self.agent_settings.sandboxed())
         {
             repo::set_call_status(&self.db, row_id, "approved", Some("auto")).await?;
             return Ok(true);
         }
-        if agent::rule_allows(&self.db, job.owner_id, session.id, session.workspace_id, tool, arguments)
-            .await?
-        {
+        if self.agent.rule_allows(job.owner_id, session.id, session.workspace_id, tool, arguments).await? {
             repo::set_call_status(&self.db, row_id, "approved", Some("rule")).await?;
             return Ok(true);
         }
@@ -570,7 +570,7 @@ impl RunEngine {
             return self.generate_image_tool(job, session, arguments).await;
         }
         if name == "write_todo" {
-            return agent::write_todo(&self.db, job.session_id, arguments).await;
+            return self.agent.write_todo(job.session_id, arguments).await;
         }
         if name == "search_chat" {
             return self.search_chat(job, arguments).await;
@@ -582,8 +582,7 @@ impl RunEngine {
             return self.read_tool_result(job.session_id, arguments).await;
         }
         if name == "memory_read" || name == "memory_write" {
-            return agent::memory::run_tool(&self.db, &job.actor, session.workspace_id, name, arguments)
-                .await;
+            return self.agent.run_memory_tool(&job.actor, session.workspace_id, name, arguments).await;
         }
         if name == "recall" {
             let hash =
@@ -597,7 +596,7 @@ impl RunEngine {
                 None => ToolOutput::error("Files are not available."),
             };
         }
-        let env = self.agent.env(self.roots_of(session).await);
+        let env = self.agent_settings.env(self.roots_of(session).await);
         tools::run_builtin(name, arguments, &env).await
     }
 

@@ -222,7 +222,7 @@ impl RunEngine {
         if listed.is_empty() {
             return Vec::new();
         }
-        let env = self.agent.env(self.roots_of(session).await);
+        let env = self.agent_settings.env(self.roots_of(session).await);
         let mut out = Vec::new();
         let mut bytes = 0usize;
         for f in listed.into_iter().filter(|f| f.carried) {

@@ -8,7 +8,7 @@ use crate::domain::providers::ResolvedModel;
 use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Job, RunEngine};
 use crate::domain::sessions::tree::{self, MessageStatus, Role};
-use crate::domain::sessions::{self, ChatSession};
+use crate::domain::sessions::ChatSession;
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher};
 use crate::model::agent::ToolCall;
@@ -394,40 +394,41 @@ pub(super) fn pending_view(row: &ToolCall) -> PendingCall {
     }
 }
 
-/// The call of one of the actor's sessions waiting for a decision, if any.
-pub async fn pending_call(
-    db: &crate::storage::Db,
-    actor: &Actor,
-    session_id: Uuid,
-) -> DomainResult<Option<PendingCall>> {
-    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
-    Ok(repo::pending_call(db, session.id).await?.as_ref().map(pending_view))
-}
+impl RunEngine {
+    /// The call of one of the actor's sessions waiting for a decision, if any.
+    pub async fn pending_call(&self, actor: &Actor, session_id: Uuid) -> DomainResult<Option<PendingCall>> {
+        let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        Ok(repo::pending_call(&self.db, session.id).await?.as_ref().map(pending_view))
+    }
 
-/// One call of one of the actor's sessions.
-pub async fn call_state(
-    db: &crate::storage::Db,
-    actor: &Actor,
-    session_id: Uuid,
-    call_id: Uuid,
-) -> DomainResult<CallState> {
-    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
-    let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
-    let names = crate::domain::accounts::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
-    Ok(call_state_of(&row, &names))
-}
+    /// One call of one of the actor's sessions.
+    pub async fn call_state(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        call_id: Uuid,
+    ) -> DomainResult<CallState> {
+        let db = &self.db;
+        let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        let row = repo::find_call(db, session.id, call_id).await?.ok_or(DomainError::NotFound)?;
+        let names =
+            crate::domain::accounts::names(db, &row.decided_by.into_iter().collect::<Vec<_>>()).await?;
+        Ok(call_state_of(&row, &names))
+    }
 
-/// Every recorded call of one of the actor's sessions, keyed by its result message (for cards).
-pub async fn calls_by_result(
-    db: &crate::storage::Db,
-    actor: &Actor,
-    session_id: Uuid,
-) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
-    let (session, _) = sessions::Sessions::new(db.clone()).view_session(actor, session_id).await?;
-    let rows = repo::calls_of_session(db, session.id).await?;
-    let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
-    deciders.sort_unstable();
-    deciders.dedup();
-    let names = crate::domain::accounts::names(db, &deciders).await?;
-    Ok(rows.iter().filter_map(|row| Some((row.result_message_id?, call_state_of(row, &names)))).collect())
+    /// Every recorded call of one of the actor's sessions, keyed by its result message (for cards).
+    pub async fn calls_by_result(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+    ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
+        let db = &self.db;
+        let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        let rows = repo::calls_of_session(db, session.id).await?;
+        let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
+        deciders.sort_unstable();
+        deciders.dedup();
+        let names = crate::domain::accounts::names(db, &deciders).await?;
+        Ok(rows.iter().filter_map(|row| Some((row.result_message_id?, call_state_of(row, &names)))).collect())
+    }
 }

@@ -67,7 +67,9 @@ pub struct RunEngine {
     pacing: Pacing,
     pub(super) data_dir: Arc<std::path::PathBuf>,
     infer_titles: bool,
-    pub(super) agent: Arc<AgentSettings>,
+    pub(super) agent_settings: Arc<AgentSettings>,
+    /// The agent's rules, todos and memory.
+    pub(super) agent: crate::domain::agent::Agent,
     pub(super) mcp: Option<crate::domain::mcp::runtime::SharedMcp>,
     pub(super) blobs: Option<crate::blobs::BlobStore>,
     /// Limits and quota of the files runs make (generated images).
@@ -161,13 +163,14 @@ impl RunEngine {
     pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
         RunEngine {
             sessions: sessions::Sessions::new(db.clone()),
+            agent: crate::domain::agent::Agent::new(db.clone()),
             db,
             registry,
             providers,
             pacing,
             data_dir: Arc::new("data".into()),
             infer_titles: true,
-            agent: Arc::new(AgentSettings::defaults()),
+            agent_settings: Arc::new(AgentSettings::defaults()),
             mcp: None,
             blobs: None,
             files: crate::domain::files::FileSettings::default(),
@@ -253,7 +256,7 @@ impl RunEngine {
     /// The agent's settings (tools, limits, sandbox).
     #[must_use]
     pub fn with_agent(mut self, settings: AgentSettings) -> RunEngine {
-        self.agent = Arc::new(settings);
+        self.agent_settings = Arc::new(settings);
         self
     }
 

@@ -168,7 +168,7 @@ impl RunEngine {
         let user = crate::storage::repos::users::find(&self.db, actor.user_id()).await.ok().flatten();
         let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
         let data_dir = self.data_dir.clone();
-        let memory = crate::domain::agent::memory::prompt_vars(&self.db, actor, workspace.id).await;
+        let memory = self.agent.memory_prompt_vars(actor, workspace.id).await;
         let (workspace, session, template, model) =
             (workspace.clone(), session.clone(), template.to_string(), model.to_string());
         // Reading the instruction files touches the disk.

@@ -8,9 +8,8 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
-use crate::domain::agent::{self, Decision, RuleScope};
+use crate::domain::agent::{Decision, RuleScope};
 use crate::domain::runs::agent_loop::Decided;
-use crate::domain::runs::decisions;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::form;
@@ -48,7 +47,7 @@ async fn dialog_html(
     call_id: Uuid,
 ) -> Result<String, WebError> {
     let actor = &user.0.actor;
-    let call = decisions::call_state(&state.db, actor, session_id, call_id).await?;
+    let call = state.engine.call_state(actor, session_id, call_id).await?;
     let (session, role) = state.sessions.view_session(actor, session_id).await?;
     let mut ctx = signed_in(user);
     ctx.insert("session", &session);
@@ -66,7 +65,7 @@ async fn dialog_html(
         tail.push(session_view::single_view(&conv, first).await?);
         tail.extend(run_tail(state, user, &conv, result).await?);
     }
-    let calls = decisions::calls_by_result(&state.db, actor, session.id).await?;
+    let calls = state.engine.calls_by_result(actor, session.id).await?;
     session_view::attach_calls(&mut tail, &calls);
     ctx.insert("tail", &tail);
     ctx.insert("call", &call);
@@ -84,7 +83,7 @@ pub async fn decide(
 ) -> Result<HttpResponse, WebError> {
     let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
     // The call must be this user's before anything about the form is said.
-    decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    state.engine.call_state(&user.0.actor, session_id, call_id).await?;
     let Some(decision) = Decision::parse(&form.decision) else {
         return dialog_error(&state, call_id, StatusCode::BAD_REQUEST, "Choose one of the buttons.");
     };
@@ -127,7 +126,7 @@ pub async fn resume(
     form: web::Form<DecisionForm>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    state.engine.call_state(&user.0.actor, session_id, call_id).await?;
     let decision = match Decision::parse(&form.decision) {
         Some(d @ (Decision::Yes | Decision::NoContinue)) => d,
         _ => {
@@ -188,7 +187,7 @@ pub async fn show(
     query: web::Query<CallQuery>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, call_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    let call = decisions::call_state(&state.db, &user.0.actor, session_id, call_id).await?;
+    let call = state.engine.call_state(&user.0.actor, session_id, call_id).await?;
     if query.poll.is_some() && call.status == "proposed" {
         return Ok(HttpResponse::NoContent().finish());
     }
@@ -206,7 +205,7 @@ pub async fn pending_watch(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
-    let pending = match decisions::pending_call(&state.db, &user.0.actor, session_id).await {
+    let pending = match state.engine.pending_call(&user.0.actor, session_id).await {
         // Gone, or no longer shared with the reader: still a 404, whose notice the page shows
         // (app.js swaps a 4xx that names its place) and then stops watching.
         Err(crate::domain::DomainError::NotFound) => {
@@ -264,7 +263,7 @@ async fn approvals_page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("rules", &agent::list_rules(&state.db, user.0.actor.user_id()).await?);
+    ctx.insert("rules", &state.agent.list_rules(user.0.actor.user_id()).await?);
     ctx.insert("flash", &flash);
     ctx.insert("tab", "approvals");
     render::section(
@@ -294,7 +293,7 @@ pub async fn revoke(
     user: CurrentUser,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
-    agent::revoke_rule(&state.db, user.0.actor.user_id(), id.into_inner()).await?;
+    state.agent.revoke_rule(user.0.actor.user_id(), id.into_inner()).await?;
     let flash = Flash { ok: Some("Rule revoked: such calls ask again.".into()), error: None };
     approvals_page(&state, &req, &user, flash).await
 }

@@ -23,7 +23,7 @@ async fn page(
     let mut ctx = Context::new();
     ctx.insert("user", &user.0.user);
     ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("memory", &memory::overview(&state.db, &user.0.actor).await?);
+    ctx.insert("memory", &state.agent.memory_overview(&user.0.actor).await?);
     ctx.insert("max_chars", &memory::MAX_MEMORY_CHARS);
     super::settings::settings_tab(state, req, ctx, "memory", &flash, status)
 }
@@ -57,7 +57,7 @@ pub async fn save(
         "member" => Scope::Member,
         other => Scope::Workspace(parse_id(other)?),
     };
-    match memory::write(&state.db, &user.0.actor, scope, &form.content).await {
+    match state.agent.write_memory(&user.0.actor, scope, &form.content).await {
         Ok(()) => {
             let flash =
                 Flash { ok: Some("Saved: the agent sees it from its next reply.".into()), error: None };

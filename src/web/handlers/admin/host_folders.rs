@@ -9,7 +9,7 @@ async fn host_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let (rows, workspaces) = crate::domain::agent::host_roots_console(&state.db, &admin.1).await?;
+    let (rows, workspaces) = state.agent.host_roots_console(&admin.1).await?;
     let mut ctx = base_context(admin, "host", &flash);
     ctx.insert("rows", &rows);
     ctx.insert("workspaces", &workspaces);
@@ -51,17 +51,7 @@ pub async fn allow_host_folder(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
     let result = match Uuid::parse_str(form.workspace_id.trim()) {
-        Ok(ws) => {
-            crate::domain::agent::allow_host_root(
-                &state.db,
-                &admin.1,
-                &who,
-                &state.config.data_dir,
-                ws,
-                &form.path,
-            )
-            .await
-        }
+        Ok(ws) => state.agent.allow_host_root(&admin.1, &who, &state.config.data_dir, ws, &form.path).await,
         Err(_) => Err(DomainError::Invalid("Choose a workspace.".into())),
     };
     let (flash, status) = match result {
@@ -79,7 +69,7 @@ pub async fn remove_host_folder(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    crate::domain::agent::remove_host_root(&state.db, &admin.1, &who, id.into_inner()).await?;
+    state.agent.remove_host_root(&admin.1, &who, id.into_inner()).await?;
     host_page(
         &state,
         &req,

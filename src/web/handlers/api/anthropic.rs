@@ -122,8 +122,7 @@ pub async fn count_tokens(
         Ok(p) => p,
         Err(e) => return anthropic_error(&e),
     };
-    let providers = state.engine.providers();
-    match gateway::count_tokens(&state.db, providers, &caller.actor, &parsed.model, &parsed.request).await {
+    match state.gateway.count_tokens(&caller.actor, &parsed.model, &parsed.request).await {
         Ok(c) if !c.estimated => HttpResponse::Ok().json(json!({ "input_tokens": c.tokens })),
         Ok(c) => HttpResponse::Ok()
             .insert_header((header::WARNING, super::ESTIMATE_WARNING))

@@ -88,7 +88,7 @@ impl StreamFormat for Generate {
 
 /// `GET /v1beta/models`: the models this token's user may use, then their aliases.
 pub async fn gemini_models(state: web::Data<AppState>, ApiCaller(caller): ApiCaller) -> HttpResponse {
-    match gateway::listing(&state.db, state.engine.providers(), &caller.actor).await {
+    match state.gateway.listing(&caller.actor).await {
         Ok(list) => {
             let models: Vec<Value> = list
                 .iter()
@@ -109,7 +109,7 @@ pub async fn gemini_model(
     target: web::Path<String>,
 ) -> HttpResponse {
     let wanted = target.strip_prefix("models/").unwrap_or(&target);
-    match gateway::listing(&state.db, state.engine.providers(), &caller.actor).await {
+    match state.gateway.listing(&caller.actor).await {
         Ok(list) => match list.iter().find(|m| m.id == wanted) {
             Some(m) => HttpResponse::Ok().json(gemini::model_json(
                 &m.id,
@@ -196,8 +196,7 @@ async fn count_tokens(
         Ok(p) => p,
         Err(e) => return gemini_error(&e),
     };
-    let providers = state.engine.providers();
-    match gateway::count_tokens(&state.db, providers, &caller.actor, model, &parsed.request).await {
+    match state.gateway.count_tokens(&caller.actor, model, &parsed.request).await {
         Ok(c) if !c.estimated => HttpResponse::Ok().json(gemini::count_json(c.tokens)),
         Ok(c) => HttpResponse::Ok()
             .insert_header((header::WARNING, super::ESTIMATE_WARNING))

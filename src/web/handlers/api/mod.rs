@@ -140,15 +140,11 @@ pub(super) async fn begin(
     let providers = state.engine.providers();
     // The user's own keys are read once for the whole request.
     let own = providers.own_keys(&caller.actor).await.map_err(|e| from_domain(e, model))?;
-    let chain = gateway::chain_with(&state.db, providers, &caller.actor, model, &own)
-        .await
-        .map_err(|e| from_domain(e, model))?;
-    let holds = state.engine.quota_holds();
-    gateway::open_with(&state.db, holds, providers, &caller.actor, &chain, request, &own).await.map_err(|e| {
-        match e {
-            OpenError::Domain(e) => from_domain(e, model),
-            OpenError::Provider(e) => from_provider(&e),
-        }
+    let chain =
+        state.gateway.chain_with(&caller.actor, model, &own).await.map_err(|e| from_domain(e, model))?;
+    state.gateway.open_with(&caller.actor, &chain, request, &own).await.map_err(|e| match e {
+        OpenError::Domain(e) => from_domain(e, model),
+        OpenError::Provider(e) => from_provider(&e),
     })
 }
 
@@ -278,24 +274,13 @@ pub(super) async fn embed(
     caller: &TokenCaller,
     request: &crate::gateway::embeddings::Request,
 ) -> Result<(String, crate::providers::types::Embeddings, u64), ApiError> {
-    let providers = state.engine.providers();
     let model = &request.model;
-    let chain = gateway::chain(&state.db, providers, &caller.actor, model)
-        .await
-        .map_err(|e| from_domain(e, model))?;
-    let (served, out) = gateway::embed(
-        &state.db,
-        (state.engine.quota_holds(), &state.usage),
-        providers,
-        &caller.actor,
-        &chain,
-        &request.inputs,
-    )
-    .await
-    .map_err(|e| match e {
-        OpenError::Domain(e) => from_domain(e, model),
-        OpenError::Provider(e) => from_provider(&e),
-    })?;
+    let chain = state.gateway.chain(&caller.actor, model).await.map_err(|e| from_domain(e, model))?;
+    let (served, out) =
+        state.gateway.embed(&caller.actor, &chain, &request.inputs).await.map_err(|e| match e {
+            OpenError::Domain(e) => from_domain(e, model),
+            OpenError::Provider(e) => from_provider(&e),
+        })?;
     let chars: usize = request.inputs.iter().map(String::len).sum();
     let tokens = out.input_tokens.unwrap_or_else(|| crate::domain::runs::context::estimate_tokens(chars));
     Ok((served.reference(), out, tokens))
@@ -332,7 +317,7 @@ pub(super) fn with_warning(mut res: HttpResponse, warning: Option<String>) -> Ht
 
 /// `GET /v1/models`: the models this token's user may use, then their aliases.
 pub async fn models(state: web::Data<AppState>, ApiCaller(caller): ApiCaller) -> HttpResponse {
-    match gateway::listing(&state.db, state.engine.providers(), &caller.actor).await {
+    match state.gateway.listing(&caller.actor).await {
         Ok(list) => {
             let data: Vec<Value> = list
                 .into_iter()

@@ -38,7 +38,7 @@ impl Keeping {
             turn: &turn,
             body: &body,
         };
-        stored::keep(&self.state.db, &self.actor, k).await.map_err(|e| from_domain(e, ""))
+        self.state.gateway.stored.keep(&self.actor, k).await.map_err(|e| from_domain(e, ""))
     }
 }
 
@@ -97,7 +97,7 @@ pub async fn create_response(
     };
     let own_input = parsed.request.messages.clone();
     if let Some(previous) = &parsed.previous_response_id {
-        let chain = match stored::chain(&state.db, &caller.actor, previous).await {
+        let chain = match state.gateway.stored.chain(&caller.actor, previous).await {
             Ok(c) => c,
             Err(crate::domain::DomainError::NotFound) => {
                 let e = ApiError::new(404, "not_found", "The previous response does not exist.");
@@ -158,7 +158,7 @@ pub async fn get_response(
     ApiCaller(caller): ApiCaller,
     id: web::Path<String>,
 ) -> HttpResponse {
-    match stored::find(&state.db, &caller.actor, &id).await {
+    match state.gateway.stored.find(&caller.actor, &id).await {
         Ok(body) => HttpResponse::Ok().json(body),
         Err(e) => openai_error(&not_found_response(e)),
     }
@@ -170,7 +170,7 @@ pub async fn delete_response(
     ApiCaller(caller): ApiCaller,
     id: web::Path<String>,
 ) -> HttpResponse {
-    match stored::forget(&state.db, &caller.actor, &id).await {
+    match state.gateway.stored.forget(&caller.actor, &id).await {
         Ok(()) => {
             HttpResponse::Ok().json(json!({ "id": id.as_str(), "object": "response", "deleted": true }))
         }

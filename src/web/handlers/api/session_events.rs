@@ -18,7 +18,6 @@ use uuid::Uuid;
 
 use super::openai_error;
 use super::{domain_error, message_json};
-use crate::domain::runs::decisions;
 use crate::domain::sessions;
 use crate::events::{RunEvent, RunSnapshot};
 use crate::gateway::ApiError;
@@ -352,7 +351,7 @@ async fn end(
     message: Option<Uuid>,
     out: &Out,
 ) {
-    if let Ok(Some(call)) = decisions::pending_call(&state.db, actor, session_id).await
+    if let Ok(Some(call)) = state.engine.pending_call(actor, session_id).await
         && !out.send("approval_request", json!({ "call": call }), None).await
     {
         return;

@@ -21,7 +21,7 @@ use super::openai_error;
 use crate::domain::DomainError;
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{Decision, RuleScope};
-use crate::domain::runs::decisions::{self, PendingCall};
+use crate::domain::runs::decisions::PendingCall;
 use crate::domain::sessions::{self, tree::Message, tree::Role};
 use crate::events::RunEvent;
 use crate::gateway::ApiError;
@@ -149,7 +149,7 @@ impl Connection {
                 let Some(decision) = Decision::parse(&review) else {
                     return self.error("review is one of YES, NO, NO_CONTINUE, ALWAYS, EXPLAIN.").await;
                 };
-                let pending = decisions::pending_call(&self.state.db, &self.actor, self.session_id).await;
+                let pending = self.state.engine.pending_call(&self.actor, self.session_id).await;
                 let call = match pending {
                     Ok(Some(call)) => call,
                     Ok(None) => return self.error("No tool call is waiting for a decision.").await,
@@ -194,7 +194,7 @@ impl Connection {
         }
         self.send_new_items().await?;
         self.send("loading_state", json!({ "loading": false })).await?;
-        match decisions::pending_call(&self.state.db, &self.actor, self.session_id).await {
+        match self.state.engine.pending_call(&self.actor, self.session_id).await {
             Ok(Some(call)) => self.send("approval_request", approval_payload(&call)).await,
             _ => {
                 let last = self

@@ -12,7 +12,7 @@ use super::{domain_error, message_json, openai_error, read_json};
 use crate::domain::DomainError;
 use crate::domain::agent::{Decision, RuleScope};
 use crate::domain::runs::agent_loop::Decided;
-use crate::domain::runs::{Started, decisions};
+use crate::domain::runs::Started;
 use crate::gateway::ApiError;
 use crate::state::AppState;
 use crate::web::api_caller::ApiCaller;
@@ -133,7 +133,7 @@ pub async fn session(state: web::Data<AppState>, caller: ApiCaller, path: web::P
     let session_id = id(&path)?;
     let actor = &caller.0.actor;
     let c = state.sessions.conversation(actor, session_id).await.map_err(refuse)?;
-    let pending = decisions::pending_call(&state.db, actor, session_id).await.map_err(refuse)?;
+    let pending = state.engine.pending_call(actor, session_id).await.map_err(refuse)?;
     let path: Vec<Value> = c
         .path
         .iter()
@@ -345,7 +345,7 @@ pub async fn decide(
 ) -> Answer {
     let (session_id, call_id) = (id(&path.0)?, id(&path.1)?);
     let actor = &caller.0.actor;
-    decisions::call_state(&state.db, actor, session_id, call_id).await.map_err(refuse)?;
+    state.engine.call_state(actor, session_id, call_id).await.map_err(refuse)?;
     let b: DecisionBody = body(payload).await?;
     let invalid = |m: &str, p: &str| Refusal(ApiError::invalid(m, Some(p)));
     let decision = Decision::parse(&b.decision)
@@ -353,7 +353,7 @@ pub async fn decide(
     let scope = RuleScope::parse(b.scope.as_deref().unwrap_or(""))
         .ok_or_else(|| invalid("scope is one of session, workspace.", "scope"))?;
     let decided = state.engine.decide(actor, session_id, call_id, decision, scope).await.map_err(refuse)?;
-    let state_now = decisions::call_state(&state.db, actor, session_id, call_id).await.map_err(refuse)?;
+    let state_now = state.engine.call_state(actor, session_id, call_id).await.map_err(refuse)?;
     let outcome = match decided {
         Decided::Resumed { .. } => "resumed",
         Decided::Explained => "explained",
