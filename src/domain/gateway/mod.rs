@@ -31,6 +31,7 @@ pub struct Gateway {
     providers: std::sync::Arc<Providers>,
     holds: QuotaHolds,
     usage: UsageWriter,
+    aliases: aliases::Aliases,
     /// Responses API answers kept for `previous_response_id`.
     pub stored: stored::StoredResponses,
 }
@@ -44,7 +45,14 @@ impl Gateway {
         holds: QuotaHolds,
         usage: UsageWriter,
     ) -> Gateway {
-        Gateway { stored: stored::StoredResponses { db: db.clone() }, db, providers, holds, usage }
+        Gateway {
+            stored: stored::StoredResponses { db: db.clone() },
+            aliases: aliases::Aliases::new(db.clone()),
+            db,
+            providers,
+            holds,
+            usage,
+        }
     }
 }
 
@@ -88,10 +96,7 @@ impl Gateway {
     ) -> DomainResult<Vec<String>> {
         let providers = &self.providers;
         let requested = requested.trim();
-        let expanded = aliases::Aliases::new(self.db.clone())
-            .lookup(actor, requested)
-            .await?
-            .unwrap_or_else(|| requested.to_string());
+        let expanded = self.aliases.lookup(actor, requested).await?.unwrap_or_else(|| requested.to_string());
         let mut out: Vec<String> = Vec::new();
         for item in expanded.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let found = if item.contains('/') {
@@ -244,7 +249,7 @@ impl Gateway {
                 out.push(Listed { id: reference, owner: entry.name.clone(), target: None, limits });
             }
         }
-        for a in aliases::Aliases::new(self.db.clone()).list(actor).await? {
+        for a in self.aliases.list(actor).await? {
             out.push(Listed {
                 id: a.alias,
                 owner: "alias".into(),

@@ -11,7 +11,7 @@ use crate::storage::Db;
 use crate::storage::repos::aliases as repo;
 
 /// A member's model aliases as a service over the database (built once in the app state; the
-/// gateway builds its own to expand the names it is sent).
+/// gateway holds its own to expand the names it is sent).
 #[derive(Clone)]
 pub struct Aliases {
     db: Db,

@@ -24,7 +24,7 @@ use crate::storage::Db;
 /// provisions.
 #[derive(Clone)]
 pub struct Directory {
-    db: Db,
+    tokens: api_tokens::ApiTokens,
     /// People.
     pub users: users::ScimUsers,
     /// Groups.
@@ -43,7 +43,7 @@ impl Directory {
         Directory {
             users: users::ScimUsers { db: db.clone(), fx: fx.clone() },
             groups: groups::ScimGroups { db: db.clone(), fx },
-            db,
+            tokens: api_tokens::ApiTokens::new(db),
         }
     }
 }
@@ -134,7 +134,7 @@ impl Directory {
         let unauthorized = |detail: &str| ScimError { status: 401, scim_type: None, detail: detail.into() };
         let token =
             bearer.ok_or_else(|| unauthorized("Send a SCIM token as Authorization: Bearer <token>."))?;
-        match api_tokens::ApiTokens::new(self.db.clone()).authenticate(token).await? {
+        match self.tokens.authenticate(token).await? {
             Ok(caller) if caller.scope == Scope::Scim => caller.actor.admin().map_err(|_| ScimError {
                 status: 403,
                 scim_type: None,
@@ -158,7 +158,8 @@ impl Directory {
 
     /// The admin's SCIM tokens, for the console.
     pub async fn tokens(&self, admin: &Admin) -> DomainResult<Vec<api_tokens::TokenRow>> {
-        Ok(api_tokens::ApiTokens::new(self.db.clone())
+        Ok(self
+            .tokens
             .list(admin.actor())
             .await?
             .into_iter()
@@ -173,9 +174,7 @@ impl Directory {
         origin: &crate::domain::audit::Origin,
         name: &str,
     ) -> DomainResult<api_tokens::Created> {
-        api_tokens::ApiTokens::new(self.db.clone())
-            .create(admin.actor(), origin, name, Scope::Scim, None)
-            .await
+        self.tokens.create(admin.actor(), origin, name, Scope::Scim, None).await
     }
 
     /// Revokes one of the admin's SCIM tokens.
@@ -185,7 +184,7 @@ impl Directory {
         origin: &crate::domain::audit::Origin,
         id: uuid::Uuid,
     ) -> DomainResult<()> {
-        api_tokens::ApiTokens::new(self.db.clone()).revoke(admin.actor(), origin, id).await
+        self.tokens.revoke(admin.actor(), origin, id).await
     }
 }
 
