@@ -212,12 +212,12 @@ async fn main() -> Res<()> {
         let t = Instant::now();
         let conv = state
             .sessions
-            .conversation_window(&actor, session.id, None, arbor::web::session_view::THREAD_WINDOW)
+            .conversation_window(&actor, session.id, None, arbor::domain::pages::THREAD_WINDOW)
             .await?;
         conv_t.push(t.elapsed());
         let t = Instant::now();
         let window =
-            conv.path[conv.path.len().saturating_sub(arbor::web::session_view::THREAD_WINDOW)..].to_vec();
+            conv.path[conv.path.len().saturating_sub(arbor::domain::pages::THREAD_WINDOW)..].to_vec();
         let views: Vec<_> = window.iter().map(arbor::web::session_view::message_view).collect();
         views_t.push(t.elapsed());
         drop(views);

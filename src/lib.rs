@@ -139,20 +139,21 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     )
     .await
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("search index: {e}"))))?;
-    let mut files = file_settings(&config_files);
+    let mut file_limits = file_settings(&config_files);
     if let Some(counters) = &counters {
-        files.reservations = domain::files::Reservations::shared(counters.clone());
+        file_limits.reservations = domain::files::Reservations::shared(counters.clone());
     }
+    let files = domain::files::Files::new(db.clone(), blobs.clone(), file_limits);
     let providers = Arc::new(providers);
     domain::providers::listen_to_instances(providers.clone());
     let quota_holds = match &counters {
         Some(counters) => domain::admin::quota_holds::QuotaHolds::shared(counters.clone()),
         None => domain::admin::quota_holds::QuotaHolds::default(),
     };
+    let quotas = domain::admin::quotas::QuotaGate::new(db.clone(), quota_holds);
     let admin = domain::admin::AdminConsole::new(db.clone(), vault.clone(), providers.clone());
     let mut engine = domain::runs::RunEngine::new(db.clone(), runs.clone(), providers, pacing)
-        .with_quota_holds(quota_holds)
-        .with_blobs(blobs.clone())
+        .with_quotas(quotas.clone())
         .with_files(files.clone())
         .with_search(search.clone())
         .with_data_dir(config.data_dir.clone())
@@ -177,11 +178,10 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     }
     engine.keep_lease();
     let usage = storage::usage_writer::UsageWriter::start(db.clone());
-    let deletions = domain::deletion::Deletions::new(db.clone(), runs.clone(), admin.clone());
     let transfers = domain::transfer::Transfers::new(
         db.clone(),
         blobs.clone(),
-        files.clone(),
+        files.settings().clone(),
         search.clone(),
         transfer_scratch(&config.data_dir, bus.is_shared()),
         domain::transfer::ImportLimits {
@@ -192,22 +192,41 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     .map_err(|e| StartupError::Io(std::io::Error::other(format!("transfer scratch folder: {e}"))))?;
     let sessions = domain::sessions::Sessions::new(db.clone());
     let access = domain::teams::shares::AccessChanges::linked(bus);
-    let teams = domain::teams::Teams::new(db.clone(), access.clone(), blobs.clone(), files.clone());
+    let teams =
+        domain::teams::Teams::new(db.clone(), access.clone(), blobs.clone(), files.settings().clone());
     let keys =
         domain::providers::user_keys::MemberKeys::new(db.clone(), vault.clone(), engine.providers().clone());
     let aliases = domain::providers::aliases::Aliases::new(db.clone());
     let agent = domain::agent::Agent::new(db.clone());
-    let gateway = domain::gateway::Gateway::new(
-        db.clone(),
-        engine.providers().clone(),
-        engine.quota_holds().clone(),
-        usage.clone(),
-    );
+    let gateway =
+        domain::gateway::Gateway::new(db.clone(), engine.providers().clone(), quotas, usage.clone());
     let scim = domain::scim::Directory::new(db.clone(), runs.clone(), access.clone());
     let mcp = domain::mcp::McpServers::new(db.clone(), vault.clone());
-    let files = domain::files::Files::new(db.clone(), blobs.clone(), files);
+    let deletions = domain::deletion::Deletions::new(
+        sessions.clone(),
+        runs.clone(),
+        admin.clone(),
+        search.clone(),
+        files.clone(),
+    );
     let passwords = auth::passwords::Hasher::default();
-    let accounts = domain::accounts::Accounts::new(db.clone(), passwords.clone());
+    let accounts = domain::accounts::Accounts::new(db.clone(), passwords.clone(), config.auth.clone());
+    let streams = limits::MemberSlots::default();
+    let operations = domain::operations::Operations::new(db.clone(), runs.clone(), streams.clone());
+    let pages = domain::pages::Pages::new(domain::pages::PageSources {
+        db: db.clone(),
+        sessions: sessions.clone(),
+        engine: engine.clone(),
+        agent: agent.clone(),
+        files: files.clone(),
+        keys: keys.clone(),
+        aliases: aliases.clone(),
+        teams: teams.clone(),
+        mcp: mcp.clone(),
+        admin: admin.clone(),
+        search: search.clone(),
+        transfers: transfers.clone(),
+    });
     Ok(AppState {
         config: Arc::new(config),
         db,
@@ -219,7 +238,8 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         login_limiter: counters.map(auth::ratelimit::RateLimiter::shared).unwrap_or_default(),
         passwords,
         accounts,
-        streams: limits::MemberSlots::default(),
+        streams,
+        operations,
         uploads: limits::MemberSlots::default(),
         usage,
         vault,
@@ -238,6 +258,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         gateway,
         keys,
         aliases,
+        pages,
         access,
     })
 }

@@ -466,25 +466,31 @@ async fn admin(config: Config, action: AdminAction) -> ExitCode {
         AdminAction::Create { email, name, password_file } => match read_password(password_file) {
             Ok(password) => {
                 let min = config.auth.min_password_length;
-                accounts::Accounts::new(db.clone(), arbor::auth::passwords::Hasher::default())
-                    .create_local(&email, &name, &password, min, accounts::Role::Admin)
-                    .await
-                    .map(|u| format!("created administrator {}", u.email))
-                    .map_err(|e| e.to_string())
+                accounts::Accounts::new(
+                    db.clone(),
+                    arbor::auth::passwords::Hasher::default(),
+                    config.auth.clone(),
+                )
+                .create_local(&email, &name, &password, min, accounts::Role::Admin)
+                .await
+                .map(|u| format!("created administrator {}", u.email))
+                .map_err(|e| e.to_string())
             }
             Err(e) => Err(e),
         },
         AdminAction::Token { email, name, scope, days } => cli_token(&db, &email, &name, &scope, days).await,
-        AdminAction::Promote { email } => {
-            accounts::Accounts::new(db.clone(), arbor::auth::passwords::Hasher::default())
-                .promote_by_email(&email)
-                .await
-                .map(|u| format!("{} is now an administrator", u.email))
-                .map_err(|e| match e {
-                    arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
-                    e => e.to_string(),
-                })
-        }
+        AdminAction::Promote { email } => accounts::Accounts::new(
+            db.clone(),
+            arbor::auth::passwords::Hasher::default(),
+            config.auth.clone(),
+        )
+        .promote_by_email(&email)
+        .await
+        .map(|u| format!("{} is now an administrator", u.email))
+        .map_err(|e| match e {
+            arbor::domain::DomainError::NotFound => format!("no user with the email {email}"),
+            e => e.to_string(),
+        }),
     };
     report(result)
 }

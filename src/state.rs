@@ -8,22 +8,6 @@ use crate::config::Config;
 use crate::events::RunRegistry;
 use crate::storage::Db;
 
-impl AppState {
-    /// After a deletion: drops what the search index holds for a session, and collects the
-    /// files nothing refers to any more, in the background.
-    pub fn after_deletion(&self, session: Option<uuid::Uuid>) {
-        if let Some(id) = session {
-            self.search.forget_session(id);
-        }
-        let files = self.files.clone();
-        tokio::spawn(async move {
-            if let Err(e) = files.collect_unreferenced().await {
-                tracing::warn!(error = %e, "collecting unreferenced files failed");
-            }
-        });
-    }
-}
-
 /// Everything handlers need, cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -45,6 +29,8 @@ pub struct AppState {
     pub login_limiter: crate::auth::ratelimit::RateLimiter,
     /// Live event streams each member holds (SECURITY.md 54).
     pub streams: crate::limits::MemberSlots,
+    /// Readiness and the present state behind `/metrics`.
+    pub operations: crate::domain::operations::Operations,
     /// Uploads each member is sending (SECURITY.md 54).
     pub uploads: crate::limits::MemberSlots,
     /// Password hashing, at most one hash per core at once (SECURITY.md 53).
@@ -81,6 +67,8 @@ pub struct AppState {
     pub mcp: crate::domain::mcp::McpServers,
     /// The admin console's people and providers.
     pub admin: crate::domain::admin::AdminConsole,
+    /// What each page shows, gathered in one call.
+    pub pages: crate::domain::pages::Pages,
     /// What may be deleted while answers are being written.
     pub deletions: crate::domain::deletion::Deletions,
     /// How many statements the database connection has run.

@@ -58,6 +58,24 @@ fn queries_live_in_storage_only() {
     assert!(found.is_empty(), "queries outside src/storage:\n{}", found.join("\n"));
 }
 
+/// Handlers reach the database only through the services built in the app state: no handler
+/// passes the connection, and the web layer names no repository.
+#[test]
+fn the_web_layer_reaches_the_database_through_services_only() {
+    let found = offenders(&["src/web"], &["state.db", ".db,", "(&db", "storage::repos"]);
+    assert!(found.is_empty(), "the web layer uses the database directly:\n{}", found.join("\n"));
+}
+
+/// A handler never imports another handler: what two of them share lives in `src/web/`.
+#[test]
+fn handlers_import_no_other_handler() {
+    let found: Vec<String> = offenders(&["src/web/handlers"], &["handlers::", "super::super::"])
+        .into_iter()
+        .filter(|line| !line.contains("/mod.rs:"))
+        .collect();
+    assert!(found.is_empty(), "handlers importing handlers:\n{}", found.join("\n"));
+}
+
 /// Rows cross into the domain as the value types of `src/model`, never as SeaORM entities.
 #[test]
 fn no_entity_type_is_named_outside_storage() {

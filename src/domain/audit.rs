@@ -85,8 +85,14 @@ pub struct Entry {
 /// Filters of the audit page.
 pub type Filter = repo::Filter;
 
-/// Rows newest first, one page plus whether there are more (admins only).
-pub async fn list(db: &Db, admin: &Admin, filter: &Filter, page: u64) -> DomainResult<(Vec<Entry>, bool)> {
+/// Rows newest first, one page plus whether there are more (admins only: the console's
+/// `AdminConsole::audit_log`).
+pub(crate) async fn list(
+    db: &Db,
+    admin: &Admin,
+    filter: &Filter,
+    page: u64,
+) -> DomainResult<(Vec<Entry>, bool)> {
     let _actor = admin.actor();
     let mut rows = repo::list(db, filter, page + 1).await?;
     let more = rows.len() as u64 > page;

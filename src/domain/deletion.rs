@@ -1,60 +1,87 @@
-//! What may be deleted while an answer is being written: one rule for workspaces, sessions,
-//! messages and people, instead of one per handler. A live run owns its session's tree until
-//! it ends, so deleting under it is refused (or, for a person an admin deletes, their runs are
-//! stopped first and the admin asked to try again).
+//! Deleting workspaces, sessions, messages and people: one service that decides what may be
+//! deleted while an answer is being written, deletes it, and tidies after it (the search index
+//! forgets it, files nothing refers to any more are collected). A live run owns its session's
+//! tree until it ends, so deleting under it is refused (or, for a person an admin deletes, their
+//! runs are stopped first and the admin asked to try again).
+
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
-use crate::domain::admin::AdminConsole;
+use crate::domain::admin::{AdminConsole, DeletionSummary};
+use crate::domain::audit::Origin;
 use crate::domain::authz::Admin;
+use crate::domain::files::Files;
+use crate::domain::search::SearchService;
+use crate::domain::sessions::Sessions;
 use crate::domain::{DomainError, DomainResult};
 use crate::events::RunRegistry;
-use crate::storage::Db;
 
-/// Decides deletions against the live runs; built once in the app state.
+/// Deletes against the live runs; built once in the app state (`state.deletions`).
 #[derive(Clone)]
 pub struct Deletions {
-    sessions: crate::domain::sessions::Sessions,
+    sessions: Sessions,
     runs: RunRegistry,
     admin: AdminConsole,
+    search: Arc<SearchService>,
+    files: Files,
 }
 
 impl Deletions {
-    /// The rule over this database, run registry and console (for a person's sessions).
-    pub fn new(db: Db, runs: RunRegistry, admin: AdminConsole) -> Deletions {
-        Deletions { sessions: crate::domain::sessions::Sessions::new(db), runs, admin }
+    /// The service over these: the sessions to delete from, the live runs, the console (for a
+    /// person), the search index to forget in, and the files to collect.
+    pub fn new(
+        sessions: Sessions,
+        runs: RunRegistry,
+        admin: AdminConsole,
+        search: Arc<SearchService>,
+        files: Files,
+    ) -> Deletions {
+        Deletions { sessions, runs, admin, search, files }
     }
 
-    /// Whether a session has an answer being written.
-    pub fn session_is_live(&self, session_id: Uuid) -> bool {
-        self.runs.is_active(session_id)
-    }
-
-    /// A workspace may go when none of its sessions is live; returns its sessions (for the
-    /// search index to forget).
-    pub async fn workspace(&self, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Uuid>> {
+    /// Deletes one of the actor's workspaces with its sessions, when none of them is live.
+    pub async fn workspace(&self, actor: &Actor, workspace_id: Uuid) -> DomainResult<()> {
         let ids = self.sessions.workspace_session_ids(actor, workspace_id).await?;
         if ids.iter().any(|id| self.runs.is_active(*id)) {
             return Err(DomainError::Conflict(
                 "An answer is still being written in this workspace: stop it first.".into(),
             ));
         }
-        Ok(ids)
+        self.sessions.delete_workspace(actor, workspace_id).await?;
+        for id in ids {
+            self.search.forget_session(id);
+        }
+        self.collect_files();
+        Ok(())
     }
 
-    /// A session may go when it is not live.
+    /// Deletes one of the actor's sessions, when it is not live.
     pub async fn session(&self, actor: &Actor, session_id: Uuid) -> DomainResult<()> {
         let session = self.sessions.own_session(actor, session_id).await?;
         if self.runs.is_active(session.id) {
             return Err(DomainError::Conflict("An answer is still being written: stop it first.".into()));
         }
+        self.sessions.delete_session(actor, session.id).await?;
+        self.search.forget_session(session.id);
+        self.collect_files();
         Ok(())
     }
 
-    /// A person may go when none of their sessions is live; live ones are stopped now, and the
-    /// admin is asked to try again once they have ended.
-    pub async fn user(&self, admin: &Admin, user_id: Uuid) -> DomainResult<()> {
+    /// Deletes a message and everything below it, when no answer is being written in the
+    /// session; returns how many messages went. The index drops them when a search next meets
+    /// them.
+    pub async fn branch(&self, actor: &Actor, session_id: Uuid, message_id: Uuid) -> DomainResult<u64> {
+        let live = self.runs.is_active(session_id);
+        let removed = self.sessions.delete_branch(actor, session_id, message_id, live).await?;
+        self.collect_files();
+        Ok(removed)
+    }
+
+    /// Deletes a person with everything they own, when none of their sessions is live; live
+    /// ones are stopped now, and the admin is asked to try again once they have ended.
+    pub async fn user(&self, admin: &Admin, origin: &Origin, user_id: Uuid) -> DomainResult<DeletionSummary> {
         let live: Vec<Uuid> = self
             .admin
             .user_session_ids(admin, user_id)
@@ -62,14 +89,28 @@ impl Deletions {
             .into_iter()
             .filter(|s| self.runs.is_active(*s))
             .collect();
-        if live.is_empty() {
-            return Ok(());
+        if !live.is_empty() {
+            for s in &live {
+                self.runs.cancel(*s);
+            }
+            return Err(DomainError::Conflict(
+                "This user has answers being written; they are being stopped. Try again in a moment.".into(),
+            ));
         }
-        for s in &live {
-            self.runs.cancel(*s);
-        }
-        Err(DomainError::Conflict(
-            "This user has answers being written; they are being stopped. Try again in a moment.".into(),
-        ))
+        let summary = self.admin.delete_user(admin, origin, user_id).await?;
+        // Every instance's search index forgets their messages (a tombstone reaches the others).
+        self.search.forget_user(user_id);
+        self.collect_files();
+        Ok(summary)
+    }
+
+    /// Collects the files nothing refers to any more, in the background.
+    fn collect_files(&self) {
+        let files = self.files.clone();
+        tokio::spawn(async move {
+            if let Err(e) = files.collect_unreferenced().await {
+                tracing::warn!(error = %e, "collecting unreferenced files failed");
+            }
+        });
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod fresh;
 pub mod gateway;
 pub mod mcp;
 pub mod operations;
+pub mod pages;
 pub mod providers;
 pub mod runs;
 pub mod scim;

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, web};
 
 use super::WebError;
-use crate::auth::sessions::{self, Authenticated, Rejection};
+use crate::auth::sessions::{Authenticated, Rejection};
 use crate::state::AppState;
 
 /// Cookie name of the browser session: `__Host-` prefixed (and `Secure`) over HTTPS.
@@ -47,7 +47,7 @@ pub(crate) async fn resolve(req: HttpRequest) -> Result<Option<Authenticated>, W
             },
             None => None,
         },
-        Some(cookie) => match sessions::resolve(&state.db, &state.config.auth, cookie.value()).await? {
+        Some(cookie) => match state.accounts.browser.resolve(cookie.value()).await? {
             Ok(auth) => Some(auth),
             Err(Rejection::Anonymous) => None,
             Err(Rejection::Disabled) => {

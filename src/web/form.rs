@@ -30,6 +30,18 @@ pub fn refusal(e: crate::domain::DomainError) -> Result<(Flash, StatusCode), Web
     }
 }
 
+/// How an action's result reads as a page's flash line: the success line `ok` makes of the
+/// value (200), or the refusal ([`refusal`]).
+pub fn outcome<T>(
+    result: crate::domain::DomainResult<T>,
+    ok: impl FnOnce(T) -> String,
+) -> Result<(Flash, StatusCode), WebError> {
+    match result {
+        Ok(v) => Ok((Flash::ok(ok(v)), StatusCode::OK)),
+        Err(e) => refusal(e),
+    }
+}
+
 impl Flash {
     /// A success line.
     pub fn ok(m: impl Into<String>) -> Flash {

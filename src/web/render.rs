@@ -122,6 +122,28 @@ pub fn section(
     Ok(res)
 }
 
+/// A settings tab (`pages/settings_<tab>.html`, its form `#settings-<tab>`) with its flash.
+pub fn settings_tab(
+    state: &AppState,
+    req: &HttpRequest,
+    mut ctx: Context,
+    tab: &str,
+    flash: &impl serde::Serialize,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    ctx.insert("flash", flash);
+    ctx.insert("tab", tab);
+    section(
+        state,
+        req,
+        &format!("pages/settings_{tab}.html"),
+        &format!("partials/_settings_{tab}.html"),
+        ctx,
+        status,
+        &format!("#settings-{tab}"),
+    )
+}
+
 /// A stored file as its download: images inline, anything else as an attachment, never
 /// interpreted by the browser (sandboxed, no sniffing).
 pub fn served_file(served: crate::domain::files::Served) -> HttpResponse {

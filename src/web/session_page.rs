@@ -1,6 +1,7 @@
-//! The session and home pages' read models, shared by the handlers that render them or
-//! fragments of them: the sidebar, the composer, the session header, the thread window with
-//! its agent state and files, and one finished message.
+//! The session and home pages as the templates show them, from the read models
+//! `domain::pages` gathers: the sidebar, the composer, the session header, the thread window
+//! with its agent state and files, and one finished message. Shared by the handlers that
+//! render these pages or fragments of them.
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
@@ -8,8 +9,10 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
+use crate::domain::pages::{AgentPanel, HomePage, MessageExtras, SessionHeader};
+use crate::domain::providers::ModelChoice;
 use crate::domain::sessions::access::ShareRole;
-use crate::domain::sessions::{self, Conversation};
+use crate::domain::sessions::{self, SidebarWorkspace};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::render::{render_to_string, signed_in};
@@ -40,82 +43,34 @@ pub(crate) fn domain_to_composer(state: &AppState, e: DomainError) -> Result<Htt
     }
 }
 
-/// What the composer and sidebar need: model choices, a fresh client id, the workspaces.
-pub(crate) async fn composer_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    active: Option<Uuid>,
-) {
-    composer_fields_into(ctx, state, user).await;
-    sidebar_into(ctx, state, user, active).await;
-}
-
-/// The composer alone: model choices and a fresh client id.
-pub(crate) async fn composer_fields_into(ctx: &mut Context, state: &AppState, user: &CurrentUser) {
-    ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
+/// The composer's fields: model choices and a fresh client id.
+pub(crate) fn composer_into(ctx: &mut Context, models: &[ModelChoice]) {
+    ctx.insert("models", models);
     ctx.insert("client_id", &new_client_id());
 }
 
-/// `GET /`'s signed-in part is built here so the home page and the session page share it;
-/// `workspace` is where a new session starts (the default workspace when none or not the user's).
-pub(crate) async fn home_context(
-    state: &AppState,
-    user: &CurrentUser,
-    workspace: Option<Uuid>,
-) -> Result<Context, WebError> {
-    let actor = &user.0.actor;
+/// The sidebar's workspaces and sessions; `active` is highlighted.
+pub(crate) fn sidebar_into(ctx: &mut Context, sidebar: &[SidebarWorkspace], active: Option<Uuid>) {
+    ctx.insert("sidebar", sidebar);
+    ctx.insert("active_session", &active);
+}
+
+/// `GET /`'s signed-in part, which the search page shows too: the composer (where a new
+/// session starts) and the sidebar.
+pub(crate) fn home_context(user: &CurrentUser, home: &HomePage) -> Context {
     let mut ctx = signed_in(user);
-    composer_into(&mut ctx, state, user, None).await;
-    let chosen = match workspace {
-        Some(id) => state.sessions.view_workspace(actor, id).await.ok().map(|(w, _)| w),
-        None => None,
-    };
-    let workspace = match chosen {
-        Some(w) => w,
-        None => state.sessions.default_workspace(actor).await?,
-    };
-    let default = match workspace.default_model.clone() {
-        Some(m) => Some(m),
-        None => state.engine.providers().default_model(actor).await,
-    };
-    ctx.insert("selected_model", &default);
-    ctx.insert("workspace", &workspace);
-    Ok(ctx)
+    composer_into(&mut ctx, &home.models);
+    sidebar_into(&mut ctx, &home.sidebar, None);
+    ctx.insert("selected_model", &home.selected_model);
+    ctx.insert("workspace", &home.workspace);
+    ctx
 }
 
-/// The session and its header (model, totals, gauge, tree); returns the conversation for
-/// callers that also show messages.
-pub(crate) async fn header_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    window: usize,
-) -> Result<Conversation, WebError> {
-    header_into_at(ctx, state, user, session_id, None, window).await
-}
-
-/// [`header_into`] with the content window ending before `before`.
-pub(crate) async fn header_into_at(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session_id: Uuid,
-    before: Option<Uuid>,
-    window: usize,
-) -> Result<Conversation, WebError> {
-    let conv = state.sessions.conversation_window(&user.0.actor, session_id, before, window).await?;
-    let selected = match conv.session.model.clone() {
-        Some(m) => Some(m),
-        None => state.engine.providers().default_model(&user.0.actor).await,
-    };
-    let info = match selected.as_deref() {
-        Some(m) => state.engine.model_info(&user.0.actor, &conv.session, m).await,
-        None => None,
-    };
-    ctx.insert("gauge", &session_view::gauge(&conv, info.as_ref()));
-    ctx.insert("selected_model", &selected);
+/// The session and its header (model, totals, gauge, tree).
+pub(crate) fn header_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, header: &SessionHeader) {
+    let conv = &header.conversation;
+    ctx.insert("gauge", &session_view::gauge(conv, header.model_info.as_ref()));
+    ctx.insert("selected_model", &header.selected_model);
     ctx.insert("totals", &usage_view(&conv.totals));
     ctx.insert("session", &conv.session);
     ctx.insert("message_count", &conv.message_count);
@@ -127,7 +82,6 @@ pub(crate) async fn header_into_at(
     ctx.insert("may_not_delete", &(conv.role < ShareRole::Owner));
     ctx.insert("shared", &(conv.session.owner_id != user.0.user.id));
     ctx.insert("public_links", &state.config.sharing.public_links);
-    Ok(conv)
 }
 
 /// Everything `partials/_session.html` shows: header, settings, the thread's last window and
@@ -149,125 +103,59 @@ pub(crate) async fn session_context_at(
     with_sidebar: bool,
     focus: Option<Uuid>,
 ) -> Result<Context, WebError> {
+    let page = state.pages.session(&user.0.actor, session_id, focus, with_sidebar).await?;
     let mut ctx = signed_in(user);
-    // The window ends half a window after the focused message, when that is not the end.
-    let before = match focus {
-        Some(f) => {
-            let skeleton = state.sessions.conversation_window(&user.0.actor, session_id, None, 0).await?;
-            skeleton
-                .path
-                .iter()
-                .position(|m| m.id == f)
-                .and_then(|i| skeleton.path.get(i + session_view::THREAD_WINDOW / 2))
-                .map(|m| m.id)
-        }
-        None => None,
-    };
-    let conv = header_into_at(&mut ctx, state, user, session_id, before, session_view::THREAD_WINDOW).await?;
-    let (mut messages, older) = session_view::thread_window(&conv, before).await?;
-    ctx.insert("focus", &focus);
-    agent_into(&mut ctx, state, user, &conv.session, &mut messages).await?;
+    header_into(&mut ctx, state, user, &page.header);
+    let conv = &page.header.conversation;
+    let mut messages = session_view::thread_window(conv, page.window.clone()).await?;
+    extras_into(&mut messages, &page.extras, user);
+    agent_into(&mut ctx, &page.agent);
+    ctx.insert("focus", &page.focus);
     ctx.insert("messages", &messages);
-    ctx.insert("older_before", &older);
+    ctx.insert("older_before", &page.older_before());
     ctx.insert("settings", &settings_view(&conv.session));
     ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
-    if with_sidebar {
-        composer_into(&mut ctx, state, user, Some(session_id)).await;
-    } else {
-        composer_fields_into(&mut ctx, state, user).await;
+    composer_into(&mut ctx, &page.models);
+    if let Some(sidebar) = &page.sidebar {
+        sidebar_into(&mut ctx, sidebar, Some(session_id));
     }
     Ok(ctx)
 }
 
 /// What the agent adds to a session's page: the waiting call, the todo list, the approval
-/// modes, and each tool card's diff and decision.
-pub(crate) async fn agent_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    session: &sessions::ChatSession,
-    views: &mut [session_view::MessageView],
-) -> Result<(), WebError> {
-    let actor = &user.0.actor;
-    let (workspace, _) = state.sessions.view_workspace(actor, session.workspace_id).await?;
-    let calls = state.engine.calls_by_result(actor, session.id).await?;
-    session_view::attach_calls(views, &calls);
-    files_into(state, views).await?;
-    // A sub-agent's work hangs below its result, beside the parent's next answer.
-    for v in views.iter_mut() {
-        let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") else { continue };
-        let message = state.sessions.message(actor, session.id, v.id).await?;
-        result.side_branch =
-            state.sessions.side_branches(actor, session.id, &message).await?.into_iter().next();
-    }
-    let pending = state.engine.pending_call(actor, session.id).await?;
-    // A call a stopped, interrupted or failed run left unfinished is offered again.
-    let unfinished = match pending {
-        Some(_) => None,
-        None => state.engine.unfinished_call(actor, session.id).await?,
-    };
-    ctx.insert("pending", &pending);
-    ctx.insert("unfinished", &unfinished);
-    ctx.insert("todos", &state.agent.todos(session.id).await?);
-    ctx.insert("context_files", &state.engine.files_in_context(actor, session.id).await?);
+/// modes.
+fn agent_into(ctx: &mut Context, agent: &AgentPanel) {
+    ctx.insert("pending", &agent.pending);
+    ctx.insert("unfinished", &agent.unfinished);
+    ctx.insert("todos", &agent.todos);
+    ctx.insert("context_files", &agent.context_files);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
-    ctx.insert("workspace_approval_mode", &workspace.approval_mode);
-    authors_into(state, user, views).await
+    ctx.insert("workspace_approval_mode", &agent.workspace_approval_mode);
 }
 
-/// Says who asked (and for whom an answer was written) on the messages someone other than the
-/// reader wrote: in a shared workspace the thread shows its people; in one's own, nothing.
-async fn authors_into(
-    state: &AppState,
+/// Adds to each shown message what the page gathered for it: its tool card's diff and
+/// decision, its files, a sub-agent's work below its result, and who wrote it when that was
+/// someone other than the reader (in a shared workspace the thread shows its people; in one's
+/// own, nothing).
+pub(crate) fn extras_into(
+    views: &mut [session_view::MessageView],
+    extras: &MessageExtras,
     user: &CurrentUser,
-    views: &mut [session_view::MessageView],
-) -> Result<(), WebError> {
-    let mut others: Vec<Uuid> =
-        views.iter().filter_map(|v| v.author_id).filter(|id| *id != user.0.user.id).collect();
-    others.sort_unstable();
-    others.dedup();
-    let names = crate::domain::accounts::names(&state.db, &others).await?;
-    for v in views.iter_mut().filter(|v| v.role == "user" || v.role == "assistant") {
-        if let Some(id) = v.author_id.filter(|id| *id != user.0.user.id) {
-            v.author = Some(names.get(&id).cloned().unwrap_or_else(|| "a former member".into()));
-        }
-    }
-    Ok(())
-}
-
-/// Adds each message's attached files to its view: the person's uploads, and the images
-/// answers and tool results made.
-pub(crate) async fn files_into(
-    state: &AppState,
-    views: &mut [session_view::MessageView],
-) -> Result<(), WebError> {
-    let ids: Vec<Uuid> = views.iter().map(|v| v.id).collect();
-    let mut files = crate::domain::files::views_of(&state.db, &ids).await?;
+) {
+    session_view::attach_calls(views, &extras.calls);
     for v in views.iter_mut() {
-        if let Some(f) = files.remove(&v.id) {
-            v.files = f;
+        if let Some(files) = extras.files.get(&v.id) {
+            v.files = files.clone();
+        }
+        if let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") {
+            result.side_branch = extras.side_branches.get(&v.id).copied();
+        }
+        if (v.role == "user" || v.role == "assistant")
+            && let Some(id) = v.author_id.filter(|id| *id != user.0.user.id)
+        {
+            v.author = Some(extras.authors.get(&id).cloned().unwrap_or_else(|| "a former member".into()));
         }
     }
-    Ok(())
-}
-
-/// The messages after `message_id` on the active path, up to the next message of the user: what
-/// a run wrote after it (tool results, the next answer).
-pub(crate) async fn run_tail(
-    state: &AppState,
-    user: &CurrentUser,
-    conv: &crate::domain::sessions::Conversation,
-    message_id: Uuid,
-) -> Result<Vec<session_view::MessageView>, WebError> {
-    let Some(at) = conv.path.iter().position(|m| m.id == message_id) else { return Ok(Vec::new()) };
-    let mut tail = Vec::new();
-    for m in conv.path.iter().skip(at + 1) {
-        if m.role == crate::domain::sessions::tree::Role::User {
-            break;
-        }
-        tail.push(state.sessions.message(&user.0.actor, conv.session.id, m.id).await?);
-    }
-    session_view::message_views(tail).await
 }
 
 /// A session's settings as the form shows them.
@@ -322,32 +210,17 @@ pub(crate) async fn final_message_html(
     session_id: Uuid,
     message_id: Uuid,
 ) -> Result<String, WebError> {
+    let page = state.pages.message(&user.0.actor, session_id, message_id).await?;
     let mut ctx = signed_in(user);
-    // The latest exchange whole: the context gauge reads its usage.
-    let conv = header_into(&mut ctx, state, user, session_id, 2).await?;
-    let m = state.sessions.message(&user.0.actor, session_id, message_id).await?;
-    let mut views = vec![session_view::single_view(&conv, m).await?];
-    views.extend(run_tail(state, user, &conv, message_id).await?);
-    agent_into(&mut ctx, state, user, &conv.session, &mut views).await?;
+    header_into(&mut ctx, state, user, &page.header);
+    let mut messages = page.messages.into_iter();
+    let first = messages.next().ok_or(WebError::NotFound)?;
+    let mut views = vec![session_view::single_view(&page.header.conversation, first).await?];
+    views.extend(session_view::message_views(messages.collect()).await?);
+    extras_into(&mut views, &page.extras, user);
+    agent_into(&mut ctx, &page.agent);
     let mut views = views.into_iter();
     ctx.insert("m", &views.next());
     ctx.insert("tail", &views.collect::<Vec<_>>());
     render_to_string(state, "partials/_message_final.html", &ctx)
-}
-
-pub(crate) use crate::domain::sessions::SidebarWorkspace;
-
-/// Puts the sidebar's workspaces and sessions into a page's context; `active` is highlighted.
-pub(crate) async fn sidebar_into(
-    ctx: &mut Context,
-    state: &AppState,
-    user: &CurrentUser,
-    active: Option<Uuid>,
-) {
-    let workspaces = state.sessions.sidebar(&user.0.actor, active).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "sidebar could not be loaded");
-        Vec::new()
-    });
-    ctx.insert("sidebar", &workspaces);
-    ctx.insert("active_session", &active);
 }

@@ -1,5 +1,7 @@
 //! What the chat templates receive: messages, totals and the context gauge, ready to print.
 
+use std::ops::Range;
+
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -270,28 +272,17 @@ pub async fn message_views(messages: Vec<Message>) -> Result<Vec<MessageView>, W
         .map_err(|e| WebError::Internal(format!("markdown rendering failed: {e}")))
 }
 
-/// Messages a session page shows at first, and per "earlier messages" step.
-pub const THREAD_WINDOW: usize = 40;
-
-/// The part of the active path a page shows: the `THREAD_WINDOW` messages before `before` (or
-/// the end), with their sibling positions, and the id to ask for when older ones remain.
-pub async fn thread_window(
-    conv: &Conversation,
-    before: Option<Uuid>,
-) -> Result<(Vec<MessageView>, Option<Uuid>), WebError> {
-    let end = match before {
-        Some(id) => conv.path.iter().position(|m| m.id == id).ok_or(WebError::NotFound)?,
-        None => conv.path.len(),
-    };
-    let start = end.saturating_sub(THREAD_WINDOW);
-    let mut views = message_views(conv.path[start..end].to_vec()).await?;
+/// Views of the part of the active path a page shows (`domain::pages::window_of`), with
+/// their sibling positions.
+pub async fn thread_window(conv: &Conversation, window: Range<usize>) -> Result<Vec<MessageView>, WebError> {
+    let path = conv.path.get(window.clone()).ok_or(WebError::NotFound)?;
+    let mut views = message_views(path.to_vec()).await?;
     for (offset, view) in views.iter_mut().enumerate() {
-        let i = start + offset;
+        let i = window.start + offset;
         view.siblings = conv.siblings.get(i).copied().filter(|s| s.count > 1);
         view.branch_size = conv.branch_sizes.get(i).copied().unwrap_or(1);
     }
-    let older = (start > 0).then(|| conv.path[start].id);
-    Ok((views, older))
+    Ok(views)
 }
 
 /// One message of the conversation with its sibling position (when it is on the active path).

@@ -7,6 +7,10 @@ use uuid::Uuid;
 
 use crate::events::{RunEvent, RunRegistry, RunSnapshot, Subscription};
 
+/// What a page shows when its reader loses the session: mid-stream (this stream's last event) or
+/// at the page's next watch (`pending_watch`), whichever comes first.
+pub(crate) const REVOKED_NOTICE: &str = r#"<p class="flash flash-error" role="alert" id="access-revoked">This session is no longer available to you: its workspace is no longer shared with you, or it was deleted. Reload to leave.</p>"#;
+
 pub use super::escape::escape_text;
 
 /// Text wrapped in an element, so a trailing newline survives SSE framing.

@@ -837,17 +837,18 @@ async fn token_quota_holds_hold_across_instances() {
     let counters = arbor::bus::limits::SharedCounters::connect(&redis_url(), &prefix).await.unwrap();
     // Two instances' holds of the same member's allowance of 1,000 tokens a day.
     let (a, b) = (QuotaHolds::shared(counters.clone()), QuotaHolds::shared(counters));
+    let (a, b) = (quotas::QuotaGate::new(conn.clone(), a), quotas::QuotaGate::new(conn.clone(), b));
     let call = || Estimate { tokens: 600, micros: 0 };
-    let on_a = quotas::admit(&conn, &a, member, call).await.expect("nothing held yet");
-    let on_b = quotas::admit(&conn, &b, member, call).await.expect("600 held of 1,000: room left");
-    let refused = quotas::admit(&conn, &a, member, call).await.expect_err("1,200 held: none left");
+    let on_a = a.admit(member, call).await.expect("nothing held yet");
+    let on_b = b.admit(member, call).await.expect("600 held of 1,000: room left");
+    let refused = a.admit(member, call).await.expect_err("1,200 held: none left");
     assert!(refused.to_string().contains("daily allowance of 1000 tokens"), "{refused}");
-    assert!(quotas::check(&conn, &b, member).await.is_err(), "the other instance sees it too");
+    assert!(b.check(member).await.is_err(), "the other instance sees it too");
     // Calls that end give their holds back (in the background, in Redis).
     drop(on_a);
     drop(on_b);
     let began = Instant::now();
-    while quotas::check(&conn, &b, member).await.is_err() {
+    while b.check(member).await.is_err() {
         assert!(began.elapsed() < Duration::from_secs(5), "the holds were never given back");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -862,12 +863,12 @@ async fn a_quota_written_elsewhere_applies_here_within_two_seconds() {
     use arbor::domain::admin::quotas;
     use sea_orm::ConnectionTrait;
     let (_db, conn, member) = member_on_fresh_postgres().await;
-    let holds = QuotaHolds::default();
-    assert!(quotas::check(&conn, &holds, member).await.is_ok(), "no quota yet");
+    let gate = quotas::QuotaGate::new(conn.clone(), QuotaHolds::default());
+    assert!(gate.check(member).await.is_ok(), "no quota yet");
     let insert = "INSERT INTO quotas (scope, tokens_day, updated_at) VALUES ('default', 0, now())";
     conn.execute_unprepared(insert).await.unwrap();
     let began = Instant::now();
-    while quotas::check(&conn, &holds, member).await.is_ok() {
+    while gate.check(member).await.is_ok() {
         assert!(began.elapsed() < Duration::from_secs(3), "the written quota never applied");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

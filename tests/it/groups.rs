@@ -155,11 +155,10 @@ async fn a_claim_replaces_only_provider_managed_memberships_and_oversized_claims
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_quota_is_their_own_else_their_groups_most_generous_else_the_default() {
-    use arbor::domain::admin::quotas::{Quota, effective};
+    use arbor::domain::admin::quotas::Quota;
     let app = TestApp::spawn().await;
-    let db = &app.state.db;
     // The table as calls read it: kept in memory, and read again after every change.
-    let holds = app.state.engine.quota_holds();
+    let quotas = app.state.engine.quota_gate();
     let admin = app.create_user("root@example.com", Role::Admin).await;
     let admin_s = app.login_full(&admin).await;
     let pat = app.create_user("pat@example.com", Role::Member).await;
@@ -173,23 +172,23 @@ async fn a_persons_quota_is_their_own_else_their_groups_most_generous_else_the_d
         async move { app.post_form("/admin/quotas", body, Some(s)).await }
     };
     assert_eq!(save("tokens_day=10").await.status(), 200);
-    assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(10), "the default");
+    assert_eq!(quotas.effective(pat.id).await.unwrap().tokens_day, Some(10), "the default");
     assert_eq!(save("group=small&tokens_day=100&dollars_day=1").await.status(), 200);
     assert_eq!(save("group=LARGE&tokens_day=500").await.status(), 200);
-    let q = effective(db, holds, pat.id).await.unwrap();
+    let q = quotas.effective(pat.id).await.unwrap();
     // 500 tokens from "large"; dollars unlimited, since "large" sets none.
     assert_eq!(q, Quota { tokens_day: Some(500), tokens_month: None, micros_day: None, micros_month: None });
     let page = app.get("/admin/quotas", Some(&admin_s.cookie)).await.text().await.unwrap();
     assert!(page.contains("quota-groups") && page.contains("<td>large</td>"), "{page}");
     assert_eq!(save("email=pat%40example.com&tokens_day=7").await.status(), 200);
-    assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(7), "their own first");
+    assert_eq!(quotas.effective(pat.id).await.unwrap().tokens_day, Some(7), "their own first");
     // Removing the group's quota, or the group, falls back.
     assert_eq!(save("email=pat%40example.com&inherit=on").await.status(), 200);
     assert_eq!(save("group=large&inherit=on").await.status(), 200);
-    assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(100));
+    assert_eq!(quotas.effective(pat.id).await.unwrap().tokens_day, Some(100));
     let small = app.state.teams.groups.by_name(&proof, "small").await.unwrap().unwrap();
     app.state.teams.groups.delete(&proof, &Origin::cli(), small.id).await.unwrap();
-    assert_eq!(effective(db, holds, pat.id).await.unwrap().tokens_day, Some(10), "the default again");
+    assert_eq!(quotas.effective(pat.id).await.unwrap().tokens_day, Some(10), "the default again");
     // Bad input.
     for body in [
         "group=nope&tokens_day=1",

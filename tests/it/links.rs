@@ -127,7 +127,7 @@ async fn expired_links_and_admin_revocation_are_404_and_public_links_need_the_in
     let page = c.app.get("/admin/links", Some(&admin_s.cookie)).await.text().await.unwrap();
     assert!(page.contains("ada"), "the creator is named: {page}");
     let proof = arbor::domain::accounts::Actor::for_tests(&admin).admin().unwrap();
-    let all = c.app.state.teams.links.all(&proof).await.unwrap();
+    let (all, _) = c.app.state.teams.links.all(&proof).await.unwrap();
     let newest = all.first().unwrap();
     let res = c.app.post_form(&format!("/admin/links/{}/delete", newest.id), "", Some(&admin_s)).await;
     assert_eq!(res.status(), 200);

@@ -87,7 +87,7 @@ async fn tree_shape(app: &TestApp, session: Uuid) -> Value {
     let messages = arbor::storage::repos::messages::session_messages(db, session).await.unwrap();
     let calls = arbor::storage::repos::agent::calls_of_session(db, session).await.unwrap();
     let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
-    let files = arbor::domain::files::views_of(db, &ids).await.unwrap();
+    let files = app.state.files.views_of(&ids).await.unwrap();
     let chat = arbor::storage::repos::workspaces::find_session_by_id(db, session).await.unwrap().unwrap();
     fn node(
         m: &arbor::domain::sessions::tree::Message,
@@ -222,7 +222,7 @@ async fn an_export_imported_on_a_fresh_instance_gives_the_same_trees_files_calls
                 .iter()
                 .map(|m| m.id)
                 .collect();
-        let views = arbor::domain::files::views_of(&other.state.db, &ids).await.unwrap();
+        let views = other.state.files.views_of(&ids).await.unwrap();
         views.values().flatten().next().unwrap().hash.clone()
     };
     let blob = other.get(&format!("/blobs/{file_hash}"), Some(&s.cookie)).await;

@@ -214,7 +214,7 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     c.exchange("the newest turn").await;
     let page = c.page().await;
     assert!(page.contains("the newest turn</div>"), "the page follows the tree after a write");
-    assert_eq!(page.matches("<article class=\"msg ").count(), arbor::web::session_view::THREAD_WINDOW);
+    assert_eq!(page.matches("<article class=\"msg ").count(), arbor::domain::pages::THREAD_WINDOW);
     let res = c.post(&format!("/s/{}/messages/{first}/delete", c.session)).await;
     assert_eq!(res.status(), 200);
     assert!(c.messages().await.is_empty());
@@ -244,7 +244,7 @@ async fn older_messages_load_in_windows() {
     assert!(!page.contains("question 1</div>"), "the first turns wait for a scroll");
     assert!(page.contains("question 21</div>"));
     let conv = c.app.state.sessions.conversation(&c.actor(), c.session).await.unwrap();
-    let first_shown = conv.path[conv.path.len() - arbor::web::session_view::THREAD_WINDOW].id;
+    let first_shown = conv.path[conv.path.len() - arbor::domain::pages::THREAD_WINDOW].id;
     assert!(page.contains(&format!("older?before={first_shown}")));
     let res = c.app.get(&format!("/s/{}/older?before={first_shown}", c.session), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 200);

@@ -1,6 +1,7 @@
 //! People and the acting-user value that authorizes every call.
 
 pub mod api_tokens;
+pub mod browser;
 pub mod invitations;
 pub mod oidc_accounts;
 
@@ -27,14 +28,18 @@ pub struct Accounts {
     pub tokens: api_tokens::ApiTokens,
     /// Invitations to the instance.
     pub invitations: invitations::Invitations,
+    /// Browser sessions.
+    pub browser: browser::BrowserSessions,
 }
 
 impl Accounts {
-    /// The service over `db`, hashing with `hasher`.
-    pub fn new(db: Db, hasher: passwords::Hasher) -> Accounts {
+    /// The service over `db`, hashing with `hasher`, with the browser session lifetimes of
+    /// `sessions`.
+    pub fn new(db: Db, hasher: passwords::Hasher, sessions: crate::config::AuthConfig) -> Accounts {
         let tokens = api_tokens::ApiTokens::new(db.clone());
         let invitations = invitations::Invitations { db: db.clone(), hasher: hasher.clone() };
-        Accounts { db, hasher, tokens, invitations }
+        let browser = browser::BrowserSessions::new(db.clone(), sessions);
+        Accounts { db, hasher, tokens, invitations, browser }
     }
 }
 

@@ -38,6 +38,17 @@ impl AdminConsole {
     pub fn new(db: Db, vault: Vault, providers: Arc<Providers>) -> AdminConsole {
         AdminConsole { db, vault, providers }
     }
+
+    /// The audit log, newest first: one page of rows matching `filter`, plus whether there are
+    /// more.
+    pub async fn audit_log(
+        &self,
+        admin: &Admin,
+        filter: &crate::domain::audit::Filter,
+        page: u64,
+    ) -> DomainResult<(Vec<crate::domain::audit::Entry>, bool)> {
+        crate::domain::audit::list(&self.db, admin, filter, page).await
+    }
 }
 
 impl AdminConsole {

@@ -92,32 +92,81 @@ fn most_generous(quotas: &[Quota]) -> Option<Quota> {
     })
 }
 
-/// The quota that applies to a user: the most specific one. Their own; else their groups'
-/// (the most generous of them, when they are in several groups with quotas); else the
-/// instance default. Read from the table as `holds` keep it in memory: no query at all when
-/// no quota is set, the user's groups only when some group has a quota.
-pub async fn effective(db: &Db, holds: &QuotaHolds, user: Uuid) -> DomainResult<Quota> {
-    let rows = holds.table(db).await?;
-    if rows.is_empty() {
-        return Ok(Quota::default());
+/// The gate every model call of a member passes: their quota (the most specific that applies,
+/// read from the table the holds keep in memory) against what they spent and what their running
+/// calls hold. Built once over the database and the holds; the run engine and the gateway
+/// share it.
+#[derive(Clone)]
+pub struct QuotaGate {
+    db: Db,
+    holds: QuotaHolds,
+}
+
+impl QuotaGate {
+    /// The gate over this database, with these holds (shared with the other instances through
+    /// Redis when there are several).
+    pub fn new(db: Db, holds: QuotaHolds) -> QuotaGate {
+        QuotaGate { db, holds }
     }
-    let user_scope = user.to_string();
-    if let Some((_, own)) = rows.iter().find(|(s, _)| *s == user_scope) {
-        return Ok(from_limits(own));
-    }
-    if rows.iter().any(|(s, _)| s.starts_with(GROUP_PREFIX)) {
-        let groups: Vec<String> = crate::storage::repos::groups::group_ids_of(db, user)
-            .await?
-            .into_iter()
-            .map(group_scope)
-            .collect();
-        let of_groups: Vec<Quota> =
-            rows.iter().filter(|(s, _)| groups.contains(s)).map(|(_, l)| from_limits(l)).collect();
-        if let Some(q) = most_generous(&of_groups) {
-            return Ok(q);
+
+    /// The quota that applies to a user: the most specific one. Their own; else their groups'
+    /// (the most generous of them, when they are in several groups with quotas); else the
+    /// instance default. Read from the table as `holds` keep it in memory: no query at all when
+    /// no quota is set, the user's groups only when some group has a quota.
+    pub async fn effective(&self, user: Uuid) -> DomainResult<Quota> {
+        let (db, holds) = (&self.db, &self.holds);
+        let rows = holds.table(db).await?;
+        if rows.is_empty() {
+            return Ok(Quota::default());
         }
+        let user_scope = user.to_string();
+        if let Some((_, own)) = rows.iter().find(|(s, _)| *s == user_scope) {
+            return Ok(from_limits(own));
+        }
+        if rows.iter().any(|(s, _)| s.starts_with(GROUP_PREFIX)) {
+            let groups: Vec<String> = crate::storage::repos::groups::group_ids_of(db, user)
+                .await?
+                .into_iter()
+                .map(group_scope)
+                .collect();
+            let of_groups: Vec<Quota> =
+                rows.iter().filter(|(s, _)| groups.contains(s)).map(|(_, l)| from_limits(l)).collect();
+            if let Some(q) = most_generous(&of_groups) {
+                return Ok(q);
+            }
+        }
+        Ok(rows.iter().find(|(s, _)| s == DEFAULT_SCOPE).map(|(_, l)| from_limits(l)).unwrap_or_default())
     }
-    Ok(rows.iter().find(|(s, _)| s == DEFAULT_SCOPE).map(|(_, l)| from_limits(l)).unwrap_or_default())
+
+    /// Refuses when the user has reached a limit, counting what their calls still running hold,
+    /// saying which and until when.
+    pub async fn check(&self, user: Uuid) -> DomainResult<()> {
+        self.admit(user, Estimate::default).await.map(drop)
+    }
+
+    /// Admits one call of the user's: refused when spent plus what their other running calls hold
+    /// reaches a limit; else the call holds `estimate` (computed only for a user with limits)
+    /// until the returned hold is dropped, after its usage row is stored.
+    pub async fn admit(&self, user: Uuid, estimate: impl FnOnce() -> Estimate) -> DomainResult<QuotaHold> {
+        let (db, holds) = (&self.db, &self.holds);
+        let quota = self.effective(user).await?;
+        if quota.is_unlimited() {
+            return Ok(QuotaHold::none());
+        }
+        holds
+            .hold(user, estimate(), async |held: Estimate| {
+                let s = spent(db, user).await?;
+                let grow = |n: i64, by: u64| n.saturating_add(i64::try_from(by).unwrap_or(i64::MAX));
+                let counted = Spent {
+                    tokens_day: grow(s.tokens_day, held.tokens),
+                    tokens_month: grow(s.tokens_month, held.tokens),
+                    micros_day: grow(s.micros_day, held.micros),
+                    micros_month: grow(s.micros_month, held.micros),
+                };
+                refusal(&quota, &counted).map_or(Ok(()), Err)
+            })
+            .await
+    }
 }
 
 /// What the user spent today and this month.
@@ -130,40 +179,6 @@ pub async fn spent(db: &Db, user: Uuid) -> DomainResult<Spent> {
 
 fn dollars(micros: i64) -> String {
     format!("${:.2}", micros as f64 / 1_000_000.0)
-}
-
-/// Refuses when the user has reached a limit, counting what their calls still running hold,
-/// saying which and until when.
-pub async fn check(db: &Db, holds: &QuotaHolds, user: Uuid) -> DomainResult<()> {
-    admit(db, holds, user, Estimate::default).await.map(drop)
-}
-
-/// Admits one call of the user's: refused when spent plus what their other running calls hold
-/// reaches a limit; else the call holds `estimate` (computed only for a user with limits)
-/// until the returned hold is dropped, after its usage row is stored.
-pub async fn admit(
-    db: &Db,
-    holds: &QuotaHolds,
-    user: Uuid,
-    estimate: impl FnOnce() -> Estimate,
-) -> DomainResult<QuotaHold> {
-    let quota = effective(db, holds, user).await?;
-    if quota.is_unlimited() {
-        return Ok(QuotaHold::none());
-    }
-    holds
-        .hold(user, estimate(), async |held: Estimate| {
-            let s = spent(db, user).await?;
-            let grow = |n: i64, by: u64| n.saturating_add(i64::try_from(by).unwrap_or(i64::MAX));
-            let counted = Spent {
-                tokens_day: grow(s.tokens_day, held.tokens),
-                tokens_month: grow(s.tokens_month, held.tokens),
-                micros_day: grow(s.micros_day, held.micros),
-                micros_month: grow(s.micros_month, held.micros),
-            };
-            refusal(&quota, &counted).map_or(Ok(()), Err)
-        })
-        .await
 }
 
 /// The refusal of a user with `quota` who spent (or holds) `s`, if a limit is reached.

@@ -20,7 +20,7 @@ use crate::storage::repos::files as repo;
 mod generated;
 mod reservations;
 mod upload;
-pub use generated::{Destination, attach_generated, message_images, room_for_images, thread_images};
+pub use generated::Destination;
 pub use reservations::{Reservation, Reservations};
 pub use upload::IncomingFile;
 
@@ -121,6 +121,16 @@ fn blob_error(e: BlobError) -> DomainError {
 }
 
 impl Files {
+    /// The attachments of messages, by message id, as views (the caller has the messages: it
+    /// read them as the actor).
+    pub async fn views_of(&self, message_ids: &[Uuid]) -> DomainResult<HashMap<Uuid, Vec<FileView>>> {
+        let mut out: HashMap<Uuid, Vec<FileView>> = HashMap::new();
+        for a in repo::attachments_of(&self.db, message_ids).await? {
+            out.entry(a.message_id).or_default().push(view_of(a));
+        }
+        Ok(out)
+    }
+
     /// Removes one of the actor's unsent uploads.
     pub async fn discard_upload(&self, actor: &Actor, id: Uuid) -> DomainResult<()> {
         if repo::delete_upload(&self.db, actor.user_id(), id).await? {
@@ -181,15 +191,6 @@ pub async fn serve_shown(store: &BlobStore, hash: &str, name: &str) -> DomainRes
     Ok(Served { bytes, name: name.to_string(), kind })
 }
 
-/// The attachments of messages, by message id, as views.
-pub async fn views_of(db: &Db, message_ids: &[Uuid]) -> DomainResult<HashMap<Uuid, Vec<FileView>>> {
-    let mut out: HashMap<Uuid, Vec<FileView>> = HashMap::new();
-    for a in repo::attachments_of(db, message_ids).await? {
-        out.entry(a.message_id).or_default().push(view_of(a));
-    }
-    Ok(out)
-}
-
 /// The files of these messages as a share link keeps them, by message.
 pub async fn attachments_for_snapshot(
     db: &Db,
@@ -236,55 +237,58 @@ fn view_of(a: Attachment) -> FileView {
 /// Longest text of an attached text file sent to a model, in bytes.
 const MAX_TEXT_PART: usize = 100 * 1024;
 
-/// The parts a model gets for messages' attachments: images as image parts when the model
-/// sees images, PDFs as document parts when its API reads them, text files as text, anything
-/// else as a short note that a file was attached.
-pub async fn provider_parts(
-    db: &Db,
-    store: &BlobStore,
-    message_ids: &[Uuid],
-    vision: bool,
-    documents: bool,
-) -> DomainResult<HashMap<Uuid, Vec<Part>>> {
-    let mut out: HashMap<Uuid, Vec<Part>> = HashMap::new();
-    for a in repo::attachments_of(db, message_ids).await? {
-        let note = Part::Text {
-            text: format!("[Attached file: {} ({}, {})]", a.file_name, a.mime, readable_size(a.size)),
-        };
-        let part = if is_raster(&a.mime) && vision {
-            match store.read(&a.hash).await {
-                Ok(bytes) => Part::Image {
-                    mime: Kind::sniff(&bytes).mime().to_string(),
-                    data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "an attached image could not be read");
-                    note
+impl Files {
+    /// The parts a model gets for messages' attachments: images as image parts when the model
+    /// sees images, PDFs as document parts when its API reads them, text files as text, anything
+    /// else as a short note that a file was attached.
+    pub async fn provider_parts(
+        &self,
+        message_ids: &[Uuid],
+        vision: bool,
+        documents: bool,
+    ) -> DomainResult<HashMap<Uuid, Vec<Part>>> {
+        let (db, store) = (&self.db, &self.store);
+        let mut out: HashMap<Uuid, Vec<Part>> = HashMap::new();
+        for a in repo::attachments_of(db, message_ids).await? {
+            let note = Part::Text {
+                text: format!("[Attached file: {} ({}, {})]", a.file_name, a.mime, readable_size(a.size)),
+            };
+            let part = if is_raster(&a.mime) && vision {
+                match store.read(&a.hash).await {
+                    Ok(bytes) => Part::Image {
+                        mime: Kind::sniff(&bytes).mime().to_string(),
+                        data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, "an attached image could not be read");
+                        note
+                    }
                 }
-            }
-        } else if a.mime == "application/pdf" && documents {
-            match store.read(&a.hash).await {
-                Ok(bytes) => Part::Document {
-                    mime: "application/pdf".into(),
-                    data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
-                    name: a.file_name.clone(),
-                },
-                Err(_) => note,
-            }
-        } else if a.mime.starts_with("text/plain") {
-            match store.read(&a.hash).await {
-                Ok(bytes) => {
-                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TEXT_PART)]).to_string();
-                    Part::Text { text: format!("[Attached file: {}]\n{text}", a.file_name) }
+            } else if a.mime == "application/pdf" && documents {
+                match store.read(&a.hash).await {
+                    Ok(bytes) => Part::Document {
+                        mime: "application/pdf".into(),
+                        data_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                        name: a.file_name.clone(),
+                    },
+                    Err(_) => note,
                 }
-                Err(_) => note,
-            }
-        } else {
-            note
-        };
-        out.entry(a.message_id).or_default().push(part);
+            } else if a.mime.starts_with("text/plain") {
+                match store.read(&a.hash).await {
+                    Ok(bytes) => {
+                        let text =
+                            String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TEXT_PART)]).to_string();
+                        Part::Text { text: format!("[Attached file: {}]\n{text}", a.file_name) }
+                    }
+                    Err(_) => note,
+                }
+            } else {
+                note
+            };
+            out.entry(a.message_id).or_default().push(part);
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// What a collection removed.
@@ -366,27 +370,30 @@ pub fn parse_upload_ids(raw: &str) -> DomainResult<Vec<Uuid>> {
         .collect()
 }
 
-/// A blob an agent may `recall`: one the user holds a reference to, as text for the model.
-pub async fn recall(db: &Db, store: &BlobStore, user_id: Uuid, hash: &str) -> Result<String, String> {
-    if !blobs::valid_hash(hash) {
-        return Err("recall needs a file's hash: 64 hexadecimal characters.".into());
-    }
-    let unreadable = "The file could not be read.";
-    let shared = crate::domain::sessions::access::shared_workspace_ids(db, user_id)
-        .await
-        .map_err(|_| unreadable.to_string())?;
-    let Some((name, _)) =
-        repo::visible_blob(db, user_id, &shared, hash).await.map_err(|_| unreadable.to_string())?
-    else {
-        return Err("There is no such file among yours.".into());
-    };
-    let bytes = store.read(hash).await.map_err(|_| "There is no such file among yours.".to_string())?;
-    let kind = Kind::sniff(&bytes);
-    if kind == Kind::Text {
-        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TEXT_PART)]).to_string();
-        Ok(format!("{name} ({} bytes):\n{text}", bytes.len()))
-    } else {
-        Ok(format!("{name} is {} ({} bytes); its content is not text.", kind.mime(), bytes.len()))
+impl Files {
+    /// A blob an agent may `recall`: one the user holds a reference to, as text for the model.
+    pub async fn recall(&self, user_id: Uuid, hash: &str) -> Result<String, String> {
+        let (db, store) = (&self.db, &self.store);
+        if !blobs::valid_hash(hash) {
+            return Err("recall needs a file's hash: 64 hexadecimal characters.".into());
+        }
+        let unreadable = "The file could not be read.";
+        let shared = crate::domain::sessions::access::shared_workspace_ids(db, user_id)
+            .await
+            .map_err(|_| unreadable.to_string())?;
+        let Some((name, _)) =
+            repo::visible_blob(db, user_id, &shared, hash).await.map_err(|_| unreadable.to_string())?
+        else {
+            return Err("There is no such file among yours.".into());
+        };
+        let bytes = store.read(hash).await.map_err(|_| "There is no such file among yours.".to_string())?;
+        let kind = Kind::sniff(&bytes);
+        if kind == Kind::Text {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TEXT_PART)]).to_string();
+            Ok(format!("{name} ({} bytes):\n{text}", bytes.len()))
+        } else {
+            Ok(format!("{name} is {} ({} bytes); its content is not text.", kind.mime(), bytes.len()))
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::blobs::{self, BlobStore, Kind};
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
-use crate::storage::repos::files::{self as repo, NewUpload};
+use crate::storage::repos::files::{self as repo, FileFacts, NewUpload};
 
 /// Bytes reserved at a time while a body of undeclared length comes in.
 const RESERVE_STEP: u64 = 1024 * 1024;
@@ -143,13 +143,15 @@ async fn insert(
         db,
         &NewUpload {
             id: Uuid::now_v7(),
-            user_id: actor.user_id(),
-            hash,
-            size: bytes(size),
-            mime: kind.mime(),
-            thumb: thumb.map(|(hash, size, kind)| (hash, bytes(size), kind.mime())),
-            file_name: name,
-            dims,
+            file: FileFacts {
+                user_id: actor.user_id(),
+                hash,
+                size: bytes(size),
+                mime: kind.mime(),
+                thumb: thumb.map(|(hash, size, kind)| (hash, bytes(size), kind.mime())),
+                file_name: name,
+                dims,
+            },
         },
     )
     .await?;

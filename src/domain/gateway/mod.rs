@@ -9,8 +9,8 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
-use crate::domain::admin::quota_holds::{Estimate, QuotaHold, QuotaHolds};
-use crate::domain::admin::quotas;
+use crate::domain::admin::quota_holds::{Estimate, QuotaHold};
+use crate::domain::admin::quotas::QuotaGate;
 use crate::domain::providers::aliases;
 use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::context;
@@ -27,9 +27,8 @@ use crate::storage::usage_writer::UsageWriter;
 /// counts, the model list, and the Responses API's stored answers (`stored`).
 #[derive(Clone)]
 pub struct Gateway {
-    db: Db,
     providers: std::sync::Arc<Providers>,
-    holds: QuotaHolds,
+    quotas: QuotaGate,
     usage: UsageWriter,
     aliases: aliases::Aliases,
     /// Responses API answers kept for `previous_response_id`.
@@ -37,20 +36,20 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The service over this database and registry; `holds` keeps parallel requests from
-    /// overspending and `usage` records what embeddings cost.
+    /// The service over this database and registry; `quotas` keeps members within their
+    /// quotas (and parallel requests from overspending) and `usage` records what embeddings
+    /// cost.
     pub fn new(
         db: Db,
         providers: std::sync::Arc<Providers>,
-        holds: QuotaHolds,
+        quotas: QuotaGate,
         usage: UsageWriter,
     ) -> Gateway {
         Gateway {
             stored: stored::StoredResponses { db: db.clone() },
-            aliases: aliases::Aliases::new(db.clone()),
-            db,
+            aliases: aliases::Aliases::new(db),
             providers,
-            holds,
+            quotas,
             usage,
         }
     }
@@ -127,7 +126,6 @@ impl Gateway {
         request: &ChatRequest,
         own: &[crate::vault::store::SecretMeta],
     ) -> Result<Opened, OpenError> {
-        let holds = &self.holds;
         let providers = &self.providers;
         let mut last: Option<OpenError> = None;
         let mut hold = None;
@@ -141,11 +139,7 @@ impl Gateway {
             };
             if hold.is_none() {
                 let estimate = || Estimate::of(request, &model.info);
-                hold = Some(
-                    quotas::admit(&self.db, holds, actor.user_id(), estimate)
-                        .await
-                        .map_err(OpenError::Domain)?,
-                );
+                hold = Some(self.quotas.admit(actor.user_id(), estimate).await.map_err(OpenError::Domain)?);
             }
             let mut req = request.clone();
             req.model = model.model.clone();
@@ -173,11 +167,10 @@ impl Gateway {
         inputs: &[String],
     ) -> Result<(ResolvedModel, Embeddings), OpenError> {
         let providers = &self.providers;
-        let (holds, usage_writer) = (&self.holds, &self.usage);
+        let usage_writer = &self.usage;
         let chars: usize = inputs.iter().map(String::len).sum();
         let estimate = || Estimate { tokens: context::estimate_tokens(chars), micros: 0 };
-        let hold =
-            quotas::admit(&self.db, holds, actor.user_id(), estimate).await.map_err(OpenError::Domain)?;
+        let hold = self.quotas.admit(actor.user_id(), estimate).await.map_err(OpenError::Domain)?;
         let own = providers.own_keys(actor).await.map_err(OpenError::Domain)?;
         let mut last: Option<OpenError> = None;
         for reference in chain {

@@ -108,39 +108,12 @@ impl McpServers {
     ) -> DomainResult<ServerView> {
         let db = &self.db;
         let _actor = admin.actor();
-        let (transport, args, secrets) = check(form)?;
+        let checked = check(form)?;
         let name = form.name.trim();
         if name_taken(db, name, None).await? {
             return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
         }
-        let id = Uuid::now_v7();
-        let (secret_id, names, _) =
-            store_secrets(db, &self.vault, ORG_OWNER, id, None, &secrets, false).await?;
-        let now = Utc::now();
-        let row = repo::insert(
-            db,
-            McpServerRecord {
-                id,
-                owner_id: None,
-                name: name.to_string(),
-                transport: transport.as_str().to_string(),
-                command: if transport == Transport::Stdio {
-                    form.command.trim().to_string()
-                } else {
-                    String::new()
-                },
-                args: serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()),
-                url: if transport == Transport::Http { form.url.trim().to_string() } else { String::new() },
-                enabled: form.enabled.is_some(),
-                secret_id,
-                secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
-                group_id: None,
-                workspace_id: None,
-                created_at: now,
-                updated_at: now,
-            },
-        )
-        .await?;
+        let (row, names) = self.insert_server(None, form, checked).await?;
         let detail = serde_json::json!({
             "transport": row.transport, "command": row.command, "url": row.url, "secrets": names
         });
@@ -211,13 +184,7 @@ impl McpServers {
         let db = &self.db;
         let _actor = admin.actor();
         let existing = instance_server(db, id).await?;
-        if let Some(secret) = existing.secret_id {
-            match Vault::delete_secret(db, ORG_OWNER, secret).await {
-                Ok(()) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        repo::delete(db, id).await?;
+        self.remove(ORG_OWNER, &existing).await?;
         audit::record(db, origin, "mcp.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
             .await
     }
@@ -249,7 +216,7 @@ impl McpServers {
     ) -> DomainResult<OwnServer> {
         let db = &self.db;
         let form = ServerForm { transport: "http".into(), enabled: Some("on".into()), ..form.clone() };
-        let (_, _, secrets) = check(&form)?;
+        let checked = check(&form)?;
         let url = form.url.trim();
         crate::netguard::check_url(url, allowed).await.map_err(|e| DomainError::Invalid(e.to_string()))?;
         let name = form.name.trim();
@@ -261,30 +228,7 @@ impl McpServers {
         if own.iter().any(|s| s.name == name) || name_taken(db, name, None).await? {
             return Err(DomainError::Conflict(format!("There is already an MCP server named \"{name}\".")));
         }
-        let id = Uuid::now_v7();
-        let (secret_id, names, _) =
-            store_secrets(db, &self.vault, actor.user_id(), id, None, &secrets, false).await?;
-        let now = Utc::now();
-        repo::insert(
-            db,
-            McpServerRecord {
-                id,
-                owner_id: Some(actor.user_id()),
-                name: name.to_string(),
-                transport: Transport::Http.as_str().to_string(),
-                command: String::new(),
-                args: "[]".into(),
-                url: url.to_string(),
-                enabled: true,
-                secret_id,
-                secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
-                group_id: None,
-                workspace_id: None,
-                created_at: now,
-                updated_at: now,
-            },
-        )
-        .await?;
+        let (row, names) = self.insert_server(Some(actor.user_id()), &form, checked).await?;
         audit::record(
             db,
             origin,
@@ -294,9 +238,9 @@ impl McpServers {
         )
         .await?;
         Ok(OwnServer {
-            id,
-            name: name.to_string(),
-            url: url.to_string(),
+            id: row.id,
+            name: row.name,
+            url: row.url,
             header_names: names,
             group_id: None,
             workspace_id: None,
@@ -307,15 +251,59 @@ impl McpServers {
     pub async fn delete_own(&self, actor: &Actor, origin: &Origin, id: Uuid) -> DomainResult<()> {
         let db = &self.db;
         let existing = repo::find_owned(db, actor.user_id(), id).await?.ok_or(DomainError::NotFound)?;
-        if let Some(secret) = existing.secret_id {
-            match Vault::delete_secret(db, actor.user_id(), secret).await {
+        self.remove(actor.user_id(), &existing).await?;
+        audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
+            .await
+    }
+}
+
+impl McpServers {
+    /// Stores a new server as the checked form describes it, its secrets in `owner`'s vault
+    /// (the instance's when none); returns its row and the names of its secrets.
+    async fn insert_server(
+        &self,
+        owner: Option<Uuid>,
+        form: &ServerForm,
+        (transport, args, secrets): (Transport, Vec<String>, BTreeMap<String, String>),
+    ) -> DomainResult<(McpServerRecord, Vec<String>)> {
+        let db = &self.db;
+        let id = Uuid::now_v7();
+        let vault_owner = owner.unwrap_or(ORG_OWNER);
+        let (secret_id, names, _) =
+            store_secrets(db, &self.vault, vault_owner, id, None, &secrets, false).await?;
+        let now = Utc::now();
+        let record = McpServerRecord {
+            id,
+            owner_id: owner,
+            name: form.name.trim().to_string(),
+            transport: transport.as_str().to_string(),
+            command: if transport == Transport::Stdio {
+                form.command.trim().to_string()
+            } else {
+                String::new()
+            },
+            args: serde_json::to_string(&args).unwrap_or_else(|_| "[]".into()),
+            url: if transport == Transport::Http { form.url.trim().to_string() } else { String::new() },
+            enabled: form.enabled.is_some(),
+            secret_id,
+            secret_names: serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+            group_id: None,
+            workspace_id: None,
+            created_at: now,
+            updated_at: now,
+        };
+        Ok((repo::insert(db, record).await?, names))
+    }
+
+    /// Deletes a server and its stored secrets (kept in `owner`'s vault).
+    async fn remove(&self, owner: Uuid, server: &McpServerRecord) -> DomainResult<()> {
+        if let Some(secret) = server.secret_id {
+            match Vault::delete_secret(&self.db, owner, secret).await {
                 Ok(()) | Err(StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        repo::delete(db, id).await?;
-        audit::record(db, origin, "mcp.own.delete", &format!("mcp:{}", existing.name), serde_json::json!({}))
-            .await
+        Ok(repo::delete(&self.db, server.id).await?)
     }
 }
 

@@ -133,7 +133,7 @@ impl RunEngine {
         // Folders are resolved (and checked) when a tool runs.
         let mut tools =
             agent::toolbox(!session.exposed_roots.is_empty(), self.agent_settings.shell_available());
-        if self.search.is_some() && self.blobs.is_some() {
+        if self.search.is_some() && self.files.is_some() {
             tools.extend(agent::memory_tools());
         }
         tools.extend(agent::memory::tools());
@@ -259,7 +259,7 @@ impl RunEngine {
                 "The agent stopped after {done} steps, its limit. Send a message to let it go on."
             ));
         }
-        if let Err(e) = crate::domain::admin::quotas::check(&self.db, &self.quota_holds, job.owner_id).await {
+        if let Err(e) = self.quotas.check(job.owner_id).await {
             return Err(e.to_string());
         }
         let all = messages::session_messages(&self.db, job.session_id).await.map_err(storage)?;
@@ -587,9 +587,8 @@ impl RunEngine {
         if name == "recall" {
             let hash =
                 arguments.get("hash").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
-            return match &self.blobs {
-                Some(store) => match crate::domain::files::recall(&self.db, store, job.owner_id, &hash).await
-                {
+            return match &self.files {
+                Some(files) => match files.recall(job.owner_id, &hash).await {
                     Ok(text) => ToolOutput::ok(text),
                     Err(m) => ToolOutput::error(m),
                 },

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{Job, RunEngine};
 use crate::domain::agent::{self, GENERATE_IMAGE};
-use crate::domain::files::{self, Destination};
+use crate::domain::files::Destination;
 use crate::domain::providers::{ResolvedModel, describe_error};
 use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{MessageStatus, MessageUsage};
@@ -53,7 +53,7 @@ impl RunEngine {
     fn image_limits(&self) -> ImageLimits {
         ImageLimits {
             max_images: MAX_IMAGES,
-            max_image_bytes: usize::try_from(self.files.max_file_bytes).unwrap_or(usize::MAX),
+            max_image_bytes: usize::try_from(self.file_limit()).unwrap_or(usize::MAX),
         }
     }
 
@@ -66,7 +66,7 @@ impl RunEngine {
 
     async fn add_image_tool(&self, job: &mut Job) {
         let offered = job.tools.iter().any(|t| t.spec.name == GENERATE_IMAGE);
-        if job.tools.is_empty() || offered || self.blobs.is_none() {
+        if job.tools.is_empty() || offered || self.files.is_none() {
             return;
         }
         if self.providers().image_model(&job.actor).await.is_none() {
@@ -86,7 +86,7 @@ impl RunEngine {
         session: &ChatSession,
         arguments: &Value,
     ) -> ToolOutput {
-        let Some(store) = &self.blobs else { return ToolOutput::error("Files are not available.") };
+        let Some(files) = &self.files else { return ToolOutput::error("Files are not available.") };
         let Some(prompt) = arguments.get("prompt").and_then(Value::as_str).filter(|p| !p.trim().is_empty())
         else {
             return ToolOutput::error("generate_image needs \"prompt\": what to draw.");
@@ -108,7 +108,7 @@ impl RunEngine {
             Ok(model) => model,
             Err(message) => return ToolOutput::error(message),
         };
-        let inputs = match files::thread_images(&self.db, store, job.session_id, &refs).await {
+        let inputs = match files.thread_images(job.session_id, &refs).await {
             Ok(inputs) => inputs,
             Err(message) => return ToolOutput::error(message),
         };
@@ -123,7 +123,7 @@ impl RunEngine {
         let usage = priced(&model.info, answer.usage);
         self.record_call(job.owner_id, (job.session_id, job.message_id), &model, usage, started).await;
         let to = Destination { member: job.owner_id, session_id: job.session_id, message_id: job.message_id };
-        match files::attach_generated(&self.db, store, &self.files, to, answer.images).await {
+        match files.attach_generated(to, answer.images).await {
             Ok(views) => {
                 let names: Vec<String> = views.iter().map(|v| format!("{} (id {})", v.name, v.id)).collect();
                 let mut text = format!(
@@ -147,10 +147,9 @@ impl RunEngine {
         session: &ChatSession,
         reference: &str,
     ) -> Result<ResolvedModel, String> {
-        crate::domain::admin::quotas::check(&self.db, &self.quota_holds, job.owner_id)
-            .await
-            .map_err(|e| e.to_string())?;
-        files::room_for_images(&self.db, &self.files, job.owner_id).await.map_err(|e| e.to_string())?;
+        self.quotas.check(job.owner_id).await.map_err(|e| e.to_string())?;
+        let files = self.files.as_ref().ok_or("Files are not available.")?;
+        files.room_for_images(job.owner_id).await.map_err(|e| e.to_string())?;
         let key = self.workspace_key(&job.actor, session).await.map_err(|e| e.to_string())?;
         self.providers().resolve_in(&job.actor, reference, key).await.map_err(|e| e.to_string())
     }
@@ -193,11 +192,11 @@ impl RunEngine {
     /// Makes and attaches the images of a composer reply; `usage` is set once the provider
     /// answered (it is paid for even when the images cannot be kept).
     async fn make_images(&self, job: &Job, usage: &mut Option<MessageUsage>) -> Made {
-        let Some(store) = &self.blobs else { return Made::Failed("Files are not available.".into()) };
-        if let Err(e) = files::room_for_images(&self.db, &self.files, job.owner_id).await {
+        let Some(files) = &self.files else { return Made::Failed("Files are not available.".into()) };
+        if let Err(e) = files.room_for_images(job.owner_id).await {
             return Made::Failed(e.to_string());
         }
-        let (prompt, inputs) = match self.question_of(job, store).await {
+        let (prompt, inputs) = match self.question_of(job, files).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(run = %job.run_id, error = %e, "the question of an image reply could not be read");
@@ -211,7 +210,7 @@ impl RunEngine {
         };
         *usage = Some(priced(&job.model.info, answer.usage));
         let to = Destination { member: job.owner_id, session_id: job.session_id, message_id: job.message_id };
-        match files::attach_generated(&self.db, store, &self.files, to, answer.images).await {
+        match files.attach_generated(to, answer.images).await {
             Ok(_) => Made::Done(answer.text),
             Err(e) => Made::Failed(format!("The image was made but not kept: {e}")),
         }
@@ -221,7 +220,7 @@ impl RunEngine {
     async fn question_of(
         &self,
         job: &Job,
-        store: &crate::blobs::BlobStore,
+        files: &crate::domain::files::Files,
     ) -> crate::domain::DomainResult<(String, Vec<crate::providers::images::InputImage>)> {
         let answer = repo::find_message(&self.db, job.session_id, job.message_id)
             .await?
@@ -230,7 +229,7 @@ impl RunEngine {
         let question = repo::find_message(&self.db, job.session_id, parent)
             .await?
             .ok_or(crate::domain::DomainError::NotFound)?;
-        let inputs = files::message_images(&self.db, store, &[question.id]).await?;
+        let inputs = files.message_images(&[question.id]).await?;
         Ok((question.text(), inputs))
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod agent_loop;
 pub mod ambient;
+mod assembly;
 pub mod compaction;
 pub mod context;
 pub mod decisions;
@@ -19,6 +20,7 @@ pub mod subagent;
 pub mod tasks;
 pub mod window;
 
+pub use recovery::{CallProgress, UnfinishedCall};
 pub use stream::clean_title;
 pub(crate) use stream::{Accumulator, End};
 
@@ -71,14 +73,13 @@ pub struct RunEngine {
     /// The agent's rules, todos and memory.
     pub(super) agent: crate::domain::agent::Agent,
     pub(super) mcp: Option<crate::domain::mcp::runtime::SharedMcp>,
-    pub(super) blobs: Option<crate::blobs::BlobStore>,
-    /// Limits and quota of the files runs make (generated images).
-    pub(super) files: crate::domain::files::FileSettings,
+    /// Attached files (sent to models, recalled, generated), with the limits of uploads.
+    pub(super) files: Option<crate::domain::files::Files>,
     pub(super) search: Option<std::sync::Arc<crate::domain::search::SearchService>>,
     /// With other instances on the database: how long this instance's lease lasts.
     pub(super) lease: Option<Duration>,
     /// What running calls hold of their members' token and dollar quotas.
-    pub(super) quota_holds: crate::domain::admin::quota_holds::QuotaHolds,
+    pub(super) quotas: crate::domain::admin::quotas::QuotaGate,
 }
 
 /// What a submit, retry or continue produced.
@@ -159,124 +160,38 @@ fn gen_params(session: &ChatSession) -> GenParams {
 }
 
 impl RunEngine {
-    /// An engine over the given storage, registry and providers.
-    pub fn new(db: Db, registry: RunRegistry, providers: Arc<Providers>, pacing: Pacing) -> RunEngine {
-        RunEngine {
-            sessions: sessions::Sessions::new(db.clone()),
-            agent: crate::domain::agent::Agent::new(db.clone()),
-            db,
-            registry,
-            providers,
-            pacing,
-            data_dir: Arc::new("data".into()),
-            infer_titles: true,
-            agent_settings: Arc::new(AgentSettings::defaults()),
-            mcp: None,
-            blobs: None,
-            files: crate::domain::files::FileSettings::default(),
-            search: None,
-            lease: None,
-            quota_holds: Default::default(),
-        }
-    }
-
-    /// The quota holds shared with the gateway (and, through Redis, the other instances).
-    #[must_use]
-    pub fn with_quota_holds(mut self, holds: crate::domain::admin::quota_holds::QuotaHolds) -> RunEngine {
-        self.quota_holds = holds;
-        self
-    }
-
-    /// The quota holds of running calls (the gateway's calls hold theirs here too).
-    pub fn quota_holds(&self) -> &crate::domain::admin::quota_holds::QuotaHolds {
-        &self.quota_holds
-    }
-
-    /// Admits one model call of `owner`'s against their quota, holding its estimate until the
-    /// hold is dropped (after its usage row); the refusal in the person's terms.
-    pub(super) async fn hold_quota(
+    /// A new session in `workspace` (the actor's default workspace when none), started by its
+    /// first message; returns its id. The same `client_id` twice opens the session the first
+    /// made. A first message that is refused leaves no session behind.
+    pub async fn start_session(
         &self,
-        owner: Uuid,
-        request: &ChatRequest,
-        model: &ResolvedModel,
-    ) -> Result<crate::domain::admin::quota_holds::QuotaHold, String> {
-        use crate::domain::admin::{quota_holds::Estimate, quotas};
-        quotas::admit(&self.db, &self.quota_holds, owner, || Estimate::of(request, &model.info))
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// Other instances share the database: this one holds a lease of `lease` (see `lease.rs`).
-    #[must_use]
-    pub fn with_lease(mut self, lease: Duration) -> RunEngine {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Chat search, for the agent's `search_chat`.
-    #[must_use]
-    pub fn with_search(mut self, search: std::sync::Arc<crate::domain::search::SearchService>) -> RunEngine {
-        self.search = Some(search);
-        self
-    }
-
-    /// Where attached files are stored (to send them to models, and for `recall`).
-    #[must_use]
-    pub fn with_blobs(mut self, blobs: crate::blobs::BlobStore) -> RunEngine {
-        self.blobs = Some(blobs);
-        self
-    }
-
-    /// The limits and storage quota generated images are held to (those of uploads).
-    #[must_use]
-    pub fn with_files(mut self, files: crate::domain::files::FileSettings) -> RunEngine {
-        self.files = files;
-        self
-    }
-
-    /// The MCP servers the agent may use.
-    #[must_use]
-    pub fn with_mcp(mut self, mcp: crate::domain::mcp::runtime::SharedMcp) -> RunEngine {
-        self.mcp = Some(mcp);
-        self
-    }
-
-    /// Stops every MCP server (at shutdown).
-    pub async fn shutdown_mcp(&self) {
-        if let Some(mcp) = &self.mcp {
-            mcp.shutdown().await;
+        actor: &Actor,
+        workspace: Option<Uuid>,
+        text: &str,
+        client_id: &str,
+        model: Option<&str>,
+    ) -> DomainResult<Uuid> {
+        if let Some(existing) = self.sessions.session_by_client_id(actor, client_id).await? {
+            return Ok(existing);
         }
-    }
-
-    /// The MCP runtime, if any.
-    pub fn mcp(&self) -> Option<&crate::domain::mcp::runtime::SharedMcp> {
-        self.mcp.as_ref()
-    }
-
-    /// The agent's settings (tools, limits, sandbox).
-    #[must_use]
-    pub fn with_agent(mut self, settings: AgentSettings) -> RunEngine {
-        self.agent_settings = Arc::new(settings);
-        self
-    }
-
-    /// Whether first exchanges get a proposed title.
-    #[must_use]
-    pub fn with_title_inference(mut self, on: bool) -> RunEngine {
-        self.infer_titles = on;
-        self
-    }
-
-    /// Where workspace folders live (instruction files for system prompts are read there).
-    #[must_use]
-    pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> RunEngine {
-        self.data_dir = Arc::new(data_dir);
-        self
-    }
-
-    /// The providers registry.
-    pub fn providers(&self) -> &Arc<Providers> {
-        &self.providers
+        if text.trim().is_empty() {
+            return Err(DomainError::Invalid("Write a message first.".into()));
+        }
+        let workspace = match workspace {
+            Some(id) => self.sessions.view_workspace(actor, id).await?.0,
+            None => self.sessions.default_workspace(actor).await?,
+        };
+        let session = self.sessions.create_session(actor, workspace.id, &sessions::title_from(text)).await?;
+        match self.submit(actor, session.id, text, client_id, model).await {
+            Ok(_) => Ok(session.id),
+            Err(e) => {
+                // Nothing was sent: the empty session goes again.
+                if let Err(del) = self.sessions.delete_session(actor, session.id).await {
+                    tracing::warn!(error = %del, "could not remove an empty session");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Appends a user message at the end of the active path and starts its reply. A repeated

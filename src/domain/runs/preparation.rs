@@ -41,26 +41,23 @@ impl RunEngine {
         path: &[Message],
         model: &ResolvedModel,
     ) -> std::collections::HashMap<Uuid, Vec<Part>> {
-        let Some(store) = &self.blobs else { return Default::default() };
+        let Some(files) = &self.files else { return Default::default() };
         let files_from = context::window(path).files_from;
         let sent = path.get(files_from..).unwrap_or_default();
         let ids: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // PDFs go as documents to the three APIs that read them, for models that see images.
         let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        let mut parts =
-            match crate::domain::files::provider_parts(&self.db, store, &ids, model.info.vision, documents)
-                .await
-            {
-                Ok(parts) => parts,
-                Err(e) => {
-                    tracing::warn!(error = %e, "attachments could not be read for a request");
-                    Default::default()
-                }
-            };
+        let mut parts = match files.provider_parts(&ids, model.info.vision, documents).await {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(error = %e, "attachments could not be read for a request");
+                Default::default()
+            }
+        };
         // The images an image model answered with are named to the model (so that it knows
         // of them, and can give them to `generate_image` to edit).
         let answers: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::Assistant).map(|m| m.id).collect();
-        match crate::domain::files::views_of(&self.db, &answers).await {
+        match files.views_of(&answers).await {
             Ok(made) => {
                 for (id, views) in made {
                     let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
@@ -104,7 +101,7 @@ impl RunEngine {
         session: &ChatSession,
         reference: &str,
     ) -> DomainResult<ResolvedModel> {
-        crate::domain::admin::quotas::check(&self.db, &self.quota_holds, actor.user_id()).await?;
+        self.quotas.check(actor.user_id()).await?;
         let key = self.workspace_key(actor, session).await?;
         self.providers.resolve_in(actor, reference, key).await
     }
@@ -153,6 +150,35 @@ impl RunEngine {
                 ))
             })?;
         Ok(Some(rendered).filter(|p| !p.trim().is_empty()))
+    }
+
+    /// The system prompt a session's settings form would give, for its preview: the form's
+    /// template (else the workspace's) rendered for the form's model (else the member's default)
+    /// and folders. A template that cannot be rendered is the inner error, said on the page.
+    pub async fn preview_prompt(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        form: &sessions::SessionForm,
+    ) -> DomainResult<Result<String, crate::prompting::TemplateError>> {
+        let session = self.sessions.get_session(actor, session_id).await?;
+        let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
+        let mut probe = session.clone();
+        probe.exposed_roots = sessions::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
+        let template = match form.system_prompt.trim() {
+            "" => workspace.system_prompt.clone().unwrap_or_default(),
+            t => t.to_string(),
+        };
+        if template.chars().count() > sessions::MAX_PROMPT_CHARS {
+            let message =
+                format!("The system prompt is longer than {} characters.", sessions::MAX_PROMPT_CHARS);
+            return Ok(Err(crate::prompting::TemplateError { line: None, message }));
+        }
+        let model = match form.model.trim() {
+            "" => self.providers.default_model(actor).await.unwrap_or_default(),
+            m => m.to_string(),
+        };
+        Ok(self.render_prompt(actor, &workspace, &probe, &template, &model).await)
     }
 
     /// Renders a template as the system prompt of this session would be (the settings'

@@ -14,8 +14,11 @@ pub struct ScimGroups {
     pub(super) db: Db,
     pub(super) fx: Effects,
 }
-use super::{GROUP_SCHEMA, MAX_OPERATIONS, Page, ScimError, ScimResult, filter, list_response};
-use crate::domain::audit::{self, Origin};
+use super::{
+    Common, GROUP_SCHEMA, MAX_OPERATIONS, Page, ScimError, ScimResult, audited, filter, list_response,
+    resource,
+};
+use crate::domain::audit::Origin;
 use crate::domain::authz::Admin;
 use crate::domain::teams::groups::check_name;
 use crate::model::teams::DirectoryGroup;
@@ -31,22 +34,15 @@ async fn render(db: &Db, g: &DirectoryGroup, base: &str) -> ScimResult<Value> {
         .into_iter()
         .map(|(id, email)| json!({ "value": id.to_string(), "display": email }))
         .collect();
-    let mut v = json!({
-        "schemas": [GROUP_SCHEMA],
-        "id": g.id.to_string(),
-        "displayName": g.name,
-        "members": members,
-        "meta": {
-            "resourceType": "Group",
-            "created": g.created_at.to_rfc3339(),
-            "lastModified": g.created_at.to_rfc3339(),
-            "location": format!("{base}/Groups/{}", g.id),
-        }
-    });
-    if let Some(x) = &g.external_id {
-        v["externalId"] = json!(x);
-    }
-    Ok(v)
+    let attributes = json!({ "schemas": [GROUP_SCHEMA], "displayName": g.name, "members": members });
+    let common = Common {
+        kind: "Group",
+        id: g.id,
+        created: g.created_at,
+        modified: g.created_at,
+        external_id: g.external_id.as_deref(),
+    };
+    Ok(resource(attributes, common, base))
 }
 
 /// The people a `members` value names: `[{"value": id}, …]`, every id someone SCIM sees.
@@ -140,16 +136,14 @@ impl ScimGroups {
         for id in &members {
             groups_repo::add_member(tx.conn(), made.id, *id).await?;
         }
-        super::domain(
-            audit::record(
-                tx.conn(),
-                origin,
-                "scim.group.create",
-                &format!("group:{group_name}"),
-                json!({ "group_id": made.id, "members": members.len() }),
-            )
-            .await,
-        )?;
+        audited(
+            tx.conn(),
+            origin,
+            "scim.group.create",
+            &format!("group:{group_name}"),
+            json!({ "group_id": made.id, "members": members.len() }),
+        )
+        .await?;
         tx.commit().await?;
         render(db, &made, base).await
     }
@@ -172,14 +166,8 @@ impl ScimGroups {
             Some(v) if !v.is_null() => Some(member_ids(db, v).await?),
             _ => None,
         };
-        save(
-            db,
-            &self.fx,
-            origin,
-            Change { group: group.clone(), members, add: Vec::new(), remove: Vec::new() },
-        )
-        .await?;
-        render(db, &found(db, id).await?, base).await
+        let change = Change { group, members, add: Vec::new(), remove: Vec::new() };
+        self.save(origin, base, change).await
     }
 
     /// `PATCH /Groups/{id}`: rename, external id, members added, removed or replaced.
@@ -251,8 +239,7 @@ impl ScimGroups {
                 }
             }
         }
-        save(db, &self.fx, origin, c).await?;
-        render(db, &found(db, id).await?, base).await
+        self.save(origin, base, c).await
     }
 
     /// `DELETE /Groups/{id}`: the group goes, and with it what was shared with it.
@@ -261,16 +248,14 @@ impl ScimGroups {
         let g = found(db, id).await?;
         let tx = Tx::begin(db).await?;
         groups_repo::delete(tx.conn(), g.id).await?;
-        super::domain(
-            audit::record(
-                tx.conn(),
-                origin,
-                "scim.group.delete",
-                &format!("group:{}", g.name),
-                json!({ "group_id": g.id }),
-            )
-            .await,
-        )?;
+        audited(
+            tx.conn(),
+            origin,
+            "scim.group.delete",
+            &format!("group:{}", g.name),
+            json!({ "group_id": g.id }),
+        )
+        .await?;
         tx.commit().await?;
         self.fx.access.announce(Uuid::nil());
         Ok(())
@@ -285,35 +270,37 @@ struct Change {
     remove: Vec<Uuid>,
 }
 
-async fn save(db: &Db, fx: &Effects, origin: &Origin, c: Change) -> ScimResult<()> {
-    let tx = Tx::begin(db).await?;
-    if !repo::update_group(tx.conn(), &c.group).await? {
-        return Err(ScimError::taken(format!("There is already a group called {}.", c.group.name)));
-    }
-    if let Some(all) = &c.members {
-        repo::clear_members(tx.conn(), c.group.id).await?;
-        for id in all {
+impl ScimGroups {
+    /// Saves what a PUT or PATCH made of a group and shows it as it now is.
+    async fn save(&self, origin: &Origin, base: &str, c: Change) -> ScimResult<Value> {
+        let db = &self.db;
+        let tx = Tx::begin(db).await?;
+        if !repo::update_group(tx.conn(), &c.group).await? {
+            return Err(ScimError::taken(format!("There is already a group called {}.", c.group.name)));
+        }
+        if let Some(all) = &c.members {
+            repo::clear_members(tx.conn(), c.group.id).await?;
+            for id in all {
+                groups_repo::add_member(tx.conn(), c.group.id, *id).await?;
+            }
+        }
+        for id in &c.add {
             groups_repo::add_member(tx.conn(), c.group.id, *id).await?;
         }
-    }
-    for id in &c.add {
-        groups_repo::add_member(tx.conn(), c.group.id, *id).await?;
-    }
-    for id in &c.remove {
-        groups_repo::remove_member(tx.conn(), c.group.id, *id).await?;
-    }
-    super::domain(
-        audit::record(
+        for id in &c.remove {
+            groups_repo::remove_member(tx.conn(), c.group.id, *id).await?;
+        }
+        audited(
             tx.conn(),
             origin,
             "scim.group.update",
             &format!("group:{}", c.group.name),
             json!({ "group_id": c.group.id }),
         )
-        .await,
-    )?;
-    tx.commit().await?;
-    // Someone may have left a group something was shared with.
-    fx.access.announce(Uuid::nil());
-    Ok(())
+        .await?;
+        tx.commit().await?;
+        // Someone may have left a group something was shared with.
+        self.fx.access.announce(Uuid::nil());
+        render(db, &found(db, &c.group.id.to_string()).await?, base).await
+    }
 }

@@ -13,6 +13,7 @@ pub mod patch;
 pub mod users;
 
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::domain::accounts::api_tokens::{self, Refusal, Scope};
 use crate::domain::authz::Admin;
@@ -343,4 +344,46 @@ pub fn schemas(base: &str) -> Vec<Value> {
 /// Renders a domain result for callers who only need the SCIM error.
 pub fn domain<T>(r: DomainResult<T>) -> ScimResult<T> {
     r.map_err(ScimError::from)
+}
+
+/// Records a provisioning change in the audit log (in the caller's transaction when it has one).
+pub(crate) async fn audited<C: crate::storage::Conn>(
+    db: &C,
+    origin: &crate::domain::audit::Origin,
+    action: &str,
+    target: &str,
+    details: Value,
+) -> ScimResult<()> {
+    domain(crate::domain::audit::record(db, origin, action, target, details).await)
+}
+
+/// What every resource carries besides its own attributes: its id, `meta` and the provider's
+/// `externalId` when it has one.
+pub(crate) struct Common<'a> {
+    /// `User` or `Group`.
+    pub kind: &'a str,
+    /// The resource's id.
+    pub id: Uuid,
+    /// When it was made.
+    pub created: chrono::DateTime<chrono::Utc>,
+    /// When it last changed.
+    pub modified: chrono::DateTime<chrono::Utc>,
+    /// The identity provider's id for it.
+    pub external_id: Option<&'a str>,
+}
+
+/// A resource as SCIM shows it: `attributes` (an object) with the id, `meta` and `externalId`
+/// added; its location is under `base`.
+pub(crate) fn resource(mut attributes: Value, common: Common<'_>, base: &str) -> Value {
+    attributes["id"] = json!(common.id.to_string());
+    attributes["meta"] = json!({
+        "resourceType": common.kind,
+        "created": common.created.to_rfc3339(),
+        "lastModified": common.modified.to_rfc3339(),
+        "location": format!("{base}/{}s/{}", common.kind, common.id),
+    });
+    if let Some(x) = common.external_id {
+        attributes["externalId"] = json!(x);
+    }
+    attributes
 }

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::patch::{self, OpKind};
-use super::{Page, ScimError, ScimResult, USER_SCHEMA, filter, list_response};
-use crate::domain::audit::{self, Origin};
+use super::{Common, Page, ScimError, ScimResult, USER_SCHEMA, audited, filter, list_response, resource};
+use crate::domain::audit::Origin;
 use crate::domain::authz::Admin;
 use crate::domain::teams::shares::AccessChanges;
 use crate::events::RunRegistry;
@@ -36,25 +36,22 @@ pub struct ScimUsers {
 
 /// A person as a SCIM resource.
 pub fn render(u: &DirectoryUser, base: &str) -> Value {
-    let mut v = json!({
+    let attributes = json!({
         "schemas": [USER_SCHEMA],
-        "id": u.id.to_string(),
         "userName": u.email,
         "name": { "formatted": u.display_name },
         "displayName": u.display_name,
         "active": u.active,
         "emails": [{ "value": u.email, "type": "work", "primary": true }],
-        "meta": {
-            "resourceType": "User",
-            "created": u.created_at.to_rfc3339(),
-            "lastModified": u.updated_at.to_rfc3339(),
-            "location": format!("{base}/Users/{}", u.id),
-        }
     });
-    if let Some(x) = &u.external_id {
-        v["externalId"] = json!(x);
-    }
-    v
+    let common = Common {
+        kind: "User",
+        id: u.id,
+        created: u.created_at,
+        modified: u.updated_at,
+        external_id: u.external_id.as_deref(),
+    };
+    resource(attributes, common, base)
 }
 
 fn text(raw: &str, what: &str) -> ScimResult<String> {
@@ -228,16 +225,14 @@ impl ScimUsers {
         }
         let made =
             repo::insert_user(db, &u.email, &u.display_name, u.external_id.as_deref(), u.active).await?;
-        super::domain(
-            audit::record(
-                db,
-                origin,
-                "scim.user.create",
-                &format!("user:{}", made.email),
-                json!({ "user_id": made.id }),
-            )
-            .await,
-        )?;
+        audited(
+            db,
+            origin,
+            "scim.user.create",
+            &format!("user:{}", made.email),
+            json!({ "user_id": made.id }),
+        )
+        .await?;
         Ok(render(&made, base))
     }
 
@@ -250,12 +245,7 @@ impl ScimUsers {
         id: &str,
         body: &Value,
     ) -> ScimResult<Value> {
-        let db = &self.db;
-        let before = found(db, id).await?;
-        let mut after = before.clone();
-        read_resource(body, &mut after)?;
-        save(db, &self.fx, admin, origin, &before, &after).await?;
-        Ok(render(&found(db, id).await?, base))
+        self.change(admin, origin, base, id, |u| read_resource(body, u)).await
     }
 
     /// `PATCH /Users/{id}`.
@@ -267,11 +257,23 @@ impl ScimUsers {
         id: &str,
         body: &Value,
     ) -> ScimResult<Value> {
-        let db = &self.db;
         let ops = patch::parse(body)?;
+        self.change(admin, origin, base, id, |u| apply(u, &ops)).await
+    }
+
+    /// A person changed by `edit`, saved, and shown as they now are.
+    async fn change(
+        &self,
+        admin: &Admin,
+        origin: &Origin,
+        base: &str,
+        id: &str,
+        edit: impl FnOnce(&mut DirectoryUser) -> ScimResult<()>,
+    ) -> ScimResult<Value> {
+        let db = &self.db;
         let before = found(db, id).await?;
         let mut after = before.clone();
-        apply(&mut after, &ops)?;
+        edit(&mut after)?;
         save(db, &self.fx, admin, origin, &before, &after).await?;
         Ok(render(&found(db, id).await?, base))
     }
@@ -286,16 +288,8 @@ impl ScimUsers {
             return Err(ScimError::not_found("User"));
         }
         deactivated(db, &self.fx, u.id).await?;
-        super::domain(
-            audit::record(
-                db,
-                origin,
-                "scim.user.delete",
-                &format!("user:{}", u.email),
-                json!({ "user_id": u.id }),
-            )
-            .await,
-        )
+        audited(db, origin, "scim.user.delete", &format!("user:{}", u.email), json!({ "user_id": u.id }))
+            .await
     }
 }
 
@@ -328,16 +322,14 @@ async fn save(
     if before.active && !after.active {
         deactivated(db, fx, after.id).await?;
     }
-    super::domain(
-        audit::record(
-            db,
-            origin,
-            "scim.user.update",
-            &format!("user:{}", after.email),
-            json!({ "user_id": after.id, "active": after.active }),
-        )
-        .await,
+    audited(
+        db,
+        origin,
+        "scim.user.update",
+        &format!("user:{}", after.email),
+        json!({ "user_id": after.id, "active": after.active }),
     )
+    .await
 }
 
 /// Ends everything a deactivated person holds open: browser sessions, tokens, runs, streams.

@@ -213,19 +213,35 @@ impl Sessions {
         Ok(out)
     }
 
-    /// The first message of each branch below `parent` other than its chosen one.
+    /// The first side branch below each of `parents` (a sub-agent's work below its result): the
+    /// oldest child other than the parent's chosen one, by parent. One read for all of them.
     pub async fn side_branches(
         &self,
         actor: &Actor,
         session_id: Uuid,
-        parent: &Message,
-    ) -> DomainResult<Vec<Uuid>> {
-        let db = &self.db;
+        parents: &[&Message],
+    ) -> DomainResult<std::collections::HashMap<Uuid, Uuid>> {
         let (session, _) = self.view_session(actor, session_id).await?;
-        Ok(messages::children_of(db, session.id, parent.id)
-            .await?
-            .into_iter()
-            .filter(|id| Some(*id) != parent.chosen_child_id)
-            .collect())
+        let chosen: std::collections::HashMap<Uuid, Option<Uuid>> =
+            parents.iter().map(|m| (m.id, m.chosen_child_id)).collect();
+        let ids: Vec<Uuid> = chosen.keys().copied().collect();
+        let mut out = std::collections::HashMap::new();
+        for (parent, child) in messages::children_of_many(&self.db, session.id, &ids).await? {
+            if chosen.get(&parent).copied().flatten() != Some(child) {
+                out.entry(parent).or_insert(child);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Messages of the actor's session by id, in the order asked; ids not in it are left out.
+    pub async fn messages(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        ids: &[Uuid],
+    ) -> DomainResult<Vec<Message>> {
+        let (session, _) = self.view_session(actor, session_id).await?;
+        Ok(messages::messages_by_ids(&self.db, session.id, ids).await?)
     }
 }

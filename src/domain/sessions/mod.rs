@@ -322,6 +322,24 @@ impl Sessions {
         Ok(())
     }
 
+    /// Renames and/or archives one of the actor's sessions (the sessions API's patch); returns
+    /// it as it now is.
+    pub async fn change_session(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        title: Option<&str>,
+        archived: Option<bool>,
+    ) -> DomainResult<ChatSession> {
+        if let Some(title) = title {
+            self.rename_session(actor, session_id, title).await?;
+        }
+        if let Some(archived) = archived {
+            self.set_archived(actor, session_id, archived).await?;
+        }
+        Ok(self.view_session(actor, session_id).await?.0)
+    }
+
     /// Renames one of the actor's sessions (a name the user chose is kept from then on).
     pub async fn rename_session(
         &self,

@@ -234,9 +234,15 @@ impl ShareLinks {
             .await
     }
 
-    /// Every link on the instance, newest first (admins).
-    pub async fn all(&self, _admin: &Admin) -> DomainResult<Vec<ShareLink>> {
-        Ok(repo::list(&self.db, None, LINKS_LISTED).await?)
+    /// Every link on the instance, newest first, with the names of the people who made them
+    /// (admins; a deleted account has none).
+    pub async fn all(&self, _admin: &Admin) -> DomainResult<(Vec<ShareLink>, HashMap<Uuid, String>)> {
+        let links = repo::list(&self.db, None, LINKS_LISTED).await?;
+        let mut creators: Vec<Uuid> = links.iter().map(|l| l.created_by).collect();
+        creators.sort_unstable();
+        creators.dedup();
+        let names = crate::domain::accounts::names(&self.db, &creators).await?;
+        Ok((links, names))
     }
 
     /// Revokes anyone's link (admins).

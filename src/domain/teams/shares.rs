@@ -35,6 +35,12 @@ pub enum Target {
 }
 
 impl Shares {
+    /// Resolves when the actor can no longer view the workspace (a share revoked, a group
+    /// left); never for its owner. Live streams of a shared session end with it.
+    pub async fn lost(&self, actor: &Actor, workspace_id: Uuid) {
+        self.access.lost(&self.db, actor, workspace_id).await
+    }
+
     /// The workspace's shares (its owners only).
     pub async fn list(&self, actor: &Actor, workspace_id: Uuid) -> DomainResult<Vec<Share>> {
         let db = &self.db;

@@ -15,11 +15,9 @@ use crate::model::files::Upload;
 use crate::storage::entities::{attachment, blob, upload};
 use crate::storage::{Db, StorageResult};
 
-/// A stored file's facts, for a new upload.
-pub struct NewUpload<'a> {
-    /// Id chosen by the caller.
-    pub id: Uuid,
-    /// Who uploaded it.
+/// A stored file's facts, as an upload and an attachment both keep them.
+pub struct FileFacts<'a> {
+    /// Whose file it is (whose storage it counts against).
     pub user_id: Uuid,
     /// The file's blob.
     pub hash: &'a str,
@@ -27,12 +25,31 @@ pub struct NewUpload<'a> {
     pub size: i64,
     /// Its verified type.
     pub mime: &'a str,
-    /// The thumbnail's blob and size, for images.
+    /// The thumbnail's blob, size and type, for images.
     pub thumb: Option<(&'a str, i64, &'a str)>,
-    /// The name it was uploaded under (metadata only).
+    /// The name it was uploaded under or is shown under (metadata only).
     pub file_name: &'a str,
     /// Image dimensions.
     pub dims: Option<(i32, i32)>,
+}
+
+impl FileFacts<'_> {
+    /// The blob rows of the file and its thumbnail, written when new.
+    async fn ensure_blobs<C: ConnectionTrait>(&self, db: &C) -> StorageResult<()> {
+        ensure_blob(db, self.hash, self.size, self.mime).await?;
+        if let Some((hash, size, mime)) = self.thumb {
+            ensure_blob(db, hash, size, mime).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A new upload: its id and its file.
+pub struct NewUpload<'a> {
+    /// Id chosen by the caller.
+    pub id: Uuid,
+    /// The file.
+    pub file: FileFacts<'a>,
 }
 
 pub(crate) async fn ensure_blob<C: ConnectionTrait>(
@@ -59,12 +76,10 @@ pub(crate) async fn ensure_blob<C: ConnectionTrait>(
 /// In one transaction: the blob rows (if new) and the upload referencing them.
 pub async fn insert_upload(db: &Db, u: &NewUpload<'_>) -> StorageResult<Upload> {
     let txn = crate::storage::begin_write(db).await?;
-    ensure_blob(&txn, u.hash, u.size, u.mime).await?;
-    if let Some((hash, size, mime)) = u.thumb {
-        ensure_blob(&txn, hash, size, mime).await?;
-    }
+    let (id, u) = (u.id, &u.file);
+    u.ensure_blobs(&txn).await?;
     let row = upload::ActiveModel {
-        id: Set(u.id),
+        id: Set(id),
         user_id: Set(u.user_id),
         hash: Set(u.hash.to_string()),
         thumb_hash: Set(u.thumb.map(|(h, _, _)| h.to_string())),
@@ -271,20 +286,8 @@ pub struct NewAttachment<'a> {
     pub message_id: Uuid,
     /// The message's session.
     pub session_id: Uuid,
-    /// Whose file it is (whose storage it counts against).
-    pub user_id: Uuid,
-    /// Its blob.
-    pub hash: &'a str,
-    /// Its size in bytes.
-    pub size: i64,
-    /// Its verified type.
-    pub mime: &'a str,
-    /// The thumbnail's blob, size and type.
-    pub thumb: Option<(&'a str, i64, &'a str)>,
-    /// The name it is shown under.
-    pub file_name: &'a str,
-    /// Image dimensions.
-    pub dims: Option<(i32, i32)>,
+    /// The file.
+    pub file: FileFacts<'a>,
 }
 
 /// In one transaction: the blob rows (if new) and the attachments, each after those its
@@ -293,19 +296,17 @@ pub async fn insert_attachments(db: &Db, rows: &[NewAttachment<'_>]) -> StorageR
     use sea_orm::PaginatorTrait;
     let txn = crate::storage::begin_write(db).await?;
     let mut out = Vec::with_capacity(rows.len());
-    for a in rows {
-        ensure_blob(&txn, a.hash, a.size, a.mime).await?;
-        if let Some((hash, size, mime)) = a.thumb {
-            ensure_blob(&txn, hash, size, mime).await?;
-        }
+    for new in rows {
+        let a = &new.file;
+        a.ensure_blobs(&txn).await?;
         let position = attachment::Entity::find()
-            .filter(attachment::Column::MessageId.eq(a.message_id))
+            .filter(attachment::Column::MessageId.eq(new.message_id))
             .count(&txn)
             .await?;
         let row = attachment::ActiveModel {
             id: Set(Uuid::now_v7()),
-            message_id: Set(a.message_id),
-            session_id: Set(a.session_id),
+            message_id: Set(new.message_id),
+            session_id: Set(new.session_id),
             user_id: Set(a.user_id),
             hash: Set(a.hash.to_string()),
             thumb_hash: Set(a.thumb.map(|(h, _, _)| h.to_string())),

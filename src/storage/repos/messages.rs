@@ -5,7 +5,9 @@
 
 use chrono::Utc;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
 use uuid::Uuid;
 
 use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, Role};
@@ -254,6 +256,30 @@ pub async fn children_of(db: &Db, session_id: Uuid, parent: Uuid) -> StorageResu
         .into_iter()
         .map(|m| m.id)
         .collect())
+}
+
+/// The children of several messages of a session as (parent, child) pairs, each parent's
+/// oldest first.
+pub async fn children_of_many(
+    db: &Db,
+    session_id: Uuid,
+    parents: &[Uuid],
+) -> StorageResult<Vec<(Uuid, Uuid)>> {
+    let mut out = Vec::new();
+    for chunk in parents.chunks(500) {
+        let rows: Vec<(Uuid, Option<Uuid>)> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::ParentId)
+            .filter(message::Column::SessionId.eq(session_id))
+            .filter(message::Column::ParentId.is_in(chunk.iter().copied()))
+            .order_by_asc(message::Column::CreatedAt)
+            .into_tuple()
+            .all(db)
+            .await?;
+        out.extend(rows.into_iter().filter_map(|(id, parent)| parent.map(|p| (p, id))));
+    }
+    Ok(out)
 }
 
 /// Inserts a finished message under its parent without choosing it (a side branch).

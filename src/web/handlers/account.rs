@@ -3,7 +3,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use tera::Context;
 
 use crate::domain::DomainError;
 use crate::domain::accounts;
@@ -59,9 +58,7 @@ pub async fn sessions(
             id: s.id,
         })
         .collect();
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = crate::web::render::signed_in(&user);
     ctx.insert("sessions", &rows);
     render::page(&state, &req, "pages/account_sessions.html", "partials/_sessions.html", ctx)
 }
@@ -90,9 +87,7 @@ fn password_page(
     done: Option<accounts::PasswordChanged>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = crate::web::render::signed_in(user);
     ctx.insert("error", &error);
     ctx.insert("done", &done);
     ctx.insert("min_password_length", &state.config.auth.min_password_length);

@@ -4,7 +4,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
@@ -15,7 +14,6 @@ use crate::web::extractors::CurrentUser;
 use crate::web::form;
 use crate::web::form::Flash;
 use crate::web::render::{parse_id, render_to_string, signed_in};
-use crate::web::session_page::run_tail;
 use crate::web::session_view;
 use crate::web::{WebError, render};
 
@@ -46,29 +44,25 @@ async fn dialog_html(
     session_id: Uuid,
     call_id: Uuid,
 ) -> Result<String, WebError> {
-    let actor = &user.0.actor;
-    let call = state.engine.call_state(actor, session_id, call_id).await?;
-    let (session, role) = state.sessions.view_session(actor, session_id).await?;
+    let dialog = state.pages.call_dialog(&user.0.actor, session_id, call_id).await?;
     let mut ctx = signed_in(user);
-    ctx.insert("session", &session);
+    ctx.insert("session", &dialog.session);
     // A viewer is offered no decision and no Stop on what the run writes next.
-    ctx.insert("viewer", &(role < crate::model::teams::ShareRole::Editor));
-    if call.status == "proposed" {
-        ctx.insert("pending", &call.call);
+    ctx.insert("viewer", &(dialog.role < crate::model::teams::ShareRole::Editor));
+    let Some(decided) = dialog.decided else {
+        ctx.insert("pending", &dialog.call.call);
         return render_to_string(state, "partials/_confirm.html", &ctx);
-    }
-    let conv = state.sessions.conversation_window(actor, session.id, None, 0).await?;
+    };
     // What the run wrote from this call's result on.
+    let mut messages = decided.messages.into_iter();
     let mut tail = Vec::new();
-    if let Some(result) = call.result_message_id.filter(|id| conv.path.iter().any(|m| m.id == *id)) {
-        let first = state.sessions.message(actor, session.id, result).await?;
-        tail.push(session_view::single_view(&conv, first).await?);
-        tail.extend(run_tail(state, user, &conv, result).await?);
+    if let Some(first) = messages.next() {
+        tail.push(session_view::single_view(&decided.conversation, first).await?);
+        tail.extend(session_view::message_views(messages.collect()).await?);
     }
-    let calls = state.engine.calls_by_result(actor, session.id).await?;
-    session_view::attach_calls(&mut tail, &calls);
+    session_view::attach_calls(&mut tail, &decided.calls);
     ctx.insert("tail", &tail);
-    ctx.insert("call", &call);
+    ctx.insert("call", &dialog.call);
     ctx.insert("client_id", "");
     render_to_string(state, "partials/_confirm_resolved.html", &ctx)
 }
@@ -163,9 +157,10 @@ pub async fn choose_file(
         }
         Err(e) => return Err(e.into()),
     }
+    let panel = state.pages.context_files(actor, session_id).await?;
     let mut ctx = signed_in(&user);
-    ctx.insert("session", &state.sessions.get_session(actor, session_id).await?);
-    ctx.insert("context_files", &state.engine.files_in_context(actor, session_id).await?);
+    ctx.insert("session", &panel.session);
+    ctx.insert("context_files", &panel.files);
     ctx.insert("open_panel", &true);
     let html = render_to_string(&state, "partials/_context_files.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
@@ -213,7 +208,7 @@ pub async fn pending_watch(
                 .insert_header(("HX-Retarget", "#thread"))
                 .insert_header(("HX-Reswap", "afterbegin"))
                 .content_type("text/html; charset=utf-8")
-                .body(crate::web::handlers::events::REVOKED_NOTICE));
+                .body(crate::web::sse::REVOKED_NOTICE));
         }
         other => other?,
     };
@@ -260,21 +255,9 @@ async fn approvals_page(
     user: &CurrentUser,
     flash: Flash,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = signed_in(user);
     ctx.insert("rules", &state.agent.list_rules(user.0.actor.user_id()).await?);
-    ctx.insert("flash", &flash);
-    ctx.insert("tab", "approvals");
-    render::section(
-        state,
-        req,
-        "pages/settings_approvals.html",
-        "partials/_settings_approvals.html",
-        ctx,
-        StatusCode::OK,
-        "#settings-approvals",
-    )
+    render::settings_tab(state, req, ctx, "approvals", &flash, StatusCode::OK)
 }
 
 /// `GET /settings/approvals`: the "always" rules.
@@ -294,6 +277,6 @@ pub async fn revoke(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     state.agent.revoke_rule(user.0.actor.user_id(), id.into_inner()).await?;
-    let flash = Flash { ok: Some("Rule revoked: such calls ask again.".into()), error: None };
+    let flash = Flash::ok("Rule revoked: such calls ask again.");
     approvals_page(&state, &req, &user, flash).await
 }

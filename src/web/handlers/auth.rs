@@ -8,9 +8,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use tera::Context;
 
-use crate::auth::sessions;
+use crate::domain::DomainError;
+use crate::domain::accounts::browser::SignIn;
 use crate::domain::accounts::{Role, User};
-use crate::domain::{DomainError, audit};
 use crate::state::AppState;
 use crate::web::client::{client_ip, safe_return_to, see_other};
 use crate::web::extractors::{MaybeUser, session_cookie_name};
@@ -65,41 +65,21 @@ pub(crate) async fn finish_sign_in_with_setup(
     setup_token: Option<String>,
 ) -> Result<HttpResponse, WebError> {
     let name = session_cookie_name(state.config.is_https());
-    if let Some(old) = req.cookie(name) {
-        sessions::revoke(&state.db, &sessions::hash_token(old.value())).await?;
-    }
-    let mut went_to = next.to_string();
-    let ip = client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
-    let origin = crate::domain::audit::Origin::user(user, ip.clone());
-    if let Some(token) = setup_token
-        && state.accounts.redeem_setup(&token, user.id).await?
-    {
-        tracing::warn!(user = %user.id, "setup link redeemed: this user is now the administrator");
-        let details = serde_json::json!({ "user_id": user.id, "to": "admin", "by": "the setup link" });
-        audit::record(&state.db, &origin, "user.role", &format!("user:{}", user.email), details).await?;
-        went_to = "/".into();
-    }
-    let via = if user_signs_in_with_oidc(state, user.id).await { "oidc" } else { "password" };
-    audit::record(
-        &state.db,
-        &origin,
-        "auth.sign_in",
-        &format!("user:{}", user.email),
-        serde_json::json!({ "via": via }),
-    )
-    .await?;
-    let ua = req.headers().get("User-Agent").and_then(|v| v.to_str().ok());
-    let issued = sessions::issue(&state.db, &state.config.auth, user.id, ua, ip.as_deref()).await?;
+    let previous = req.cookie(name);
+    let sign_in = SignIn {
+        previous: previous.as_ref().map(|c| c.value()),
+        setup_token,
+        ip: client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string()),
+        user_agent: req.headers().get("User-Agent").and_then(|v| v.to_str().ok()),
+    };
+    let signed_in = state.accounts.open_browser_session(user, sign_in).await?;
+    let went_to = if signed_in.became_admin { "/" } else { next };
+    let issued = signed_in.session;
     let max_age = CookieDuration::hours(state.config.auth.session_max_hours);
-    let mut res = see_other(req, &went_to);
+    let mut res = see_other(req, went_to);
     let _ = res.add_cookie(&cookie(state, name, issued.token.clone(), max_age));
     let _ = res.add_cookie(&removal(state, SETUP_COOKIE));
     Ok(res)
-}
-
-/// Whether the user has an identity at the OpenID provider (for the sign-in audit row).
-async fn user_signs_in_with_oidc(state: &AppState, id: uuid::Uuid) -> bool {
-    state.accounts.uses_provider(id).await.unwrap_or(false)
 }
 
 /// Query of the sign-in page.
@@ -210,14 +190,8 @@ pub async fn login(
         }
         Err(DomainError::Invalid(msg)) => {
             tracing::info!("password sign-in refused");
-            // The address tried, never the password; unknown addresses are recorded the same way.
-            let origin = crate::domain::audit::Origin {
-                actor_id: None,
-                actor: "anonymous".into(),
-                ip: client_ip(&req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string()),
-            };
-            let target = format!("email:{}", form.email.trim().chars().take(254).collect::<String>());
-            audit::record(&state.db, &origin, "auth.sign_in_failed", &target, serde_json::json!({})).await?;
+            let ip = client_ip(&req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string());
+            state.accounts.record_refused_sign_in(ip, &form.email).await?;
             let view = LoginView { next: &next, email: &form.email, error: Some(&msg), setup };
             login_page(&state, &req, view, StatusCode::UNAUTHORIZED)
         }
@@ -237,7 +211,7 @@ pub async fn logout(
 ) -> Result<HttpResponse, WebError> {
     let name = session_cookie_name(state.config.is_https());
     if let Some(c) = req.cookie(name) {
-        sessions::revoke(&state.db, &sessions::hash_token(c.value())).await?;
+        state.accounts.browser.end(c.value()).await?;
     }
     let mut to = "/login".to_string();
     if let (Some(oidc), Some(auth)) = (&state.oidc, &user.0)

@@ -14,10 +14,6 @@ use crate::web::session_page::final_message_html;
 use crate::web::sse::{self, StreamItem};
 use crate::web::{WebError, sse::done_event};
 
-/// What a page shows when its reader loses the session: mid-stream (this stream's last event) or
-/// at the page's next watch (`pending_watch`), whichever comes first.
-pub(crate) const REVOKED_NOTICE: &str = r#"<p class="flash flash-error" role="alert" id="access-revoked">This session is no longer available to you: its workspace is no longer shared with you, or it was deleted. Reload to leave.</p>"#;
-
 /// Query of the stream: the message the page is waiting for.
 #[derive(Deserialize)]
 pub struct EventsQuery {
@@ -67,12 +63,14 @@ pub async fn session_events(
             if owner == actor.user_id() {
                 return std::future::pending().await;
             }
-            state.access.lost(&state.db, &actor, workspace_id).await;
+            state.teams.shares.lost(&actor, workspace_id).await;
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     };
     let notice = futures_util::stream::once(async move { revoked.load(std::sync::atomic::Ordering::SeqCst) })
-        .filter_map(|lost| async move { lost.then(|| done_event(REVOKED_NOTICE.to_string())) });
+        .filter_map(
+            |lost| async move { lost.then(|| done_event(crate::web::sse::REVOKED_NOTICE.to_string())) },
+        );
     let stream = sse::session_stream(state.runs.clone(), session.id, first).then(move |item| {
         // The slot lives as long as the stream, and is given back when the browser goes.
         let _slot = &slot;

@@ -16,13 +16,13 @@ pub async fn healthz() -> HttpResponse {
 
 /// `GET /readyz`: the database answers and no migration is pending.
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, WebError> {
-    match crate::storage::readiness(&state.db).await {
+    match state.operations.ready().await {
         Ok(()) => Ok(HttpResponse::Ok()
             .content_type("text/plain; charset=utf-8")
             .insert_header(("Cache-Control", "no-store"))
             .body("ready")),
-        Err(e) => {
-            tracing::warn!(error = %e, "not ready");
+        Err(why) => {
+            tracing::warn!(error = %why, "not ready");
             Err(WebError::Unavailable("not ready".into()))
         }
     }
@@ -32,7 +32,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, WebError
 pub async fn metrics(state: web::Data<AppState>, _scraper: MetricsScraper) -> Result<HttpResponse, WebError> {
     let handle = crate::metrics::install()
         .ok_or_else(|| WebError::Unavailable("Metrics are not available.".into()))?;
-    let present = crate::domain::operations::present(&state.db, &state.runs, &state.streams).await?;
+    let present = state.operations.present().await?;
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .insert_header(("Cache-Control", "no-store"))

@@ -24,7 +24,8 @@ pub async fn index(
     let workspace = query.w.as_deref().and_then(|w| uuid::Uuid::parse_str(w).ok());
     let ctx = match &user.0 {
         Some(auth) => {
-            crate::web::session_page::home_context(&state, &CurrentUser(auth.clone()), workspace).await?
+            let home = state.pages.home(&auth.actor, workspace).await?;
+            crate::web::session_page::home_context(&CurrentUser(auth.clone()), &home)
         }
         None => Context::new(),
     };

@@ -3,14 +3,13 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::providers::overrides::OverrideForm;
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
-use crate::web::form::{Flash, refusal};
+use crate::web::form::{Flash, outcome};
 use crate::web::{WebError, render};
 
 async fn page(
@@ -22,9 +21,7 @@ async fn page(
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
     let view = state.keys.view(&user.0.actor, id).await?;
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = crate::web::render::signed_in(user);
     ctx.insert("view", &view);
     ctx.insert("flash", &flash);
     ctx.insert("tab", "keys");
@@ -59,9 +56,8 @@ pub async fn set(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &user.0);
-    let (flash, status) = match state.keys.set_override(&user.0.actor, &who, id, &form).await {
-        Ok(model) => (Flash::ok(format!("Saved what {model} can do.")), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(state.keys.set_override(&user.0.actor, &who, id, &form).await, |model| {
+        format!("Saved what {model} can do.")
+    })?;
     page(&state, &req, &user, id, flash, status).await
 }

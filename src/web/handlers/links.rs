@@ -156,17 +156,7 @@ async fn links_page(
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = signed_in(user);
     ctx.insert("links", &crate::web::link_view::rows(&state.teams.links.mine(&user.0.actor).await?));
-    ctx.insert("flash", &flash);
-    ctx.insert("tab", "links");
-    render::section(
-        state,
-        req,
-        "pages/settings_links.html",
-        "partials/_settings_links.html",
-        ctx,
-        StatusCode::OK,
-        "#settings-links",
-    )
+    render::settings_tab(state, req, ctx, "links", &flash, StatusCode::OK)
 }
 
 /// `GET /settings/links`: the member's links.

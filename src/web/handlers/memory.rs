@@ -3,15 +3,13 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use tera::Context;
 
-use crate::domain::DomainError;
 use crate::domain::agent::memory::{self, Scope};
 use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::extractors::CurrentUser;
-use crate::web::form::Flash;
-use crate::web::render::parse_id;
+use crate::web::form::{Flash, outcome};
+use crate::web::render::{parse_id, settings_tab, signed_in};
 
 async fn page(
     state: &AppState,
@@ -20,12 +18,10 @@ async fn page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = signed_in(user);
     ctx.insert("memory", &state.agent.memory_overview(&user.0.actor).await?);
     ctx.insert("max_chars", &memory::MAX_MEMORY_CHARS);
-    super::settings::settings_tab(state, req, ctx, "memory", &flash, status)
+    settings_tab(state, req, ctx, "memory", &flash, status)
 }
 
 /// `GET /settings/memory`.
@@ -57,15 +53,7 @@ pub async fn save(
         "member" => Scope::Member,
         other => Scope::Workspace(parse_id(other)?),
     };
-    match state.agent.write_memory(&user.0.actor, scope, &form.content).await {
-        Ok(()) => {
-            let flash =
-                Flash { ok: Some("Saved: the agent sees it from its next reply.".into()), error: None };
-            page(&state, &req, &user, flash, StatusCode::OK).await
-        }
-        Err(DomainError::Invalid(m)) => {
-            page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST).await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let written = state.agent.write_memory(&user.0.actor, scope, &form.content).await;
+    let (flash, status) = outcome(written, |()| "Saved: the agent sees it from its next reply.".into())?;
+    page(&state, &req, &user, flash, status).await
 }

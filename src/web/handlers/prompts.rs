@@ -4,7 +4,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::sessions;
@@ -12,8 +11,8 @@ use crate::state::AppState;
 use crate::web::WebError;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
-use crate::web::form::{Flash, refusal};
-use crate::web::handlers::settings::settings_tab;
+use crate::web::form::{Flash, outcome};
+use crate::web::render::{settings_tab, signed_in};
 
 async fn prompts_page(
     state: &AppState,
@@ -22,13 +21,11 @@ async fn prompts_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("templates", &state.sessions.my_templates(actor).await?);
-    ctx.insert("shared_templates", &state.sessions.templates_shared_with_me(actor).await?);
-    ctx.insert("my_groups", &state.teams.groups.mine(actor).await?);
+    let page = state.pages.prompts(&user.0.actor).await?;
+    let mut ctx = signed_in(user);
+    ctx.insert("templates", &page.templates);
+    ctx.insert("shared_templates", &page.shared);
+    ctx.insert("my_groups", &page.groups);
     ctx.insert("prompt_variables", sessions::prompt::VARIABLES);
     settings_tab(state, req, ctx, "prompts", &flash, status)
 }
@@ -57,11 +54,8 @@ pub async fn create(
     form: web::Form<TemplateForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    let (flash, status) =
-        match state.sessions.create_template(&user.0.actor, &who, &form.name, &form.body).await {
-            Ok(t) => (Flash::ok(format!("Template {} saved.", t.name)), StatusCode::OK),
-            Err(e) => refusal(e)?,
-        };
+    let created = state.sessions.create_template(&user.0.actor, &who, &form.name, &form.body).await;
+    let (flash, status) = outcome(created, |t| format!("Template {} saved.", t.name))?;
     prompts_page(&state, &req, &user, flash, status).await
 }
 
@@ -93,10 +87,10 @@ pub async fn share(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     let shared = state.sessions.share_template(&user.0.actor, &who, id.into_inner(), &form.group).await;
-    let (flash, status) = match shared {
-        Ok(()) if form.group.trim().is_empty() => (Flash::ok("Shared with nobody."), StatusCode::OK),
-        Ok(()) => (Flash::ok("Shared: the group's members can read and copy it."), StatusCode::OK),
-        Err(e) => refusal(e)?,
+    let said = match form.group.trim() {
+        "" => "Shared with nobody.",
+        _ => "Shared: the group's members can read and copy it.",
     };
+    let (flash, status) = outcome(shared, |()| said.into())?;
     prompts_page(&state, &req, &user, flash, status).await
 }

@@ -7,6 +7,7 @@ use tera::Context;
 use uuid::Uuid;
 
 use crate::domain::DomainError;
+use crate::domain::pages::SearchAsk;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::render::render_to_string;
@@ -59,41 +60,41 @@ pub async fn search(
         ),
     };
     let q = form.q.trim();
-    let (found, error) = if q.is_empty() {
-        (None, None)
-    } else {
-        let per_page = if live { LIVE } else { PER_PAGE };
-        match state.search.search(&user.0.actor, q, workspace, form.page.unwrap_or(1), per_page).await {
-            Ok(r) => (Some(r), None),
-            Err(DomainError::Invalid(m)) => (None, Some(m)),
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let results = found.as_ref().map(results_view);
+    let per_page = if live { LIVE } else { PER_PAGE };
+    let page = form.page.unwrap_or(1);
     if live {
+        let (found, error) = match q {
+            "" => (None, None),
+            _ => match state.search.search(&user.0.actor, q, workspace, page, per_page).await {
+                Ok(r) => (Some(r), None),
+                Err(DomainError::Invalid(m)) => (None, Some(m)),
+                Err(e) => return Err(e.into()),
+            },
+        };
         let mut ctx = Context::new();
-        ctx.insert("results", &results);
+        ctx.insert("results", &found.as_ref().map(results_view));
         ctx.insert("error", &error);
         ctx.insert("q", q);
         ctx.insert("all_url", &format!("/search?q={}", encode(q)));
         let html = render_to_string(&state, "partials/_search_live.html", &ctx)?;
         return Ok(render::html_response(StatusCode::OK, html));
     }
-    let mut ctx = home_context(&state, &user, None).await?;
+    let ask = SearchAsk { text: q, workspace, page, per_page };
+    let found = state.pages.search(&user.0.actor, ask).await?;
+    let mut ctx = home_context(&user, &found.home);
     let link = |page: usize| {
         let w = workspace.map(|w| w.to_string()).unwrap_or_default();
         format!("/search?q={}&w={w}&page={page}", encode(q))
     };
-    if let Some(r) = &found {
+    if let Some(r) = &found.found {
         ctx.insert("prev_url", &(r.page > 1).then(|| link(r.page - 1)));
         ctx.insert("next_url", &r.more.then(|| link(r.page + 1)));
     }
-    ctx.insert("results", &results);
-    ctx.insert("error", &error);
+    ctx.insert("results", &found.found.as_ref().map(results_view));
+    ctx.insert("error", &found.error);
     ctx.insert("q", q);
     ctx.insert("w", &workspace);
-    let workspaces = state.sessions.list_workspaces(&user.0.actor).await?;
-    ctx.insert("workspaces", &workspaces);
+    ctx.insert("workspaces", &found.workspaces);
     render::page(&state, &req, "pages/search.html", "partials/_search.html", ctx)
 }
 

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::domain::runs::Started;
 use crate::domain::runs::compaction::ContextCommand;
 use crate::domain::sessions::tree::MessageKind;
-use crate::domain::{DomainError, sessions};
+use crate::domain::{DomainError, pages, sessions};
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::{AdminUser, CurrentUser};
@@ -60,13 +60,14 @@ pub async fn older(
     let before = parse_id(&query.before)?;
     let conv = state
         .sessions
-        .conversation_window(&user.0.actor, session_id, Some(before), session_view::THREAD_WINDOW)
+        .conversation_window(&user.0.actor, session_id, Some(before), pages::THREAD_WINDOW)
         .await?;
-    let (messages, older) = session_view::thread_window(&conv, Some(before)).await?;
+    let window = pages::window_of(&conv, Some(before))?;
+    let messages = session_view::thread_window(&conv, window.clone()).await?;
     let mut ctx = signed_in(&user);
     ctx.insert("session", &conv.session);
     ctx.insert("messages", &messages);
-    ctx.insert("older_before", &older);
+    ctx.insert("older_before", &pages::older_before(&conv, &window));
     ctx.insert("client_id", &new_client_id());
     let html = render_to_string(&state, "partials/_older.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
@@ -97,31 +98,17 @@ pub async fn create(
     user: CurrentUser,
     form: web::Form<ComposerForm>,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    // The same form sent twice opens the session the first one made.
-    if let Some(existing) = state.sessions.session_by_client_id(actor, &form.client_id).await? {
-        return Ok(see_other(&req, &format!("/s/{existing}")));
-    }
-    if form.message.trim().is_empty() {
-        return composer_error(&state, StatusCode::BAD_REQUEST, "Write a message first.");
-    }
     let workspace = match form.workspace_id.as_deref().filter(|w| !w.is_empty()) {
-        Some(raw) => state.sessions.view_workspace(actor, parse_id(raw)?).await?.0,
-        None => state.sessions.default_workspace(actor).await?,
+        Some(raw) => Some(parse_id(raw)?),
+        None => None,
     };
-    let session =
-        state.sessions.create_session(actor, workspace.id, &sessions::title_from(&form.message)).await?;
-    let model = form.model.as_deref();
-    match state.engine.submit(actor, session.id, &form.message, &form.client_id, model).await {
-        Ok(_) => Ok(see_other(&req, &format!("/s/{}", session.id))),
-        Err(e) => {
-            // Nothing was sent: the empty session goes again, so a refused first message leaves
-            // no trace.
-            if let Err(del) = state.sessions.delete_session(actor, session.id).await {
-                tracing::warn!(error = %del, "could not remove an empty session");
-            }
-            domain_to_composer(&state, e)
-        }
+    let started = state
+        .engine
+        .start_session(&user.0.actor, workspace, &form.message, &form.client_id, form.model.as_deref())
+        .await;
+    match started {
+        Ok(id) => Ok(see_other(&req, &format!("/s/{id}"))),
+        Err(e) => domain_to_composer(&state, e),
     }
 }
 
@@ -133,18 +120,18 @@ async fn turn_fragment(
     started: &Started,
     with_composer: bool,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    let mut shown = Vec::new();
-    if let Some(id) = started.user_message_id {
-        shown.push(state.sessions.message(actor, session_id, id).await?);
+    let ids: Vec<Uuid> = started.user_message_id.into_iter().chain([started.assistant_message_id]).collect();
+    let turn = state.pages.turn(&user.0.actor, session_id, &ids, with_composer).await?;
+    let mut shown = session_view::message_views(turn.messages).await?;
+    for v in shown.iter_mut() {
+        if let Some(files) = turn.files.get(&v.id) {
+            v.files = files.clone();
+        }
     }
-    shown.push(state.sessions.message(actor, session_id, started.assistant_message_id).await?);
-    let mut shown = session_view::message_views(shown).await?;
-    files_into(state, &mut shown).await?;
     let mut ctx = signed_in(user);
-    header_into(&mut ctx, state, user, session_id, 0).await?;
+    header_into(&mut ctx, state, user, &turn.header);
     if with_composer {
-        composer_fields_into(&mut ctx, state, user).await;
+        composer_into(&mut ctx, &turn.models);
     }
     ctx.insert("turn", &shown);
     ctx.insert("with_composer", &with_composer);
@@ -359,13 +346,8 @@ pub async fn delete_message(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, WebError> {
     let (session_id, message_id) = (parse_id(&path.0)?, parse_id(&path.1)?);
-    let active = state.deletions.session_is_live(session_id);
-    match state.sessions.delete_branch(&user.0.actor, session_id, message_id, active).await {
-        Ok(_) => {
-            // The index drops the removed messages when a search next meets them.
-            state.after_deletion(None);
-            session_fragment(&state, &user, session_id).await
-        }
+    match state.deletions.branch(&user.0.actor, session_id, message_id).await {
+        Ok(_) => session_fragment(&state, &user, session_id).await,
         Err(e) => domain_to_composer(&state, e),
     }
 }
@@ -393,32 +375,13 @@ pub async fn prompt_preview(
     path: web::Path<String>,
     form: web::Form<sessions::SessionForm>,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    let session = state.sessions.get_session(actor, parse_id(&path)?).await?;
-    let (workspace, _) = state.sessions.view_workspace(actor, session.workspace_id).await?;
-    let mut probe = session.clone();
-    probe.exposed_roots = sessions::parse_roots(&form.exposed_roots).unwrap_or(session.exposed_roots);
-    let template = match form.system_prompt.trim() {
-        "" => workspace.system_prompt.clone().unwrap_or_default(),
-        t => t.to_string(),
-    };
-    let model = match form.model.trim() {
-        "" => state.engine.providers().default_model(actor).await.unwrap_or_default(),
-        m => m.to_string(),
-    };
+    let preview = state.engine.preview_prompt(&user.0.actor, parse_id(&path)?, &form).await?;
     let mut ctx = Context::new();
-    if template.chars().count() > sessions::MAX_PROMPT_CHARS {
-        ctx.insert(
-            "error",
-            &format!("The system prompt is longer than {} characters.", sessions::MAX_PROMPT_CHARS),
-        );
-    } else {
-        match state.engine.render_prompt(actor, &workspace, &probe, &template, &model).await {
-            Ok(text) => ctx.insert("preview", &text),
-            Err(e) => {
-                ctx.insert("error", &e.message);
-                ctx.insert("error_line", &e.line);
-            }
+    match preview {
+        Ok(text) => ctx.insert("preview", &text),
+        Err(e) => {
+            ctx.insert("error", &e.message);
+            ctx.insert("error_line", &e.line);
         }
     }
     let html = render_to_string(&state, "partials/_prompt_preview.html", &ctx)?;

@@ -3,16 +3,16 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use tera::Context;
 use uuid::Uuid;
 
+use crate::domain::DomainResult;
 use crate::domain::accounts::api_tokens;
 use crate::domain::providers::user_keys::{self, KeyForm};
-use crate::domain::{DomainError, DomainResult};
 use crate::state::AppState;
 use crate::web::client::origin;
 use crate::web::extractors::CurrentUser;
-use crate::web::form::Flash;
+use crate::web::form::{self, Flash};
+use crate::web::render::{settings_tab, signed_in};
 use crate::web::{WebError, render};
 
 /// The add form as shown again after a refusal: never the key itself.
@@ -32,21 +32,20 @@ async fn page(
     echo: AddFormEcho,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("keys", &state.keys.list(actor).await?);
-    ctx.insert("models", &state.engine.providers().choices(actor).await);
-    ctx.insert("default_model", &state.keys.default_model(actor).await?);
-    ctx.insert("groups", &state.teams.groups.mine(actor).await?);
+    let page = state.pages.keys(&user.0.actor).await?;
+    let mut ctx = signed_in(user);
+    ctx.insert("keys", &page.keys);
+    ctx.insert("models", &page.models);
+    ctx.insert("default_model", &page.default_model);
+    ctx.insert("groups", &page.groups);
     ctx.insert("flash", &flash);
     ctx.insert("form", &echo);
     ctx.insert("tab", "keys");
     render::section(state, req, "pages/settings.html", "partials/_settings.html", ctx, status, "#settings")
 }
 
-/// Shows the outcome of an action: the page with a message, or with the refusal and its status.
+/// Shows the outcome of an action: the page with a message, or with the refusal, its status and
+/// the add form as it was sent.
 async fn outcome<T>(
     state: &AppState,
     req: &HttpRequest,
@@ -55,26 +54,9 @@ async fn outcome<T>(
     ok: impl FnOnce(T) -> String,
     echo: AddFormEcho,
 ) -> Result<HttpResponse, WebError> {
-    match result {
-        Ok(v) => {
-            page(
-                state,
-                req,
-                user,
-                Flash { ok: Some(ok(v)), error: None },
-                AddFormEcho::default(),
-                StatusCode::OK,
-            )
-            .await
-        }
-        Err(DomainError::Invalid(m)) => {
-            page(state, req, user, Flash { ok: None, error: Some(m) }, echo, StatusCode::BAD_REQUEST).await
-        }
-        Err(DomainError::Conflict(m)) => {
-            page(state, req, user, Flash { ok: None, error: Some(m) }, echo, StatusCode::CONFLICT).await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let (flash, status) = form::outcome(result, ok)?;
+    let echo = if status == StatusCode::OK { AddFormEcho::default() } else { echo };
+    page(state, req, user, flash, echo, status).await
 }
 
 /// `GET /settings`.
@@ -159,8 +141,8 @@ pub async fn test_key(
 ) -> Result<HttpResponse, WebError> {
     let tested = state.keys.test(&user.0.actor, id.into_inner()).await?;
     let flash = match tested {
-        Ok(n) => Flash { ok: Some(format!("The key works: the provider lists {n} models.")), error: None },
-        Err(m) => Flash { ok: None, error: Some(format!("The test failed. {m}")) },
+        Ok(n) => Flash::ok(format!("The key works: the provider lists {n} models.")),
+        Err(m) => Flash::error(format!("The test failed. {m}")),
     };
     page(&state, &req, &user, flash, AddFormEcho::default(), StatusCode::OK).await
 }
@@ -217,9 +199,7 @@ async fn tokens_page(
     created: Option<(String, String)>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
+    let mut ctx = signed_in(user);
     ctx.insert("tokens", &state.accounts.tokens.list(&user.0.actor).await?);
     // The new token, shown this once: (name, value).
     ctx.insert("created", &created);
@@ -255,41 +235,27 @@ pub async fn create_token(
     user: CurrentUser,
     form: web::Form<TokenForm>,
 ) -> Result<HttpResponse, WebError> {
-    let refuse = |m: &str| Flash { ok: None, error: Some(m.to_string()) };
     let Some(scope) = api_tokens::Scope::parse_member(form.scope.trim()) else {
-        return tokens_page(
-            &state,
-            &req,
-            &user,
-            refuse("Pick what the token may do."),
-            None,
-            StatusCode::BAD_REQUEST,
-        )
-        .await;
+        let flash = Flash::error("Pick what the token may do.");
+        return tokens_page(&state, &req, &user, flash, None, StatusCode::BAD_REQUEST).await;
     };
     let days = match form.expires_days.trim() {
         "" | "never" => None,
         d => match d.parse::<u32>() {
             Ok(d) => Some(d),
             Err(_) => {
-                let flash = refuse("Pick when the token expires.");
+                let flash = Flash::error("Pick when the token expires.");
                 return tokens_page(&state, &req, &user, flash, None, StatusCode::BAD_REQUEST).await;
             }
         },
     };
     let who = origin(&req, &state, &user.0);
-    match state.accounts.tokens.create(&user.0.actor, &who, &form.name, scope, days).await {
-        Ok(created) => {
-            let shown = Some((created.row.name.clone(), created.token.expose().to_string()));
-            let flash =
-                Flash { ok: Some("Token created. Copy it now: it is not shown again.".into()), error: None };
-            tokens_page(&state, &req, &user, flash, shown, StatusCode::OK).await
-        }
-        Err(DomainError::Invalid(m)) => {
-            tokens_page(&state, &req, &user, refuse(&m), None, StatusCode::BAD_REQUEST).await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let created = state.accounts.tokens.create(&user.0.actor, &who, &form.name, scope, days).await;
+    // The new token, shown this once: (name, value).
+    let shown = created.as_ref().ok().map(|c| (c.row.name.clone(), c.token.expose().to_string()));
+    let (flash, status) =
+        form::outcome(created, |_| "Token created. Copy it now: it is not shown again.".into())?;
+    tokens_page(&state, &req, &user, flash, shown, status).await
 }
 
 /// `POST /settings/tokens/{id}/revoke`.
@@ -301,7 +267,7 @@ pub async fn revoke_token(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     state.accounts.tokens.revoke(&user.0.actor, &who, id.into_inner()).await?;
-    let flash = Flash { ok: Some("Token revoked: it stops working at once.".into()), error: None };
+    let flash = Flash::ok("Token revoked: it stops working at once.");
     tokens_page(&state, &req, &user, flash, None, StatusCode::OK).await
 }
 
@@ -314,34 +280,11 @@ async fn aliases_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("aliases", &state.aliases.list(&user.0.actor).await?);
-    ctx.insert("models", &state.engine.providers().choices(&user.0.actor).await);
+    let page = state.pages.aliases(&user.0.actor).await?;
+    let mut ctx = signed_in(user);
+    ctx.insert("aliases", &page.aliases);
+    ctx.insert("models", &page.models);
     settings_tab(state, req, ctx, "aliases", &flash, status)
-}
-
-/// A settings tab (`pages/settings_<tab>.html`, its form `#settings-<tab>`) with its flash.
-pub(crate) fn settings_tab(
-    state: &AppState,
-    req: &HttpRequest,
-    mut ctx: Context,
-    tab: &str,
-    flash: &Flash,
-    status: StatusCode,
-) -> Result<HttpResponse, WebError> {
-    ctx.insert("flash", flash);
-    ctx.insert("tab", tab);
-    render::section(
-        state,
-        req,
-        &format!("pages/settings_{tab}.html"),
-        &format!("partials/_settings_{tab}.html"),
-        ctx,
-        status,
-        &format!("#settings-{tab}"),
-    )
 }
 
 /// `GET /settings/aliases`.
@@ -370,18 +313,9 @@ pub async fn set_alias(
     form: web::Form<AliasForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
-    match state.aliases.set(&user.0.actor, &who, &form.alias, &form.target).await {
-        Ok(a) => {
-            let flash =
-                Flash { ok: Some(format!("\"{}\" now stands for {}.", a.alias, a.target)), error: None };
-            aliases_page(&state, &req, &user, flash, StatusCode::OK).await
-        }
-        Err(DomainError::Invalid(m)) => {
-            aliases_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST)
-                .await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let set = state.aliases.set(&user.0.actor, &who, &form.alias, &form.target).await;
+    let (flash, status) = form::outcome(set, |a| format!("\"{}\" now stands for {}.", a.alias, a.target))?;
+    aliases_page(&state, &req, &user, flash, status).await
 }
 
 /// `POST /settings/aliases/{alias}/delete`.
@@ -393,14 +327,7 @@ pub async fn delete_alias(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     state.aliases.delete(&user.0.actor, &who, &alias).await?;
-    aliases_page(
-        &state,
-        &req,
-        &user,
-        Flash { ok: Some("Alias deleted.".into()), error: None },
-        StatusCode::OK,
-    )
-    .await
+    aliases_page(&state, &req, &user, Flash::ok("Alias deleted."), StatusCode::OK).await
 }
 
 // ----- MCP servers of one's own ---------------------------------------------------------------
@@ -412,13 +339,12 @@ async fn mcp_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("servers", &state.mcp.list_own(&user.0.actor).await?);
-    ctx.insert("my_groups", &state.teams.groups.mine(&user.0.actor).await?);
-    ctx.insert("my_workspaces", &state.sessions.list_workspaces(&user.0.actor).await?);
-    ctx.insert("shared_servers", &state.mcp.shared_with_me(&user.0.actor).await?);
+    let page = state.pages.mcp(&user.0.actor).await?;
+    let mut ctx = signed_in(user);
+    ctx.insert("servers", &page.servers);
+    ctx.insert("my_groups", &page.groups);
+    ctx.insert("my_workspaces", &page.workspaces);
+    ctx.insert("shared_servers", &page.shared);
     settings_tab(state, req, ctx, "mcp", &flash, status)
 }
 
@@ -441,23 +367,10 @@ pub async fn mcp_add(
     let who = origin(&req, &state, &user.0);
     let allowed = crate::netguard::AllowedRanges::parse(&state.config.llm.member_base_url_allow.join(" "))
         .unwrap_or_default();
-    let result = state.mcp.create_own(&user.0.actor, &who, &allowed, &form).await;
-    match result {
-        Ok(s) => {
-            let flash = Flash {
-                ok: Some(format!("Added {}: its tools appear as {}__….", s.name, s.name)),
-                error: None,
-            };
-            mcp_page(&state, &req, &user, flash, StatusCode::OK).await
-        }
-        Err(DomainError::Invalid(m)) => {
-            mcp_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::BAD_REQUEST).await
-        }
-        Err(DomainError::Conflict(m)) => {
-            mcp_page(&state, &req, &user, Flash { ok: None, error: Some(m) }, StatusCode::CONFLICT).await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let created = state.mcp.create_own(&user.0.actor, &who, &allowed, &form).await;
+    let (flash, status) =
+        form::outcome(created, |s| format!("Added {}: its tools appear as {}__….", s.name, s.name))?;
+    mcp_page(&state, &req, &user, flash, status).await
 }
 
 /// `POST /settings/mcp/{id}/delete`.
@@ -469,7 +382,7 @@ pub async fn mcp_remove(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     state.mcp.delete_own(&user.0.actor, &who, id.into_inner()).await?;
-    let flash = Flash { ok: Some("MCP server removed.".into()), error: None };
+    let flash = Flash::ok("MCP server removed.");
     mcp_page(&state, &req, &user, flash, StatusCode::OK).await
 }
 
@@ -489,15 +402,11 @@ pub async fn mcp_share(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     let shared = state.mcp.share_own(&user.0.actor, &who, id.into_inner(), &form.group).await;
-    let (flash, status) = match shared {
-        Ok(()) if form.group.trim().is_empty() => {
-            (Flash::ok("Shared with nobody.".to_string()), StatusCode::OK)
-        }
-        Ok(()) => {
-            (Flash::ok("Shared: the group's members' agents get its tools.".to_string()), StatusCode::OK)
-        }
-        Err(e) => crate::web::form::refusal(e)?,
+    let said = match form.group.trim() {
+        "" => "Shared with nobody.",
+        _ => "Shared: the group's members' agents get its tools.",
     };
+    let (flash, status) = form::outcome(shared, |()| said.into())?;
     mcp_page(&state, &req, &user, flash, status).await
 }
 
@@ -517,15 +426,10 @@ pub async fn mcp_workspace(
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &user.0);
     let attached = state.mcp.attach_to_workspace(&user.0.actor, &who, id.into_inner(), &form.workspace).await;
-    let (flash, status) = match attached {
-        Ok(()) if form.workspace.trim().is_empty() => {
-            (Flash::ok("Attached to no workspace."), StatusCode::OK)
-        }
-        Ok(()) => (
-            Flash::ok("Attached: runs in that workspace get its tools, whoever starts them."),
-            StatusCode::OK,
-        ),
-        Err(e) => crate::web::form::refusal(e)?,
+    let said = match form.workspace.trim() {
+        "" => "Attached to no workspace.",
+        _ => "Attached: runs in that workspace get its tools, whoever starts them.",
     };
+    let (flash, status) = form::outcome(attached, |()| said.into())?;
     mcp_page(&state, &req, &user, flash, status).await
 }

@@ -16,7 +16,7 @@ use crate::web::WebError;
 use crate::web::client::origin;
 use crate::web::extractors::{AdminUser, CurrentUser};
 use crate::web::form::Flash;
-use crate::web::handlers::settings::settings_tab;
+use crate::web::render::settings_tab;
 use crate::web::render::{self, render_to_string};
 
 /// `GET /settings/transfer`.
@@ -25,13 +25,11 @@ pub async fn show(
     req: HttpRequest,
     user: CurrentUser,
 ) -> Result<HttpResponse, WebError> {
-    let actor = &user.0.actor;
-    let mut ctx = Context::new();
-    ctx.insert("user", &user.0.user);
-    ctx.insert("csrf_token", &user.0.csrf_secret);
-    ctx.insert("workspaces", &state.sessions.list_workspaces(actor).await?);
-    ctx.insert("jobs", &state.transfers.my_imports(actor));
-    ctx.insert("max_import_mb", &(state.transfers.max_upload() / (1024 * 1024)));
+    let page = state.pages.transfer(&user.0.actor).await?;
+    let mut ctx = crate::web::render::signed_in(&user);
+    ctx.insert("workspaces", &page.workspaces);
+    ctx.insert("jobs", &page.imports);
+    ctx.insert("max_import_mb", &(page.max_upload / (1024 * 1024)));
     settings_tab(&state, &req, ctx, "transfer", &Flash::default(), StatusCode::OK)
 }
 

@@ -8,19 +8,19 @@ use uuid::Uuid;
 
 use crate::domain::DomainError;
 use crate::domain::sessions;
-use crate::domain::sessions::access::ShareRole;
+use crate::domain::sessions::SidebarWorkspace;
 use crate::state::AppState;
 use crate::web::client::see_other;
 use crate::web::extractors::CurrentUser;
 use crate::web::form;
 use crate::web::render::{parse_id, render_to_string, signed_in};
-use crate::web::session_page::{SidebarWorkspace, sidebar_into};
+use crate::web::session_page::sidebar_into;
 use crate::web::{WebError, render};
 
 /// The sidebar alone, as the answer to an action taken in it.
 async fn sidebar_fragment(state: &AppState, user: &CurrentUser) -> Result<HttpResponse, WebError> {
     let mut ctx = signed_in(user);
-    sidebar_into(&mut ctx, state, user, None).await;
+    sidebar_into(&mut ctx, &state.pages.sidebar(&user.0.actor, None).await, None);
     let html = render_to_string(state, "partials/_sidebar.html", &ctx)?;
     Ok(render::html_response(StatusCode::OK, html))
 }
@@ -96,26 +96,22 @@ async fn workspace_context(
     user: &CurrentUser,
     workspace_id: Uuid,
 ) -> Result<Context, WebError> {
-    let actor = &user.0.actor;
-    let (workspace, role) = state.sessions.view_workspace(actor, workspace_id).await?;
-    let contents = state.sessions.workspace_contents(actor, workspace.id).await?;
-    let (archived, _) = state.sessions.workspace_sessions(actor, workspace.id, true, 0).await?;
+    let page = state.pages.workspace(&user.0.actor, workspace_id).await?;
     let mut ctx = signed_in(user);
-    sidebar_into(&mut ctx, state, user, None).await;
-    if role == ShareRole::Owner {
-        ctx.insert("shares", &state.teams.shares.list(actor, workspace.id).await?);
-        ctx.insert("workspace_id", &workspace.id);
+    sidebar_into(&mut ctx, &page.sidebar, None);
+    if let Some(shares) = &page.shares {
+        ctx.insert("shares", shares);
+        ctx.insert("workspace_id", &page.workspace.id);
     }
-    if workspace.owner_id == user.0.user.id {
-        // Only the person whose workspace it is may attach a key: the keys are theirs.
-        ctx.insert("my_keys", &state.keys.list(actor).await?);
+    if let Some(keys) = &page.owner_keys {
+        ctx.insert("my_keys", keys);
     }
-    ctx.insert("role", &role);
-    ctx.insert("shared", &(workspace.owner_id != user.0.user.id));
-    ctx.insert("workspace", &workspace);
-    ctx.insert("contents", &contents);
-    ctx.insert("archived", &archived);
-    ctx.insert("models", &state.engine.providers().choices(actor).await);
+    ctx.insert("role", &page.role);
+    ctx.insert("shared", &(page.workspace.owner_id != user.0.user.id));
+    ctx.insert("workspace", &page.workspace);
+    ctx.insert("contents", &page.contents);
+    ctx.insert("archived", &page.archived);
+    ctx.insert("models", &page.models);
     ctx.insert("approval_modes", &sessions::APPROVAL_MODES);
     ctx.insert("default_compact_at", &crate::domain::runs::compaction::DEFAULT_COMPACT_AT_PERCENT);
     ctx.insert("prompt_variables", crate::domain::sessions::prompt::VARIABLES);
@@ -212,13 +208,7 @@ pub async fn delete(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let workspace_id = parse_id(&path)?;
-    let actor = &user.0.actor;
-    let sessions = state.deletions.workspace(actor, workspace_id).await?;
-    state.sessions.delete_workspace(actor, workspace_id).await?;
-    for s in sessions {
-        state.search.forget_session(s);
-    }
-    state.after_deletion(None);
+    state.deletions.workspace(&user.0.actor, workspace_id).await?;
     Ok(see_other(&req, "/"))
 }
 
@@ -293,7 +283,5 @@ pub async fn delete_session(
 ) -> Result<HttpResponse, WebError> {
     let session_id = parse_id(&path)?;
     state.deletions.session(&user.0.actor, session_id).await?;
-    state.sessions.delete_session(&user.0.actor, session_id).await?;
-    state.after_deletion(Some(session_id));
     after_session_change(&state, &req, &user, session_id, true).await
 }

@@ -42,7 +42,7 @@ pub async fn audit_show(
         until: None,
         before: query.before,
     };
-    let (rows, more) = audit::list(&state.db, &admin.1, &filter, AUDIT_PAGE).await?;
+    let (rows, more) = state.admin.audit_log(&admin.1, &filter, AUDIT_PAGE).await?;
     let older_url = more.then(|| rows.last().map(|r| r.id)).flatten().map(|before| {
         let before = before.to_string();
         link(

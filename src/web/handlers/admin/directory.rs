@@ -13,15 +13,7 @@ async fn directory_page(
     ctx.insert("tokens", &state.scim.tokens(&admin.1).await?);
     ctx.insert("created", &created);
     ctx.insert("base_url", &format!("{}/scim/v2", state.config.public_url()));
-    render::section(
-        state,
-        req,
-        "pages/admin_directory.html",
-        "partials/_admin_directory.html",
-        ctx,
-        status,
-        "#admin-directory",
-    )
+    console_page(state, req, "directory", ctx, status)
 }
 
 /// `GET /admin/directory`.

@@ -28,15 +28,7 @@ async fn groups_page(
         .collect();
     let mut ctx = base_context(admin, "groups", &flash);
     ctx.insert("groups", &rows);
-    render::section(
-        state,
-        req,
-        "pages/admin_groups.html",
-        "partials/_admin_groups.html",
-        ctx,
-        status,
-        "#admin-groups",
-    )
+    console_page(state, req, "groups", ctx, status)
 }
 
 async fn group_page(
@@ -54,15 +46,7 @@ async fn group_page(
     ctx.insert("members_shown", &groups::MEMBERS_SHOWN);
     ctx.insert("approval_modes", &crate::domain::sessions::APPROVAL_MODES);
     ctx.insert("instance_loosest", &state.config.agent.loosest_approval_mode);
-    render::section(
-        state,
-        req,
-        "pages/admin_group.html",
-        "partials/_admin_group.html",
-        ctx,
-        status,
-        "#admin-group",
-    )
+    console_page(state, req, "group", ctx, status)
 }
 
 /// `GET /admin/groups`.
@@ -88,10 +72,9 @@ pub async fn create_group(
     form: web::Form<GroupNameForm>,
 ) -> Result<HttpResponse, WebError> {
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match state.teams.groups.create(&admin.1, &who, &form.name).await {
-        Ok(g) => (Flash::ok(format!("Group {} made.", g.name)), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(state.teams.groups.create(&admin.1, &who, &form.name).await, |g| {
+        format!("Group {} made.", g.name)
+    })?;
     groups_page(&state, &req, &admin, flash, status).await
 }
 
@@ -115,10 +98,9 @@ pub async fn rename_group(
 ) -> Result<HttpResponse, WebError> {
     let id = render::parse_id(&id)?;
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match state.teams.groups.rename(&admin.1, &who, id, &form.name).await {
-        Ok(g) => (Flash::ok(format!("Renamed to {}.", g.name)), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(state.teams.groups.rename(&admin.1, &who, id, &form.name).await, |g| {
+        format!("Renamed to {}.", g.name)
+    })?;
     group_page(&state, &req, &admin, id, flash, status).await
 }
 
@@ -144,10 +126,9 @@ pub async fn set_group_grants(
         default_role: form.default_role.clone(),
         loosest_approval_mode: form.loosest_approval_mode.clone(),
     };
-    let (flash, status) = match state.teams.groups.set_grants(&admin.1, &who, id, &grants).await {
-        Ok(g) => (Flash::ok(format!("What {} grants is saved.", g.name)), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(state.teams.groups.set_grants(&admin.1, &who, id, &grants).await, |g| {
+        format!("What {} grants is saved.", g.name)
+    })?;
     group_page(&state, &req, &admin, id, flash, status).await
 }
 
@@ -190,10 +171,10 @@ pub async fn add_group_member(
 ) -> Result<HttpResponse, WebError> {
     let id = render::parse_id(&id)?;
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match state.teams.groups.add_member(&admin.1, &who, id, &form.email).await {
-        Ok(u) => (Flash::ok(format!("{} is in the group.", u.email)), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) =
+        outcome(state.teams.groups.add_member(&admin.1, &who, id, &form.email).await, |u| {
+            format!("{} is in the group.", u.email)
+        })?;
     group_page(&state, &req, &admin, id, flash, status).await
 }
 

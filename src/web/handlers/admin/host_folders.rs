@@ -13,15 +13,7 @@ async fn host_page(
     let mut ctx = base_context(admin, "host", &flash);
     ctx.insert("rows", &rows);
     ctx.insert("workspaces", &workspaces);
-    render::section(
-        state,
-        req,
-        "pages/admin_host_folders.html",
-        "partials/_admin_host_folders.html",
-        ctx,
-        status,
-        "#admin-host-folders",
-    )
+    console_page(state, req, "host_folders", ctx, status)
 }
 
 /// `GET /admin/host-folders`: host folders allowed per workspace.
@@ -54,10 +46,8 @@ pub async fn allow_host_folder(
         Ok(ws) => state.agent.allow_host_root(&admin.1, &who, &state.config.data_dir, ws, &form.path).await,
         Err(_) => Err(DomainError::Invalid("Choose a workspace.".into())),
     };
-    let (flash, status) = match result {
-        Ok(()) => (Flash::ok("Folder allowed: that workspace's sessions may expose it now."), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let said = "Folder allowed: that workspace's sessions may expose it now.";
+    let (flash, status) = outcome(result, |()| said.into())?;
     host_page(&state, &req, &admin, flash, status).await
 }
 

@@ -8,29 +8,15 @@ async fn links_page(
     admin: &AdminUser,
     flash: Flash,
 ) -> Result<HttpResponse, WebError> {
-    let all = state.teams.links.all(&admin.1).await?;
-    let mut creators: Vec<Uuid> = all.iter().map(|l| l.created_by).collect();
-    creators.sort_unstable();
-    creators.dedup();
+    let (all, creators) = state.teams.links.all(&admin.1).await?;
+    // Tera looks a map up by string.
     let names: std::collections::HashMap<String, String> =
-        crate::domain::accounts::names(&state.db, &creators)
-            .await?
-            .into_iter()
-            .map(|(id, n)| (id.to_string(), n))
-            .collect();
+        creators.into_iter().map(|(id, n)| (id.to_string(), n)).collect();
     let mut ctx = base_context(admin, "links", &flash);
     ctx.insert("links", &crate::web::link_view::rows(&all));
     ctx.insert("creators", &names);
     ctx.insert("public_links", &state.config.sharing.public_links);
-    render::section(
-        state,
-        req,
-        "pages/admin_links.html",
-        "partials/_admin_links.html",
-        ctx,
-        StatusCode::OK,
-        "#admin-links",
-    )
+    console_page(state, req, "links", ctx, StatusCode::OK)
 }
 
 /// `GET /admin/links`.

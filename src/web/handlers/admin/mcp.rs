@@ -11,7 +11,7 @@ async fn mcp_page(
 ) -> Result<HttpResponse, WebError> {
     let mut ctx = base_context(admin, "mcp", &flash);
     ctx.insert("servers", &state.mcp.list(&admin.1).await?);
-    render::section(state, req, "pages/admin_mcp.html", "partials/_admin_mcp.html", ctx, status, "#admin-mcp")
+    console_page(state, req, "mcp", ctx, status)
 }
 
 /// `GET /admin/mcp`.
@@ -30,10 +30,7 @@ async fn after_mcp_change<T>(
     result: DomainResult<T>,
     ok: &str,
 ) -> Result<HttpResponse, WebError> {
-    let (flash, status) = match result {
-        Ok(_) => (Flash::ok(ok), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(result, |_| ok.into())?;
     mcp_page(state, req, admin, flash, status).await
 }
 

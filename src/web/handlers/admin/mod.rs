@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::web::charts::{self, Bar};
 use crate::web::client::{origin, see_other};
 use crate::web::extractors::AdminUser;
-use crate::web::form::{Flash, refusal};
+use crate::web::form::{Flash, outcome, refusal};
 use crate::web::{WebError, render};
 
 /// A same-site link with an encoded query.
@@ -40,6 +40,26 @@ fn base_context(admin: &AdminUser, section: &str, flash: &Flash) -> Context {
     ctx.insert("section", section);
     ctx.insert("flash", flash);
     ctx
+}
+
+/// A console page (`pages/admin_<name>.html`, whose form section is `#admin-<name>` with
+/// hyphens), with the status its flash says.
+fn console_page(
+    state: &AppState,
+    req: &HttpRequest,
+    name: &str,
+    ctx: Context,
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    render::section(
+        state,
+        req,
+        &format!("pages/admin_{name}.html"),
+        &format!("partials/_admin_{name}.html"),
+        ctx,
+        status,
+        &format!("#admin-{}", name.replace('_', "-")),
+    )
 }
 
 /// `GET /admin`: the console opens on the users page.

@@ -22,15 +22,7 @@ async fn providers_page(
         .collect();
     ctx.insert("configured", &configured);
     ctx.insert("f", &FormEcho::from(form));
-    render::section(
-        state,
-        req,
-        "pages/admin_providers.html",
-        "partials/_admin_providers.html",
-        ctx,
-        status,
-        "#admin-providers",
-    )
+    console_page(state, req, "providers", ctx, status)
 }
 
 /// A provider form as shown again after a refusal.
@@ -102,11 +94,8 @@ async fn provider_page(
     models_override: Option<String>,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let p = state.admin.get_provider(&admin.1, id).await?;
-    let emails = state.admin.user_emails(&admin.1, &p.allowed_users).await?;
-    let allowed: Vec<String> = p.allowed_users.iter().filter_map(|id| emails.get(id).cloned()).collect();
-    let names: std::collections::HashMap<Uuid, String> = state.teams.groups.names_by_id(&admin.1).await?;
-    let group_names: Vec<String> = p.allowed_groups.iter().filter_map(|id| names.get(id).cloned()).collect();
+    let page = state.pages.admin_provider(&admin.1, id).await?;
+    let p = page.provider;
     let mut ctx = base_context(admin, "providers", &flash);
     let limit = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
     let echo = FormEcho {
@@ -116,24 +105,16 @@ async fn provider_page(
         base_url: p.base_url.clone(),
         enabled: p.enabled,
         visibility: p.visibility.clone(),
-        allowed_emails: allowed.join("\n"),
-        allowed_groups: group_names.join("\n"),
+        allowed_emails: page.allowed_emails.join("\n"),
+        allowed_groups: page.allowed_groups.join("\n"),
         models: models_override.unwrap_or_else(|| p.models.join("\n")),
         rpm: limit(p.rpm),
         tpm: limit(p.tpm),
     };
     ctx.insert("f", &echo);
-    ctx.insert("model_facts", &admin::model_overrides::model_facts(state.engine.providers(), &p));
+    ctx.insert("model_facts", &page.model_facts);
     ctx.insert("provider", &p);
-    render::section(
-        state,
-        req,
-        "pages/admin_provider.html",
-        "partials/_admin_provider.html",
-        ctx,
-        status,
-        "#admin-provider",
-    )
+    console_page(state, req, "provider", ctx, status)
 }
 
 /// `GET /admin/providers/{id}`.
@@ -156,10 +137,8 @@ pub async fn update_provider(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match state.admin.update_provider(&admin.1, &who, id, &form).await {
-        Ok(_) => (Flash::ok("Saved."), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) =
+        outcome(state.admin.update_provider(&admin.1, &who, id, &form).await, |_| "Saved.".into())?;
     provider_page(&state, &req, &admin, id, flash, None, status).await
 }
 
@@ -173,10 +152,9 @@ pub async fn set_model_override(
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
     let who = origin(&req, &state, &admin.0);
-    let (flash, status) = match state.admin.set_model_override(&admin.1, &who, id, &form).await {
-        Ok(()) => (Flash::ok(format!("Saved what {} can do.", form.model.trim())), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(state.admin.set_model_override(&admin.1, &who, id, &form).await, |()| {
+        format!("Saved what {} can do.", form.model.trim())
+    })?;
     provider_page(&state, &req, &admin, id, flash, None, status).await
 }
 
@@ -215,10 +193,7 @@ pub async fn add_key(
     let value = Secret::new(form.key);
     let result =
         state.admin.add_key(&admin.1, &who, id, admin::NewKey { label: &form.label, value: &value }).await;
-    let (flash, status) = match result {
-        Ok(k) => (Flash::ok(format!("Key \"{}\" (…{}) added.", k.label, k.last4)), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(result, |k| format!("Key \"{}\" (…{}) added.", k.label, k.last4))?;
     provider_page(&state, &req, &admin, id, flash, None, status).await
 }
 

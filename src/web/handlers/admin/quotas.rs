@@ -40,10 +40,8 @@ async fn quotas_page(
     flash: Flash,
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
-    let all = state.admin.quotas(&admin.1).await?;
-    let ids: Vec<Uuid> = all.people.iter().map(|(id, _)| *id).collect();
-    let emails = state.admin.user_emails(&admin.1, &ids).await?;
-    let names: std::collections::HashMap<Uuid, String> = state.teams.groups.names_by_id(&admin.1).await?;
+    let page = state.pages.admin_quotas(&admin.1).await?;
+    let (all, emails, names) = (page.quotas, page.emails, page.group_names);
     let mut group_rows: Vec<QuotaRow> = all
         .groups
         .iter()
@@ -67,15 +65,7 @@ async fn quotas_page(
     ctx.insert("default", &quota_text(&default));
     ctx.insert("rows", &rows);
     ctx.insert("group_rows", &group_rows);
-    render::section(
-        state,
-        req,
-        "pages/admin_quotas.html",
-        "partials/_admin_quotas.html",
-        ctx,
-        status,
-        "#admin-quotas",
-    )
+    console_page(state, req, "quotas", ctx, status)
 }
 
 /// `GET /admin/quotas`.
@@ -165,10 +155,9 @@ pub async fn quotas_save(
     };
     let who = origin(&req, &state, &admin.0);
     let (flash, status) =
-        match state.admin.set_quota(&admin.1, &who, subject, quota, form.inherit.is_some()).await {
-            Ok(()) => (Flash::ok("Quota saved."), StatusCode::OK),
-            Err(e) => refusal(e)?,
-        };
+        outcome(state.admin.set_quota(&admin.1, &who, subject, quota, form.inherit.is_some()).await, |()| {
+            "Quota saved.".into()
+        })?;
     quotas_page(&state, &req, &admin, flash, status).await
 }
 

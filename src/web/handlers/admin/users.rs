@@ -61,15 +61,7 @@ async fn users_page(
     let page_url = |page: u64| link("/admin/users", &[("q", query.q.as_str()), ("page", &page.to_string())]);
     ctx.insert("prev_url", &(query.page > 0).then(|| page_url(query.page - 1)));
     ctx.insert("next_url", &((query.page + 1) * admin::USERS_PAGE < total).then(|| page_url(query.page + 1)));
-    render::section(
-        state,
-        req,
-        "pages/admin_users.html",
-        "partials/_admin_users.html",
-        ctx,
-        status,
-        "#admin-users",
-    )
+    console_page(state, req, "users", ctx, status)
 }
 
 /// `GET /admin/users`.
@@ -88,10 +80,7 @@ async fn after_user_change(
     admin: &AdminUser,
     result: DomainResult<String>,
 ) -> Result<HttpResponse, WebError> {
-    let (flash, status) = match result {
-        Ok(m) => (Flash::ok(m), StatusCode::OK),
-        Err(e) => refusal(e)?,
-    };
+    let (flash, status) = outcome(result, |m| m)?;
     users_page(state, req, admin, &UsersQuery::default(), flash, status).await
 }
 
@@ -172,14 +161,9 @@ pub async fn delete_user(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, WebError> {
     let id = id.into_inner();
-    state.deletions.user(&admin.1, id).await?;
     let who = origin(&req, &state, &admin.0);
-    let result = state.admin.delete_user(&admin.1, &who, id).await.map(|s| {
+    let result = state.deletions.user(&admin.1, &who, id).await.map(|s| {
         format!("{} was deleted with {} sessions and {} messages.", s.email, s.sessions, s.messages)
     });
-    if result.is_ok() {
-        // Every instance's search index forgets their messages (a tombstone reaches the others).
-        state.search.forget_user(id);
-    }
     after_user_change(&state, &req, &admin, result).await
 }

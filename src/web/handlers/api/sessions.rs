@@ -131,9 +131,8 @@ pub async fn create_session(
 /// `GET /v1/sessions/{id}`: the session, its active path and a decision it waits for.
 pub async fn session(state: web::Data<AppState>, caller: ApiCaller, path: web::Path<String>) -> Answer {
     let session_id = id(&path)?;
-    let actor = &caller.0.actor;
-    let c = state.sessions.conversation(actor, session_id).await.map_err(refuse)?;
-    let pending = state.engine.pending_call(actor, session_id).await.map_err(refuse)?;
+    let found = state.pages.session_state(&caller.0.actor, session_id).await.map_err(refuse)?;
+    let c = &found.conversation;
     let path: Vec<Value> = c
         .path
         .iter()
@@ -147,7 +146,7 @@ pub async fn session(state: web::Data<AppState>, caller: ApiCaller, path: web::P
         .collect();
     Ok(HttpResponse::Ok().json(json!({
         "session": c.session, "role": c.role, "path": path, "message_count": c.message_count,
-        "running": state.runs.is_active(session_id), "pending_approval": pending,
+        "running": found.running, "pending_approval": found.pending,
     })))
 }
 
@@ -168,16 +167,13 @@ pub async fn update_session(
     payload: web::Payload,
 ) -> Answer {
     let session_id = id(&path)?;
-    let actor = &caller.0.actor;
     let b: SessionPatch = body(payload).await?;
-    if let Some(title) = &b.title {
-        state.sessions.rename_session(actor, session_id, title).await.map_err(refuse)?;
-    }
-    if let Some(archived) = b.archived {
-        state.sessions.set_archived(actor, session_id, archived).await.map_err(refuse)?;
-    }
-    let (s, _) = state.sessions.view_session(actor, session_id).await.map_err(refuse)?;
-    Ok(HttpResponse::Ok().json(s))
+    let changed = state
+        .sessions
+        .change_session(&caller.0.actor, session_id, b.title.as_deref(), b.archived)
+        .await
+        .map_err(refuse)?;
+    Ok(HttpResponse::Ok().json(changed))
 }
 
 /// `DELETE /v1/sessions/{id}`.
@@ -189,8 +185,6 @@ pub async fn delete_session(
     let session_id = id(&path)?;
     // A live answer is stopped first, as on the page.
     state.deletions.session(&caller.0.actor, session_id).await.map_err(refuse)?;
-    state.sessions.delete_session(&caller.0.actor, session_id).await.map_err(refuse)?;
-    state.after_deletion(Some(session_id));
     Ok(HttpResponse::Ok().json(json!({ "id": session_id, "deleted": true })))
 }
 
