@@ -576,3 +576,54 @@ async fn a_provider_shared_with_a_group_is_for_its_members_only() {
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("There is no group called nope."));
 }
+
+/// Adds the console's items numbered `from..to`: a person with a quota of their own, a
+/// provider, an MCP server and an invitation each (every one writes an audit row too).
+async fn add_console_items(c: &Chat, admin: &TestSession, from: usize, to: usize) -> Vec<Uuid> {
+    let mut providers = Vec::new();
+    for i in from..to {
+        let person = c.app.create_user(&format!("p{i}@example.com"), Role::Member).await;
+        let body = format!("email={}&tokens_day=1000", enc(&person.email));
+        assert_eq!(c.app.post_form("/admin/quotas", &body, Some(admin)).await.status(), 200);
+        providers
+            .push(add_provider(&c.app, admin, &format!("team{i}"), &c.mock.url(Provider::OpenAi), "").await);
+        let body =
+            format!("name=mcp{i}&transport=http&url={}", enc(&format!("https://mcp{i}.example.com/mcp")));
+        assert_eq!(c.app.post_form("/admin/mcp", &body, Some(admin)).await.status(), 200);
+        let body = format!("email=inv{i}%40example.com&role=member");
+        assert_eq!(c.app.post_form("/admin/invitations", &body, Some(admin)).await.status(), 200);
+    }
+    providers
+}
+
+/// The console's lists run as many queries for many people, providers, quotas, MCP servers,
+/// invitations and audit rows as for few (the architecture issue's rule; the team pages have
+/// their own test in `shares.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_pages_run_as_many_queries_for_many_items_as_for_few() {
+    let c = chat_with(|_| {}).await;
+    let root = c.app.create_user("root@example.com", Role::Admin).await;
+    let admin = c.app.login_full(&root).await;
+    let provider = add_console_items(&c, &admin, 0, 1).await[0];
+    let pages = [
+        "/admin/users".to_string(),
+        "/admin/providers".to_string(),
+        format!("/admin/providers/{provider}"),
+        "/admin/quotas".to_string(),
+        "/admin/usage".to_string(),
+        "/admin/audit".to_string(),
+        "/admin/mcp".to_string(),
+        "/admin/invitations".to_string(),
+        "/admin/directory".to_string(),
+    ];
+    let mut few = Vec::new();
+    for path in &pages {
+        few.push(crate::support::queries_of(&c.app, &admin.cookie, path).await);
+    }
+    add_console_items(&c, &admin, 1, 16).await;
+    for (path, few) in pages.iter().zip(few) {
+        let many = crate::support::queries_of(&c.app, &admin.cookie, path).await;
+        assert_eq!(many, few, "{path}: {few} queries for few items, {many} for many");
+        assert!(few > 0, "{path}: the counter counts");
+    }
+}
