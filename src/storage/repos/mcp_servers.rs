@@ -79,8 +79,19 @@ pub async fn shared_with(db: &Db, user: Uuid, groups: &[Uuid]) -> StorageResult<
 
 /// Shares one of `owner`'s servers with a group, or with nobody; `false` when it is not theirs.
 pub async fn set_group(db: &Db, owner: Uuid, id: Uuid, group: Option<Uuid>) -> StorageResult<bool> {
+    set_owned(db, owner, id, mcp_server::Column::GroupId, group).await
+}
+
+/// Sets one id column of one of `owner`'s servers; `false` when it is not theirs.
+async fn set_owned(
+    db: &Db,
+    owner: Uuid,
+    id: Uuid,
+    column: mcp_server::Column,
+    value: Option<Uuid>,
+) -> StorageResult<bool> {
     let res = mcp_server::Entity::update_many()
-        .col_expr(mcp_server::Column::GroupId, Expr::value(group))
+        .col_expr(column, Expr::value(value))
         .filter(mcp_server::Column::Id.eq(id))
         .filter(mcp_server::Column::OwnerId.eq(owner))
         .exec(db)
@@ -151,11 +162,5 @@ pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
 
 /// Attaches one of `owner`'s servers to a workspace, or to none; `false` when it is not theirs.
 pub async fn set_workspace(db: &Db, owner: Uuid, id: Uuid, workspace: Option<Uuid>) -> StorageResult<bool> {
-    let res = mcp_server::Entity::update_many()
-        .col_expr(mcp_server::Column::WorkspaceId, Expr::value(workspace))
-        .filter(mcp_server::Column::Id.eq(id))
-        .filter(mcp_server::Column::OwnerId.eq(owner))
-        .exec(db)
-        .await?;
-    Ok(res.rows_affected == 1)
+    set_owned(db, owner, id, mcp_server::Column::WorkspaceId, workspace).await
 }
