@@ -17,6 +17,7 @@ pub mod render;
 pub mod routes;
 pub mod session_page;
 pub mod session_view;
+pub mod sign_in;
 pub mod sse;
 
 pub use error::WebError;

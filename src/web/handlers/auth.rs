@@ -2,85 +2,19 @@
 
 use std::time::Duration;
 
-use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::cookie::time::Duration as CookieDuration;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use tera::Context;
 
 use crate::domain::DomainError;
-use crate::domain::accounts::browser::SignIn;
-use crate::domain::accounts::{Role, User};
+use crate::domain::accounts::Role;
 use crate::state::AppState;
 use crate::web::client::{client_ip, safe_return_to, see_other};
 use crate::web::extractors::{MaybeUser, session_cookie_name};
+use crate::web::sign_in::{SETUP_COOKIE, cookie, finish_sign_in, open_setup_token, removal};
 use crate::web::{WebError, render};
-
-/// Cookie holding a setup token between opening the setup link and signing in.
-pub const SETUP_COOKIE: &str = "arbor_setup";
-
-fn cookie<'a>(state: &AppState, name: &'a str, value: String, max_age: CookieDuration) -> Cookie<'a> {
-    Cookie::build(name, value)
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .secure(state.config.is_https())
-        .max_age(max_age)
-        .finish()
-}
-
-fn removal(state: &AppState, name: &'static str) -> Cookie<'static> {
-    let mut c = cookie(state, name, String::new(), CookieDuration::ZERO);
-    c.make_removal();
-    c
-}
-
-/// The setup token the browser carries, if it is still usable.
-async fn open_setup_token(state: &AppState, req: &HttpRequest) -> Result<Option<String>, WebError> {
-    let Some(c) = req.cookie(SETUP_COOKIE) else {
-        return Ok(None);
-    };
-    let token = c.value().to_string();
-    Ok(state.accounts.setup_is_open(&token).await?.then_some(token))
-}
-
-/// Starts a fresh browser session for `user` (ending the one the request came with), redeems a
-/// pending setup token, and redirects.
-pub(crate) async fn finish_sign_in(
-    state: &AppState,
-    req: &HttpRequest,
-    user: &User,
-    next: &str,
-) -> Result<HttpResponse, WebError> {
-    let setup = open_setup_token(state, req).await?;
-    finish_sign_in_with_setup(state, req, user, next, setup).await
-}
-
-/// As [`finish_sign_in`], with the setup token the sign-in carried.
-pub(crate) async fn finish_sign_in_with_setup(
-    state: &AppState,
-    req: &HttpRequest,
-    user: &User,
-    next: &str,
-    setup_token: Option<String>,
-) -> Result<HttpResponse, WebError> {
-    let name = session_cookie_name(state.config.is_https());
-    let previous = req.cookie(name);
-    let sign_in = SignIn {
-        previous: previous.as_ref().map(|c| c.value()),
-        setup_token,
-        ip: client_ip(req, &state.config.auth.trusted_proxies).map(|ip| ip.to_string()),
-        user_agent: req.headers().get("User-Agent").and_then(|v| v.to_str().ok()),
-    };
-    let signed_in = state.accounts.open_browser_session(user, sign_in).await?;
-    let went_to = if signed_in.became_admin { "/" } else { next };
-    let issued = signed_in.session;
-    let max_age = CookieDuration::hours(state.config.auth.session_max_hours);
-    let mut res = see_other(req, went_to);
-    let _ = res.add_cookie(&cookie(state, name, issued.token.clone(), max_age));
-    let _ = res.add_cookie(&removal(state, SETUP_COOKIE));
-    Ok(res)
-}
 
 /// Query of the sign-in page.
 #[derive(Deserialize)]

@@ -206,7 +206,7 @@ pub async fn accept(
     match state.accounts.invitations.accept_local(&token, &form.display_name, &form.password, min).await {
         Ok(user) => {
             tracing::info!(user = %user.id, "invitation accepted");
-            super::auth::finish_sign_in(&state, &req, &user, "/").await
+            crate::web::sign_in::finish_sign_in(&state, &req, &user, "/").await
         }
         Err(DomainError::Invalid(m)) | Err(DomainError::Conflict(m)) => {
             let inv = state.accounts.invitations.open(&token).await?;

@@ -60,7 +60,7 @@ pub async fn start(
         Some(token) => Some(state.accounts.invitations.open(token).await?.id),
         None => None,
     };
-    let setup_token = match req.cookie(super::auth::SETUP_COOKIE) {
+    let setup_token = match req.cookie(crate::web::sign_in::SETUP_COOKIE) {
         Some(c) if state.accounts.setup_is_open(c.value()).await? => Some(c.value().to_string()),
         _ => None,
     };
@@ -156,9 +156,14 @@ pub async fn callback(
             Err(e) => return Err(e.into()),
         };
     tracing::info!(user = %user.id, "signed in with the identity provider");
-    let mut res =
-        super::auth::finish_sign_in_with_setup(&state, &req, &user, &flow.return_to, flow.setup_token)
-            .await?;
+    let mut res = crate::web::sign_in::finish_sign_in_with_setup(
+        &state,
+        &req,
+        &user,
+        &flow.return_to,
+        flow.setup_token,
+    )
+    .await?;
     let mut gone = Cookie::build(FLOW_COOKIE, "").path("/auth/oidc").finish();
     gone.make_removal();
     let _ = res.add_cookie(&gone);
