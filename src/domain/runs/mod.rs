@@ -394,7 +394,6 @@ impl RunEngine {
             author_id: Some(actor.user_id()),
             created_at: chrono::Utc::now(),
         });
-        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -405,8 +404,8 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
-            supplements,
-        );
+        )
+        .await;
         Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
     }
 
@@ -455,7 +454,6 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, parent);
-        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -466,8 +464,8 @@ impl RunEngine {
             (run_id, assistant_id),
             None,
             publisher,
-            supplements,
-        );
+        )
+        .await;
         Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
     }
 
@@ -503,7 +501,6 @@ impl RunEngine {
             return Err(e.into());
         }
         let path = tree::path_to(&all, old.id);
-        let supplements = self.supplements(&session, &path, &resolved).await;
         self.launch(
             actor,
             &session,
@@ -514,8 +511,8 @@ impl RunEngine {
             (run_id, old.id),
             Some(old),
             publisher,
-            supplements,
-        );
+        )
+        .await;
         Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
     }
 

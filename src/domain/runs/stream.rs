@@ -2,14 +2,14 @@
 //! tree and the run registry (coalesced, so the page gets a delta per frame, not per token),
 //! concludes it, records its usage and proposes a title.
 
-use super::preparation::Supplements;
 use super::*;
 use crate::domain::admin::quota_holds::QuotaHold;
 
 impl RunEngine {
-    /// Renders the request for `path` and hands the run to its task.
+    /// Renders the request for `path` (with the files and attachments it carries) and hands the
+    /// run to its task.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn launch(
+    pub(super) async fn launch(
         &self,
         actor: &Actor,
         session: &ChatSession,
@@ -20,8 +20,8 @@ impl RunEngine {
         ids: (Uuid, Uuid),
         prior: Option<&Message>,
         publisher: RunPublisher,
-        supplements: Supplements,
     ) {
+        let supplements = self.supplements(session, path, &model).await;
         let (run_id, message_id) = ids;
         let reference = model.reference();
         let params = gen_params(session);
