@@ -200,7 +200,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let agent = domain::agent::Agent::new(db.clone());
     let gateway =
         domain::gateway::Gateway::new(db.clone(), engine.providers().clone(), quotas, usage.clone());
-    let scim = domain::scim::Directory::new(db.clone(), runs.clone(), access.clone());
+    let scim = domain::scim::Directory::new(db.clone(), runs.clone(), access);
     let mcp = domain::mcp::McpServers::new(db.clone(), vault.clone());
     let deletions = domain::deletion::Deletions::new(
         sessions.clone(),
@@ -210,7 +210,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         files.clone(),
     );
     let passwords = auth::passwords::Hasher::default();
-    let accounts = domain::accounts::Accounts::new(db.clone(), passwords.clone(), config.auth.clone());
+    let accounts = domain::accounts::Accounts::new(db.clone(), passwords, config.auth.clone());
     let streams = limits::MemberSlots::default();
     let operations = domain::operations::Operations::new(db.clone(), runs.clone(), streams.clone());
     let pages = domain::pages::Pages::new(domain::pages::PageSources {
@@ -236,7 +236,6 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         mailer,
         oidc,
         login_limiter: counters.map(auth::ratelimit::RateLimiter::shared).unwrap_or_default(),
-        passwords,
         accounts,
         streams,
         operations,
@@ -259,7 +258,6 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
         keys,
         aliases,
         pages,
-        access,
     })
 }
 

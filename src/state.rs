@@ -33,8 +33,6 @@ pub struct AppState {
     pub operations: crate::domain::operations::Operations,
     /// Uploads each member is sending (SECURITY.md 54).
     pub uploads: crate::limits::MemberSlots,
-    /// Password hashing, at most one hash per core at once (SECURITY.md 53).
-    pub passwords: crate::auth::passwords::Hasher,
     /// The opened key vault.
     pub vault: crate::vault::Vault,
     /// Writes the API's usage rows in batches.
@@ -73,6 +71,4 @@ pub struct AppState {
     pub deletions: crate::domain::deletion::Deletions,
     /// How many statements the database connection has run.
     pub queries: crate::storage::QueryCounter,
-    /// Announces revoked shares, so that streams of people who lost access end.
-    pub access: crate::domain::teams::shares::AccessChanges,
 }
