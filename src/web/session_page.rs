@@ -133,6 +133,18 @@ fn agent_into(ctx: &mut Context, agent: &AgentPanel) {
     ctx.insert("workspace_approval_mode", &agent.workspace_approval_mode);
 }
 
+/// Adds each message's attached files to its view.
+pub(crate) fn files_into(
+    views: &mut [session_view::MessageView],
+    files: &std::collections::HashMap<Uuid, Vec<crate::domain::files::FileView>>,
+) {
+    for v in views.iter_mut() {
+        if let Some(f) = files.get(&v.id) {
+            v.files = f.clone();
+        }
+    }
+}
+
 /// Adds to each shown message what the page gathered for it: its tool card's diff and
 /// decision, its files, a sub-agent's work below its result, and who wrote it when that was
 /// someone other than the reader (in a shared workspace the thread shows its people; in one's
@@ -143,10 +155,8 @@ pub(crate) fn extras_into(
     user: &CurrentUser,
 ) {
     session_view::attach_calls(views, &extras.calls);
+    files_into(views, &extras.files);
     for v in views.iter_mut() {
-        if let Some(files) = extras.files.get(&v.id) {
-            v.files = files.clone();
-        }
         if let Some(result) = v.tool_result.as_mut().filter(|r| r.name == "subagent") {
             result.side_branch = extras.side_branches.get(&v.id).copied();
         }

@@ -202,7 +202,7 @@ impl Pages {
     }
 
     /// The models the member may choose.
-    pub async fn models(&self, actor: &Actor) -> Vec<ModelChoice> {
+    pub(super) async fn models(&self, actor: &Actor) -> Vec<ModelChoice> {
         self.engine.providers().choices(actor).await
     }
 

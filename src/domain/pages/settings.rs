@@ -187,16 +187,27 @@ impl Pages {
         })
     }
 
-    /// The search page; a query that cannot be run is said on the page, not as a failure.
-    pub async fn search(&self, actor: &Actor, ask: SearchAsk<'_>) -> DomainResult<SearchPage> {
-        let (found, error) = match ask.text.trim() {
-            "" => (None, None),
+    /// What a search finds: the results when something was asked, or why the query could not
+    /// be run (said where the results go, not as a failure). The sidebar's live list shows this
+    /// alone.
+    pub async fn search_results(
+        &self,
+        actor: &Actor,
+        ask: &SearchAsk<'_>,
+    ) -> DomainResult<(Option<ResultsPage>, Option<String>)> {
+        match ask.text.trim() {
+            "" => Ok((None, None)),
             text => match self.search.search(actor, text, ask.workspace, ask.page, ask.per_page).await {
-                Ok(r) => (Some(r), None),
-                Err(DomainError::Invalid(m)) => (None, Some(m)),
-                Err(e) => return Err(e),
+                Ok(r) => Ok((Some(r), None)),
+                Err(DomainError::Invalid(m)) => Ok((None, Some(m))),
+                Err(e) => Err(e),
             },
-        };
+        }
+    }
+
+    /// The search page: the results with the home page's composer and sidebar around them.
+    pub async fn search(&self, actor: &Actor, ask: SearchAsk<'_>) -> DomainResult<SearchPage> {
+        let (found, error) = self.search_results(actor, &ask).await?;
         Ok(SearchPage {
             home: self.home(actor, None).await?,
             workspaces: self.sessions.list_workspaces(actor).await?,

@@ -6,7 +6,6 @@ use serde::Deserialize;
 use tera::Context;
 use uuid::Uuid;
 
-use crate::domain::DomainError;
 use crate::domain::pages::SearchAsk;
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
@@ -62,15 +61,9 @@ pub async fn search(
     let q = form.q.trim();
     let per_page = if live { LIVE } else { PER_PAGE };
     let page = form.page.unwrap_or(1);
+    let ask = SearchAsk { text: q, workspace, page, per_page };
     if live {
-        let (found, error) = match q {
-            "" => (None, None),
-            _ => match state.search.search(&user.0.actor, q, workspace, page, per_page).await {
-                Ok(r) => (Some(r), None),
-                Err(DomainError::Invalid(m)) => (None, Some(m)),
-                Err(e) => return Err(e.into()),
-            },
-        };
+        let (found, error) = state.pages.search_results(&user.0.actor, &ask).await?;
         let mut ctx = Context::new();
         ctx.insert("results", &found.as_ref().map(results_view));
         ctx.insert("error", &error);
@@ -79,7 +72,6 @@ pub async fn search(
         let html = render_to_string(&state, "partials/_search_live.html", &ctx)?;
         return Ok(render::html_response(StatusCode::OK, html));
     }
-    let ask = SearchAsk { text: q, workspace, page, per_page };
     let found = state.pages.search(&user.0.actor, ask).await?;
     let mut ctx = home_context(&user, &found.home);
     let link = |page: usize| {

@@ -123,11 +123,7 @@ async fn turn_fragment(
     let ids: Vec<Uuid> = started.user_message_id.into_iter().chain([started.assistant_message_id]).collect();
     let turn = state.pages.turn(&user.0.actor, session_id, &ids, with_composer).await?;
     let mut shown = session_view::message_views(turn.messages).await?;
-    for v in shown.iter_mut() {
-        if let Some(files) = turn.files.get(&v.id) {
-            v.files = files.clone();
-        }
-    }
+    files_into(&mut shown, &turn.files);
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, &turn.header);
     if with_composer {
