@@ -146,6 +146,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     let files = domain::files::Files::new(db.clone(), blobs.clone(), file_limits);
     let providers = Arc::new(providers);
     domain::providers::listen_to_instances(providers.clone());
+    domain::fresh::share_changes(&bus);
     let quota_holds = match &counters {
         Some(counters) => domain::admin::quota_holds::QuotaHolds::shared(counters.clone()),
         None => domain::admin::quota_holds::QuotaHolds::default(),

@@ -1,12 +1,20 @@
-//! Copies of rows that every call reads before it asks a provider (the quota table, members'
-//! own-key lists), kept in memory between writes. A copy is used while the generation its
-//! writer moves on every write in this process has not moved since it was read, and for a
-//! fixed age at most: how long a write made by another instance takes to count here.
+//! Copies of rows that every call reads before it asks a provider (the token and its user, the
+//! member's aliases, the quota table, members' own-key lists), kept in memory between writes. A
+//! copy is used while the generation its table's writes move (`storage::changes`) has not moved
+//! since it was read, and for a fixed age at most. Writes on other instances move the
+//! generation here through the bus ([`share_changes`]); the age bounds what a lost note or a
+//! write by the command line (which has no bus) leaves stale.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::broadcast;
+
+use crate::bus::{Heard, SharedBus, Topic};
+use crate::storage::changes::{self, Kept};
 
 /// One copy: its value, the generation when it was read, and when.
 struct Copy<V> {
@@ -46,6 +54,54 @@ impl<K: Eq + Hash, V: Clone> FreshCopies<K, V> {
         }
         copies.insert(key, Copy { generation, read_at: Instant::now(), value });
     }
+}
+
+/// Tells the other instances what this process writes, and moves the generations here for what
+/// they write, for as long as the process runs.
+pub fn share_changes(bus: &SharedBus) {
+    if !bus.is_shared() {
+        return;
+    }
+    let mut local = changes::local_changes();
+    let out = bus.clone();
+    tokio::spawn(async move {
+        loop {
+            match local.recv().await {
+                Ok(kept) => {
+                    if let Ok(body) = serde_json::to_vec(&Note { kept }) {
+                        out.publish(Topic::Caches, Bytes::from(body));
+                    }
+                }
+                // Some were dropped here: the others must read everything again.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    for kept in Kept::ALL {
+                        if let Ok(body) = serde_json::to_vec(&Note { kept }) {
+                            out.publish(Topic::Caches, Bytes::from(body));
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    crate::bus::listen(bus, Topic::Caches, |heard| async move {
+        match heard {
+            Heard::Gap => Kept::ALL.into_iter().for_each(changes::heard),
+            // Other subsystems' notes share the topic; theirs do not parse as this one.
+            Heard::Frame(frame) => {
+                if let Ok(Note { kept }) = serde_json::from_slice::<Note>(&frame.body) {
+                    changes::heard(kept);
+                }
+            }
+        }
+    });
+}
+
+/// What instances tell each other of a write: which kind of kept copy it made stale.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Note {
+    kept: Kept,
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Storage adapter: the database connection, entities and the queries over them.
 
+pub mod changes;
 pub mod entities;
 pub mod repos;
 pub mod snapshot;

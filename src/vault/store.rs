@@ -14,18 +14,14 @@ use crate::storage::Db;
 use crate::storage::entities::{vault_key, vault_secret};
 use crate::storage::repos::audit;
 
-/// Moves on with every write to `vault_secrets` made by this process, so a list of someone's
-/// secrets kept in memory knows it is stale (other instances' writes are caught by its age).
-static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// The secrets' generation in this process: read it before listing, and the list is current
-/// while it has not moved.
+/// The secrets' generation (see [`crate::storage::changes`]): read it before listing, and the
+/// list is current while it has not moved.
 pub fn generation() -> u64 {
-    GENERATION.load(std::sync::atomic::Ordering::Acquire)
+    crate::storage::changes::generation(crate::storage::changes::Kept::Vault)
 }
 
 fn changed() {
-    GENERATION.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    crate::storage::changes::changed(crate::storage::changes::Kept::Vault);
 }
 
 /// The owner id of the organisation's shared secrets (admin-managed provider keys).

@@ -874,3 +874,51 @@ async fn a_quota_written_elsewhere_applies_here_within_two_seconds() {
     }
     conn.close().await.unwrap();
 }
+
+/// Each instance answers token checks from memory; a token revoked, and a member disabled, on
+/// one instance are refused on the other as soon as the bus has carried the note (well inside
+/// the 10 s a copy is kept at most).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_revoked_or_a_member_disabled_on_one_instance_is_refused_on_the_other_at_once() {
+    use arbor::domain::accounts::api_tokens::{ApiTokens, Scope};
+    use arbor::domain::audit::Origin;
+    let c = Cluster::start(2, "").await;
+    let tokens = ApiTokens::new(c.conn.clone());
+    let actor = Actor::for_tests(&c.user);
+    // Revoked on A: B, which checked the token a moment ago, refuses it.
+    let made = tokens.create(&actor, &Origin::cli(), "one", Scope::Api, None).await.unwrap();
+    let token = made.token.expose().to_string();
+    assert_eq!(token_status(&c, 1, &token).await, 200);
+    assert_eq!(token_status(&c, 1, &token).await, 200, "served from B's memory");
+    let res = c.post(0, &format!("/settings/tokens/{}/revoke", made.row.id), "").await;
+    assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
+    refused_within(&c, 1, &token).await;
+
+    // The member disabled on A: B refuses their other token.
+    let made = tokens.create(&actor, &Origin::cli(), "two", Scope::Api, None).await.unwrap();
+    let token = made.token.expose().to_string();
+    assert_eq!(token_status(&c, 1, &token).await, 200);
+    let admin = c.admin().await;
+    let res = c.post_as(0, &admin, &format!("/admin/users/{}/status", c.user.id), "active=0").await;
+    assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
+    refused_within(&c, 1, &token).await;
+}
+
+async fn token_status(c: &Cluster, n: usize, token: &str) -> u16 {
+    let url = format!("{}/v1/models", c.origin(n));
+    reqwest::Client::new().get(url).bearer_auth(token).send().await.unwrap().status().as_u16()
+}
+
+/// Asks instance `n` with `token` until it is refused, for 2 s at most.
+async fn refused_within(c: &Cluster, n: usize, token: &str) {
+    let began = Instant::now();
+    loop {
+        let status = token_status(c, n, token).await;
+        if status == 401 || status == 403 {
+            return;
+        }
+        assert_eq!(status, 200);
+        assert!(began.elapsed() < Duration::from_secs(2), "still accepted after 2 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

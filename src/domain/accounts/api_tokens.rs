@@ -1,7 +1,10 @@
 //! API access tokens: `arb_…` bearer tokens for the `/v1` gateway (scope `api`) or for the
 //! whole account (scope `full`). Shown once at creation, stored only as SHA-256 hashes, listed
 //! by prefix and last use, revocable and optionally expiring; a disabled user's tokens stop
-//! working at once because every check reads the user's status.
+//! working at once because every check reads the user's status (from memory, read again after
+//! any write to tokens or users on any instance).
+
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -10,9 +13,11 @@ use uuid::Uuid;
 use crate::auth::sessions::{hash_token, random_token};
 use crate::domain::accounts::{Actor, User, UserStatus};
 use crate::domain::audit::{self, Origin};
+use crate::domain::fresh::FreshCopies;
 use crate::domain::{DomainError, DomainResult};
 use crate::model::accounts::TokenRecord;
 use crate::storage::Db;
+use crate::storage::changes::{self, Kept};
 use crate::storage::repos::api_tokens as repo;
 
 /// API tokens as a service over the database: members make, list and revoke theirs; the
@@ -20,13 +25,31 @@ use crate::storage::repos::api_tokens as repo;
 #[derive(Clone)]
 pub struct ApiTokens {
     db: Db,
+    /// Tokens checked lately, with their users: every API call checks one before anything else,
+    /// so the check is served from memory until a token or user is written (here or, through
+    /// the bus, on another instance) or the copy is [`KNOWN_AGE`] old.
+    known: Arc<FreshCopies<String, Arc<Known>>>,
 }
 
 impl ApiTokens {
     /// The service over this database.
     pub fn new(db: Db) -> ApiTokens {
-        ApiTokens { db }
+        ApiTokens { db, known: Arc::new(FreshCopies::new(KNOWN_AGE, KNOWN_MOST)) }
     }
+}
+
+/// How long a checked token is used from memory at most: how long a revocation or a disabled
+/// account takes to count here when the note from the instance that wrote it was lost, or when
+/// it was written by the command line (which has no bus).
+const KNOWN_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Tokens kept at most (beyond: all are dropped and read again).
+const KNOWN_MOST: usize = 10_000;
+
+/// A token as last read, with its user and when its use was last recorded.
+struct Known {
+    record: TokenRecord,
+    user: User,
+    used: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 /// What every token starts with, so secret scanners and people recognise it.
@@ -204,9 +227,21 @@ impl ApiTokens {
         if !presented.starts_with(TOKEN_PREFIX) || presented.len() > 200 {
             return Ok(Err(Refusal::Invalid));
         }
-        let Some((found, user)) = repo::find_with_user(db, &hash_token(presented)).await? else {
-            return Ok(Err(Refusal::Invalid));
+        let hash = hash_token(presented);
+        let generation = changes::generation(Kept::Accounts);
+        let known = match self.known.get(&hash, generation) {
+            Some(known) => known,
+            None => {
+                let Some((record, user)) = repo::find_with_user(db, &hash).await? else {
+                    return Ok(Err(Refusal::Invalid));
+                };
+                let used = std::sync::Mutex::new(record.last_used_at);
+                let known = Arc::new(Known { record, user, used });
+                self.known.put(hash, generation, known.clone());
+                known
+            }
         };
+        let (found, user) = (&known.record, &known.user);
         let now = Utc::now();
         if found.revoked_at.is_some() || found.expires_at.is_some_and(|e| e <= now) {
             return Ok(Err(Refusal::Invalid));
@@ -215,10 +250,10 @@ impl ApiTokens {
         if user.status != UserStatus::Active {
             return Ok(Err(Refusal::Disabled));
         }
-        if found.last_used_at.is_none_or(|t| now - t > Duration::seconds(60)) {
+        if known.record_use(now) {
             repo::touch(db, found.id, now).await?;
         }
-        Ok(Ok(TokenCaller { actor: Actor::verified(&user), user, scope, token_id: found.id }))
+        Ok(Ok(TokenCaller { actor: Actor::verified(user), user: user.clone(), scope, token_id: found.id }))
     }
 
     /// `arbor admin token`: a token for the user with this email, made by the operator at the
@@ -234,6 +269,18 @@ impl ApiTokens {
         let email = crate::domain::accounts::normalize_email(email)?;
         let user = crate::domain::accounts::one_by_email(db, &email).await?.ok_or(DomainError::NotFound)?;
         self.create(&Actor::verified(&user), &audit::Origin::cli(), name, scope, days).await
+    }
+}
+
+impl Known {
+    /// Whether this use is to be written down (at most once a minute per token).
+    fn record_use(&self, now: DateTime<Utc>) -> bool {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used.is_some_and(|t| now - t <= Duration::seconds(60)) {
+            return false;
+        }
+        *used = Some(now);
+        true
     }
 }
 

@@ -2,12 +2,17 @@
 //! with fixed model names can be pointed at any model (`gpt-4` → `anthropic/claude-sonnet-4-5,
 //! gemini/gemini-2.5-pro`).
 
+use std::sync::Arc;
+
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::domain::accounts::Actor;
 use crate::domain::audit::{self, Origin};
+use crate::domain::fresh::FreshCopies;
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::Db;
+use crate::storage::changes::{self, Kept};
 use crate::storage::repos::aliases as repo;
 
 /// A member's model aliases as a service over the database (built once in the app state; the
@@ -15,14 +20,27 @@ use crate::storage::repos::aliases as repo;
 #[derive(Clone)]
 pub struct Aliases {
     db: Db,
+    /// Members' alias tables as last read: every gateway call looks its model name up, so the
+    /// lookup is served from memory until an alias is written (here or, through the bus, on
+    /// another instance) or the copy is [`KEPT_AGE`] old.
+    kept: Arc<FreshCopies<Uuid, AliasTable>>,
 }
 
 impl Aliases {
     /// The service over this database.
     pub fn new(db: Db) -> Aliases {
-        Aliases { db }
+        Aliases { db, kept: Arc::new(FreshCopies::new(KEPT_AGE, KEPT_MOST)) }
     }
 }
+
+/// A member's aliases as `(alias, target)`, as last read.
+type AliasTable = Arc<Vec<(String, String)>>;
+
+/// How long a member's aliases are used from memory at most (how long a change another instance
+/// made counts here when its note was lost).
+const KEPT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Members whose aliases are kept at most (beyond: all are dropped and read again).
+const KEPT_MOST: usize = 10_000;
 
 /// The most aliases one user may keep.
 pub const MAX_ALIASES: usize = 100;
@@ -59,7 +77,17 @@ impl Aliases {
         if !valid_alias(name) {
             return Ok(None);
         }
-        Ok(repo::target(&self.db, actor.user_id(), name).await?)
+        let generation = changes::generation(Kept::Aliases);
+        let member = actor.user_id();
+        let table = match self.kept.get(&member, generation) {
+            Some(table) => table,
+            None => {
+                let table = Arc::new(repo::list(&self.db, member).await?);
+                self.kept.put(member, generation, table.clone());
+                table
+            }
+        };
+        Ok(table.iter().find(|(alias, _)| alias == name).map(|(_, target)| target.clone()))
     }
 
     /// Creates or replaces an alias.

@@ -4,6 +4,7 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
 use uuid::Uuid;
 
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::model_alias;
 use crate::storage::{Db, StorageResult};
 
@@ -43,6 +44,7 @@ pub async fn put(db: &Db, user: Uuid, alias: &str, target: &str) -> StorageResul
     } else {
         row.insert(db).await?;
     }
+    changes::changed(Kept::Aliases);
     Ok(())
 }
 
@@ -53,5 +55,7 @@ pub async fn delete(db: &Db, user: Uuid, alias: &str) -> StorageResult<bool> {
         .filter(model_alias::Column::Alias.eq(alias))
         .exec(db)
         .await?;
-    Ok(done.rows_affected > 0)
+    let done = done.rows_affected > 0;
+    changes::changed(Kept::Aliases);
+    Ok(done)
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::model::accounts::TokenRecord;
 use crate::model::accounts::User;
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::{api_token, user};
 use crate::storage::{Db, StorageResult};
 
@@ -44,6 +45,7 @@ pub async fn find_owned(db: &Db, user: Uuid, id: Uuid) -> StorageResult<Option<T
 pub async fn revoke(db: &Db, id: Uuid, at: DateTime<Utc>) -> StorageResult<()> {
     let row = api_token::ActiveModel { id: Set(id), revoked_at: Set(Some(at)), ..Default::default() };
     row.update(db).await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -84,7 +86,9 @@ pub async fn revoke_scope(db: &Db, user: Uuid, scope: &str, at: DateTime<Utc>) -
         .filter(api_token::Column::RevokedAt.is_null())
         .exec(db)
         .await?;
-    Ok(done.rows_affected)
+    let done = done.rows_affected;
+    changes::changed(Kept::Accounts);
+    Ok(done)
 }
 
 /// Revokes every live token of a user (their account was deactivated); how many.
@@ -95,5 +99,7 @@ pub async fn revoke_all(db: &Db, user: Uuid, at: DateTime<Utc>) -> StorageResult
         .filter(api_token::Column::RevokedAt.is_null())
         .exec(db)
         .await?;
-    Ok(done.rows_affected)
+    let done = done.rows_affected;
+    changes::changed(Kept::Accounts);
+    Ok(done)
 }

@@ -10,6 +10,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::model::teams::{DirectoryFilter, DirectoryGroup, DirectoryUser, name_key};
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::{group, group_member, user};
 use crate::storage::{Db, StorageResult};
 
@@ -117,12 +118,13 @@ pub async fn update_user(db: &Db, u: &DirectoryUser) -> StorageResult<()> {
         .filter(user::Column::ScimDeleted.eq(false))
         .exec(db)
         .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
 /// SCIM deleted the person: disabled and hidden from SCIM, their data kept.
 pub async fn mark_deleted(db: &Db, id: Uuid) -> StorageResult<bool> {
-    Ok(user::Entity::update_many()
+    let done = user::Entity::update_many()
         .col_expr(user::Column::ScimDeleted, Expr::value(true))
         .col_expr(user::Column::Status, Expr::value("disabled"))
         .col_expr(user::Column::UpdatedAt, Expr::value(Utc::now()))
@@ -131,7 +133,9 @@ pub async fn mark_deleted(db: &Db, id: Uuid) -> StorageResult<bool> {
         .exec(db)
         .await?
         .rows_affected
-        == 1)
+        == 1;
+    changes::changed(Kept::Accounts);
+    Ok(done)
 }
 
 /// Whether SCIM made this account (it may then be linked to its first OpenID Connect sign-in).

@@ -1,10 +1,9 @@
 //! Queries over `quotas`: per-user limits and the instance default, keyed by scope.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::quota;
 use crate::storage::{Db, StorageResult};
 
@@ -21,18 +20,14 @@ pub struct Limits {
     pub micros_month: Option<i64>,
 }
 
-/// Moves on with every write to `quotas` made by this process, so a copy of the table kept in
-/// memory knows it is stale (other instances' writes are caught by the copy's age).
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The table's generation in this process: read it before reading the table, and the copy is
-/// current while it has not moved.
+/// The table's generation (see [`crate::storage::changes`]): read it before reading the table,
+/// and the copy is current while it has not moved.
 pub fn generation() -> u64 {
-    GENERATION.load(Ordering::Acquire)
+    changes::generation(Kept::Quotas)
 }
 
 fn changed() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
+    changes::changed(Kept::Quotas);
 }
 
 fn limits(r: &quota::Model) -> Limits {

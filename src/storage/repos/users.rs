@@ -5,6 +5,7 @@ use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use uuid::Uuid;
 
 use crate::model::accounts::{Role, Theme, User, UserRow, UserStatus};
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::user;
 use crate::storage::{Db, StorageError, StorageResult};
 
@@ -66,6 +67,7 @@ pub async fn set_status(db: &Db, id: Uuid, status: UserStatus) -> StorageResult<
         ..Default::default()
     };
     row.update(db).await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -119,6 +121,7 @@ pub async fn set_password<C: sea_orm::ConnectionTrait>(
     }
     .update(db)
     .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -136,6 +139,7 @@ pub async fn set_role<C: sea_orm::ConnectionTrait>(conn: &C, id: Uuid, role: Rol
         .filter(user::Column::Id.eq(id))
         .exec(conn)
         .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -207,6 +211,7 @@ pub async fn set_identity<C: sea_orm::ConnectionTrait>(
     }
     .update(conn)
     .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -229,6 +234,7 @@ pub async fn set_profile<C: sea_orm::ConnectionTrait>(
     }
     .update(db)
     .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -247,6 +253,7 @@ pub async fn set_theme(db: &Db, id: Uuid, theme: Theme) -> StorageResult<()> {
     }
     .update(db)
     .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -260,6 +267,7 @@ pub async fn set_default_model(db: &Db, id: Uuid, model: Option<&str>) -> Storag
     }
     .update(db)
     .await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -292,6 +300,7 @@ pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageRes
 /// Deletes a user row (what refers to it is removed by the caller or by cascades).
 pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     user::Entity::delete_by_id(id).exec(db).await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
