@@ -7,6 +7,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod relay;
 mod responses;
 pub mod session_events;
 pub mod session_ws;
@@ -19,7 +20,6 @@ pub use responses::{create_response, delete_response, get_response};
 
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, web};
-use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -148,18 +148,6 @@ pub(super) async fn begin(
     })
 }
 
-/// A streamed response of `content_type` fed by a channel the streaming task writes to.
-fn channel_response(rx: tokio::sync::mpsc::Receiver<Bytes>, content_type: &'static str) -> HttpResponse {
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (Ok::<_, actix_web::Error>(chunk), rx))
-    });
-    HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
-        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body)
-}
-
 /// Work a stream format does before its closing bytes (storing the answer).
 pub(super) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
@@ -184,58 +172,21 @@ pub(super) trait StreamFormat: Send + 'static {
     fn produced(&self) -> usize;
 }
 
-/// Streams `opened` to the caller in `format` from a task: the provider is read only as fast
-/// as the caller reads (a bounded channel), is dropped when the caller goes away, and the usage
-/// is recorded once at the end whatever happened.
-pub(super) fn pump<F: StreamFormat>(
+/// Streams `opened` to the caller in `format`: the response body reads the provider as fast as
+/// the caller reads, and the usage is recorded once at the end whatever happened ([`relay`]).
+pub(super) fn pump<F: StreamFormat + Unpin>(
     state: std::sync::Arc<AppState>,
     caller: TokenCaller,
     request: ChatRequest,
     opened: Opened,
-    mut format: F,
+    format: F,
     content_type: &'static str,
 ) -> HttpResponse {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
-    tokio::spawn(async move {
-        let Opened { model, mut stream, started, hold } = opened;
-        let send = |out: Option<String>| {
-            let tx = tx.clone();
-            async move {
-                match out {
-                    Some(s) if !s.is_empty() => tx.send(Bytes::from(s)).await.is_ok(),
-                    _ => true,
-                }
-            }
-        };
-        let mut open = send(format.open()).await;
-        let mut failed = false;
-        while open {
-            let Some(ev) = stream.next().await else { break };
-            if let ProviderEvent::Error(e) = ev {
-                failed = true;
-                let _ = send(Some(format.failed(&from_provider(&e)))).await;
-                break;
-            }
-            open = send(format.event(ev)).await;
-        }
-        if open && !failed {
-            if let Some(settling) = format.settle() {
-                settling.await;
-            }
-            let _ = send(format.close()).await;
-        }
-        drop(stream);
-        let done = Finished {
-            model: &model,
-            request: &request,
-            reported: format.usage(),
-            produced_chars: format.produced(),
-            started,
-            hold,
-        };
-        gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
-    });
-    channel_response(rx, content_type)
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
+        .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(relay::Relay::new(state, caller, request, opened, format))
 }
 
 /// Reads a whole answer into `format`'s events (for non-streamed calls) and records its usage;
