@@ -114,8 +114,9 @@ fn from_tera(e: &tera::Error) -> TemplateError {
     error(line, message)
 }
 
-/// Renders a template in this process. Only for the `render-prompt` child (and unit tests): a
-/// hostile template can exhaust the process that runs this. The server uses [`render`].
+/// Renders a template in this process. Only for the `render-prompt` child, Arbor's own built-in
+/// templates and unit tests: a hostile template can exhaust the process that runs this. The
+/// server renders members' templates with [`render`].
 pub fn render_in_process<V: Serialize>(template: &str, vars: &V) -> Result<String, TemplateError> {
     check_tags(template)?;
     let context = tera::Context::from_serialize(vars).map_err(|e| error(None, e.to_string()))?;

@@ -141,14 +141,34 @@ impl RunEngine {
         model: &str,
     ) -> DomainResult<Option<String>> {
         let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
-        // Without a prompt of the user's, the exposed folders' instruction files still count.
-        let template = prompt::template_for(&workspace, session).unwrap_or(prompt::INSTRUCTIONS_ONLY);
-        let rendered =
-            self.render_prompt(actor, &workspace, session, template, model).await.map_err(|e| {
-                DomainError::Invalid(format!(
-                    "The system prompt has an error ({e}): fix it in the session settings."
-                ))
-            })?;
+        let rendered = match prompt::template_for(&workspace, session) {
+            Some(template) => self.render_prompt(actor, &workspace, session, template, model).await,
+            // Without a prompt of the user's, the exposed folders' instruction files still count
+            // (none without folders). That template is Arbor's own, so it renders here, not in
+            // a child process: every turn of most sessions would pay a process start otherwise.
+            None if session.exposed_roots.is_empty() => return Ok(None),
+            None => {
+                let (data_dir, workspace, session) =
+                    (self.data_dir.clone(), workspace.clone(), session.clone());
+                let model = model.to_string();
+                // Reading the instruction files touches the disk.
+                tokio::task::spawn_blocking(move || {
+                    prompt::render_builtin(&prompt::vars(&data_dir, "", "", &workspace, &session, &model))
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(crate::prompting::TemplateError {
+                        line: None,
+                        message: format!("rendering failed: {e}"),
+                    })
+                })
+            }
+        };
+        let rendered = rendered.map_err(|e| {
+            DomainError::Invalid(format!(
+                "The system prompt has an error ({e}): fix it in the session settings."
+            ))
+        })?;
         Ok(Some(rendered).filter(|p| !p.trim().is_empty()))
     }
 

@@ -102,6 +102,13 @@ pub async fn render(template: &str, vars: &PromptVars) -> Result<String, Templat
     prompting::render(template, vars).await
 }
 
+/// Renders [`INSTRUCTIONS_ONLY`] with the variables in this process: the template is Arbor's
+/// own and everything it loops over is bounded (the folders a session may expose, each
+/// instruction file read up to its cap), so it needs no child process.
+pub fn render_builtin(vars: &PromptVars) -> Result<String, TemplateError> {
+    prompting::render_in_process(INSTRUCTIONS_ONLY, vars)
+}
+
 /// Checks a template as it would render with sample values.
 pub async fn check(template: &str) -> Result<(), TemplateError> {
     prompting::render(template, &sample_vars()).await.map(|_| ())
