@@ -44,7 +44,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use common::{
-    Auth, EMAIL, Launch, Mock, Res, Server, SseSplitter, admin_create, clock_ticks_per_sec, cpu_ticks,
+    Auth, Launch, Mock, Res, Server, SseSplitter, admin_create, clock_ticks_per_sec, cpu_ticks,
     create_sessions, delta_tokens, fail, git_describe, http_client, in_parallel, locate_binary, lock, login,
     ms, pct, post_message, serve, staleness_warning, start_mock, wait_reply_over,
 };
@@ -112,10 +112,7 @@ fn parse_args() -> Res<Opts> {
         write: true,
     };
     let mut args = std::env::args().skip(1);
-    let num = |name: &str, v: Option<String>| -> Res<usize> {
-        let v = v.ok_or_else(|| fail(format!("{name} needs a value")))?;
-        v.parse::<usize>().map_err(|_| fail(format!("{name}: not a number: {v}")))
-    };
+    let num = common::arg_number;
     while let Some(a) = args.next() {
         match a.as_str() {
             // `cargo bench` passes `--bench` to harness-less benches.
@@ -123,13 +120,7 @@ fn parse_args() -> Res<Opts> {
             "events" => o.mode = Mode::Events,
             "gateway" => o.mode = Mode::Gateway,
             "all" => o.mode = Mode::All,
-            "--levels" => {
-                let v = args.next().ok_or_else(|| fail("--levels needs a value"))?;
-                o.levels = v
-                    .split(',')
-                    .map(|s| s.trim().parse::<usize>().map_err(|_| fail(format!("--levels: bad number {s}"))))
-                    .collect::<Res<Vec<_>>>()?;
-            }
+            "--levels" => o.levels = common::arg_levels(args.next())?,
             "--tokens" => o.tokens = num(&a, args.next())?,
             "--interval-ms" => o.interval = Duration::from_millis(num(&a, args.next())? as u64),
             "--min-samples" => o.min_samples = num(&a, args.next())?,
@@ -293,23 +284,7 @@ models = [\"bench-model\"]\n",
 
     /// An API token of the bench's account, made with `arbor admin token`.
     fn api_token(&self, bin: &Path) -> Res<String> {
-        let out = std::process::Command::new(bin)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .arg("--config")
-            .arg(&self.config)
-            .args(["admin", "token", "--email", EMAIL, "--name", "cluster-bench", "--scope", "api"])
-            .arg("--data-dir")
-            .arg(&self.data)
-            .output()?;
-        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if !out.status.success() || token.is_empty() {
-            return Err(fail(format!(
-                "`arbor admin token` failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Ok(token)
+        common::admin_token(bin, &self.config, &self.data, &self.env, "cluster-bench")
     }
 }
 

@@ -106,10 +106,7 @@ fn parse_args() -> Res<Opts> {
         write: true,
     };
     let mut args = std::env::args().skip(1);
-    let num = |name: &str, v: Option<String>| -> Res<usize> {
-        let v = v.ok_or_else(|| fail(format!("{name} needs a value")))?;
-        v.parse::<usize>().map_err(|_| fail(format!("{name}: not a number: {v}")))
-    };
+    let num = common::arg_number;
     while let Some(a) = args.next() {
         match a.as_str() {
             // `cargo bench` passes `--bench` to harness-less benches.
@@ -117,13 +114,7 @@ fn parse_args() -> Res<Opts> {
             "latency" => o.mode = Mode::Latency,
             "idle" => o.mode = Mode::Idle,
             "all" => o.mode = Mode::All,
-            "--levels" => {
-                let v = args.next().ok_or_else(|| fail("--levels needs a value"))?;
-                o.levels = v
-                    .split(',')
-                    .map(|s| s.trim().parse::<usize>().map_err(|_| fail(format!("--levels: bad number {s}"))))
-                    .collect::<Res<Vec<_>>>()?;
-            }
+            "--levels" => o.levels = common::arg_levels(args.next())?,
             "--tokens" => o.tokens = num(&a, args.next())?,
             "--interval-ms" => o.interval = Duration::from_millis(num(&a, args.next())? as u64),
             "--min-samples" => o.min_samples = num(&a, args.next())?,

@@ -25,6 +25,20 @@ pub fn fail(msg: impl Into<String>) -> Error {
     msg.into().into()
 }
 
+/// A command-line option's number value.
+pub fn arg_number(name: &str, v: Option<String>) -> Res<usize> {
+    let v = v.ok_or_else(|| fail(format!("{name} needs a value")))?;
+    v.parse::<usize>().map_err(|_| fail(format!("{name}: not a number: {v}")))
+}
+
+/// `--levels 1,100,1000`.
+pub fn arg_levels(v: Option<String>) -> Res<Vec<usize>> {
+    let v = v.ok_or_else(|| fail("--levels needs a value"))?;
+    v.split(',')
+        .map(|s| s.trim().parse::<usize>().map_err(|_| fail(format!("--levels: bad number {s}"))))
+        .collect()
+}
+
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -449,6 +463,34 @@ pub fn admin_create(bin: &Path, config: &Path, data: &Path, env: &[(String, Stri
         )));
     }
     Ok(())
+}
+
+/// `arbor admin token` for the bench's account (`EMAIL`): an `api` token named `name`, with
+/// `env` added to the command's environment.
+pub fn admin_token(
+    bin: &Path,
+    config: &Path,
+    data: &Path,
+    env: &[(String, String)],
+    name: &str,
+) -> Res<String> {
+    let out = Command::new(bin)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .arg("--config")
+        .arg(config)
+        .args(["admin", "token", "--email", EMAIL, "--name", name, "--scope", "api"])
+        .arg("--data-dir")
+        .arg(data)
+        .output()?;
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || token.is_empty() {
+        return Err(fail(format!(
+            "`arbor admin token` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(token)
 }
 
 /// How to start `arbor serve`.
