@@ -34,7 +34,7 @@ COPY migration/Cargo.toml migration/
 RUN mkdir -p src migration/src benches \
  && echo 'fn main() {}' > src/main.rs \
  && echo 'fn main() {}' > build.rs \
- && for bench in streaming session_page search context cluster; do echo 'fn main() {}' > "benches/$bench.rs"; done \
+ && for bench in streaming session_page search context browser_path cluster; do echo 'fn main() {}' > "benches/$bench.rs"; done \
  && touch migration/src/lib.rs \
  && cargo build --profile dist --locked
 
