@@ -824,3 +824,35 @@ async fn calls_running_at_once_cannot_spend_the_same_quota() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// A caller that hangs up mid-answer: the provider is no longer read, and the usage of what was
+/// relayed (estimated: no usage chunk came) is recorded once, when the response body is dropped.
+#[tokio::test]
+async fn a_caller_that_hangs_up_mid_stream_leaves_one_usage_row_for_what_it_got() {
+    use futures_util::StreamExt;
+    let api = api_with(|_| {}).await;
+    let t = token(&api, "api", "").await;
+    let mut events = vec![crate::agent::chunk(json!({"role": "assistant", "content": ""}), None)];
+    events.extend((0..200).map(|i| crate::agent::chunk(json!({"content": format!("word{i} ")}), None)));
+    events.push(crate::agent::chunk(json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".into());
+    api.mock.enqueue(Provider::OpenAi, Reply::Sse { events, chunk_delay_ms: 20 });
+    let res = api.chat(&t, hello("openai/gpt-4o-mini", true)).await;
+    assert_eq!(res.status(), 200);
+    let mut body = res.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("word1 ") {
+        let chunk = body.next().await.expect("the answer goes on").unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(body);
+    let rows = usage_rows(&api.app, 1).await;
+    assert_eq!(rows.len(), 1, "one row once the caller is gone");
+    assert!(rows[0].estimated, "no usage chunk came, so it is estimated");
+    // The whole answer would be some 400 tokens; what was relayed before the hang-up is a few.
+    assert!(rows[0].tokens_out < 100, "{} tokens out: the provider was read on", rows[0].tokens_out);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    let count = arbor::storage::entities::usage::Entity::find().count(&api.app.state.db).await.unwrap();
+    assert_eq!(count, 1, "recorded once");
+}
