@@ -147,22 +147,10 @@ impl RunEngine {
             // (none without folders). That template is Arbor's own, so it renders here, not in
             // a child process: every turn of most sessions would pay a process start otherwise.
             None if session.exposed_roots.is_empty() => return Ok(None),
-            None => {
-                let (data_dir, workspace, session) =
-                    (self.data_dir.clone(), workspace.clone(), session.clone());
-                let model = model.to_string();
-                // Reading the instruction files touches the disk.
-                tokio::task::spawn_blocking(move || {
-                    prompt::render_builtin(&prompt::vars(&data_dir, "", "", &workspace, &session, &model))
-                })
+            None => self
+                .read_vars(String::new(), String::new(), &workspace, session, model)
                 .await
-                .unwrap_or_else(|e| {
-                    Err(crate::prompting::TemplateError {
-                        line: None,
-                        message: format!("rendering failed: {e}"),
-                    })
-                })
-            }
+                .and_then(|vars| prompt::render_builtin(&vars)),
         };
         let rendered = rendered.map_err(|e| {
             DomainError::Invalid(format!(
@@ -213,20 +201,31 @@ impl RunEngine {
     ) -> Result<String, crate::prompting::TemplateError> {
         let user = crate::storage::repos::users::find(&self.db, actor.user_id()).await.ok().flatten();
         let (name, email) = user.map(|u| (u.display_name, u.email)).unwrap_or_default();
-        let data_dir = self.data_dir.clone();
         let memory = self.agent.memory_prompt_vars(actor, workspace.id).await;
-        let (workspace, session, template, model) =
-            (workspace.clone(), session.clone(), template.to_string(), model.to_string());
-        // Reading the instruction files touches the disk.
-        let mut vars = tokio::task::spawn_blocking(move || {
+        let mut vars = self.read_vars(name, email, workspace, session, model).await?;
+        vars.memory = memory;
+        prompt::render(template, &vars).await
+    }
+
+    /// A prompt's variables for this session and model, off the async threads (reading the
+    /// instruction files touches the disk).
+    async fn read_vars(
+        &self,
+        name: String,
+        email: String,
+        workspace: &sessions::Workspace,
+        session: &ChatSession,
+        model: &str,
+    ) -> Result<prompt::PromptVars, crate::prompting::TemplateError> {
+        let data_dir = self.data_dir.clone();
+        let (workspace, session, model) = (workspace.clone(), session.clone(), model.to_string());
+        tokio::task::spawn_blocking(move || {
             prompt::vars(&data_dir, &name, &email, &workspace, &session, &model)
         })
         .await
         .map_err(|e| crate::prompting::TemplateError {
             line: None,
             message: format!("rendering failed: {e}"),
-        })?;
-        vars.memory = memory;
-        prompt::render(&template, &vars).await
+        })
     }
 }

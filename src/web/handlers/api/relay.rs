@@ -41,11 +41,6 @@ struct Ledger {
     state: Arc<AppState>,
     caller: TokenCaller,
     request: ChatRequest,
-    opened: OpenedRest,
-}
-
-/// The parts of an opened answer other than its event stream.
-struct OpenedRest {
     model: crate::domain::providers::ResolvedModel,
     started: std::time::Instant,
     hold: crate::domain::admin::quota_holds::QuotaHold,
@@ -72,21 +67,21 @@ impl<F: StreamFormat> Relay<F> {
             events: Some(stream),
             format,
             phase: Phase::Opening,
-            ledger: Some(Ledger { state, caller, request, opened: OpenedRest { model, started, hold } }),
+            ledger: Some(Ledger { state, caller, request, model, started, hold }),
         }
     }
 
     /// Records the usage once and lets go of the provider's stream.
     fn settle_accounts(&mut self) {
         self.events = None;
-        if let Some(Ledger { state, caller, request, opened }) = self.ledger.take() {
+        if let Some(Ledger { state, caller, request, model, started, hold }) = self.ledger.take() {
             let done = Finished {
-                model: &opened.model,
+                model: &model,
                 request: &request,
                 reported: self.format.usage(),
                 produced_chars: self.format.produced(),
-                started: opened.started,
-                hold: opened.hold,
+                started,
+                hold,
             };
             gateway::record(&state.usage, state.engine.providers(), &caller.actor, done);
         }
