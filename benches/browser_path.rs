@@ -115,6 +115,7 @@ async fn start_server(bin: &Path, mock_port: u16, opts: &Opts) -> Res<(Server, S
         format!(
             "[server]\nworkers = {workers}\n\n[log]\nlevel = \"warn\"\n\n\
 [limits]\nruns_per_member = 10000\nstreams_per_member = 10000\n\n\
+[metrics]\nenabled = true\ntoken = \"{METRICS_TOKEN}\"\n\n\
 [llm]\ndetect_local_ollama = false\ninfer_titles = false\nidle_timeout_secs = 600\n\n\
 [llm.providers.mock]\nkind = \"openai_compatible\"\nbase_url = \"http://127.0.0.1:{mock_port}/v1\"\n\
 models = [\"bench-model\"]\n",
@@ -286,7 +287,22 @@ struct LevelResult {
     errors: Vec<String>,
     first_us: Vec<u64>,
     cpu_ms_per_request: f64,
+    /// Database statements Arbor ran per completed request over the window.
+    statements_per_request: f64,
     peak_kb: u64,
+}
+
+/// The token this bench's server takes for `/metrics`.
+const METRICS_TOKEN: &str = "browser-path-bench-metrics";
+
+/// How many statements the server has run on its database so far (`arbor_db_statements_total`).
+async fn statements_run(http: &reqwest::Client, base: &str) -> Res<u64> {
+    let text = http.get(format!("{base}/metrics")).bearer_auth(METRICS_TOKEN).send().await?.text().await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("arbor_db_statements_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+        .ok_or_else(|| fail("/metrics has no arbor_db_statements_total"))
 }
 
 async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts: &Opts) -> Res<LevelResult> {
@@ -312,6 +328,7 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
         end: start + opts.window,
     });
     let cpu0 = cpu_ticks(server.pid);
+    let statements0 = statements_run(&shared.http, &shared.auth.base).await?;
     let peak = Arc::new(AtomicU64::new(0));
     let sampler = {
         let (peak, pid, end) = (peak.clone(), server.pid, shared.end);
@@ -328,6 +345,7 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
     }
     tokio::time::sleep_until(shared.end.into()).await;
     let cpu = cpu_ticks(server.pid).saturating_sub(cpu0);
+    let statements = statements_run(&shared.http, &shared.auth.base).await?.saturating_sub(statements0);
     let _ = sampler.await;
     let mut result = LevelResult {
         path,
@@ -336,6 +354,7 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
         errors: Vec::new(),
         first_us: Vec::new(),
         cpu_ms_per_request: 0.0,
+        statements_per_request: 0.0,
         peak_kb: peak.load(Ordering::Relaxed),
     };
     let mut completed = 0usize;
@@ -353,6 +372,7 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
     result.rate = completed as f64 / opts.window.as_secs_f64();
     let cpu_ms = cpu as f64 * 1000.0 / clock_ticks_per_sec() as f64;
     result.cpu_ms_per_request = if completed > 0 { cpu_ms / completed as f64 } else { 0.0 };
+    result.statements_per_request = if completed > 0 { statements as f64 / completed as f64 } else { 0.0 };
     // Whatever is still streaming after the window ends before the next level starts.
     tokio::time::sleep(Duration::from_secs(3)).await;
     Ok(result)
@@ -369,17 +389,21 @@ fn table(results: &[LevelResult], idle_kb: u64, opts: &Opts) -> String {
         git_describe(),
         mib(idle_kb)
     );
-    md.push_str("| path | streams | req/s | TTFT p50 | TTFT p99 | Arbor's CPU per request | Arbor's peak RSS | errors |\n");
-    md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    md.push_str("| path | streams | req/s | TTFT p50 | TTFT p99 | Arbor's CPU per request | database statements per request | Arbor's peak RSS | errors |\n");
+    md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for r in results {
-        let (cpu, peak) = match r.path {
+        let (cpu, statements, peak) = match r.path {
             // Arbor idles meanwhile; the mock's own CPU is this process's.
-            Route::Mock => ("—".to_string(), "—".to_string()),
-            _ => (format!("{:.2} ms", r.cpu_ms_per_request), mib(r.peak_kb)),
+            Route::Mock => ("—".to_string(), "—".to_string(), "—".to_string()),
+            _ => (
+                format!("{:.2} ms", r.cpu_ms_per_request),
+                format!("{:.1}", r.statements_per_request),
+                mib(r.peak_kb),
+            ),
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {:.1} | {} | {} | {cpu} | {peak} | {} |",
+            "| {} | {} | {:.1} | {} | {} | {cpu} | {statements} | {peak} | {} |",
             r.path.name(),
             r.streams,
             r.rate,
