@@ -27,6 +27,8 @@ WORKDIR /src
 # (rust-toolchain.toml is deliberately not copied: the image's toolchain is the pinned one and
 # rustup must not try to download another.)
 COPY Cargo.toml Cargo.lock ./
+# .cargo/config.toml sets the flags the bundled SQLite is compiled with.
+COPY .cargo ./.cargo
 COPY migration/Cargo.toml migration/
 # A stub build.rs makes cargo compile the [build-dependencies] in this layer too. Every
 # workspace member needs at least an empty crate root, and every [[bench]] target in Cargo.toml

@@ -120,7 +120,23 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
         });
     let db = Database::connect(opts).await?;
     check_pragmas(&db).await?;
+    if db.get_database_backend() == DbBackend::Sqlite && !plans_are_stable(&db).await? {
+        tracing::warn!(
+            "SQLite was built without SQLITE_ENABLE_QPSG (build from the repository, whose \
+             .cargo/config.toml sets it): statements with LIMIT are compiled again on every run"
+        );
+    }
     Ok(db)
+}
+
+/// Whether SQLite was built with the query planner stability guarantee on, so a statement's
+/// plan never depends on the values bound to it and cached statements stay valid when new values
+/// are bound (`.cargo/config.toml` sets it; see the comment there).
+pub async fn plans_are_stable(db: &DatabaseConnection) -> StorageResult<bool> {
+    let rows = db
+        .query_all_raw(Statement::from_string(DbBackend::Sqlite, "PRAGMA compile_options".to_string()))
+        .await?;
+    Ok(rows.iter().any(|r| r.try_get_by_index::<String>(0).is_ok_and(|o| o == "ENABLE_QPSG")))
 }
 
 /// How many statements a connection has run: installed by [`connect_counted`], read by the

@@ -94,6 +94,9 @@ async fn sqlite_durability_settings_are_checked_at_start() {
     assert_eq!(get("PRAGMA synchronous").await, "2");
     assert_eq!(get("PRAGMA foreign_keys").await, "1");
     assert_eq!(get("PRAGMA busy_timeout").await, "5000");
+    // Built with the planner's stability guarantee: a statement that binds `LIMIT ?` stays
+    // prepared from one run to the next (BENCHMARKS.md, browser path, step 8).
+    assert!(arbor::storage::plans_are_stable(&db).await.unwrap(), "SQLite built without SQLITE_ENABLE_QPSG");
     // A connection opened without those settings is refused by the check.
     let mut opts = sea_orm::ConnectOptions::new(test_db.url.clone());
     opts.max_connections(1).min_connections(1);
