@@ -24,6 +24,10 @@ use crate::providers::types::Part;
 /// Messages a session page shows at first, and per "earlier messages" step.
 pub const THREAD_WINDOW: usize = 40;
 
+/// Messages a finished message's page reads with their content: the end of the active path,
+/// where a run's answer is.
+const FINAL_WINDOW: usize = 2;
+
 /// The signed-in home page: the composer (where a new session starts, with which model) and
 /// the sidebar.
 pub struct HomePage {
@@ -290,9 +294,17 @@ impl Pages {
         session_id: Uuid,
         message_id: Uuid,
     ) -> DomainResult<MessagePage> {
-        let header = self.header(actor, session_id, None, 2).await?;
-        let mut messages = vec![self.sessions.message(actor, session_id, message_id).await?];
-        messages.extend(self.run_tail(actor, &header.conversation, message_id).await?);
+        let header = self.header(actor, session_id, None, FINAL_WINDOW).await?;
+        // The window's messages carry their content, and the finished message is nearly always
+        // in it (the path's last): then it is not read again.
+        let path = &header.conversation.path;
+        let full_from = path.len().saturating_sub(FINAL_WINDOW);
+        let message = match path[full_from..].iter().find(|m| m.id == message_id) {
+            Some(m) => m.clone(),
+            None => self.sessions.message(actor, session_id, message_id).await?,
+        };
+        let mut messages = vec![message];
+        messages.extend(self.run_tail(actor, &header.conversation, message_id, full_from).await?);
         let (extras, agent) = self.agent_state(actor, &header.conversation.session, &messages).await?;
         Ok(MessagePage { header, messages, extras, agent })
     }
@@ -306,9 +318,18 @@ impl Pages {
         message_ids: &[Uuid],
         with_models: bool,
     ) -> DomainResult<TurnPage> {
-        let messages = self.sessions.messages(actor, session_id, message_ids).await?;
+        // A turn just made is the end of the active path: the header's window reads it with its
+        // content. (A repeated post may name an older turn; that is read by id.)
+        let header = self.header(actor, session_id, None, message_ids.len()).await?;
+        let path = &header.conversation.path;
+        let window = &path[path.len().saturating_sub(message_ids.len())..];
+        let in_window: Option<Vec<Message>> =
+            message_ids.iter().map(|id| window.iter().find(|m| m.id == *id).cloned()).collect();
+        let messages = match in_window {
+            Some(messages) => messages,
+            None => self.sessions.messages(actor, session_id, message_ids).await?,
+        };
         let files = self.files.views_of(message_ids).await?;
-        let header = self.header(actor, session_id, None, 0).await?;
         let models = match with_models {
             true => self.models(actor).await,
             false => Vec::new(),
@@ -319,7 +340,7 @@ impl Pages {
     /// The panel of files carried in a session's context.
     pub async fn context_files(&self, actor: &Actor, session_id: Uuid) -> DomainResult<ContextFilesPanel> {
         let session = self.sessions.get_session(actor, session_id).await?;
-        let files = self.engine.files_in_context(actor, session.id).await?;
+        let files = self.engine.files_in_context_in(&session).await?;
         Ok(ContextFilesPanel { session, files })
     }
 
@@ -349,33 +370,35 @@ impl Pages {
             call.result_message_id.filter(|id| conversation.path.iter().any(|m| m.id == *id))
         {
             messages.push(self.sessions.message(actor, session.id, result).await?);
-            messages.extend(self.run_tail(actor, &conversation, result).await?);
+            let full_from = conversation.path.len();
+            messages.extend(self.run_tail(actor, &conversation, result, full_from).await?);
         }
-        let calls = self.engine.calls_by_result(actor, session.id).await?;
+        let calls = self.engine.calls_by_result_in(&session).await?;
         Ok(CallDialog { session, role, call, decided: Some(DecidedCall { conversation, messages, calls }) })
     }
 
     /// The messages after `message_id` on the active path, up to the next message of a person:
     /// what a run wrote after it (tool results, the next answer). One read for all of them.
+    /// (`full_from`: where the path's messages start carrying their content.)
     async fn run_tail(
         &self,
         actor: &Actor,
         conversation: &Conversation,
         message_id: Uuid,
+        full_from: usize,
     ) -> DomainResult<Vec<Message>> {
         let Some(at) = conversation.path.iter().position(|m| m.id == message_id) else {
             return Ok(Vec::new());
         };
-        let ids: Vec<Uuid> = conversation
-            .path
-            .iter()
-            .skip(at + 1)
-            .take_while(|m| m.role != Role::User)
-            .map(|m| m.id)
-            .collect();
-        if ids.is_empty() {
+        let tail: Vec<&Message> =
+            conversation.path.iter().skip(at + 1).take_while(|m| m.role != Role::User).collect();
+        if tail.is_empty() {
             return Ok(Vec::new());
         }
+        if at + 1 >= full_from {
+            return Ok(tail.into_iter().cloned().collect());
+        }
+        let ids: Vec<Uuid> = tail.iter().map(|m| m.id).collect();
         self.sessions.messages(actor, conversation.session.id, &ids).await
     }
 
@@ -388,17 +411,19 @@ impl Pages {
     ) -> DomainResult<(MessageExtras, AgentPanel)> {
         let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
         let extras = self.extras(actor, session, shown).await?;
-        let pending = self.engine.pending_call(actor, session.id).await?;
+        // `session` came from the check of the actor's access that read the page's
+        // conversation: what follows reads in it without checking again.
+        let pending = self.engine.pending_call_in(session).await?;
         // A call a stopped, interrupted or failed run left unfinished is offered again.
         let unfinished = match pending {
             Some(_) => None,
-            None => self.engine.unfinished_call(actor, session.id).await?,
+            None => self.engine.unfinished_call_in(session).await?,
         };
         let agent = AgentPanel {
             pending,
             unfinished,
             todos: self.agent.todos(session.id).await?,
-            context_files: self.engine.files_in_context(actor, session.id).await?,
+            context_files: self.engine.files_in_context_in(session).await?,
             workspace_approval_mode: workspace.approval_mode,
         };
         Ok((extras, agent))
@@ -411,7 +436,7 @@ impl Pages {
         session: &ChatSession,
         shown: &[Message],
     ) -> DomainResult<MessageExtras> {
-        let calls = self.engine.calls_by_result(actor, session.id).await?;
+        let calls = self.engine.calls_by_result_in(session).await?;
         let ids: Vec<Uuid> = shown.iter().map(|m| m.id).collect();
         let files = self.files.views_of(&ids).await?;
         let results: Vec<&Message> = shown.iter().filter(|m| is_subagent_result(m)).collect();

@@ -252,6 +252,15 @@ impl RunEngine {
         session_id: Uuid,
     ) -> DomainResult<Vec<FileInContext>> {
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        self.files_in_context_in(&session).await
+    }
+
+    /// [`Self::files_in_context`] in a session the caller was just given by a check of the
+    /// actor's access.
+    pub(crate) async fn files_in_context_in(
+        &self,
+        session: &ChatSession,
+    ) -> DomainResult<Vec<FileInContext>> {
         // Without an exposed folder no file can be carried (and the panel is hidden).
         if session.exposed_roots.is_empty() {
             return Ok(Vec::new());

@@ -398,6 +398,12 @@ impl RunEngine {
     /// The call of one of the actor's sessions waiting for a decision, if any.
     pub async fn pending_call(&self, actor: &Actor, session_id: Uuid) -> DomainResult<Option<PendingCall>> {
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        self.pending_call_in(&session).await
+    }
+
+    /// [`Self::pending_call`] in a session the caller was just given by a check of the actor's
+    /// access (a page reading several things of it checks once).
+    pub(crate) async fn pending_call_in(&self, session: &ChatSession) -> DomainResult<Option<PendingCall>> {
         Ok(repo::pending_call(&self.db, session.id).await?.as_ref().map(pending_view))
     }
 
@@ -422,8 +428,17 @@ impl RunEngine {
         actor: &Actor,
         session_id: Uuid,
     ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
-        let db = &self.db;
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        self.calls_by_result_in(&session).await
+    }
+
+    /// [`Self::calls_by_result`] in a session the caller was just given by a check of the
+    /// actor's access.
+    pub(crate) async fn calls_by_result_in(
+        &self,
+        session: &ChatSession,
+    ) -> DomainResult<std::collections::HashMap<Uuid, CallState>> {
+        let db = &self.db;
         let rows = repo::calls_of_session(db, session.id).await?;
         let mut deciders: Vec<Uuid> = rows.iter().filter_map(|r| r.decided_by).collect();
         deciders.sort_unstable();

@@ -9,8 +9,8 @@ use super::agent_loop::{Decided, calls_in};
 use super::decisions::{PendingCall, pending_view};
 use crate::domain::accounts::Actor;
 use crate::domain::agent::{Decision, RuleScope};
-use crate::domain::sessions::tree;
 use crate::domain::sessions::tree::{MessageStatus, Role};
+use crate::domain::sessions::{ChatSession, tree};
 use crate::domain::{DomainError, DomainResult};
 use crate::storage::repos::agent as agent_repo;
 use crate::storage::repos::messages as repo;
@@ -79,6 +79,15 @@ impl RunEngine {
         session_id: Uuid,
     ) -> DomainResult<Option<UnfinishedCall>> {
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
+        self.unfinished_call_in(&session).await
+    }
+
+    /// [`Self::unfinished_call`] in a session the caller was just given by a check of the
+    /// actor's access.
+    pub(crate) async fn unfinished_call_in(
+        &self,
+        session: &ChatSession,
+    ) -> DomainResult<Option<UnfinishedCall>> {
         // Only the latest run can have left one, and only when it ended early (one cheap
         // query on every page view; the messages are read only then).
         let Some(run) = agent_repo::latest_run(&self.db, session.id).await? else { return Ok(None) };
