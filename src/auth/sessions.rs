@@ -2,14 +2,14 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::config::AuthConfig;
 use crate::domain::authz::Actor;
 use crate::model::accounts::{User, UserStatus};
-use crate::storage::repos::auth_sessions as repo;
+use crate::storage::repos::auth_sessions::{self as repo, StoredSession};
 use crate::storage::{Db, StorageResult};
 
 /// Activity is written back at most this often, so reads stay reads.
@@ -79,34 +79,39 @@ pub async fn issue(
     Ok(IssuedSession { token, csrf_secret })
 }
 
-/// Resolves a cookie token to its user, enforcing idle and absolute timeouts and user status.
-pub async fn resolve(
+/// The row id of a cookie's token: its hash, or `None` when the value cannot be one of ours
+/// (a token is 43 base64url characters), which then costs no query.
+pub fn token_id(token: &str) -> Option<String> {
+    let ours =
+        token.len() == 43 && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ours.then(|| hash_token(token))
+}
+
+/// What a stored session grants now: the idle and absolute timeouts (an expired session is
+/// deleted) and the user's status are enforced, and activity is written back at most once a
+/// minute. Returns the verdict, and when activity was written if it was.
+pub async fn judge(
     db: &Db,
     cfg: &AuthConfig,
-    token: &str,
-) -> StorageResult<Result<Authenticated, Rejection>> {
-    // A token is 43 base64url characters; anything else cannot be ours and costs no query.
-    if token.len() != 43 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-        return Ok(Err(Rejection::Anonymous));
-    }
-    let id = hash_token(token);
-    let Some(stored) = repo::find_with_user(db, &id).await? else {
-        return Ok(Err(Rejection::Anonymous));
-    };
+    stored: StoredSession,
+) -> StorageResult<(Result<Authenticated, Rejection>, Option<DateTime<Utc>>)> {
     let now = Utc::now();
     let idle_limit = stored.last_seen_at + Duration::minutes(cfg.session_idle_minutes);
     if now >= stored.expires_at || now >= idle_limit {
-        repo::delete(db, &id).await?;
-        return Ok(Err(Rejection::Anonymous));
+        repo::delete(db, &stored.id).await?;
+        return Ok((Err(Rejection::Anonymous), None));
     }
     if stored.user.status != UserStatus::Active {
-        return Ok(Err(Rejection::Disabled));
+        return Ok((Err(Rejection::Disabled), None));
     }
-    if now - stored.last_seen_at >= TOUCH_EVERY {
-        repo::touch(db, &id, now).await?;
+    let touched = now - stored.last_seen_at >= TOUCH_EVERY;
+    if touched {
+        repo::touch(db, &stored.id, now).await?;
     }
     let actor = Actor::verified(&stored.user);
-    Ok(Ok(Authenticated { user: stored.user, actor, session_id: stored.id, csrf_secret: stored.csrf_secret }))
+    let auth =
+        Authenticated { user: stored.user, actor, session_id: stored.id, csrf_secret: stored.csrf_secret };
+    Ok((Ok(auth), touched.then_some(now)))
 }
 
 /// Ends a session server-side.

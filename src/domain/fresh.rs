@@ -1,5 +1,6 @@
 //! Copies of rows that every call reads before it asks a provider (the token and its user, the
-//! member's aliases, the quota table, members' own-key lists), kept in memory between writes. A
+//! member's aliases, the quota table, members' own-key lists) or that every page request reads
+//! (the browser session and its person), kept in memory between writes. A
 //! copy is used while the generation its table's writes move (`storage::changes`) has not moved
 //! since it was read, and for a fixed age at most. Writes on other instances move the
 //! generation here through the bus ([`share_changes`]); the age bounds what a lost note or a

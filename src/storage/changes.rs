@@ -1,5 +1,5 @@
 //! Generations of the tables whose rows the domain keeps in memory between writes (tokens and
-//! their users, aliases, quotas, vault secrets): every write to one moves its generation, and a
+//! browser sessions with their users, aliases, quotas, vault secrets, workspaces): every write to one moves its generation, and a
 //! copy read at an older generation is stale. Writes made here are also offered to the other
 //! instances ([`local_changes`]), whose listeners move their own generation ([`heard`]).
 //!
@@ -16,7 +16,8 @@ use tokio::sync::broadcast;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kept {
-    /// `api_tokens` and the `users` columns a token's check reads (status, role, names).
+    /// `api_tokens`, the `auth_sessions` that end (activity does not count) and the `users`
+    /// columns a token's or a cookie's check reads (status, role, names).
     Accounts,
     /// `model_aliases`.
     Aliases,
@@ -24,14 +25,16 @@ pub enum Kept {
     Quotas,
     /// `vault_secrets`.
     Vault,
+    /// `workspaces` (their settings and attached key; who may open them is read each time).
+    Workspaces,
 }
 
 impl Kept {
     /// Every kind, for a gap in what the other instances said.
-    pub const ALL: [Kept; 4] = [Kept::Accounts, Kept::Aliases, Kept::Quotas, Kept::Vault];
+    pub const ALL: [Kept; 5] = [Kept::Accounts, Kept::Aliases, Kept::Quotas, Kept::Vault, Kept::Workspaces];
 
     fn slot(self) -> &'static AtomicU64 {
-        static SLOTS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+        static SLOTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
         &SLOTS[self as usize]
     }
 }

@@ -879,7 +879,8 @@ async fn a_quota_written_elsewhere_applies_here_within_two_seconds() {
 /// one instance are refused on the other as soon as the bus has carried the note (well inside
 /// the 10 s a copy is kept at most).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_revoked_or_a_member_disabled_on_one_instance_is_refused_on_the_other_at_once() {
+async fn a_token_revoked_a_browser_signed_out_or_a_member_disabled_on_one_instance_is_refused_on_the_other_at_once()
+ {
     use arbor::domain::accounts::api_tokens::{ApiTokens, Scope};
     use arbor::domain::audit::Origin;
     let c = Cluster::start(2, "").await;
@@ -892,7 +893,14 @@ async fn a_token_revoked_or_a_member_disabled_on_one_instance_is_refused_on_the_
     assert_eq!(token_status(&c, 1, &token).await, 200, "served from B's memory");
     let res = c.post(0, &format!("/settings/tokens/{}/revoke", made.row.id), "").await;
     assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
-    refused_within(&c, 1, &token).await;
+    refused_within(|| token_status(&c, 1, &token)).await;
+
+    // Signed out on A: B, which knew the browser session a moment ago, lets it in no more.
+    assert_eq!(page_status(&c, 1, &c.cookie).await, 200);
+    assert_eq!(page_status(&c, 1, &c.cookie).await, 200, "served from B's memory");
+    let res = c.post(0, "/logout", "").await;
+    assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
+    refused_within(|| page_status(&c, 1, &c.cookie)).await;
 
     // The member disabled on A: B refuses their other token.
     let made = tokens.create(&actor, &Origin::cli(), "two", Scope::Api, None).await.unwrap();
@@ -901,7 +909,7 @@ async fn a_token_revoked_or_a_member_disabled_on_one_instance_is_refused_on_the_
     let admin = c.admin().await;
     let res = c.post_as(0, &admin, &format!("/admin/users/{}/status", c.user.id), "active=0").await;
     assert!(res.status().is_success() || res.status().is_redirection(), "{}", res.status());
-    refused_within(&c, 1, &token).await;
+    refused_within(|| token_status(&c, 1, &token)).await;
 }
 
 async fn token_status(c: &Cluster, n: usize, token: &str) -> u16 {
@@ -909,15 +917,26 @@ async fn token_status(c: &Cluster, n: usize, token: &str) -> u16 {
     reqwest::Client::new().get(url).bearer_auth(token).send().await.unwrap().status().as_u16()
 }
 
-/// Asks instance `n` with `token` until it is refused, for 2 s at most.
-async fn refused_within(c: &Cluster, n: usize, token: &str) {
+/// A signed-in page of instance `n` with `cookie`: 200, or the way to the sign-in page.
+async fn page_status(c: &Cluster, n: usize, cookie: &str) -> u16 {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let res = client.get(format!("{}/settings", c.origin(n))).header("Cookie", cookie).send().await.unwrap();
+    res.status().as_u16()
+}
+
+/// Asks again until the answer is no longer 200, for 2 s at most.
+async fn refused_within<F, Fut>(status: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u16>,
+{
     let began = Instant::now();
     loop {
-        let status = token_status(c, n, token).await;
-        if status == 401 || status == 403 {
+        let status = status().await;
+        if status != 200 {
+            assert!(matches!(status, 401 | 403 | 303 | 302), "refused with {status}");
             return;
         }
-        assert_eq!(status, 200);
         assert!(began.elapsed() < Duration::from_secs(2), "still accepted after 2 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

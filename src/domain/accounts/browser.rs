@@ -7,24 +7,59 @@ use crate::config::AuthConfig;
 use crate::domain::DomainResult;
 use crate::domain::accounts::{Accounts, User};
 use crate::domain::audit::{self, Origin};
+use crate::domain::fresh::FreshCopies;
 use crate::storage::Db;
+use crate::storage::changes::{self, Kept};
+use crate::storage::repos::auth_sessions::{self as repo, StoredSession};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a browser session and its person are used from memory at most (see
+/// `domain::fresh`: every write that ends a session or changes a person ends the copy at once).
+const KNOWN_AGE: Duration = Duration::from_secs(10);
+/// Sessions kept at once; past it all are read again.
+const KNOWN_MOST: usize = 10_000;
 
 /// The browser sessions of everyone, over the database, with the configured lifetimes.
 #[derive(Clone)]
 pub struct BrowserSessions {
     db: Db,
     limits: AuthConfig,
+    /// Sessions with their person as last read, so a page's requests cost no query to say who
+    /// sent them.
+    known: Arc<FreshCopies<String, StoredSession>>,
 }
 
 impl BrowserSessions {
     /// The service over `db`, with the session lifetimes of `limits`.
     pub fn new(db: Db, limits: AuthConfig) -> BrowserSessions {
-        BrowserSessions { db, limits }
+        BrowserSessions { db, limits, known: Arc::new(FreshCopies::new(KNOWN_AGE, KNOWN_MOST)) }
     }
 
     /// The person a cookie belongs to, enforcing the idle and absolute timeouts and their status.
     pub async fn resolve(&self, token: &str) -> DomainResult<Result<Authenticated, Rejection>> {
-        Ok(sessions::resolve(&self.db, &self.limits, token).await?)
+        let Some(id) = sessions::token_id(token) else { return Ok(Err(Rejection::Anonymous)) };
+        // Read before the row: a write that ends the session or changes its person moves it.
+        let generation = changes::generation(Kept::Accounts);
+        let stored = match self.known.get(&id, generation) {
+            Some(stored) => stored,
+            None => match repo::find_with_user(&self.db, &id).await? {
+                Some(stored) => {
+                    self.known.put(id.clone(), generation, stored.clone());
+                    stored
+                }
+                None => return Ok(Err(Rejection::Anonymous)),
+            },
+        };
+        let mut copy = stored.clone();
+        let (verdict, touched) = sessions::judge(&self.db, &self.limits, stored).await?;
+        // Activity only moves forward, so a copy that missed it is stricter, never looser; it is
+        // kept current here so the next requests do not write it again.
+        if let Some(at) = touched {
+            copy.last_seen_at = at;
+            self.known.put(id, generation, copy);
+        }
+        Ok(verdict)
     }
 
     /// Ends the session of a cookie (signing out, or signing in again over it).

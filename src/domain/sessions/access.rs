@@ -9,7 +9,12 @@ use uuid::Uuid;
 use crate::domain::accounts::Actor;
 use crate::domain::{DomainError, DomainResult};
 pub use crate::model::teams::ShareRole;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use crate::domain::fresh::FreshCopies;
 use crate::storage::Db;
+use crate::storage::changes::{self, Kept};
 use crate::storage::repos::{shares as shares_repo, workspaces as repo};
 
 use super::{ChatSession, Workspace};
@@ -65,9 +70,32 @@ pub async fn workspace_as(
     workspace_id: Uuid,
     need: ShareRole,
 ) -> DomainResult<(Workspace, ShareRole)> {
-    let workspace = repo::find_workspace_by_id(db, workspace_id).await?.ok_or(DomainError::NotFound)?;
+    let workspace = workspace_by_id(db, workspace_id).await?.ok_or(DomainError::NotFound)?;
     let role = check(role_in(db, actor, workspace.owner_id, workspace.id).await?, need)?;
     Ok((workspace, role))
+}
+
+/// How long a workspace's row is used from memory at most (see `domain::fresh`: a write to it
+/// here, or announced by another instance, ends the copy at once).
+const KEPT_AGE: Duration = Duration::from_secs(10);
+/// Workspaces kept at once; past it all are read again.
+const KEPT_MOST: usize = 10_000;
+
+/// Workspace rows as last read: a turn reads its workspace several times (the model, the key,
+/// the system prompt, the page), and workspaces change seldom. Who may open one is not kept.
+static KEPT: LazyLock<FreshCopies<Uuid, Workspace>> = LazyLock::new(|| FreshCopies::new(KEPT_AGE, KEPT_MOST));
+
+async fn workspace_by_id(db: &Db, workspace_id: Uuid) -> DomainResult<Option<Workspace>> {
+    // Read before the row: a write to it moves it.
+    let generation = changes::generation(Kept::Workspaces);
+    if let Some(workspace) = KEPT.get(&workspace_id, generation) {
+        return Ok(Some(workspace));
+    }
+    let found = repo::find_workspace_by_id(db, workspace_id).await?;
+    if let Some(workspace) = &found {
+        KEPT.put(workspace_id, generation, workspace.clone());
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use crate::model::accounts::User;
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::{auth_session, user};
 use crate::storage::{Db, StorageResult};
 
@@ -66,7 +67,8 @@ pub async fn find_with_user(db: &Db, id_hash: &str) -> StorageResult<Option<Stor
     }))
 }
 
-/// Records activity on a session.
+/// Records activity on a session. It does not move the generation of kept copies: activity only
+/// moves forward, so a copy that missed it is stricter about the idle timeout, never looser.
 pub async fn touch(db: &Db, id_hash: &str, at: DateTime<Utc>) -> StorageResult<()> {
     auth_session::Entity::update_many()
         .col_expr(auth_session::Column::LastSeenAt, sea_orm::sea_query::Expr::value(at))
@@ -79,6 +81,7 @@ pub async fn touch(db: &Db, id_hash: &str, at: DateTime<Utc>) -> StorageResult<(
 /// Deletes one session.
 pub async fn delete(db: &Db, id_hash: &str) -> StorageResult<()> {
     auth_session::Entity::delete_by_id(id_hash.to_string()).exec(db).await?;
+    changes::changed(Kept::Accounts);
     Ok(())
 }
 
@@ -86,6 +89,7 @@ pub async fn delete(db: &Db, id_hash: &str) -> StorageResult<()> {
 pub async fn delete_for_user(db: &Db, user_id: Uuid) -> StorageResult<u64> {
     let res =
         auth_session::Entity::delete_many().filter(auth_session::Column::UserId.eq(user_id)).exec(db).await?;
+    changes::changed(Kept::Accounts);
     Ok(res.rows_affected)
 }
 
@@ -96,6 +100,7 @@ pub async fn delete_others(db: &Db, user_id: Uuid, keep: &str) -> StorageResult<
         .filter(auth_session::Column::Id.ne(keep))
         .exec(db)
         .await?;
+    changes::changed(Kept::Accounts);
     Ok(res.rows_affected)
 }
 
@@ -142,5 +147,6 @@ pub async fn delete_owned(db: &Db, user_id: Uuid, id_hash: &str) -> StorageResul
         .filter(auth_session::Column::UserId.eq(user_id))
         .exec(db)
         .await?;
+    changes::changed(Kept::Accounts);
     Ok(res.rows_affected == 1)
 }

@@ -301,6 +301,8 @@ pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageRes
 pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     user::Entity::delete_by_id(id).exec(db).await?;
     changes::changed(Kept::Accounts);
+    // Their workspaces went with them (a cascade).
+    changes::changed(Kept::Workspaces);
     Ok(())
 }
 

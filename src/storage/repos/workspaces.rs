@@ -8,6 +8,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::model::sessions::{ChatSession, Workspace};
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::{chat_session, workspace};
 use crate::storage::{Db, StorageResult};
 
@@ -213,6 +214,7 @@ pub async fn update_workspace(
         .filter(workspace::Column::OwnerId.eq(owner_id))
         .exec(db)
         .await?;
+    changes::changed(Kept::Workspaces);
     Ok(res.rows_affected > 0)
 }
 
@@ -246,6 +248,7 @@ pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResul
         .exec(&txn)
         .await?;
     txn.commit().await?;
+    changes::changed(Kept::Workspaces);
     Ok(())
 }
 
@@ -440,5 +443,6 @@ pub async fn set_workspace_key(db: &Db, owner_id: Uuid, id: Uuid, key: Option<Uu
         .filter(workspace::Column::OwnerId.eq(owner_id))
         .exec(db)
         .await?;
+    changes::changed(Kept::Workspaces);
     Ok(res.rows_affected == 1)
 }
