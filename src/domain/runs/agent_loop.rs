@@ -146,16 +146,7 @@ impl RunEngine {
     pub(super) async fn add_mcp_tools(&self, job: &mut Job) {
         let (Some(mcp), false) = (&self.mcp, job.tools.is_empty()) else { return };
         // The servers attached to the run's workspace come too (whoever started the run).
-        let workspace = match crate::storage::repos::workspaces::find_session_by_id(&self.db, job.session_id)
-            .await
-        {
-            Ok(found) => found.map(|s| s.workspace_id),
-            Err(e) => {
-                tracing::warn!(error = %e, "the run's workspace could not be read; its MCP servers are left out");
-                None
-            }
-        };
-        let extra = mcp.tools_in(job.owner_id, workspace).await;
+        let extra = mcp.tools_in(job.owner_id, Some(job.workspace_id)).await;
         if extra.is_empty() {
             return;
         }

@@ -220,6 +220,7 @@ impl RunEngine {
         let mut job = Job {
             actor: actor.clone(),
             session_id: session.id,
+            workspace_id: session.workspace_id,
             owner_id: actor.user_id(),
             run_id: *run_id,
             message_id,

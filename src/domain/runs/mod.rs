@@ -97,6 +97,8 @@ pub struct Started {
 pub(super) struct Job {
     pub(super) actor: Actor,
     pub(super) session_id: Uuid,
+    /// The session's workspace (a session never moves to another one).
+    pub(super) workspace_id: Uuid,
     pub(super) owner_id: Uuid,
     pub(super) run_id: Uuid,
     /// The message being written now (an answer or a tool result).

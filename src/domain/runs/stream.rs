@@ -44,6 +44,7 @@ impl RunEngine {
             params,
             tools,
             session_id: session.id,
+            workspace_id: session.workspace_id,
             owner_id: actor.user_id(),
             run_id,
             message_id,

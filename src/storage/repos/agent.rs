@@ -290,14 +290,14 @@ pub async fn await_confirmation(db: &Db, run_id: Uuid) -> StorageResult<()> {
     Ok(())
 }
 
-/// Counts one more model call of a run; returns the new count.
-pub async fn bump_iterations(db: &Db, run_id: Uuid) -> StorageResult<i32> {
+/// Counts one more model call of a run (the agent loop reads the count where it decides).
+pub async fn bump_iterations(db: &Db, run_id: Uuid) -> StorageResult<()> {
     run::Entity::update_many()
         .col_expr(run::Column::Iterations, Expr::col(run::Column::Iterations).add(Expr::value(1)))
         .filter(run::Column::Id.eq(run_id))
         .exec(db)
         .await?;
-    Ok(run::Entity::find_by_id(run_id).one(db).await?.map_or(0, |r| r.iterations))
+    Ok(())
 }
 
 /// What a person decided, to record in one step.

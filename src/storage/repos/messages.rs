@@ -469,15 +469,24 @@ pub(crate) fn answer_tokens(parts: &[Part], usage: Option<MessageUsage>) -> u64 
 /// In one transaction: the message's final state and the run's end.
 pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
     let txn = crate::storage::begin_write(db).await?;
+    let now = Utc::now();
+    let ended = run::Entity::update_many()
+        .col_expr(run::Column::Status, Expr::value(o.run_status))
+        .col_expr(run::Column::Error, Expr::value(o.error.map(str::to_string)))
+        .col_expr(run::Column::UpdatedAt, Expr::value(now))
+        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
+        .filter(run::Column::Id.eq(run_id))
+        .filter(run::Column::Status.ne("interrupted"))
+        .exec(&txn)
+        .await?;
     // Another instance ended this run as interrupted while this one was paused past its lease:
-    // what it recorded stands.
-    let taken_over =
-        run::Entity::find_by_id(run_id).one(&txn).await?.is_some_and(|r| r.status == "interrupted");
-    if taken_over {
+    // what it recorded stands. (Read only then: a run row that is gone does not stop the answer.)
+    if ended.rows_affected == 0
+        && run::Entity::find_by_id(run_id).one(&txn).await?.is_some_and(|r| r.status == "interrupted")
+    {
         txn.rollback().await?;
         return Ok(());
     }
-    let now = Utc::now();
     let mut update = message::Entity::update_many()
         .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))
         .col_expr(message::Column::Status, Expr::value(o.status.as_str()))
@@ -493,14 +502,6 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
             .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
     }
     update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
-    run::Entity::update_many()
-        .col_expr(run::Column::Status, Expr::value(o.run_status))
-        .col_expr(run::Column::Error, Expr::value(o.error.map(str::to_string)))
-        .col_expr(run::Column::UpdatedAt, Expr::value(now))
-        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
-        .filter(run::Column::Id.eq(run_id))
-        .exec(&txn)
-        .await?;
     txn.commit().await?;
     Ok(())
 }
