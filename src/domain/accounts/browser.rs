@@ -2,6 +2,9 @@
 //! a cookie to its person, ending one. The cookie's token itself is made and checked by
 //! `auth::sessions`; this service owns the database and the session limits for it.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use crate::auth::sessions::{self, Authenticated, IssuedSession, Rejection};
 use crate::config::AuthConfig;
 use crate::domain::DomainResult;
@@ -11,8 +14,6 @@ use crate::domain::fresh::FreshCopies;
 use crate::storage::Db;
 use crate::storage::changes::{self, Kept};
 use crate::storage::repos::auth_sessions::{self as repo, StoredSession};
-use std::sync::Arc;
-use std::time::Duration;
 
 /// How long a browser session and its person are used from memory at most (see
 /// `domain::fresh`: every write that ends a session or changes a person ends the copy at once).

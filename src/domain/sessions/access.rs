@@ -4,15 +4,15 @@
 //! write of a session or workspace goes through [`session_as`] or [`workspace_as`], which is
 //! what makes a role a check and not a habit.
 
-use uuid::Uuid;
-
-use crate::domain::accounts::Actor;
-use crate::domain::{DomainError, DomainResult};
-pub use crate::model::teams::ShareRole;
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use uuid::Uuid;
+
+use crate::domain::accounts::Actor;
 use crate::domain::fresh::FreshCopies;
+use crate::domain::{DomainError, DomainResult};
+pub use crate::model::teams::ShareRole;
 use crate::storage::Db;
 use crate::storage::changes::{self, Kept};
 use crate::storage::repos::{shares as shares_repo, workspaces as repo};
