@@ -55,6 +55,39 @@ impl<K: Eq + Hash, V: Clone> FreshCopies<K, V> {
         }
         copies.insert(key, Copy { generation, read_at: Instant::now(), value });
     }
+
+    /// The copy of `key` while it is fresh (see [`Self::get`]; read `generation` before the
+    /// rows), else what `find` reads, kept unless it found nothing.
+    pub(crate) async fn get_or_find<E>(
+        &self,
+        key: K,
+        generation: u64,
+        find: impl AsyncFnOnce() -> Result<Option<V>, E>,
+    ) -> Result<Option<V>, E> {
+        if let Some(value) = self.get(&key, generation) {
+            return Ok(Some(value));
+        }
+        let found = find().await?;
+        if let Some(value) = &found {
+            self.put(key, generation, value.clone());
+        }
+        Ok(found)
+    }
+
+    /// [`Self::get_or_find`] for rows that are always there (a list, a table).
+    pub(crate) async fn get_or_read<E>(
+        &self,
+        key: K,
+        generation: u64,
+        read: impl AsyncFnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        if let Some(value) = self.get(&key, generation) {
+            return Ok(value);
+        }
+        let value = read().await?;
+        self.put(key, generation, value.clone());
+        Ok(value)
+    }
 }
 
 /// Tells the other instances what this process writes, and moves the generations here for what
@@ -122,5 +155,23 @@ mod tests {
         copies.put(2, 7, "b");
         copies.put(3, 7, "c");
         assert_eq!((copies.get(&1, 7), copies.get(&3, 7)), (None, Some("c")), "bounded");
+    }
+
+    #[tokio::test]
+    async fn a_read_through_reads_once_while_fresh_and_keeps_nothing_it_did_not_find() {
+        let copies = FreshCopies::new(Duration::from_secs(60), 10);
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let read = async || {
+            reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, ()>("row")
+        };
+        assert_eq!(copies.get_or_read(1, 7, read).await, Ok("row"));
+        assert_eq!(copies.get_or_read(1, 7, read).await, Ok("row"));
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1, "the second came from memory");
+        assert_eq!(copies.get_or_read(1, 8, read).await, Ok("row"));
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2, "written since: read again");
+        assert_eq!(copies.get_or_find(2, 7, async || Ok::<_, ()>(None)).await, Ok(None));
+        assert_eq!(copies.get(&2, 7), None, "nothing found, nothing kept");
+        assert_eq!(copies.get_or_find(2, 7, async || Err::<Option<&str>, _>("down")).await, Err("down"));
     }
 }

@@ -229,18 +229,17 @@ impl ApiTokens {
         }
         let hash = hash_token(presented);
         let generation = changes::generation(Kept::Accounts);
-        let known = match self.known.get(&hash, generation) {
-            Some(known) => known,
-            None => {
-                let Some((record, user)) = repo::find_with_user(db, &hash).await? else {
-                    return Ok(Err(Refusal::Invalid));
-                };
-                let used = std::sync::Mutex::new(record.last_used_at);
-                let known = Arc::new(Known { record, user, used });
-                self.known.put(hash, generation, known.clone());
-                known
-            }
-        };
+        let found = self
+            .known
+            .get_or_find(hash.clone(), generation, async || {
+                let found = repo::find_with_user(db, &hash).await?;
+                Ok::<_, crate::storage::StorageError>(found.map(|(record, user)| {
+                    let used = std::sync::Mutex::new(record.last_used_at);
+                    Arc::new(Known { record, user, used })
+                }))
+            })
+            .await?;
+        let Some(known) = found else { return Ok(Err(Refusal::Invalid)) };
         let (found, user) = (&known.record, &known.user);
         let now = Utc::now();
         if found.revoked_at.is_some() || found.expires_at.is_some_and(|e| e <= now) {

@@ -42,16 +42,11 @@ impl BrowserSessions {
         let Some(id) = sessions::token_id(token) else { return Ok(Err(Rejection::Anonymous)) };
         // Read before the row: a write that ends the session or changes its person moves it.
         let generation = changes::generation(Kept::Accounts);
-        let stored = match self.known.get(&id, generation) {
-            Some(stored) => stored,
-            None => match repo::find_with_user(&self.db, &id).await? {
-                Some(stored) => {
-                    self.known.put(id.clone(), generation, stored.clone());
-                    stored
-                }
-                None => return Ok(Err(Rejection::Anonymous)),
-            },
-        };
+        let found = self
+            .known
+            .get_or_find(id.clone(), generation, async || repo::find_with_user(&self.db, &id).await)
+            .await?;
+        let Some(stored) = found else { return Ok(Err(Rejection::Anonymous)) };
         let mut copy = stored.clone();
         let (verdict, touched) = sessions::judge(&self.db, &self.limits, stored).await?;
         // Activity only moves forward, so a copy that missed it is stricter, never looser; it is

@@ -104,12 +104,7 @@ impl QuotaHolds {
     /// since, and for [`TABLE_AGE`] at most; else read again.
     pub async fn table(&self, db: &Db) -> StorageResult<QuotaRows> {
         let generation = repo::generation();
-        if let Some(rows) = self.table.get(&(), generation) {
-            return Ok(rows);
-        }
-        let rows = Arc::new(repo::all(db).await?);
-        self.table.put((), generation, rows.clone());
-        Ok(rows)
+        self.table.get_or_read((), generation, async || Ok(Arc::new(repo::all(db).await?))).await
     }
 
     /// Holds every instance shares through `counters`.

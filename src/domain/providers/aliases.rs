@@ -79,14 +79,12 @@ impl Aliases {
         }
         let generation = changes::generation(Kept::Aliases);
         let member = actor.user_id();
-        let table = match self.kept.get(&member, generation) {
-            Some(table) => table,
-            None => {
-                let table = Arc::new(repo::list(&self.db, member).await?);
-                self.kept.put(member, generation, table.clone());
-                table
-            }
-        };
+        let table = self
+            .kept
+            .get_or_read(member, generation, async || {
+                Ok::<_, crate::storage::StorageError>(Arc::new(repo::list(&self.db, member).await?))
+            })
+            .await?;
         Ok(table.iter().find(|(alias, _)| alias == name).map(|(_, target)| target.clone()))
     }
 

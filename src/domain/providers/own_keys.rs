@@ -31,11 +31,10 @@ impl OwnKeys {
     /// The member's own provider keys, newest first.
     pub(super) async fn of(&self, db: &Db, member: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         let generation = crate::vault::store::generation();
-        if let Some(keys) = self.0.get(&member, generation) {
-            return Ok(keys);
-        }
-        let keys = Vault::list_secrets(db, member, SecretKind::ProviderKey).await?;
-        self.0.put(member, generation, keys.clone());
-        Ok(keys)
+        self.0
+            .get_or_read(member, generation, async || {
+                Vault::list_secrets(db, member, SecretKind::ProviderKey).await
+            })
+            .await
     }
 }

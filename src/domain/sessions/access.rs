@@ -88,14 +88,9 @@ static KEPT: LazyLock<FreshCopies<Uuid, Workspace>> = LazyLock::new(|| FreshCopi
 async fn workspace_by_id(db: &Db, workspace_id: Uuid) -> DomainResult<Option<Workspace>> {
     // Read before the row: a write to it moves it.
     let generation = changes::generation(Kept::Workspaces);
-    if let Some(workspace) = KEPT.get(&workspace_id, generation) {
-        return Ok(Some(workspace));
-    }
-    let found = repo::find_workspace_by_id(db, workspace_id).await?;
-    if let Some(workspace) = &found {
-        KEPT.put(workspace_id, generation, workspace.clone());
-    }
-    Ok(found)
+    Ok(KEPT
+        .get_or_find(workspace_id, generation, async || repo::find_workspace_by_id(db, workspace_id).await)
+        .await?)
 }
 
 #[cfg(test)]
