@@ -47,11 +47,12 @@ impl BrowserSessions {
             .get_or_find(id.clone(), generation, async || repo::find_with_user(&self.db, &id).await)
             .await?;
         let Some(stored) = found else { return Ok(Err(Rejection::Anonymous)) };
-        let mut copy = stored.clone();
         let (verdict, touched) = sessions::judge(&self.db, &self.limits, stored).await?;
         // Activity only moves forward, so a copy that missed it is stricter, never looser; it is
-        // kept current here so the next requests do not write it again.
-        if let Some(at) = touched {
+        // kept current here (about once a minute) so the next requests do not write it again.
+        if let Some(at) = touched
+            && let Some(mut copy) = self.known.get(&id, generation)
+        {
             copy.last_seen_at = at;
             self.known.put(id, generation, copy);
         }
