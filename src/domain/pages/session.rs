@@ -310,12 +310,14 @@ impl Pages {
     }
 
     /// What a post of the composer answers with: the messages it made (by id, in order), their
-    /// files and the header; with `with_models`, the models for a fresh composer.
+    /// files (read only when `may_have_files`) and the header; with `with_models`, the models
+    /// for a fresh composer.
     pub async fn turn(
         &self,
         actor: &Actor,
         session_id: Uuid,
         message_ids: &[Uuid],
+        may_have_files: bool,
         with_models: bool,
     ) -> DomainResult<TurnPage> {
         // A turn just made is the end of the active path: the header's window reads it with its
@@ -329,7 +331,10 @@ impl Pages {
             Some(messages) => messages,
             None => self.sessions.messages(actor, session_id, message_ids).await?,
         };
-        let files = self.files.views_of(message_ids).await?;
+        let files = match may_have_files {
+            true => self.files.views_of(message_ids).await?,
+            false => HashMap::new(),
+        };
         let models = match with_models {
             true => self.models(actor).await,
             false => Vec::new(),

@@ -91,6 +91,9 @@ pub struct Started {
     pub assistant_message_id: Uuid,
     /// False when this was a repeat of an earlier submit (same client id).
     pub created: bool,
+    /// Whether the messages may carry files: uploads came with the question, or the messages
+    /// were there before. A new answer's placeholder has none, so its page need not look.
+    pub may_have_files: bool,
 }
 
 /// A run ready to be driven.
@@ -408,7 +411,12 @@ impl RunEngine {
             publisher,
         )
         .await;
-        Ok(Started { user_message_id: Some(user_id), assistant_message_id: assistant_id, created: true })
+        Ok(Started {
+            user_message_id: Some(user_id),
+            assistant_message_id: assistant_id,
+            created: true,
+            may_have_files: !uploads.is_empty(),
+        })
     }
 
     async fn repeated_submit(&self, session_id: Uuid, client_id: &str) -> DomainResult<Option<Started>> {
@@ -423,7 +431,12 @@ impl RunEngine {
             .min_by_key(|m| (m.created_at, m.id))
             .map(|m| m.id)
             .ok_or(DomainError::NotFound)?;
-        Ok(Some(Started { user_message_id: Some(user.id), assistant_message_id: answer, created: false }))
+        Ok(Some(Started {
+            user_message_id: Some(user.id),
+            assistant_message_id: answer,
+            created: false,
+            may_have_files: true,
+        }))
     }
 
     /// Writes a new answer to the user message that `message_id` answers, as a sibling of it.
@@ -468,7 +481,12 @@ impl RunEngine {
             publisher,
         )
         .await;
-        Ok(Started { user_message_id: None, assistant_message_id: assistant_id, created: true })
+        Ok(Started {
+            user_message_id: None,
+            assistant_message_id: assistant_id,
+            created: true,
+            may_have_files: false,
+        })
     }
 
     /// Resumes an interrupted, stopped or failed answer from its partial text.
@@ -515,7 +533,12 @@ impl RunEngine {
             publisher,
         )
         .await;
-        Ok(Started { user_message_id: None, assistant_message_id: old.id, created: true })
+        Ok(Started {
+            user_message_id: None,
+            assistant_message_id: old.id,
+            created: true,
+            may_have_files: true,
+        })
     }
 
     /// Asks the session's live run to stop; its partial answer is kept. A run waiting for a

@@ -169,6 +169,23 @@ impl Sessions {
         messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)
     }
 
+    /// The session whose live events the actor may follow; `waiting_for`, when given, must be
+    /// one of its messages. One access check for both.
+    pub async fn session_waiting_for(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        waiting_for: Option<Uuid>,
+    ) -> DomainResult<ChatSession> {
+        let (session, _) = self.view_session(actor, session_id).await?;
+        if let Some(id) = waiting_for
+            && !messages::holds_message(&self.db, session.id, id).await?
+        {
+            return Err(DomainError::NotFound);
+        }
+        Ok(session)
+    }
+
     /// A message's replies (its children, oldest first): the branches below it.
     pub async fn children(
         &self,

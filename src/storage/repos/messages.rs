@@ -141,6 +141,18 @@ pub async fn find_message(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<
         .transpose()
 }
 
+/// Whether the session holds this message (its id only is read).
+pub async fn holds_message(db: &Db, session_id: Uuid, id: Uuid) -> StorageResult<bool> {
+    let found: Option<Uuid> = message::Entity::find_by_id(id)
+        .filter(message::Column::SessionId.eq(session_id))
+        .select_only()
+        .column(message::Column::Id)
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(found.is_some())
+}
+
 /// The user message a composer submit with this client id created, if any.
 pub async fn find_by_client_id(db: &Db, session_id: Uuid, client_id: &str) -> StorageResult<Option<Message>> {
     message::Entity::find()
@@ -178,8 +190,11 @@ pub(crate) async fn insert_message<C: ConnectionTrait>(
     m: &NewMessage<'_>,
     at: chrono::DateTime<Utc>,
 ) -> StorageResult<()> {
-    let kind = if m.role == Role::Tool { MessageKind::ToolResult } else { MessageKind::Text };
-    insert_kind(db, session_id, m, kind, at).await
+    insert_kind(db, session_id, m, kind_of(m), at).await
+}
+
+fn kind_of(m: &NewMessage<'_>) -> MessageKind {
+    if m.role == Role::Tool { MessageKind::ToolResult } else { MessageKind::Text }
 }
 
 async fn insert_kind<C: ConnectionTrait>(
@@ -189,6 +204,17 @@ async fn insert_kind<C: ConnectionTrait>(
     kind: MessageKind,
     at: chrono::DateTime<Utc>,
 ) -> StorageResult<()> {
+    message::Entity::insert(message_row(session_id, m, kind, at)).exec_without_returning(db).await?;
+    Ok(())
+}
+
+/// The row of a new message, not chosen below yet.
+fn message_row(
+    session_id: Uuid,
+    m: &NewMessage<'_>,
+    kind: MessageKind,
+    at: chrono::DateTime<Utc>,
+) -> message::ActiveModel {
     message::ActiveModel {
         id: Set(m.id),
         session_id: Set(session_id),
@@ -213,9 +239,6 @@ async fn insert_kind<C: ConnectionTrait>(
         created_at: Set(at),
         updated_at: Set(at),
     }
-    .insert(db)
-    .await?;
-    Ok(())
 }
 
 /// Makes `child` the chosen child of `parent`, or the session's active root when `parent` is none.
@@ -310,7 +333,7 @@ pub struct NewRun {
 
 async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) -> StorageResult<()> {
     let now = Utc::now();
-    run::ActiveModel {
+    let row = run::ActiveModel {
         id: Set(r.id),
         session_id: Set(session_id),
         owner_id: Set(r.owner_id),
@@ -323,9 +346,8 @@ async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) ->
         created_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(None),
-    }
-    .insert(db)
-    .await?;
+    };
+    run::Entity::insert(row).exec_without_returning(db).await?;
     Ok(())
 }
 
@@ -380,17 +402,21 @@ pub async fn insert_noted_turn(
             .await?;
         now += chrono::Duration::microseconds(1);
     }
-    insert_message(&txn, session_id, user, now).await?;
+    // The question and the answer's placeholder in one statement, the question already
+    // pointing at its answer: the foreign keys are checked when the statement ends.
+    let mut question = message_row(session_id, user, kind_of(user), now);
+    question.chosen_child_id = Set(Some(assistant.id));
+    // A later timestamp keeps "oldest first" ordering stable within the turn.
+    let answer =
+        message_row(session_id, assistant, kind_of(assistant), now + chrono::Duration::microseconds(1));
+    message::Entity::insert_many([question, answer]).exec_without_returning(&txn).await?;
     // The files come with the message, or not at all.
     let moved = super::files::attach_uploads(&txn, run.owner_id, session_id, user.id, uploads).await?;
     if moved != uploads.len() {
         txn.rollback().await?;
         return Err(StorageError::Corrupt("an upload of this message is gone".into()));
     }
-    // A later timestamp keeps "oldest first" ordering stable within the turn.
-    insert_message(&txn, session_id, assistant, now + chrono::Duration::microseconds(1)).await?;
     choose(&txn, session_id, user.parent_id, user.id).await?;
-    choose(&txn, session_id, Some(user.id), assistant.id).await?;
     insert_run(&txn, session_id, run).await?;
     touch_session(&txn, session_id, assistant.model).await?;
     txn.commit().await?;

@@ -29,7 +29,12 @@ pub async fn session_events(
     query: web::Query<EventsQuery>,
 ) -> Result<impl Responder, WebError> {
     let session_id = Uuid::parse_str(&path.into_inner()).map_err(|_| WebError::NotFound)?;
-    let (session, _) = state.sessions.view_session(&user.0.actor, session_id).await?;
+    // Only a message of this session may be named.
+    let waiting_for = match &query.m {
+        Some(raw) => Some(Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?),
+        None => None,
+    };
+    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, waiting_for).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
@@ -38,15 +43,6 @@ pub async fn session_events(
             5,
         )
     })?;
-    let waiting_for = match &query.m {
-        Some(raw) => {
-            let id = Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?;
-            // Only a message of this session may be named.
-            state.sessions.message(&user.0.actor, session.id, id).await?;
-            Some(id)
-        }
-        None => None,
-    };
     // A page waiting for one message must not be fed another message's run.
     let first = state
         .runs
