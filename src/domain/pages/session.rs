@@ -418,12 +418,9 @@ impl Pages {
         let extras = self.extras(actor, session, shown).await?;
         // `session` came from the check of the actor's access that read the page's
         // conversation: what follows reads in it without checking again.
-        let pending = self.engine.pending_call_in(session).await?;
-        // A call a stopped, interrupted or failed run left unfinished is offered again.
-        let unfinished = match pending {
-            Some(_) => None,
-            None => self.engine.unfinished_call_in(session).await?,
-        };
+        // The call waiting for a decision, or else one a stopped, interrupted or failed run
+        // left unfinished (offered again).
+        let (pending, unfinished) = self.engine.calls_to_offer_in(session).await?;
         let agent = AgentPanel {
             pending,
             unfinished,

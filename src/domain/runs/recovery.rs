@@ -90,7 +90,33 @@ impl RunEngine {
     ) -> DomainResult<Option<UnfinishedCall>> {
         // Only the latest run can have left one, and only when it ended early (one cheap
         // query on every page view; the messages are read only then).
-        let Some(run) = agent_repo::latest_run(&self.db, session.id).await? else { return Ok(None) };
+        let latest = agent_repo::latest_run(&self.db, session.id).await?;
+        self.unfinished_after(session, latest).await
+    }
+
+    /// The call waiting for a decision in a session the caller was just given by a check of
+    /// the actor's access, or else the call its latest run left unfinished: what
+    /// [`Self::pending_call`] and [`Self::unfinished_call`] give, with the runs read once.
+    pub(crate) async fn calls_to_offer_in(
+        &self,
+        session: &ChatSession,
+    ) -> DomainResult<(Option<PendingCall>, Option<UnfinishedCall>)> {
+        let (awaiting, latest) = agent_repo::awaiting_and_latest_run(&self.db, session.id).await?;
+        if let Some(run) = awaiting
+            && let Some(call) = agent_repo::proposed_call_of(&self.db, run.id).await?
+        {
+            return Ok((Some(pending_view(&call)), None));
+        }
+        Ok((None, self.unfinished_after(session, latest).await?))
+    }
+
+    /// The call `run`, the session's latest, left unfinished at the end of the active path.
+    async fn unfinished_after(
+        &self,
+        session: &ChatSession,
+        run: Option<crate::model::agent::Run>,
+    ) -> DomainResult<Option<UnfinishedCall>> {
+        let Some(run) = run else { return Ok(None) };
         if !matches!(run.status.as_str(), "cancelled" | "interrupted" | "failed") {
             return Ok(None);
         }

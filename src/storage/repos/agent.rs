@@ -142,13 +142,47 @@ pub async fn pending_call(db: &Db, session_id: Uuid) -> StorageResult<Option<Too
     else {
         return Ok(None);
     };
+    proposed_call_of(db, run.id).await
+}
+
+/// The first call of this run still waiting for a decision.
+pub async fn proposed_call_of(db: &Db, run_id: Uuid) -> StorageResult<Option<ToolCall>> {
     Ok(tool_call::Entity::find()
-        .filter(tool_call::Column::RunId.eq(run.id))
+        .filter(tool_call::Column::RunId.eq(run_id))
         .filter(tool_call::Column::Status.eq("proposed"))
         .order_by_asc(tool_call::Column::CreatedAt)
         .one(db)
         .await?
         .map(Into::into))
+}
+
+/// In one statement: a run of the session waiting for a decision (if any), and the session's
+/// latest run (what [`pending_call`] and [`latest_run`] read in two).
+pub async fn awaiting_and_latest_run(db: &Db, session_id: Uuid) -> StorageResult<(Option<Run>, Option<Run>)> {
+    use sea_orm::{DbBackend, Statement};
+    let backend = db.get_database_backend();
+    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
+    // Each side is a subquery so that each keeps its own LIMIT (SQLite allows no LIMIT on a
+    // member of a compound select); `which` keeps the waiting run first.
+    let sql = format!(
+        "SELECT * FROM (SELECT 0 AS which, runs.* FROM runs WHERE session_id = {} \
+         AND status = 'awaiting_confirmation' LIMIT 1) AS awaiting \
+         UNION ALL SELECT * FROM (SELECT 1 AS which, runs.* FROM runs WHERE session_id = {} \
+         ORDER BY created_at DESC, id DESC LIMIT 1) AS latest ORDER BY which",
+        p(1),
+        p(2)
+    );
+    let stmt = Statement::from_sql_and_values(backend, sql, [session_id.into(), session_id.into()]);
+    let mut rows: Vec<Run> =
+        run::Entity::find().from_raw_sql(stmt).all(db).await?.into_iter().map(Into::into).collect();
+    // A waiting run is never alone: the latest run exists whenever any run does.
+    Ok(match rows.len() {
+        2 => {
+            let latest = rows.pop();
+            (rows.pop(), latest)
+        }
+        _ => (None, rows.pop()),
+    })
 }
 
 /// A run row of the session.
