@@ -1163,37 +1163,6 @@ async fn a_command_the_agent_runs_sees_no_key_config_or_server_environment() {
     assert!(output.contains("master.key: No such file or directory"), "{output}");
 }
 
-/// A question and its answer's run, under `parent`; the run's id and the answer's.
-async fn add_turn(db: &arbor::storage::Db, session: Uuid, owner: Uuid, parent: Option<Uuid>) -> (Uuid, Uuid) {
-    use arbor::providers::types::Part;
-    use arbor::storage::repos::messages::{NewMessage, NewRun, insert_turn};
-    let text = [Part::Text { text: "hello".into() }];
-    let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-    let question = NewMessage {
-        id: q,
-        parent_id: parent,
-        role: Role::User,
-        parts: &text,
-        model: None,
-        status: MessageStatus::Complete,
-        client_id: None,
-        author_id: None,
-    };
-    let answer = NewMessage {
-        id: a,
-        parent_id: Some(q),
-        role: Role::Assistant,
-        parts: &text,
-        model: Some("nowhere/model"),
-        status: MessageStatus::Streaming,
-        client_id: None,
-        author_id: None,
-    };
-    let new_run = NewRun { id: run, owner_id: owner, leaf_message_id: q, assistant_message_id: a };
-    insert_turn(db, session, &question, &answer, &new_run).await.unwrap();
-    (run, a)
-}
-
 /// The runs a session page reads in one statement: a run waiting for a decision (whether or not
 /// it is the latest) and the latest run, each found, and none when there are none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1205,7 +1174,7 @@ async fn the_waiting_and_the_latest_run_are_read_together() {
     let db = &app.state.db;
     assert!(matches!(awaiting_and_latest_run(db, session).await.unwrap(), (None, None)));
 
-    let (first, answer) = add_turn(db, session, user.id, None).await;
+    let (first, _, answer) = crate::support::seed_turn(db, session, user.id, None, "hello").await;
     let (waiting, latest) = awaiting_and_latest_run(db, session).await.unwrap();
     assert!(waiting.is_none(), "a running run is not waiting");
     assert_eq!(latest.map(|r| r.id), Some(first));
@@ -1217,7 +1186,7 @@ async fn the_waiting_and_the_latest_run_are_read_together() {
 
     // Run ids are time-ordered; a later turn is the latest run.
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let (second, _) = add_turn(db, session, user.id, Some(answer)).await;
+    let (second, _, _) = crate::support::seed_turn(db, session, user.id, Some(answer), "again").await;
     end_run(db, second, "failed", Some("upstream")).await.unwrap();
     let (waiting, latest) = awaiting_and_latest_run(db, session).await.unwrap();
     assert_eq!(waiting.map(|r| r.id), Some(first), "an older run still waits");

@@ -178,19 +178,7 @@ async fn a_bad_or_foreign_message_id_is_not_found() {
     let (_, session) = app.create_session(&user).await;
     // A real message of the same member, but in another of their sessions.
     let (_, other) = app.create_session(&user).await;
-    let elsewhere = Uuid::now_v7();
-    let parts = [arbor::providers::types::Part::Text { text: "elsewhere".into() }];
-    let message = arbor::storage::repos::messages::NewMessage {
-        id: elsewhere,
-        parent_id: None,
-        role: arbor::domain::sessions::tree::Role::User,
-        parts: &parts,
-        model: None,
-        status: arbor::domain::sessions::tree::MessageStatus::Complete,
-        client_id: None,
-        author_id: None,
-    };
-    arbor::storage::repos::messages::insert_chosen(&app.state.db, other, &message).await.unwrap();
+    let elsewhere = crate::support::seed_message(&app.state.db, other, "elsewhere").await;
     let res = app.get(&format!("/s/{other}/events?m={elsewhere}"), Some(&cookie)).await;
     assert_eq!(res.status(), 200, "the message's own session streams");
     drop(res);

@@ -717,24 +717,7 @@ async fn another_members_session_ids_in_an_api_call_reach_nothing_of_theirs() {
     // Ada's session with a secret in it.
     let (_, ada_session) = api.app.create_session(&api.user).await;
     let secret = "ADA-PRIVATE-PLAN-7731";
-    let parts = [arbor::providers::types::Part::Text { text: secret.into() }];
-    let ada_message = uuid::Uuid::now_v7();
-    arbor::storage::repos::messages::insert_chosen(
-        &api.app.state.db,
-        ada_session,
-        &arbor::storage::repos::messages::NewMessage {
-            id: ada_message,
-            parent_id: None,
-            role: arbor::domain::sessions::tree::Role::User,
-            parts: &parts,
-            model: None,
-            status: arbor::domain::sessions::tree::MessageStatus::Complete,
-            client_id: None,
-            author_id: None,
-        },
-    )
-    .await
-    .unwrap();
+    let ada_message = crate::support::seed_message(&api.app.state.db, ada_session, secret).await;
     let before =
         arbor::storage::repos::messages::session_messages(&api.app.state.db, ada_session).await.unwrap();
 

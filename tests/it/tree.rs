@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use arbor::domain::accounts::Actor;
-use arbor::domain::sessions::tree::{MessageStatus, Role};
+use arbor::domain::sessions::tree::MessageStatus;
 use uuid::Uuid;
 
 use crate::runs::{Chat, chat_with, form, streaming_id};
@@ -177,26 +177,10 @@ async fn deleting_a_branch_removes_it_and_says_how_many_go() {
 
 /// `turns` question/answer pairs in one chain, written straight to the database; returns the root.
 async fn seed_chain(c: &Chat, session: Uuid, turns: usize) -> Uuid {
-    use arbor::providers::types::Part;
-    use arbor::storage::repos::messages::{self, NewMessage, NewRun};
-    let text = [Part::Text { text: "x".into() }];
     let mut parent = None;
     let mut first = None;
     for _ in 0..turns {
-        let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let user = NewMessage {
-            id: q,
-            parent_id: parent,
-            role: Role::User,
-            parts: &text,
-            model: None,
-            status: MessageStatus::Complete,
-            client_id: None,
-            author_id: None,
-        };
-        let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..user };
-        let r = NewRun { id: run, owner_id: c.user.id, leaf_message_id: q, assistant_message_id: a };
-        messages::insert_turn(&c.app.state.db, session, &user, &answer, &r).await.unwrap();
+        let (_, q, a) = crate::support::seed_turn(&c.app.state.db, session, c.user.id, parent, "x").await;
         first.get_or_insert(q);
         parent = Some(a);
     }

@@ -399,12 +399,6 @@ impl RunEngine {
     /// The call of one of the actor's sessions waiting for a decision, if any.
     pub async fn pending_call(&self, actor: &Actor, session_id: Uuid) -> DomainResult<Option<PendingCall>> {
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
-        self.pending_call_in(&session).await
-    }
-
-    /// [`Self::pending_call`] in a session the caller was just given by a check of the actor's
-    /// access (a page reading several things of it checks once).
-    pub(crate) async fn pending_call_in(&self, session: &ChatSession) -> DomainResult<Option<PendingCall>> {
         Ok(repo::pending_call(&self.db, session.id).await?.as_ref().map(pending_view))
     }
 

@@ -79,19 +79,10 @@ impl RunEngine {
         session_id: Uuid,
     ) -> DomainResult<Option<UnfinishedCall>> {
         let (session, _) = self.sessions.view_session(actor, session_id).await?;
-        self.unfinished_call_in(&session).await
-    }
-
-    /// [`Self::unfinished_call`] in a session the caller was just given by a check of the
-    /// actor's access.
-    pub(crate) async fn unfinished_call_in(
-        &self,
-        session: &ChatSession,
-    ) -> DomainResult<Option<UnfinishedCall>> {
         // Only the latest run can have left one, and only when it ended early (one cheap
-        // query on every page view; the messages are read only then).
+        // query; the messages are read only then).
         let latest = agent_repo::latest_run(&self.db, session.id).await?;
-        self.unfinished_after(session, latest).await
+        self.unfinished_after(&session, latest).await
     }
 
     /// The call waiting for a decision in a session the caller was just given by a check of

@@ -291,6 +291,55 @@ impl Drop for TestApp {
     }
 }
 
+/// A user message with `text`, written straight to the database as the session's active root.
+pub async fn seed_message(db: &arbor::storage::Db, session: Uuid, text: &str) -> Uuid {
+    use arbor::domain::sessions::tree::{MessageStatus, Role};
+    use arbor::storage::repos::messages::{NewMessage, insert_chosen};
+    let id = Uuid::now_v7();
+    let parts = [arbor::providers::types::Part::Text { text: text.into() }];
+    let message = NewMessage {
+        id,
+        parent_id: None,
+        role: Role::User,
+        parts: &parts,
+        model: None,
+        status: MessageStatus::Complete,
+        client_id: None,
+        author_id: None,
+    };
+    insert_chosen(db, session, &message).await.expect("message");
+    id
+}
+
+/// A question and its answer (both `text`), with the run that wrote the answer, written
+/// straight to the database under `parent` and chosen: (run, question, answer).
+pub async fn seed_turn(
+    db: &arbor::storage::Db,
+    session: Uuid,
+    owner: Uuid,
+    parent: Option<Uuid>,
+    text: &str,
+) -> (Uuid, Uuid, Uuid) {
+    use arbor::domain::sessions::tree::{MessageStatus, Role};
+    use arbor::storage::repos::messages::{NewMessage, NewRun, insert_turn};
+    let parts = [arbor::providers::types::Part::Text { text: text.into() }];
+    let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let question = NewMessage {
+        id: q,
+        parent_id: parent,
+        role: Role::User,
+        parts: &parts,
+        model: None,
+        status: MessageStatus::Complete,
+        client_id: None,
+        author_id: None,
+    };
+    let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..question };
+    let new_run = NewRun { id: run, owner_id: owner, leaf_message_id: q, assistant_message_id: a };
+    insert_turn(db, session, &question, &answer, &new_run).await.expect("turn");
+    (run, q, a)
+}
+
 /// A signed-in browser session as the tests hold it.
 #[derive(Debug, Clone)]
 pub struct TestSession {
