@@ -310,7 +310,7 @@ impl Pages {
     }
 
     /// What a post of the composer answers with: the messages it made (by id, in order), their
-    /// files (read only when `may_have_files`) and the header; with `with_models`, the models
+    /// files (read when `may_have_files` or the answer already ended) and the header; with `with_models`, the models
     /// for a fresh composer.
     pub async fn turn(
         &self,
@@ -331,7 +331,12 @@ impl Pages {
             Some(messages) => messages,
             None => self.sessions.messages(actor, session_id, message_ids).await?,
         };
-        let files = match may_have_files {
+        // An answer that already ended (an image model can finish before this page is made)
+        // may carry files of its own; only one still being written surely has none.
+        let ended = messages.iter().any(|m| {
+            m.role != Role::User && m.status != crate::domain::sessions::tree::MessageStatus::Streaming
+        });
+        let files = match may_have_files || ended {
             true => self.files.views_of(message_ids).await?,
             false => HashMap::new(),
         };
