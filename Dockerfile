@@ -44,6 +44,8 @@ RUN mkdir -p src migration/src benches \
 # build.rs reads templates/ and static/ to embed them, and src/config.rs include_str!s
 # config/default.toml, so those are build inputs too.
 COPY build.rs ./
+# The link order of the code the server runs (scripts/code-order; build.rs hands it to lld).
+COPY link ./link
 COPY src ./src
 COPY migration/src ./migration/src
 COPY config ./config

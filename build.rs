@@ -40,8 +40,30 @@ fn main() {
         }
         let _ = writeln!(code, "];");
     }
+    link_in_code_order(&root);
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into())).join("assets.rs");
     if let Err(e) = std::fs::write(&out, code) {
         panic!("cannot write {}: {e}", out.display());
+    }
+}
+
+/// Lays the server's code out in the order `scripts/code-order` measured: the functions an idle
+/// server runs first, then the ones its everyday work runs. Linux maps 64 KiB around every
+/// first-run function, so code that runs together and lies together keeps resident memory
+/// small (BENCHMARKS.md, "Code laid out by use"). Only optimised builds for x86_64 Linux, where
+/// rustc links with lld; a symbol the list names that no longer exists is skipped.
+/// `ARBOR_CODE_ORDER=off` leaves the linker's own order (for a linker without the option).
+fn link_in_code_order(root: &Path) {
+    let order = root.join("link").join("code-order.txt");
+    println!("cargo:rerun-if-changed={}", order.display());
+    println!("cargo:rerun-if-env-changed=ARBOR_CODE_ORDER");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let wanted = var("TARGET") == "x86_64-unknown-linux-gnu"
+        && var("PROFILE") == "release"
+        && var("ARBOR_CODE_ORDER") != "off"
+        && order.is_file();
+    if wanted {
+        println!("cargo:rustc-link-arg-bin=arbor=-Wl,--symbol-ordering-file={}", order.display());
+        println!("cargo:rustc-link-arg-bin=arbor=-Wl,--no-warn-symbol-ordering");
     }
 }
