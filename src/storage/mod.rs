@@ -218,18 +218,17 @@ pub async fn check_pragmas(db: &DatabaseConnection) -> StorageResult<()> {
 /// Applies every pending migration, after refusing a database a newer Arbor migrated: this
 /// version would not know its tables, and its own migrations might undo the newer ones'.
 ///
-/// On PostgreSQL several instances may start together: the migrations run in one transaction
-/// holding an advisory lock, so one instance applies them and the others, waiting on the lock,
-/// find nothing left to do (PostgreSQL's DDL is transactional: a failed migration leaves
-/// nothing half-applied either).
+/// All of them run in one transaction, on both databases (their DDL is transactional), so a
+/// failed migration leaves nothing half-applied, and a new SQLite database is made with one
+/// commit instead of one synced commit per statement (about 165 of them, most of a first
+/// start's time: BENCHMARKS.md, "Code laid out by use"). On PostgreSQL several instances may
+/// start together: the transaction also holds an advisory lock, so one instance applies them
+/// and the others, waiting on the lock, find nothing left to do.
 pub async fn migrate_up(db: &DatabaseConnection) -> StorageResult<()> {
-    if db.get_database_backend() != DbBackend::Postgres {
-        refuse_newer_schema(db).await?;
-        Migrator::up(db, None).await?;
-        return Ok(());
-    }
     let txn = sea_orm::TransactionTrait::begin(db).await?;
-    txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")).await?;
+    if db.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")).await?;
+    }
     refuse_newer_schema(&txn).await?;
     Migrator::up(&txn, None).await?;
     txn.commit().await?;

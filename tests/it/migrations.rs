@@ -67,6 +67,35 @@ async fn a_database_a_newer_arbor_migrated_is_refused_with_a_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_that_fails_leaves_nothing_half_applied() {
+    let test_db = TestDb::fresh().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    let backend = db.get_database_backend();
+    // A table in the way of the 17th migration: the 16 before it succeed, then it fails.
+    db.execute_raw(Statement::from_string(backend, "CREATE TABLE memories (stray INTEGER)")).await.unwrap();
+    let err = arbor::storage::migrate_up(&db).await.unwrap_err().to_string();
+    assert!(err.contains("memories"), "{err}");
+    let tables = existing_tables(&db).await;
+    for t in TABLES {
+        assert!(!tables.iter().any(|x| x == t), "{t} was left by a failed migration run: {tables:?}");
+    }
+    let applied = db
+        .query_all_raw(Statement::from_string(backend, "SELECT version FROM seaql_migrations"))
+        .await
+        .map(|rows| rows.len())
+        .unwrap_or(0);
+    assert_eq!(applied, 0, "a failed run recorded migrations as applied");
+    // Once the stray table is gone, the same database migrates whole.
+    db.execute_raw(Statement::from_string(backend, "DROP TABLE memories")).await.unwrap();
+    arbor::storage::migrate_up(&db).await.unwrap();
+    let tables = existing_tables(&db).await;
+    for t in TABLES {
+        assert!(tables.iter().any(|x| x == t), "{t} missing after the second run");
+    }
+    db.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_durability_settings_are_checked_at_start() {
     if TestDb::is_postgres() {
         // The PostgreSQL run checks connectivity instead; pragmas are SQLite-only.
