@@ -15,7 +15,7 @@ use crate::domain::runs::UnfinishedCall;
 use crate::domain::runs::ambient::FileInContext;
 use crate::domain::runs::decisions::{CallState, PendingCall};
 use crate::domain::sessions::access::ShareRole;
-use crate::domain::sessions::tree::{Message, Role};
+use crate::domain::sessions::tree::{Message, MessageStatus, Role};
 use crate::domain::sessions::{ChatSession, Conversation, SidebarWorkspace, Workspace};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::catalog::ModelInfo;
@@ -310,8 +310,8 @@ impl Pages {
     }
 
     /// What a post of the composer answers with: the messages it made (by id, in order), their
-    /// files (read when `may_have_files` or the answer already ended) and the header; with `with_models`, the models
-    /// for a fresh composer.
+    /// files (read when `may_have_files` or the answer already ended) and the header; with
+    /// `with_models`, the models for a fresh composer.
     pub async fn turn(
         &self,
         actor: &Actor,
@@ -333,9 +333,7 @@ impl Pages {
         };
         // An answer that already ended (an image model can finish before this page is made)
         // may carry files of its own; only one still being written surely has none.
-        let ended = messages.iter().any(|m| {
-            m.role != Role::User && m.status != crate::domain::sessions::tree::MessageStatus::Streaming
-        });
+        let ended = messages.iter().any(|m| m.role != Role::User && m.status != MessageStatus::Streaming);
         let files = match may_have_files || ended {
             true => self.files.views_of(message_ids).await?,
             false => HashMap::new(),

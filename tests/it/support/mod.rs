@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use arbor::config::{CliOverrides, Config};
 use arbor::domain::accounts::{Actor, Role, User, UserStatus};
 use arbor::state::AppState;
+use arbor::storage::repos::messages::NewMessage;
 use sea_orm::{ConnectionTrait, Database};
 use uuid::Uuid;
 
@@ -291,23 +292,31 @@ impl Drop for TestApp {
     }
 }
 
-/// A user message with `text`, written straight to the database as the session's active root.
-pub async fn seed_message(db: &arbor::storage::Db, session: Uuid, text: &str) -> Uuid {
-    use arbor::domain::sessions::tree::{MessageStatus, Role};
-    use arbor::storage::repos::messages::{NewMessage, insert_chosen};
-    let id = Uuid::now_v7();
-    let parts = [arbor::providers::types::Part::Text { text: text.into() }];
-    let message = NewMessage {
+/// A complete user message with the given parts, as a member's question is stored.
+fn user_message(
+    id: Uuid,
+    parent_id: Option<Uuid>,
+    parts: &[arbor::providers::types::Part],
+) -> NewMessage<'_> {
+    NewMessage {
         id,
-        parent_id: None,
-        role: Role::User,
-        parts: &parts,
+        parent_id,
+        role: arbor::domain::sessions::tree::Role::User,
+        parts,
         model: None,
-        status: MessageStatus::Complete,
+        status: arbor::domain::sessions::tree::MessageStatus::Complete,
         client_id: None,
         author_id: None,
-    };
-    insert_chosen(db, session, &message).await.expect("message");
+    }
+}
+
+/// A user message with `text`, written straight to the database as the session's active root.
+pub async fn seed_message(db: &arbor::storage::Db, session: Uuid, text: &str) -> Uuid {
+    let id = Uuid::now_v7();
+    let parts = [arbor::providers::types::Part::Text { text: text.into() }];
+    arbor::storage::repos::messages::insert_chosen(db, session, &user_message(id, None, &parts))
+        .await
+        .expect("message");
     id
 }
 
@@ -320,20 +329,11 @@ pub async fn seed_turn(
     parent: Option<Uuid>,
     text: &str,
 ) -> (Uuid, Uuid, Uuid) {
-    use arbor::domain::sessions::tree::{MessageStatus, Role};
-    use arbor::storage::repos::messages::{NewMessage, NewRun, insert_turn};
+    use arbor::domain::sessions::tree::Role;
+    use arbor::storage::repos::messages::{NewRun, insert_turn};
     let parts = [arbor::providers::types::Part::Text { text: text.into() }];
     let (q, a, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-    let question = NewMessage {
-        id: q,
-        parent_id: parent,
-        role: Role::User,
-        parts: &parts,
-        model: None,
-        status: MessageStatus::Complete,
-        client_id: None,
-        author_id: None,
-    };
+    let question = user_message(q, parent, &parts);
     let answer = NewMessage { id: a, parent_id: Some(q), role: Role::Assistant, ..question };
     let new_run = NewRun { id: run, owner_id: owner, leaf_message_id: q, assistant_message_id: a };
     insert_turn(db, session, &question, &answer, &new_run).await.expect("turn");
