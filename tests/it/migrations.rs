@@ -95,6 +95,31 @@ async fn a_migration_that_fails_leaves_nothing_half_applied() {
     db.close().await.unwrap();
 }
 
+/// sqlx's periodic sweep of idle connections can spin a core for good (see `storage::connect`):
+/// the server's pool has nothing for it to sweep, so it never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_runs_no_sweep_of_idle_connections() {
+    let test_db = TestDb::fresh().await;
+    let config = crate::support::test_config(&test_db);
+    let db = arbor::storage::connect(&config).await.unwrap();
+    let (idle_timeout, max_lifetime) = match db.get_database_backend() {
+        DbBackend::Sqlite => {
+            let options = db.get_sqlite_connection_pool().options();
+            (options.get_idle_timeout(), options.get_max_lifetime())
+        }
+        _ => {
+            let options = db.get_postgres_connection_pool().options();
+            (options.get_idle_timeout(), options.get_max_lifetime())
+        }
+    };
+    assert_eq!((idle_timeout, max_lifetime), (None, None));
+    // Still a working pool, and its idle count never above its size.
+    db.execute_unprepared("SELECT 1").await.unwrap();
+    let (open, idle) = arbor::storage::pool_use(&db);
+    assert!(open >= 1 && idle <= open as usize, "{open} open, {idle} idle");
+    db.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_durability_settings_are_checked_at_start() {
     if TestDb::is_postgres() {
