@@ -80,6 +80,12 @@ fn describe() {
     );
     describe_gauge!("arbor_db_pool_connections", "Database pool connections, by state.");
     describe_counter!("arbor_db_statements_total", "Statements run on the database.");
+    describe_gauge!(
+        "arbor_allocator_bytes",
+        "The memory allocator's figures: allocated (live), active (pages holding live memory), \
+         resident (pages it holds in RAM, including freed ones not yet returned), mapped, retained \
+         (returned but kept mapped), metadata."
+    );
     // Shown from the first scrape, empty or not.
     for queue in ["search_indexer", "usage_writer"] {
         gauge!("arbor_queue_depth", "queue" => queue).increment(0.0);
@@ -180,6 +186,34 @@ pub fn render(handle: &PrometheusHandle, present: &Present) -> String {
     let (open, idle) = present.pool;
     gauge!("arbor_db_pool_connections", "state" => "idle").set(idle as f64);
     gauge!("arbor_db_pool_connections", "state" => "busy").set(open.saturating_sub(idle as u32) as f64);
+    allocator_figures();
     handle.run_upkeep();
     handle.render()
 }
+
+/// jemalloc's own statistics, refreshed (its `epoch`) at each scrape: they tell memory in use
+/// from memory the allocator keeps after a burst. Absent if jemalloc cannot be read.
+#[cfg(all(unix, not(target_env = "musl")))]
+fn allocator_figures() {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return;
+    }
+    let figures = [
+        ("allocated", stats::allocated::read()),
+        ("active", stats::active::read()),
+        ("resident", stats::resident::read()),
+        ("mapped", stats::mapped::read()),
+        ("retained", stats::retained::read()),
+        ("metadata", stats::metadata::read()),
+    ];
+    for (kind, bytes) in figures {
+        if let Ok(bytes) = bytes {
+            gauge!("arbor_allocator_bytes", "kind" => kind).set(bytes as f64);
+        }
+    }
+}
+
+/// Where the server does not run on jemalloc there are no allocator figures.
+#[cfg(not(all(unix, not(target_env = "musl"))))]
+fn allocator_figures() {}

@@ -80,6 +80,12 @@ async fn metrics_are_scraped_from_the_real_server_after_some_work() {
     assert!(sample(&live, "arbor_db_statements_total", &[]).is_some_and(|n| n > 0.0));
     assert!(sample(&live, "arbor_db_pool_connections", &["state=\"idle\""]).is_some());
     assert!(sample(&live, "arbor_queue_depth", &["queue=\"search_indexer\""]).is_some(), "{live}");
+    // The allocator's own figures: live memory within the pages it holds.
+    let allocator = |kind: &str| sample(&live, "arbor_allocator_bytes", &[&format!("kind=\"{kind}\"")]);
+    let (allocated, active, resident) = (allocator("allocated"), allocator("active"), allocator("resident"));
+    assert!(allocated.is_some_and(|n| n > 1e6), "{live}");
+    assert!(active >= allocated && resident >= active, "{allocated:?} {active:?} {resident:?}");
+    assert!(allocator("retained").is_some() && allocator("metadata").is_some_and(|n| n > 0.0));
 
     // After it finished: nothing running, and its tokens counted.
     let began = Instant::now();
