@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::directory::error::OpenReadError;
-use tantivy::directory::{Directory, INDEX_WRITER_LOCK, MmapDirectory};
+use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
 use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::{Schema, Value};
 use tantivy::snippet::SnippetGenerator;
@@ -24,6 +24,9 @@ use uuid::Uuid;
 use super::query::{self, SearchQuery};
 use super::schema::{self, ANALYZER, CREATED_AT, Fields, SCHEMA_VERSION, id_term};
 use super::{IndexError, IndexOp};
+
+mod directory;
+use directory::IndexDirectory;
 
 /// The writer's indexing memory, shared by its threads; a segment is flushed when it is full.
 const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
@@ -176,7 +179,7 @@ impl SearchIndex {
     pub fn open(dir: &Path) -> Result<(SearchIndex, bool), IndexError> {
         std::fs::create_dir_all(dir)?;
         let (schema, fields) = schema::build_schema();
-        let directory = MmapDirectory::open(dir)?;
+        let directory = IndexDirectory::open(dir)?;
         if version_matches(dir)
             && Index::exists(&directory).map_err(TantivyError::from)?
             && let Some(index) = Self::open_existing(&directory, &schema, fields)?
@@ -192,7 +195,10 @@ impl SearchIndex {
             _ => {}
         }
         wipe(dir)?;
-        let index = Index::builder().schema(schema).create_in_dir(dir)?;
+        if Index::exists(&directory).map_err(TantivyError::from)? {
+            return Err(TantivyError::IndexAlreadyExists.into());
+        }
+        let index = Index::builder().schema(schema).open_or_create(directory)?;
         drop(lock);
         let index = Self::from_index(index, fields)?;
         // Written last: a crash before this point rebuilds again at the next start.
@@ -202,7 +208,7 @@ impl SearchIndex {
 
     /// `None` when the index on disk is of another schema or unreadable.
     fn open_existing(
-        directory: &MmapDirectory,
+        directory: &IndexDirectory,
         schema: &Schema,
         fields: Fields,
     ) -> Result<Option<SearchIndex>, IndexError> {

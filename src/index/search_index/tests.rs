@@ -545,3 +545,55 @@ fn random_queries_agree_with_a_naive_scan() {
     }
     assert!(checked > 600, "{checked}");
 }
+
+#[test]
+fn merged_segments_keep_their_stored_text_read_from_the_stores_on_disk() {
+    // Two segments whose stores are each over a mebibyte and without deletes, so the merge
+    // copies them whole (tantivy's `stack`): the large-read path of `directory::ReadAtFile`.
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) = SearchIndex::open(dir.path()).unwrap();
+    let u = Uuid::new_v4();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut text = |n: usize| -> String {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                format!("w{:x}", seed % 1_000_000)
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut marked = Vec::new();
+    for batch in 0..2 {
+        let mut docs: Vec<IndexDoc> = (0..8_000).map(|_| doc(u, &text(60))).collect();
+        docs[batch * 7].text = format!("needle{batch} {}", text(20));
+        marked.push(docs[batch * 7].message_id);
+        index.add_uncommitted(&docs);
+        index.with_writer(|w| Ok(w.commit()?)).unwrap();
+    }
+    let segments = index.inner.index.searchable_segment_ids().unwrap();
+    assert!(segments.len() >= 2, "a segment per commit and writer thread: {segments:?}");
+    let store_sizes: Vec<u64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "store"))
+        .map(|e| e.metadata().unwrap().len())
+        .collect();
+    assert!(store_sizes.iter().all(|&n| n > 1024 * 1024), "stores too small to test: {store_sizes:?}");
+
+    index.with_writer(|w| Ok(w.merge(&segments).wait().map(|_| ())?)).unwrap();
+    index.inner.reader.reload().unwrap();
+    assert_eq!(index.inner.index.searchable_segment_ids().unwrap().len(), 1);
+    assert_eq!(index.num_docs(), 16_000);
+    for (batch, id) in marked.iter().enumerate() {
+        let r = search(&index, u, &format!("needle{batch}"));
+        assert_eq!(ids(&r), [*id]);
+        assert!(
+            r.hits[0].snippet_html().starts_with(&format!("<mark>needle{batch}</mark> w")),
+            "{}",
+            r.hits[0].snippet_html()
+        );
+    }
+}
