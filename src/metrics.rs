@@ -217,3 +217,25 @@ fn allocator_figures() {
 /// Where the server does not run on jemalloc there are no allocator figures.
 #[cfg(not(all(unix, not(target_env = "musl"))))]
 fn allocator_figures() {}
+
+#[cfg(all(test, unix, not(target_env = "musl")))]
+mod tests {
+    /// `.cargo/config.toml` builds jemalloc to give freed pages back after 1 s (BENCHMARKS.md,
+    /// "Soak"); a build that lost the setting would keep them for 10 s.
+    #[test]
+    fn the_allocator_is_built_to_return_freed_pages_within_a_second() {
+        let mut report = Vec::new();
+        tikv_jemalloc_ctl::stats_print::stats_print(
+            &mut report,
+            tikv_jemalloc_ctl::stats_print::Options::default(),
+        )
+        .expect("jemalloc's statistics");
+        let report = String::from_utf8_lossy(&report);
+        // A line such as `  opt.dirty_decay_ms: 1000 (arenas.dirty_decay_ms: 1000)`.
+        let setting = report
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("opt.dirty_decay_ms: "))
+            .and_then(|rest| rest.split_whitespace().next());
+        assert_eq!(setting, Some("1000"), "{}", &report[..report.len().min(3000)]);
+    }
+}
