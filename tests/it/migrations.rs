@@ -8,6 +8,14 @@ use crate::support::TestDb;
 const TABLES: &[&str] =
     &["users", "auth_sessions", "workspaces", "sessions", "messages", "runs", "search_tombstones"];
 
+/// Every one of Arbor's tables exists (`when` names the step in the message).
+async fn assert_every_table(db: &sea_orm::DatabaseConnection, when: &str) {
+    let tables = existing_tables(db).await;
+    for t in TABLES {
+        assert!(tables.iter().any(|x| x == t), "{t} missing {when}: {tables:?}");
+    }
+}
+
 async fn existing_tables(db: &sea_orm::DatabaseConnection) -> Vec<String> {
     let sql = match db.get_database_backend() {
         DbBackend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
@@ -24,10 +32,7 @@ async fn migrations_go_up_down_and_up_again() {
     assert_eq!(db.get_database_backend() == DbBackend::Postgres, TestDb::is_postgres());
 
     Migrator::up(&db, None).await.unwrap();
-    let tables = existing_tables(&db).await;
-    for t in TABLES {
-        assert!(tables.iter().any(|x| x == t), "{t} missing after up: {tables:?}");
-    }
+    assert_every_table(&db, "after up").await;
     assert!(Migrator::get_pending_migrations(&db).await.unwrap().is_empty());
 
     Migrator::down(&db, None).await.unwrap();
@@ -37,10 +42,7 @@ async fn migrations_go_up_down_and_up_again() {
     }
 
     Migrator::up(&db, None).await.unwrap();
-    let tables = existing_tables(&db).await;
-    for t in TABLES {
-        assert!(tables.iter().any(|x| x == t), "{t} missing after second up");
-    }
+    assert_every_table(&db, "after second up").await;
     db.close().await.unwrap();
 }
 
@@ -88,10 +90,7 @@ async fn a_migration_that_fails_leaves_nothing_half_applied() {
     // Once the stray table is gone, the same database migrates whole.
     db.execute_raw(Statement::from_string(backend, "DROP TABLE memories")).await.unwrap();
     arbor::storage::migrate_up(&db).await.unwrap();
-    let tables = existing_tables(&db).await;
-    for t in TABLES {
-        assert!(tables.iter().any(|x| x == t), "{t} missing after the second run");
-    }
+    assert_every_table(&db, "after the second run").await;
     db.close().await.unwrap();
 }
 
