@@ -102,7 +102,11 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url);
     let busy = Duration::from_millis(config.database.sqlite_busy_timeout_ms);
     opts.max_connections(pool_size)
-        .min_connections(1)
+        // No minimum: sqlx opens it from a background task while `connect` opens its own first
+        // connection, and on a new SQLite file both then switch it to WAL, which takes a lock the
+        // busy timeout cannot wait for ("database is locked", and the server did not start).
+        // Connections stay open once made (no idle timeout below), so a minimum adds nothing.
+        .min_connections(0)
         // No idle timeout and no maximum lifetime, so sqlx runs no periodic sweep of idle
         // connections. In sqlx-core 0.9.0 the pool's idle count can wrap below zero under load
         // (a connection popped between its push and the count's increment), and the sweep then

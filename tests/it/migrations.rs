@@ -119,6 +119,28 @@ async fn the_pool_runs_no_sweep_of_idle_connections() {
     db.close().await.unwrap();
 }
 
+/// A new SQLite file turns to WAL on its first connection, and that switch takes a lock the busy
+/// timeout cannot wait for: a second connection opened at the same moment got "database is
+/// locked" and the server did not start (seen twice in CI, from a pool that opened its minimum
+/// connection in the background). The pool opens nothing by itself, so a new database opens
+/// every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_database_opens_every_time() {
+    let tries = if TestDb::is_postgres() { 3 } else { 100 };
+    for _ in 0..tries {
+        let test_db = TestDb::fresh().await;
+        let config = crate::support::test_config(&test_db);
+        let db = arbor::storage::connect(&config).await.unwrap_or_else(|e| panic!("a new database: {e}"));
+        let min_connections = match db.get_database_backend() {
+            DbBackend::Sqlite => db.get_sqlite_connection_pool().options().get_min_connections(),
+            _ => db.get_postgres_connection_pool().options().get_min_connections(),
+        };
+        assert_eq!(min_connections, 0, "no connection is opened in the background");
+        db.execute_unprepared("SELECT 1").await.unwrap();
+        db.close().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_durability_settings_are_checked_at_start() {
     if TestDb::is_postgres() {
