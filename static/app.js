@@ -411,18 +411,29 @@
 
   // After a swap that removed the element holding the focus (a button that replaced its own
   // section, say), the focus goes to what came in instead of falling back to the page.
-  var focusWasIn = null;
+  // Kept per swap: another swap under way at the same time (the sidebar loading, say) must
+  // neither forget this one nor take the focus that belongs to it.
+  var focusWasIn = [];
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail.target;
-    focusWasIn = target && target.contains(document.activeElement) && document.activeElement !== document.body ? target : null;
+    if (target && target.contains(document.activeElement) && document.activeElement !== document.body) {
+      focusWasIn.push(target);
+      // A swap that never settles (cancelled by another handler) is forgotten after a few more.
+      if (focusWasIn.length > 8) {
+        focusWasIn.shift();
+      }
+    }
   });
   document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail.target;
-    if (!focusWasIn || (document.activeElement && document.activeElement !== document.body)) {
-      focusWasIn = null;
+    var held = focusWasIn.indexOf(target);
+    if (held < 0) {
       return;
     }
-    focusWasIn = null;
+    focusWasIn.splice(held, 1);
+    if (document.activeElement && document.activeElement !== document.body) {
+      return;
+    }
     // An outerHTML swap leaves `target` detached: what replaced it carries the same id.
     var landing = target && target.isConnected ? target : target && target.id && document.getElementById(target.id);
     landing = landing || document.getElementById("content");
