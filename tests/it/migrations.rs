@@ -94,6 +94,28 @@ async fn a_migration_that_fails_leaves_nothing_half_applied() {
     db.close().await.unwrap();
 }
 
+/// The settings of the server's pool that decide what sqlx does in the background.
+struct PoolSettings {
+    min_connections: u32,
+    idle_timeout: Option<std::time::Duration>,
+    max_lifetime: Option<std::time::Duration>,
+}
+
+fn pool_settings(db: &sea_orm::DatabaseConnection) -> PoolSettings {
+    use sea_orm::sqlx::{Database, pool::PoolOptions};
+    fn read<D: Database>(options: &PoolOptions<D>) -> PoolSettings {
+        PoolSettings {
+            min_connections: options.get_min_connections(),
+            idle_timeout: options.get_idle_timeout(),
+            max_lifetime: options.get_max_lifetime(),
+        }
+    }
+    match db.get_database_backend() {
+        DbBackend::Sqlite => read(db.get_sqlite_connection_pool().options()),
+        _ => read(db.get_postgres_connection_pool().options()),
+    }
+}
+
 /// sqlx's periodic sweep of idle connections can spin a core for good (see `storage::connect`):
 /// the server's pool has nothing for it to sweep, so it never runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,17 +123,8 @@ async fn the_pool_runs_no_sweep_of_idle_connections() {
     let test_db = TestDb::fresh().await;
     let config = crate::support::test_config(&test_db);
     let db = arbor::storage::connect(&config).await.unwrap();
-    let (idle_timeout, max_lifetime) = match db.get_database_backend() {
-        DbBackend::Sqlite => {
-            let options = db.get_sqlite_connection_pool().options();
-            (options.get_idle_timeout(), options.get_max_lifetime())
-        }
-        _ => {
-            let options = db.get_postgres_connection_pool().options();
-            (options.get_idle_timeout(), options.get_max_lifetime())
-        }
-    };
-    assert_eq!((idle_timeout, max_lifetime), (None, None));
+    let pool = pool_settings(&db);
+    assert_eq!((pool.idle_timeout, pool.max_lifetime), (None, None));
     // Still a working pool, and its idle count never above its size.
     db.execute_unprepared("SELECT 1").await.unwrap();
     let (open, idle) = arbor::storage::pool_use(&db);
@@ -131,11 +144,7 @@ async fn a_new_database_opens_every_time() {
         let test_db = TestDb::fresh().await;
         let config = crate::support::test_config(&test_db);
         let db = arbor::storage::connect(&config).await.unwrap_or_else(|e| panic!("a new database: {e}"));
-        let min_connections = match db.get_database_backend() {
-            DbBackend::Sqlite => db.get_sqlite_connection_pool().options().get_min_connections(),
-            _ => db.get_postgres_connection_pool().options().get_min_connections(),
-        };
-        assert_eq!(min_connections, 0, "no connection is opened in the background");
+        assert_eq!(pool_settings(&db).min_connections, 0, "no connection is opened in the background");
         db.execute_unprepared("SELECT 1").await.unwrap();
         db.close().await.unwrap();
     }
