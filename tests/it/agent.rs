@@ -405,6 +405,33 @@ async fn two_tabs_deciding_at_once_run_the_call_once() {
     assert_eq!(tool_messages, 1);
 }
 
+/// A decision posted while the session's run slot is still held (by the run that proposed the
+/// call, ending on a busy server) waits for the slot and resumes the run when it frees, instead
+/// of answering 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_posted_while_the_proposing_run_ends_waits_for_it_and_resumes() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/late.txt", "late"));
+    a.c.mock.enqueue(Provider::OpenAi, says("Written late."));
+    a.c.send_ok("Write late", MODEL).await;
+    let call = a.paused().await;
+
+    // The proposing run's slot, held as it is for the moment that run takes to end.
+    let held = a.c.app.state.runs.begin(a.c.session, Uuid::now_v7(), None).unwrap();
+    let release = async {
+        // The decision is waiting for the slot: nothing is recorded yet.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(a.calls().await[0].status, "proposed");
+        held.abandon();
+    };
+    let (res, ()) = tokio::join!(a.decide(call, "yes", ""), release);
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap_or_default());
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(std::fs::read_to_string(a.folder.join("late.txt")).unwrap(), "late");
+    assert_eq!(a.calls().await[0].decision.as_deref(), Some("yes"));
+    assert_eq!(a.path().await.last().unwrap().text(), "Written late.");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_dialog_survives_a_restart_and_approving_it_continues_the_run() {
     let a = agent("suggest", |_| {}).await;

@@ -23,6 +23,10 @@ use uuid::Uuid;
 
 use super::agent_loop::*;
 
+/// How long a decision waits for the session's run slot to free (see `resume_slot`): a busy
+/// server may take a while to end the run that proposed the call.
+const RESUME_SLOT_WAIT: Duration = Duration::from_secs(10);
+
 impl RunEngine {
     /// Records a person's decision on a waiting call and resumes its run (or, for `explain`,
     /// asks the model to explain the call and keeps waiting). Deciding twice, from two tabs
@@ -74,23 +78,10 @@ impl RunEngine {
             .rfind(|id| all.iter().any(|m| m.id == *id))
             .unwrap_or(answer.id);
         let result_id = Uuid::now_v7();
-        let publisher = match self.registry.begin_owned(runner.user_id(), session.id, run.id, Some(result_id))
-        {
-            Ok(p) => p,
-            Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(super::begin_refused(e)),
-            Err(_) => {
-                // Another tab's decision holds the run: it is recorded in a moment.
-                for _ in 0..40 {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let now = repo::find_call(&self.db, session.id, row.id).await?;
-                    if now.is_none_or(|c| c.status != "proposed") {
-                        return Ok(Decided::AlreadyDecided);
-                    }
-                }
-                return Err(DomainError::Conflict(
-                    "A reply is still being written: wait for it to finish.".into(),
-                ));
-            }
+        let Some(publisher) =
+            self.resume_slot(runner.user_id(), session.id, run.id, result_id, row.id).await?
+        else {
+            return Ok(Decided::AlreadyDecided);
         };
         let result = result_placeholder(result_id, parent);
         let (status, stored) = match decision {
@@ -149,6 +140,39 @@ impl RunEngine {
             }
         }
         Ok(Decided::Resumed { result_message_id: result_id })
+    }
+
+    /// The session's run slot for the resumed run, or `None` when the call was decided
+    /// meanwhile. The slot can be held for a moment by the run that proposed the call (it has
+    /// recorded its wait and is ending) or by another tab's decision on the same call: the first
+    /// frees it soon, the second decides the call. Either way the slot is tried again until it
+    /// frees, for at most [`RESUME_SLOT_WAIT`].
+    async fn resume_slot(
+        &self,
+        owner: Uuid,
+        session_id: Uuid,
+        run_id: Uuid,
+        result_id: Uuid,
+        call_id: Uuid,
+    ) -> DomainResult<Option<RunPublisher>> {
+        let deadline = Instant::now() + RESUME_SLOT_WAIT;
+        loop {
+            match self.registry.begin_owned(owner, session_id, run_id, Some(result_id)) {
+                Ok(publisher) => return Ok(Some(publisher)),
+                Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(super::begin_refused(e)),
+                Err(crate::events::BeginError::AlreadyRunning) => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(DomainError::Conflict(
+                    "A reply is still being written: wait for it to finish.".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let now = repo::find_call(&self.db, session_id, call_id).await?;
+            if now.is_none_or(|c| c.status != "proposed") {
+                return Ok(None);
+            }
+        }
     }
 
     /// The answer a decision resumes the run at: the call's own, or, for a call a sub-agent
