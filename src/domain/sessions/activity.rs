@@ -19,8 +19,10 @@ pub const ACTIVITY_EXPORTED: u64 = 100_000;
 /// One event as the log shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ActivityEntry {
-    /// When (RFC 3339).
-    pub at: chrono::DateTime<chrono::Utc>,
+    /// When: RFC 3339 in UTC at a fixed six fractional digits, so that ordering the lines as
+    /// text orders them in time (chrono's default drops trailing zeros: `.396Z` would sort after
+    /// `.396001Z`).
+    pub at: String,
     /// The same, as the page shows it (UTC, to the second).
     pub when: String,
     /// What kind of event (see `model::sessions::ActivityEvent`).
@@ -31,6 +33,11 @@ pub struct ActivityEntry {
     pub actor: Option<String>,
     /// The rest.
     pub details: serde_json::Value,
+}
+
+/// An event's time as the log gives it: fixed width, so text order is time order.
+fn log_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// The log as JSON Lines: one event per line.
@@ -74,11 +81,40 @@ impl Sessions {
             .map(|e| ActivityEntry {
                 actor: e.actor_id.and_then(|id| names.get(&id).cloned()),
                 when: e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
-                at: e.at,
+                at: log_time(e.at),
                 kind: e.kind,
                 actor_id: e.actor_id,
                 details: e.details,
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_in_the_log_sort_as_text_in_the_order_they_happened() {
+        let entry = |at: &str| {
+            let at: chrono::DateTime<chrono::Utc> = at.parse().unwrap();
+            ActivityEntry {
+                at: log_time(at),
+                when: String::new(),
+                kind: "message".into(),
+                actor_id: None,
+                actor: None,
+                details: serde_json::Value::Null,
+            }
+        };
+        let lines = json_lines(&[entry("2026-11-29T08:08:11.396Z"), entry("2026-11-29T08:08:11.396001Z")]);
+        let times: Vec<String> = lines
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["at"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(times, ["2026-11-29T08:08:11.396000Z", "2026-11-29T08:08:11.396001Z"]);
+        let mut sorted = times.clone();
+        sorted.sort();
+        assert_eq!(times, sorted);
     }
 }
