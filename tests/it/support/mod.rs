@@ -197,8 +197,15 @@ impl TestApp {
         let server = arbor::serve(state.clone(), listener).expect("serve");
         let handle = server.handle();
         tokio::spawn(server);
-        let client =
-            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+        // Idle connections leave the pool after 2 s, before the server's keep-alive (actix's
+        // 5 s) closes them: a request sent on a connection the server is closing at that moment
+        // fails with "connection closed before message completed" (seen once in CI, on a busy
+        // machine, after a test waited between two requests).
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
+            .build()
+            .expect("client");
         TestApp { addr, state, client, handle, db }
     }
 
