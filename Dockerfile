@@ -27,7 +27,7 @@ WORKDIR /src
 # (rust-toolchain.toml is deliberately not copied: the image's toolchain is the pinned one and
 # rustup must not try to download another.)
 COPY Cargo.toml Cargo.lock ./
-# .cargo/config.toml sets the flags the bundled SQLite is compiled with.
+# .cargo/config.toml sets the flags the bundled SQLite is compiled with and jemalloc's settings.
 COPY .cargo ./.cargo
 COPY migration/Cargo.toml migration/
 # A stub build.rs makes cargo compile the [build-dependencies] in this layer too. Every
