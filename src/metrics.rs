@@ -235,10 +235,9 @@ mod tests {
         // Lines such as `  opt.dirty_decay_ms: 250 (arenas.dirty_decay_ms: 250)`.
         let option = |name: &str| {
             let prefix = format!("opt.{name}: ");
-            report
-                .lines()
-                .find_map(|l| l.trim().strip_prefix(prefix.as_str()).map(str::to_owned))
-                .and_then(|rest| rest.split_whitespace().next().map(str::to_owned))
+            report.lines().find_map(|l| {
+                l.trim().strip_prefix(prefix.as_str())?.split_whitespace().next().map(str::to_owned)
+            })
         };
         let excerpt = &report[..report.len().min(3000)];
         assert_eq!(option("dirty_decay_ms").as_deref(), Some("250"), "{excerpt}");
