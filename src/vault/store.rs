@@ -113,6 +113,24 @@ pub struct NewSecret<'a> {
     pub base_url: Option<&'a str>,
 }
 
+/// A secret as stored: its row and its owner's data key row, both still encrypted (the data
+/// key under the master key, the value under the data key). Holding one reveals nothing
+/// without the open vault.
+#[derive(Clone)]
+pub struct Sealed {
+    secret: vault_secret::Model,
+    key: vault_key::Model,
+}
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealed")
+            .field("secret", &self.secret.id)
+            .field("owner", &self.secret.owner_id)
+            .finish()
+    }
+}
+
 /// Who uses a secret and why, for the audit row written on every decryption.
 #[derive(Debug, Clone, Copy)]
 pub struct Use<'a> {
@@ -310,20 +328,42 @@ impl Vault {
     /// Decrypts a secret for the outbound call that needs it, and records the use (never the
     /// value) in the audit log. Any failure is an error; there is no plaintext fallback.
     pub async fn reveal(&self, db: &Db, owner: Uuid, id: Uuid, used: Use<'_>) -> Result<Secret, StoreError> {
-        let row = Self::find_row(db, owner, id).await?;
-        let key_row = vault_key::Entity::find_by_id((owner, row.dek_version))
+        let sealed = Self::sealed(db, owner, id).await?;
+        let value = self.unseal(&sealed)?;
+        Self::record_unseal(db, &sealed, used).await?;
+        Ok(value)
+    }
+
+    /// [`Vault::reveal`] in its three steps, for a caller that keeps the sealed rows between
+    /// calls and writes the audit row while the call it opened the secret for goes out: the
+    /// secret's row and its owner's data key row, still encrypted.
+    pub async fn sealed(db: &Db, owner: Uuid, id: Uuid) -> Result<Sealed, StoreError> {
+        let secret = Self::find_row(db, owner, id).await?;
+        let key = vault_key::Entity::find_by_id((owner, secret.dek_version))
             .one(db)
             .await?
             .ok_or(CryptoError::Decrypt)?;
-        let dek = self.unwrap_row(&key_row)?;
+        Ok(Sealed { secret, key })
+    }
+
+    /// The value of a sealed secret. Every call must be followed by [`Vault::record_unseal`].
+    pub fn unseal(&self, sealed: &Sealed) -> Result<Secret, StoreError> {
+        let Sealed { secret: row, key: key_row } = sealed;
+        let dek = self.unwrap_row(key_row)?;
         let place = SecretPlace {
-            owner,
-            secret_id: id,
+            owner: row.owner_id,
+            secret_id: row.id,
             provider: &row.provider,
             dek_version: u32::try_from(row.dek_version).map_err(|_| CryptoError::Malformed)?,
         };
         let plain = crypto::decrypt_secret(&dek, &place, &row.ciphertext)?;
         let value = String::from_utf8(plain.to_vec()).map_err(|_| CryptoError::Malformed)?;
+        Ok(Secret::new(value))
+    }
+
+    /// The audit row of one decryption of `sealed` (never the value).
+    pub async fn record_unseal(db: &Db, sealed: &Sealed, used: Use<'_>) -> Result<(), StoreError> {
+        let row = &sealed.secret;
         let actor = used.by.map_or_else(|| "system".to_string(), |u| u.to_string());
         audit::insert(
             db,
@@ -331,9 +371,9 @@ impl Vault {
                 actor_id: used.by,
                 actor: &actor,
                 action: "vault.decrypt",
-                target: &format!("secret:{id}"),
+                target: &format!("secret:{}", row.id),
                 details: serde_json::json!({
-                    "owner": if owner == ORG_OWNER { "organisation".to_string() } else { owner.to_string() },
+                    "owner": if row.owner_id == ORG_OWNER { "organisation".to_string() } else { row.owner_id.to_string() },
                     "provider": row.provider,
                     "label": row.label,
                     "purpose": used.purpose,
@@ -346,6 +386,6 @@ impl Vault {
             crate::storage::StorageError::Db(e) => StoreError::Storage(e),
             other => StoreError::Storage(sea_orm::DbErr::Custom(other.to_string())),
         })?;
-        Ok(Secret::new(value))
+        Ok(())
     }
 }

@@ -452,6 +452,9 @@ async fn a_run_decrypts_only_its_owners_key_audits_it_and_fails_closed() {
         .update(&c.app.state.db)
         .await
         .unwrap();
+    // Written behind the server's back: say so, as every write through the vault does (the
+    // sealed key the last call read is kept until then).
+    arbor::storage::changes::changed(arbor::storage::changes::Kept::Vault);
     let before = c.mock.requests_for(Provider::OpenAi).len();
     c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
     let client_id = uuid::Uuid::new_v4().simple().to_string();
@@ -487,4 +490,71 @@ async fn a_run_decrypts_only_its_owners_key_audits_it_and_fails_closed() {
         )
         .await;
     assert_eq!(res.status(), 200);
+}
+
+/// A stored key is read once and kept sealed between calls, but decrypted and audited for every
+/// call; replacing its value counts from the very next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_key_is_decrypted_and_audited_for_every_call_and_a_new_value_counts_at_once() {
+    use crate::support::mock_upstream::{Provider, Reply};
+    use arbor::storage::entities::{audit_entry as audit_log, vault_secret};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let chat = crate::runs::chat_with(|c| c.llm.member_base_url_allow = vec!["127.0.0.0/8".into()]).await;
+    let c = &chat;
+    let upstream = crate::admin::enc(&c.mock.url(Provider::OpenAi));
+    let body =
+        format!("kind=openai_compatible&name=adas&base_url={upstream}&label=mine&key=sk-ADA-FIRST-1111");
+    assert_eq!(c.app.post_form("/settings/keys", &body, Some(&c.s)).await.status(), 200);
+    let secret = vault_secret::Entity::find()
+        .filter(vault_secret::Column::OwnerId.eq(c.user.id))
+        .one(&c.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let decrypts = || {
+        let db = c.app.state.db.clone();
+        let target = format!("secret:{}", secret.id);
+        async move {
+            audit_log::Entity::find()
+                .filter(audit_log::Column::Action.eq("vault.decrypt"))
+                .filter(audit_log::Column::Target.eq(target))
+                .all(&db)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    let bearers = || -> Vec<String> {
+        c.mock
+            .requests_for(Provider::OpenAi)
+            .iter()
+            .filter(|r| r.method == "POST")
+            .filter_map(|r| r.header("authorization").map(str::to_string))
+            .collect()
+    };
+    let answer = |text: &'static str| async move {
+        c.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+        let id = c.send_ok(text, "adas/gpt-4o-mini").await;
+        let done = c.settled(id).await;
+        assert_eq!(done.status, arbor::domain::sessions::tree::MessageStatus::Complete, "{:?}", done.error);
+    };
+
+    for text in ["one", "two", "three"] {
+        let before = decrypts().await;
+        answer(text).await;
+        // Each call (title suggestions included) decrypted the key again and said so.
+        assert!(decrypts().await > before, "the call for {text:?} was not audited");
+    }
+    assert!(bearers().iter().all(|b| b == "Bearer sk-ADA-FIRST-1111"), "{:?}", bearers());
+
+    let replaced = c
+        .app
+        .post_form(&format!("/settings/keys/{}", secret.id), "label=mine&key=sk-ADA-SECOND-2222", Some(&c.s))
+        .await;
+    assert_eq!(replaced.status(), 200);
+    let sent = bearers().len();
+    answer("four").await;
+    let after: Vec<String> = bearers().split_off(sent);
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|b| b == "Bearer sk-ADA-SECOND-2222"), "the old value was used: {after:?}");
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -15,7 +16,7 @@ use crate::providers::chat::{AnthropicChat, ChatProvider, GeminiChat, OpenAiChat
 use crate::providers::client::{EventStream, ProviderClient, RetryPolicy};
 use crate::providers::discovery::Discovered;
 use crate::providers::images::{ImageAnswer, ImageLimits, ImageRequest};
-use crate::providers::types::{ChatRequest, Embeddings, ProviderError};
+use crate::providers::types::{ChatRequest, Embeddings, ProviderError, ProviderEvent};
 use crate::secret::Secret;
 use crate::storage::Db;
 use crate::vault::Vault;
@@ -28,6 +29,8 @@ pub struct VaultAccess {
     pub db: Db,
     /// The open vault.
     pub vault: Vault,
+    /// Stored keys as last read, still sealed.
+    pub(super) sealed: Arc<super::sealed_keys::SealedKeys>,
 }
 
 /// Where a call's key comes from; turned into a value only when the call is made.
@@ -176,14 +179,50 @@ impl KeyedChat {
         self.client.pinned(&target).map_err(|e| failure("client", &e))
     }
 
-    async fn reveal(&self, owner: Uuid, secret: Uuid, purpose: &str) -> Result<Secret, ProviderError> {
+    /// Runs `op` with the stored key `secret` of `owner`: the key is decrypted for this call, and
+    /// the decryption's audit row is written while the call goes out (and, for a stream, while
+    /// it streams: the row does not hold back the first token). If the row cannot be written
+    /// the call fails (a stream ends with that error), and a stream ends only once it is written.
+    async fn with_stored(
+        &self,
+        (owner, secret): (Uuid, Uuid),
+        purpose: &str,
+        (client, retry): (ProviderClient, RetryPolicy),
+        op: Op<'_>,
+    ) -> Result<Out, ProviderError> {
         let access = self.vault.as_ref().ok_or_else(|| failure("vault", "the key vault is not available"))?;
-        access.vault.reveal(&access.db, owner, secret, Use { by: Some(self.by), purpose }).await.map_err(
-            |e| {
-                tracing::error!(secret = %secret, error = %e, "a stored provider key could not be used");
-                failure("vault", "the stored key could not be decrypted; replace it in the settings")
-            },
-        )
+        let unusable = |e: crate::vault::store::StoreError| {
+            tracing::error!(secret = %secret, error = %e, "a stored provider key could not be used");
+            failure("vault", "the stored key could not be decrypted; replace it in the settings")
+        };
+        let sealed = access.sealed.of(&access.db, owner, secret).await.map_err(unusable)?;
+        let key = access.vault.unseal(&sealed).map_err(unusable)?;
+        let handle = self.handle(client, key, retry);
+        let (db, by, purpose) = (access.db.clone(), self.by, purpose.to_string());
+        let mut audit: Audit = Box::pin(async move {
+            Vault::record_unseal(&db, &sealed, Use { by: Some(by), purpose: &purpose }).await.map_err(|e| {
+                tracing::error!(secret = %secret, error = %e, "the audit row of a key's use could not be written");
+                failure("vault", "the use of the stored key could not be recorded; try again")
+            })
+        });
+        let mut audited = None;
+        let call = op.run(handle.as_ref());
+        tokio::pin!(call);
+        let out = std::future::poll_fn(|cx| {
+            if audited.is_none()
+                && let Poll::Ready(done) = audit.as_mut().poll(cx)
+            {
+                audited = Some(done);
+            }
+            call.as_mut().poll(cx)
+        })
+        .await;
+        match (out, audited) {
+            (_, Some(Err(e))) => Err(e),
+            (out, Some(Ok(()))) => out,
+            (Ok(Out::Stream(stream)), None) => Ok(Out::Stream(audited_stream(stream, audit))),
+            (out, None) => audit.await.and(out),
+        }
     }
 
     /// Records a shared key's rest in `provider_keys` for the admin console (best effort).
@@ -205,8 +244,7 @@ impl KeyedChat {
                 op.run(self.handle(client, key.clone(), self.retry.clone()).as_ref()).await
             }
             KeyPlan::Own { owner, secret } => {
-                let key = self.reveal(*owner, *secret, purpose).await?;
-                op.run(self.handle(client, key, self.retry.clone()).as_ref()).await
+                self.with_stored((*owner, *secret), purpose, (client, self.retry.clone()), op).await
             }
             KeyPlan::Shared { provider, keys } => {
                 let order = self.health.order(*provider, keys);
@@ -219,8 +257,7 @@ impl KeyedChat {
                     } else {
                         self.retry.clone()
                     };
-                    let key = self.reveal(ORG_OWNER, *id, purpose).await?;
-                    match op.run(self.handle(client.clone(), key, retry).as_ref()).await {
+                    match self.with_stored((ORG_OWNER, *id), purpose, (client.clone(), retry), op).await {
                         Ok(v) => return Ok(v),
                         // An image call that failed otherwise may have been made (and billed).
                         Err(e)
@@ -255,6 +292,36 @@ impl KeyedChat {
             }
         }
     }
+}
+
+/// The audit row of a key's use, being written.
+type Audit = BoxFuture<'static, Result<(), ProviderError>>;
+
+/// `stream`, with `audit` driven on every poll until it is written: the stream ends only after
+/// it, and ends with its error if it fails.
+fn audited_stream(mut stream: EventStream, audit: Audit) -> EventStream {
+    let mut audit = Some(audit);
+    let mut ended = false;
+    Box::pin(futures_util::stream::poll_fn(move |cx| {
+        if let Some(pending) = audit.as_mut()
+            && let Poll::Ready(done) = pending.as_mut().poll(cx)
+        {
+            audit = None;
+            if let Err(e) = done {
+                ended = true;
+                return Poll::Ready(Some(ProviderEvent::Error(e)));
+            }
+        }
+        if !ended {
+            match stream.as_mut().poll_next(cx) {
+                // A stream is not polled again once it ended.
+                Poll::Ready(None) => ended = true,
+                other => return other,
+            }
+        }
+        // Still writing: the audit future was polled above and wakes this stream when it is done.
+        if audit.is_some() { Poll::Pending } else { Poll::Ready(None) }
+    }))
 }
 
 /// One call a keyed handle makes.
@@ -518,5 +585,66 @@ mod tests {
         limits.spend(b, "p", 500);
         assert!(limits.admit_here(b, "p", None, Some(500)).is_err());
         assert!(limits.admit_here(b, "p", None, None).is_ok(), "no limits, no counting");
+    }
+
+    /// Two text events, then the end; polling it again after the end panics, as many streams do.
+    fn two_deltas() -> EventStream {
+        let mut left = 2;
+        let mut ended = false;
+        Box::pin(futures_util::stream::poll_fn(move |_| {
+            assert!(!ended, "polled after it ended");
+            if left == 0 {
+                ended = true;
+                return Poll::Ready(None);
+            }
+            left -= 1;
+            Poll::Ready(Some(ProviderEvent::TextDelta(format!("t{left}"))))
+        }))
+    }
+
+    fn texts(events: &[ProviderEvent]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                ProviderEvent::TextDelta(t) => t.clone(),
+                ProviderEvent::Error(e) => format!("error {}", e.kind),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_stream_relays_at_once_and_ends_only_when_its_audit_row_is_written() {
+        use futures_util::StreamExt;
+        let (written, audit_done) = tokio::sync::oneshot::channel::<()>();
+        let audit: Audit = Box::pin(async move { audit_done.await.map_err(|_| failure("vault", "gone")) });
+        let mut stream = audited_stream(two_deltas(), audit);
+        // The events come before the row is written.
+        assert_eq!(texts(&[stream.next().await.unwrap(), stream.next().await.unwrap()]), ["t1", "t0"]);
+        // The stream has ended, but not before the row is written.
+        let end = tokio::time::timeout(Duration::from_millis(50), stream.next()).await;
+        assert!(end.is_err(), "the stream ended before its audit row was written");
+        written.send(()).unwrap();
+        assert!(stream.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stream_whose_audit_row_fails_ends_with_that_error() {
+        use futures_util::StreamExt;
+        let audit: Audit = Box::pin(async { Err(failure("vault", "not recorded")) });
+        let events: Vec<ProviderEvent> = audited_stream(two_deltas(), audit).collect().await;
+        assert_eq!(texts(&events), ["error vault"]);
+        // Written after the stream ended: the events are relayed, then the error.
+        let (written, audit_done) = tokio::sync::oneshot::channel::<()>();
+        let audit: Audit = Box::pin(async move {
+            let _ = audit_done.await;
+            Err(failure("vault", "not recorded"))
+        });
+        let mut stream = audited_stream(two_deltas(), audit);
+        let first = [stream.next().await.unwrap(), stream.next().await.unwrap()];
+        written.send(()).unwrap();
+        let rest: Vec<ProviderEvent> = stream.collect().await;
+        assert_eq!(texts(&first), ["t1", "t0"]);
+        assert_eq!(texts(&rest), ["error vault"]);
     }
 }

@@ -15,6 +15,7 @@ mod notes;
 pub mod overrides;
 mod own_keys;
 pub mod own_models;
+mod sealed_keys;
 pub use instances::listen as listen_to_instances;
 pub mod key_pool;
 pub mod user_keys;
@@ -167,7 +168,7 @@ impl Providers {
     /// Gives the registry the database and the vault: admin-managed providers, shared keys
     /// and users' own keys become usable (after [`Providers::reload`]).
     pub fn with_vault(mut self, db: crate::storage::Db, vault: Vault) -> Providers {
-        self.vault = Some(VaultAccess { db, vault });
+        self.vault = Some(VaultAccess { db, vault, sealed: Arc::default() });
         self
     }
 
