@@ -116,7 +116,6 @@ pub struct NewSecret<'a> {
 /// A secret as stored: its row and its owner's data key row, both still encrypted (the data
 /// key under the master key, the value under the data key). Holding one reveals nothing
 /// without the open vault.
-#[derive(Clone)]
 pub struct Sealed {
     secret: vault_secret::Model,
     key: vault_key::Model,

@@ -4,9 +4,10 @@
 //! and for [`AGE`] at most. Only ciphertext is kept: the value is decrypted for each call, as
 //! before, and each decryption still writes its audit row.
 //!
-//! Why: the two reads, and the audit row written before the call, put a vault-backed call
-//! behind the database thread twice; at 100 concurrent streams that doubled the time to the
-//! first token (BENCHMARKS.md, "Performance work", step 11).
+//! Why: the two reads (and the audit row, now written beside the call in `key_pool.rs`) put a
+//! call with a stored key behind SQLite's threads before it went out; at 100 concurrent streams
+//! its first token's p99 was about three times a configured key's (BENCHMARKS.md,
+//! "Performance work", step 11).
 
 use std::sync::Arc;
 use std::time::Duration;
