@@ -38,29 +38,21 @@ trap cleanup EXIT
 taskset -c 0 "$tools/mock-upstream" --port "$mock_port" >"$work/mock.log" 2>&1 &
 mock=$!
 
-cat >"$work/arbor.toml" <<TOML
-[llm]
-detect_local_ollama = false
-infer_titles = false
-[llm.providers.mock]
-kind = "openai_compatible"
-base_url = "http://127.0.0.1:$mock_port/v1"
-api_key = "mock-key"
-models = ["mock-d0", "mock-d5"]
-TOML
+# The harness's system file for Arbor: its configuration (the mock as provider "mock"), start
+# and token.
+WORK_DIR=$work MOCK_URL="http://127.0.0.1:$mock_port" SYS_PORT=$port PIN_SUT="taskset -c 1"
+# shellcheck source=systems/arbor.sh
+source "$repo/bench/systems/arbor.sh"
 
 # Starts BIN on a fresh data directory and prepares the token, the provider and its shared key.
 start() {
-  local bin=$1 data=$work/data
-  rm -rf "$data" "$work/cookies"
-  mkdir -p "$data"
-  taskset -c 1 "$bin" --config "$work/arbor.toml" serve --bind "127.0.0.1:$port" --data-dir "$data" \
-    >"$work/server.log" 2>&1 &
-  server=$!
+  ARBOR_BIN=$1
+  rm -f "$work/cookies"
+  sys_prepare
+  sys_start
+  server=$SYS_PID
   for _ in $(seq 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  printf 'bench-password-0123456789\n' |
-    "$bin" --config "$work/arbor.toml" admin create --email bench@example.com --data-dir "$data" >/dev/null 2>&1
-  token=$("$bin" --config "$work/arbor.toml" admin token --email bench@example.com --name vk --data-dir "$data" 2>/dev/null | tail -1)
+  token=$(sys_token 2>/dev/null | tail -1)
   curl -s -c "$work/cookies" -o /dev/null -H "$origin" --data-urlencode email=bench@example.com \
     --data-urlencode password=bench-password-0123456789 "127.0.0.1:$port/login"
   local csrf provider
