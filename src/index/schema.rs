@@ -1,16 +1,18 @@
-//! The index's fields, its text analyzer, and the mapping from [`IndexDoc`] to a Tantivy document.
+//! The index's fields, its settings, its text analyzer, and the mapping from [`IndexDoc`] to a
+//! Tantivy document.
 
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
+use tantivy::{IndexSettings, IndexSortByField, Order};
 use tantivy::{TantivyDocument, Term};
 
 use super::IndexDoc;
 
 /// Bumped whenever the schema or the analyzer changes in a way that needs a rebuild; an index
 /// written under another version is wiped and rebuilt from the database.
-pub(super) const SCHEMA_VERSION: &str = "arbor-search-1";
+pub(super) const SCHEMA_VERSION: &str = "arbor-search-2";
 
 /// The name the text analyzer is registered under (it is not persisted by Tantivy, so it is
 /// registered again every time the index is opened).
@@ -35,6 +37,8 @@ const MAX_TITLE: usize = 1024;
 pub(super) struct Fields {
     pub message_id: Field,
     pub user_id: Field,
+    /// The owner as a number the index is sorted by (see [`settings`]).
+    pub owner_order: Field,
     pub workspace_id: Field,
     pub session_id: Field,
     pub role: Field,
@@ -54,6 +58,38 @@ pub(super) struct Fields {
 /// Name of the fast field that holds `created_at` in microseconds since the epoch.
 pub(super) const CREATED_AT: &str = "created_at";
 
+/// Name of the fast field the index is sorted by.
+pub(super) const OWNER_ORDER: &str = "owner_order";
+
+/// The document store compresses this much at a time. Showing a hit decompresses its block:
+/// at tantivy's 16 KiB that was a fifth of a search's time; a quarter of it costs 7 % more
+/// disk.
+const DOCSTORE_BLOCK_BYTES: usize = 4096;
+
+/// Every segment keeps its documents sorted by owner, so one person's messages lie together.
+///
+/// Every search is for one owner: in an unsorted index a common word's postings hold one of
+/// their documents in every block or so, and the search decodes nearly all of them (and their
+/// positions, for a phrase); sorted, it decodes the few blocks where that owner's documents
+/// are, and the page of hits is read back from a few neighbouring blocks of the document store.
+pub(super) fn settings() -> IndexSettings {
+    IndexSettings {
+        sort_by_field: Some(IndexSortByField { field: OWNER_ORDER.to_string(), order: Order::Asc }),
+        docstore_blocksize: DOCSTORE_BLOCK_BYTES,
+        ..IndexSettings::default()
+    }
+}
+
+/// The sort key of an owner: the id's last eight bytes, its random part (the first ones of a
+/// version 7 id are a timestamp, shared by users created in the same millisecond). Two owners
+/// with one key only interleave; the owner's term still decides what matches.
+pub(super) fn owner_order(user_id: uuid::Uuid) -> u64 {
+    let bytes = user_id.as_bytes();
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&bytes[8..]);
+    u64::from_be_bytes(low)
+}
+
 /// Builds the schema and returns it with its field handles.
 pub(super) fn build_schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
@@ -66,6 +102,7 @@ pub(super) fn build_schema() -> (Schema, Fields) {
         // Ids as 16 raw bytes: less than half the term dictionary work of their text form.
         message_id: b.add_bytes_field("message_id", INDEXED | STORED),
         user_id: b.add_bytes_field("user_id", INDEXED),
+        owner_order: b.add_u64_field(OWNER_ORDER, FAST),
         workspace_id: b.add_bytes_field("workspace_id", INDEXED | STORED),
         session_id: b.add_bytes_field("session_id", INDEXED | STORED),
         role: b.add_text_field("role", STRING | STORED),
@@ -110,6 +147,7 @@ pub(super) fn to_document(f: &Fields, d: &IndexDoc) -> TantivyDocument {
     let mut doc = TantivyDocument::new();
     doc.add_bytes(f.message_id, d.message_id.as_bytes());
     doc.add_bytes(f.user_id, d.user_id.as_bytes());
+    doc.add_u64(f.owner_order, owner_order(d.user_id));
     doc.add_bytes(f.workspace_id, d.workspace_id.as_bytes());
     doc.add_bytes(f.session_id, d.session_id.as_bytes());
     doc.add_text(f.role, &d.role);

@@ -198,7 +198,7 @@ impl SearchIndex {
         if Index::exists(&directory).map_err(TantivyError::from)? {
             return Err(TantivyError::IndexAlreadyExists.into());
         }
-        let index = Index::builder().schema(schema).open_or_create(directory)?;
+        let index = Index::builder().schema(schema).settings(schema::settings()).open_or_create(directory)?;
         drop(lock);
         let index = Self::from_index(index, fields)?;
         // Written last: a crash before this point rebuilds again at the next start.
@@ -213,7 +213,12 @@ impl SearchIndex {
         fields: Fields,
     ) -> Result<Option<SearchIndex>, IndexError> {
         let index = match Index::open(directory.clone()) {
-            Ok(index) if index.schema() == *schema => index,
+            Ok(index)
+                if index.schema() == *schema
+                    && index.settings().sort_by_field == schema::settings().sort_by_field =>
+            {
+                index
+            }
             Ok(_) => return Ok(None),
             Err(e) if unusable(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -228,7 +233,7 @@ impl SearchIndex {
     /// A new, empty index in memory (for tests).
     pub fn open_in_ram() -> Result<SearchIndex, IndexError> {
         let (schema, fields) = schema::build_schema();
-        let index = Index::builder().schema(schema).create_in_ram()?;
+        let index = Index::builder().schema(schema).settings(schema::settings()).create_in_ram()?;
         Self::from_index(index, fields)
     }
 

@@ -411,6 +411,20 @@ fn an_index_of_another_schema_is_rebuilt() {
     assert_eq!(index.num_docs(), 0);
     drop(index);
 
+    // Our schema and version, but not sorted by owner (as an earlier build wrote it): rebuilt,
+    // since its segments would not keep one owner's documents together.
+    wipe(dir.path()).unwrap();
+    {
+        let (schema, _) = schema::build_schema();
+        let unsorted = Index::create_in_dir(dir.path(), schema).unwrap();
+        assert!(unsorted.settings().sort_by_field.is_none());
+    }
+    std::fs::write(dir.path().join(VERSION_FILE), SCHEMA_VERSION).unwrap();
+    let (index, fresh) = SearchIndex::open(dir.path()).unwrap();
+    assert!(fresh);
+    assert_eq!(index.inner.index.settings().sort_by_field, schema::settings().sort_by_field);
+    drop(index);
+
     // A damaged index is rebuilt as well.
     std::fs::write(dir.path().join("meta.json"), "{ not json").unwrap();
     let (index, fresh) = SearchIndex::open(dir.path()).unwrap();
@@ -596,4 +610,58 @@ fn merged_segments_keep_their_stored_text_read_from_the_stores_on_disk() {
             r.hits[0].snippet_html()
         );
     }
+}
+
+#[test]
+fn each_segment_keeps_one_owners_documents_together_and_merges_keep_them_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) = SearchIndex::open(dir.path()).unwrap();
+    let users: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+    let mut expected: Vec<(Uuid, Uuid)> = Vec::new();
+    for batch in 0..3 {
+        // Interleaved, as messages of several people arrive.
+        let docs: Vec<IndexDoc> =
+            (0..200).map(|i| doc(users[(i * 7 + batch) % users.len()], &format!("common w{i}"))).collect();
+        expected.extend(docs.iter().map(|d| (d.user_id, d.message_id)));
+        upsert(&index, &docs);
+    }
+    let owners_in_order = |index: &SearchIndex| -> Vec<Vec<u64>> {
+        let searcher = index.inner.reader.searcher();
+        searcher
+            .segment_readers()
+            .iter()
+            .map(|r| {
+                let column = r.fast_fields().u64(schema::OWNER_ORDER).unwrap();
+                (0..r.max_doc()).map(|d| column.first(d).unwrap()).collect()
+            })
+            .collect()
+    };
+    let check = |index: &SearchIndex| {
+        for owners in owners_in_order(index) {
+            assert!(owners.is_sorted(), "one owner's documents are scattered: {owners:?}");
+        }
+        for u in &users {
+            let mut want: Vec<Uuid> = expected.iter().filter(|(o, _)| o == u).map(|(_, m)| *m).collect();
+            want.sort();
+            let query = SearchQuery::parse("common", None).unwrap();
+            let mut got = Vec::new();
+            for offset in (0..want.len()).step_by(MAX_LIMIT) {
+                let r = index.search(*u, &query, offset, MAX_LIMIT).unwrap();
+                assert_eq!(r.total, want.len());
+                got.extend(ids(&r));
+            }
+            assert_eq!(sorted(got), want);
+        }
+    };
+    assert!(owners_in_order(&index).len() >= 3, "a segment per commit at least");
+    check(&index);
+
+    let segments = index.inner.index.searchable_segment_ids().unwrap();
+    index.with_writer(|w| Ok(w.merge(&segments).wait().map(|_| ())?)).unwrap();
+    index.inner.reader.reload().unwrap();
+    assert_eq!(owners_in_order(&index).len(), 1);
+    check(&index);
+    // The key is the id's random half, so users created in one millisecond still differ.
+    let keys: std::collections::HashSet<u64> = users.iter().map(|u| schema::owner_order(*u)).collect();
+    assert_eq!(keys.len(), users.len());
 }
