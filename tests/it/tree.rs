@@ -219,6 +219,35 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_sessions_totals_count_an_answer_that_ended_after_the_page_was_shown() {
+    let c = chat().await;
+    // Long enough for its skeleton (with every message's usage) to be cached between pages.
+    seed_chain(&c, c.session, 110).await;
+    c.mock.enqueue(
+        Provider::OpenAi,
+        Reply::Fixture {
+            path: "openai/many_small_chunks.sse".into(),
+            chunk_delay_ms: 20,
+            first_byte_delay_ms: 0,
+        },
+    );
+    let live = c.send_ok("a question with a long answer", MODEL).await;
+    // Shown while the answer streams: cached without its usage.
+    assert!(c.page().await.contains("a question with a long answer</div>"));
+    let answer = c.settled(live).await;
+    let usage = answer.usage.expect("the fixture reports usage");
+    assert!(usage.input > 0 && usage.output > 0);
+    let all = c.messages().await;
+    assert_eq!(all.iter().filter(|m| m.usage.is_some()).count(), 1, "the seeded answers have none");
+    let conv = c.app.state.sessions.conversation(&c.actor(), c.session).await.unwrap();
+    assert_eq!((conv.totals.input, conv.totals.output), (usage.input, usage.output));
+    assert_eq!(conv.message_count, all.len());
+    // The answer ends the path, with its size.
+    assert_eq!(conv.path.last().map(|m| m.id), Some(live));
+    assert!(conv.path.last().and_then(|m| m.tokens).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn older_messages_load_in_windows() {
     let c = chat().await;
     for i in 0..22 {

@@ -79,11 +79,8 @@ impl Sessions {
     ) -> DomainResult<Conversation> {
         let db = &self.db;
         let (session, role) = self.view_session(actor, session_id).await?;
-        // Two independent reads, on two pooled connections at once.
-        let (all, totals) = tokio::try_join!(
-            messages::session_skeleton_at(db, session.id, session.updated_at),
-            messages::session_usage_totals(db, session.id)
-        )?;
+        let all = messages::session_skeleton_at(db, session.id, session.updated_at).await?;
+        let totals = MessageUsage::total(all.iter());
         let index = TreeIndex::new(&all);
         let path_refs = index.active_path(session.active_root_id);
         let ids: Vec<Uuid> = path_refs.iter().map(|m| m.id).collect();

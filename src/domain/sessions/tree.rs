@@ -1,8 +1,7 @@
 //! The conversation tree: messages linked by `parent_id`, the active path following
 //! `chosen_child_id` from the session's active root.
 
-use std::collections::HashMap;
-
+use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -23,6 +22,20 @@ impl MessageUsage {
             estimated,
         }
     }
+
+    /// The usage of these messages together: counts summed; the cost known only when every
+    /// message with usage has one; estimated when any of them is.
+    pub fn total<'m>(messages: impl IntoIterator<Item = &'m Message>) -> MessageUsage {
+        let mut total = MessageUsage { cost_micros: Some(0), ..MessageUsage::default() };
+        for u in messages.into_iter().filter_map(|m| m.usage.as_ref()) {
+            total.input = total.input.saturating_add(u.input);
+            total.output = total.output.saturating_add(u.output);
+            total.cached = total.cached.saturating_add(u.cached);
+            total.cost_micros = total.cost_micros.zip(u.cost_micros).map(|(a, b)| a.saturating_add(b));
+            total.estimated |= u.estimated;
+        }
+        total
+    }
 }
 
 /// An index over one session's messages: children in creation order, for walking the tree
@@ -36,7 +49,7 @@ impl<'a> TreeIndex<'a> {
     /// Indexes the messages (any order).
     pub fn new(messages: &'a [Message]) -> TreeIndex<'a> {
         let by_id = messages.iter().map(|m| (m.id, m)).collect::<HashMap<_, _>>();
-        let mut children: HashMap<Option<Uuid>, Vec<&Message>> = HashMap::new();
+        let mut children: HashMap<Option<Uuid>, Vec<&Message>> = HashMap::with_capacity(messages.len());
         for m in messages {
             // A parent that is missing (corrupt data) makes its children unreachable, not roots.
             children.entry(m.parent_id).or_default().push(m);
@@ -150,7 +163,7 @@ impl<'a> TreeIndex<'a> {
     /// The whole tree for drawing, compactly: one row per unbranched stretch of messages, each
     /// row indented by how many forks lie above it; `path` is highlighted.
     pub fn overview(&self, path: &[Uuid]) -> Vec<OverviewRow> {
-        let on_path: std::collections::HashSet<Uuid> = path.iter().copied().collect();
+        let on_path: HashSet<Uuid> = path.iter().copied().collect();
         let leaf = path.last().copied();
         let dot = |m: &Message| {
             let label: String =
@@ -197,7 +210,7 @@ impl<'a> TreeIndex<'a> {
     /// finished it), and within a row the dots of a task nest in a collapsible group, closed
     /// after its end (or at the row's end, when the task goes on in another row).
     fn mark_tasks(&self, rows: &mut [OverviewRow]) {
-        let mut done = std::collections::HashSet::new();
+        let mut done = HashSet::default();
         for end in self.by_id.values().filter(|m| m.kind == MessageKind::TaskEnd) {
             let mut depth = 1usize;
             let mut at = end.parent_id.and_then(|p| self.get(p));
@@ -324,6 +337,27 @@ mod tests {
             author_id: None,
             created_at: DateTime::from_timestamp(secs, 0).unwrap_or_default(),
         }
+    }
+
+    #[test]
+    fn a_total_sums_every_usage_and_knows_the_cost_only_when_every_one_is_priced() {
+        let used = |input: u64, cost: Option<i64>, estimated: bool| {
+            let mut m = msg(input.into(), None, None, 1);
+            m.usage =
+                Some(MessageUsage { input, output: input / 2, cached: 1, cost_micros: cost, estimated });
+            m
+        };
+        let none = MessageUsage::total(&[msg(1, None, None, 1)]);
+        assert_eq!(none, MessageUsage { cost_micros: Some(0), ..MessageUsage::default() });
+        let priced = [used(10, Some(5), false), msg(7, None, None, 1), used(20, Some(7), false)];
+        let t = MessageUsage::total(&priced);
+        assert_eq!((t.input, t.output, t.cached, t.cost_micros, t.estimated), (30, 15, 2, Some(12), false));
+        let partly = [used(10, Some(5), false), used(20, None, true)];
+        let t = MessageUsage::total(&partly);
+        assert_eq!((t.input, t.cost_micros, t.estimated), (30, None, true));
+        let huge = [used(u64::MAX, Some(i64::MAX), false), used(1, Some(1), false)];
+        let t = MessageUsage::total(&huge);
+        assert_eq!((t.input, t.cost_micros), (u64::MAX, Some(i64::MAX)));
     }
 
     #[test]

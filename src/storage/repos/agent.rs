@@ -294,7 +294,10 @@ pub async fn close_message(
             .col_expr(message::Column::CostMicros, Expr::value(u.cost_micros))
             .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
     }
-    update.filter(message::Column::Id.eq(message_id)).exec(db).await?;
+    let txn = crate::storage::begin_write(db).await?;
+    update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
+    super::messages::touch_session_of(&txn, message_id).await?;
+    txn.commit().await?;
     Ok(())
 }
 

@@ -33,6 +33,23 @@ fn to_u64(n: Option<i64>) -> u64 {
     n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0)
 }
 
+/// A message's usage from its columns: none unless a token count was recorded.
+fn usage_of(
+    tokens_in: Option<i64>,
+    tokens_out: Option<i64>,
+    cached: Option<i64>,
+    cost_micros: Option<i64>,
+    estimated: bool,
+) -> Option<MessageUsage> {
+    (tokens_in.is_some() || tokens_out.is_some()).then(|| MessageUsage {
+        input: to_u64(tokens_in),
+        output: to_u64(tokens_out),
+        cached: to_u64(cached),
+        cost_micros,
+        estimated,
+    })
+}
+
 fn to_domain(m: message::Model) -> StorageResult<Message> {
     let role =
         Role::parse(&m.role).ok_or_else(|| StorageError::Corrupt(format!("message role {:?}", m.role)))?;
@@ -42,13 +59,7 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
         .ok_or_else(|| StorageError::Corrupt(format!("message kind {:?}", m.kind)))?;
     let parts: Vec<Part> = serde_json::from_value(m.parts)
         .map_err(|e| StorageError::Corrupt(format!("parts of message {}: {e}", m.id)))?;
-    let usage = (m.tokens_in.is_some() || m.tokens_out.is_some()).then(|| MessageUsage {
-        input: to_u64(m.tokens_in),
-        output: to_u64(m.tokens_out),
-        cached: to_u64(m.tokens_cached),
-        cost_micros: m.cost_micros,
-        estimated: m.usage_estimated,
-    });
+    let usage = usage_of(m.tokens_in, m.tokens_out, m.tokens_cached, m.cost_micros, m.usage_estimated);
     Ok(Message {
         id: m.id,
         session_id: m.session_id,
@@ -83,36 +94,6 @@ pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
         .into_iter()
         .map(to_domain)
         .collect()
-}
-
-/// Tokens and cost of every answer in a session, summed by the database; the cost is known
-/// only when every answer with usage has one.
-pub async fn session_usage_totals(db: &Db, session_id: Uuid) -> StorageResult<MessageUsage> {
-    use sea_orm::{DbBackend, Statement};
-    let backend = db.get_database_backend();
-    let has = "(tokens_in IS NOT NULL OR tokens_out IS NOT NULL)";
-    let placeholder = if backend == DbBackend::Postgres { "$1" } else { "?" };
-    let sql = format!(
-        "SELECT CAST(COALESCE(SUM(tokens_in), 0) AS BIGINT) AS tin, \
-         CAST(COALESCE(SUM(tokens_out), 0) AS BIGINT) AS tout, \
-         CAST(COALESCE(SUM(tokens_cached), 0) AS BIGINT) AS tcached, \
-         CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost, \
-         CAST(COALESCE(SUM(CASE WHEN {has} THEN 1 ELSE 0 END), 0) AS BIGINT) AS with_usage, \
-         CAST(COALESCE(SUM(CASE WHEN {has} AND cost_micros IS NOT NULL THEN 1 ELSE 0 END), 0) AS BIGINT) AS priced, \
-         CAST(COALESCE(SUM(CASE WHEN {has} AND usage_estimated THEN 1 ELSE 0 END), 0) AS BIGINT) AS estimated \
-         FROM messages WHERE session_id = {placeholder}"
-    );
-    let row = db.query_one_raw(Statement::from_sql_and_values(backend, sql, [session_id.into()])).await?;
-    let Some(row) = row else { return Ok(MessageUsage { cost_micros: Some(0), ..MessageUsage::default() }) };
-    let get = |name: &str| -> StorageResult<i64> { Ok(row.try_get::<i64>("", name)?) };
-    let (priced, with_usage, cost) = (get("priced")?, get("with_usage")?, get("cost")?);
-    Ok(MessageUsage {
-        input: to_u64(Some(get("tin")?)),
-        output: to_u64(Some(get("tout")?)),
-        cached: to_u64(Some(get("tcached")?)),
-        cost_micros: (priced == with_usage).then_some(cost),
-        estimated: get("estimated")? > 0,
-    })
 }
 
 /// These messages of a session, whole, in the order of `ids`.
@@ -366,6 +347,26 @@ async fn touch_session<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Marks the session holding `message_id` as changed, for a write that knows only the message:
+/// its usage and size count in the session's cached skeleton, which is keyed by `updated_at`.
+pub(crate) async fn touch_session_of<C: ConnectionTrait>(db: &C, message_id: Uuid) -> StorageResult<()> {
+    use sea_orm::sea_query::Query;
+    chat_session::Entity::update_many()
+        .col_expr(chat_session::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(
+            chat_session::Column::Id.in_subquery(
+                Query::select()
+                    .column(message::Column::SessionId)
+                    .from(message::Entity)
+                    .and_where(message::Column::Id.eq(message_id))
+                    .to_owned(),
+            ),
+        )
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 /// In one transaction: the user message under `user.parent_id`, the assistant placeholder under
 /// it, both chosen on the active path, and the run writing the placeholder.
 pub async fn insert_turn(
@@ -528,6 +529,7 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
             .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
     }
     update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
+    touch_session_of(&txn, message_id).await?;
     txn.commit().await?;
     Ok(())
 }

@@ -8,13 +8,27 @@ use crate::model::messages::{Message, MessageKind, MessageStatus, Role};
 use crate::storage::entities::message;
 use crate::storage::{Db, StorageError, StorageResult};
 
-/// Every message of a session without its content, oldest first: ids, links and role, enough
-/// to walk the tree, count siblings and sum the path's tokens at a fraction of the cost of [`super::session_messages`] on a
-/// long session. Status reads complete, kind reads text, usage is absent (see [`super::session_usage_totals`]) and
-/// `created_at` only keeps the order (timestamps are the costliest column to decode).
+/// Every message of a session without its content, oldest first: ids, links, role, size and
+/// usage, enough to walk the tree, count siblings and sum the path's tokens and the session's
+/// usage at a fraction of the cost of [`super::session_messages`] on a long session. Status
+/// reads complete, kind reads text and `created_at` only keeps the order (timestamps are the
+/// costliest column to decode).
 pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
     use sea_orm::QuerySelect;
-    type Row = (Uuid, Option<Uuid>, Option<Uuid>, String, Option<i64>);
+    // Read by position into a tuple: by name (a `FromQueryResult` struct) it took twice as long.
+    // id, parent, chosen child, role, size; tokens in, out and cached, cost, estimated.
+    type Row = (
+        Uuid,
+        Option<Uuid>,
+        Option<Uuid>,
+        String,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        bool,
+    );
     let rows: Vec<Row> = message::Entity::find()
         .select_only()
         .columns([
@@ -23,6 +37,11 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
             message::Column::ChosenChildId,
             message::Column::Role,
             message::Column::TokenCount,
+            message::Column::TokensIn,
+            message::Column::TokensOut,
+            message::Column::TokensCached,
+            message::Column::CostMicros,
+            message::Column::UsageEstimated,
         ])
         .filter(message::Column::SessionId.eq(session_id))
         .order_by_asc(message::Column::CreatedAt)
@@ -33,7 +52,7 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
     let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH;
     rows.into_iter()
         .enumerate()
-        .map(|(i, (id, parent_id, chosen_child_id, role, tokens))| {
+        .map(|(i, (id, parent_id, chosen_child_id, role, tokens, tin, tout, cached, cost, estimated))| {
             let role =
                 Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
             Ok(Message {
@@ -47,7 +66,7 @@ pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Me
                 model: None,
                 status: MessageStatus::Complete,
                 error: None,
-                usage: None,
+                usage: super::usage_of(tin, tout, cached, cost, estimated),
                 tokens: tokens.and_then(|n| u64::try_from(n).ok()),
                 client_id: None,
                 author_id: None,
@@ -66,8 +85,9 @@ const SKELETON_CACHE_SESSIONS: usize = 64;
 type SkeletonCache = std::collections::HashMap<Uuid, (chrono::DateTime<Utc>, std::sync::Arc<Vec<Message>>)>;
 
 /// Skeletons of recently shown long sessions, keyed by the session's `updated_at`: every write
-/// that changes the tree (a turn, an answer, a switch, a deleted branch) touches it in the
-/// same transaction, so a matching version means an unchanged tree, on any instance.
+/// that changes the tree or a message's size or usage (a turn, an answer and its end, a switch,
+/// a deleted branch) touches it in the same transaction, so a matching version means an
+/// unchanged skeleton, on any instance.
 static SKELETONS: std::sync::LazyLock<std::sync::Mutex<SkeletonCache>> =
     std::sync::LazyLock::new(|| std::sync::Mutex::new(SkeletonCache::new()));
 
