@@ -221,8 +221,9 @@ fn allocator_figures() {}
 #[cfg(all(test, unix, not(target_env = "musl")))]
 mod tests {
     /// `.cargo/config.toml` builds jemalloc with one arena that gives freed pages back after
-    /// 250 ms (BENCHMARKS.md, "Soak"); a build that lost the settings would keep them for 10 s
-    /// in four arenas per core.
+    /// 250 ms (BENCHMARKS.md, "Soak") and small per-thread caches (step 16 of the performance
+    /// work); a build that lost the settings would keep them for 10 s in four arenas per core,
+    /// and up to 200 objects of each size up to 32 KiB in every thread.
     #[test]
     fn the_allocator_is_built_with_one_arena_that_returns_freed_pages_within_a_quarter_second() {
         let mut report = Vec::new();
@@ -242,5 +243,8 @@ mod tests {
         let excerpt = &report[..report.len().min(3000)];
         assert_eq!(option("dirty_decay_ms").as_deref(), Some("250"), "{excerpt}");
         assert_eq!(option("narenas").as_deref(), Some("1"), "{excerpt}");
+        assert_eq!(option("tcache_max").as_deref(), Some("4096"), "{excerpt}");
+        assert_eq!(option("tcache_nslots_small_max").as_deref(), Some("32"), "{excerpt}");
+        assert_eq!(option("tcache_nslots_large").as_deref(), Some("4"), "{excerpt}");
     }
 }
