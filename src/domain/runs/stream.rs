@@ -271,13 +271,7 @@ impl RunEngine {
         };
         let call = call_usage.map(|(u, estimated)| MessageUsage::priced(&u, &job.model.info, estimated));
         let total = match (job.prior_usage, call) {
-            (Some(p), Some(c)) => Some(MessageUsage {
-                input: p.input + c.input,
-                output: p.output + c.output,
-                cached: p.cached + c.cached,
-                cost_micros: p.cost_micros.zip(c.cost_micros).map(|(a, b)| a + b),
-                estimated: p.estimated || c.estimated,
-            }),
+            (Some(p), Some(c)) => Some(p.plus(c)),
             (p, c) => c.or(p),
         };
         (call, total)

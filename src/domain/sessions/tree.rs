@@ -23,18 +23,23 @@ impl MessageUsage {
         }
     }
 
-    /// The usage of these messages together: counts summed; the cost known only when every
-    /// message with usage has one; estimated when any of them is.
-    pub fn total<'m>(messages: impl IntoIterator<Item = &'m Message>) -> MessageUsage {
-        let mut total = MessageUsage { cost_micros: Some(0), ..MessageUsage::default() };
-        for u in messages.into_iter().filter_map(|m| m.usage.as_ref()) {
-            total.input = total.input.saturating_add(u.input);
-            total.output = total.output.saturating_add(u.output);
-            total.cached = total.cached.saturating_add(u.cached);
-            total.cost_micros = total.cost_micros.zip(u.cost_micros).map(|(a, b)| a.saturating_add(b));
-            total.estimated |= u.estimated;
+    /// Two usages together: counts summed; the cost known only when both are; estimated when
+    /// either is.
+    pub fn plus(self, other: MessageUsage) -> MessageUsage {
+        MessageUsage {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cached: self.cached.saturating_add(other.cached),
+            cost_micros: self.cost_micros.zip(other.cost_micros).map(|(a, b)| a.saturating_add(b)),
+            estimated: self.estimated || other.estimated,
         }
-        total
+    }
+
+    /// The usage of these messages together, as [`MessageUsage::plus`] adds them; nothing
+    /// used costs nothing.
+    pub fn total<'m>(messages: impl IntoIterator<Item = &'m Message>) -> MessageUsage {
+        let none = MessageUsage { cost_micros: Some(0), ..MessageUsage::default() };
+        messages.into_iter().filter_map(|m| m.usage).fold(none, MessageUsage::plus)
     }
 }
 
