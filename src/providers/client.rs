@@ -13,8 +13,10 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 
 mod reading;
+mod upstream;
 
 use reading::Reading;
+use upstream::Outgoing;
 
 use super::discovery::{self, Discovered};
 use super::sse::SseEvent;
@@ -102,6 +104,8 @@ fn builder(connect_timeout: Duration) -> reqwest::ClientBuilder {
 #[derive(Clone)]
 pub struct ProviderClient {
     http: reqwest::Client,
+    /// Arbor's own client for streamed calls (see `upstream`); none on a pinned client.
+    direct: Option<upstream::Direct>,
     idle_timeout: Duration,
     connect_timeout: Duration,
 }
@@ -143,14 +147,29 @@ impl Decoder {
 
 /// The caller's `anthropic-beta` header on a passed-through Anthropic request: only plain
 /// feature names (letters, digits, `-`, `_`, `.`, commas), at most 1 KiB.
+fn beta_of(req: &ChatRequest) -> Option<&str> {
+    req.passthrough
+        .as_ref()
+        .and_then(|p| p.beta.as_deref())
+        .filter(|v| v.len() <= 1024 && v.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.,".contains(&c)))
+}
+
+/// [`beta_of`] added to a request.
 fn with_beta(b: reqwest::RequestBuilder, req: &ChatRequest) -> reqwest::RequestBuilder {
-    let beta =
-        req.passthrough.as_ref().and_then(|p| p.beta.as_deref()).filter(|v| {
-            v.len() <= 1024 && v.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.,".contains(&c))
-        });
-    match beta {
+    match beta_of(req) {
         Some(v) => b.header("anthropic-beta", v),
         None => b,
+    }
+}
+
+/// The format's authentication and version headers.
+fn auth_headers(ep: &Endpoint) -> Vec<(&'static str, String)> {
+    match ep.format {
+        WireFormat::OpenAi if ep.api_key.is_empty() => Vec::new(),
+        WireFormat::OpenAi => vec![("authorization", format!("Bearer {}", ep.api_key.expose()))],
+        WireFormat::Anthropic => anthropic::headers(ep.api_key.expose()),
+        // The key travels in a header, never in the URL.
+        WireFormat::Gemini => gemini::headers(ep.api_key.expose()),
     }
 }
 
@@ -168,8 +187,8 @@ pub fn redact(message: &str, key: &Secret) -> String {
     out
 }
 
-fn transport_error(e: &reqwest::Error) -> ProviderError {
-    let kind = if e.is_timeout() { "timeout" } else { "connection" };
+fn transport_error(timeout: bool) -> ProviderError {
+    let kind = if timeout { "timeout" } else { "connection" };
     ProviderError {
         status: 0,
         kind: kind.into(),
@@ -191,7 +210,8 @@ const MAX_ERROR_BYTES: usize = 64 * 1024;
 /// With `cut`, a longer body is cut at the cap instead (an error body: its start says what
 /// went wrong).
 async fn read_capped(
-    mut res: reqwest::Response,
+    mut body: upstream::Body,
+    content_length: Option<u64>,
     cap: usize,
     cut: bool,
 ) -> Result<bytes::Bytes, ProviderError> {
@@ -202,22 +222,23 @@ async fn read_capped(
         retryable: false,
         retry_after_secs: None,
     };
-    if !cut && res.content_length().is_some_and(|n| n > cap as u64) {
+    if !cut && content_length.is_some_and(|n| n > cap as u64) {
         return Err(too_large());
     }
-    let mut body = bytes::BytesMut::new();
-    while let Some(chunk) = res.chunk().await.map_err(|e| transport_error(&e))? {
-        let room = cap - body.len();
+    let mut out = bytes::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| transport_error(e.timeout))?;
+        let room = cap - out.len();
         if chunk.len() > room {
             if cut {
-                body.extend_from_slice(&chunk[..room]);
+                out.extend_from_slice(&chunk[..room]);
                 break;
             }
             return Err(too_large());
         }
-        body.extend_from_slice(&chunk);
+        out.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
+    Ok(out.freeze())
 }
 
 /// The provider sent nothing for longer than the idle timeout.
@@ -241,6 +262,11 @@ pub(super) fn parse_failure(e: &StreamParseError) -> ProviderError {
     }
 }
 
+/// A 2xx status.
+fn is_success(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
 fn is_content(e: &ProviderEvent) -> bool {
     matches!(e, ProviderEvent::TextDelta(_) | ProviderEvent::ThoughtDelta(_) | ProviderEvent::ToolCall { .. })
 }
@@ -252,7 +278,9 @@ impl ProviderClient {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(ProviderClient { http, idle_timeout, connect_timeout })
+        let direct =
+            upstream::Direct::new(connect_timeout, IDLE_CONNECTIONS_PER_HOST, IDLE_CONNECTION_TIMEOUT)?;
+        Ok(ProviderClient { http, direct: Some(direct), idle_timeout, connect_timeout })
     }
 
     /// A client like this one whose connections go only to the addresses the SSRF guard
@@ -260,51 +288,74 @@ impl ProviderClient {
     pub fn pinned(&self, target: &crate::netguard::Target) -> Result<ProviderClient, String> {
         let http = crate::netguard::pinned_client(target, builder(self.connect_timeout))
             .map_err(|e| e.to_string())?;
-        Ok(ProviderClient { http, idle_timeout: self.idle_timeout, connect_timeout: self.connect_timeout })
+        Ok(ProviderClient {
+            http,
+            direct: None,
+            idle_timeout: self.idle_timeout,
+            connect_timeout: self.connect_timeout,
+        })
     }
 
-    /// Adds the format's authentication and version headers.
+    /// Adds the format's authentication and version headers, marked sensitive.
     fn authorize(ep: &Endpoint, mut b: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match ep.format {
-            WireFormat::OpenAi => {
-                if !ep.api_key.is_empty() {
-                    b = b.bearer_auth(ep.api_key.expose());
+        for (name, value) in auth_headers(ep) {
+            b = match reqwest::header::HeaderValue::from_str(&value) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    b.header(name, v)
                 }
-            }
-            WireFormat::Anthropic => {
-                for (name, value) in anthropic::headers(ep.api_key.expose()) {
-                    b = b.header(name, value);
-                }
-            }
-            WireFormat::Gemini => {
-                // The key travels in a header, never in the URL.
-                for (name, value) in gemini::headers(ep.api_key.expose()) {
-                    b = b.header(name, value);
-                }
-            }
+                // reqwest reports the bad value when the request is sent.
+                Err(_) => b.header(name, value),
+            };
         }
         b
     }
 
-    fn request(&self, ep: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
-        if ep.via_responses(req) {
-            let url = openai::responses::endpoint(&ep.base_url);
-            return Self::authorize(ep, self.http.post(url).json(&openai::responses::build_request(req)));
-        }
-        let b = match ep.format {
-            WireFormat::OpenAi => {
-                self.http.post(openai::endpoint(&ep.base_url)).json(&openai::build_request(req, true))
+    /// The streamed chat request for `ep`: its URL, headers and body.
+    fn outgoing(ep: &Endpoint, req: &ChatRequest) -> Result<Outgoing, ProviderError> {
+        let (url, body) = if ep.via_responses(req) {
+            (
+                openai::responses::endpoint(&ep.base_url),
+                serde_json::to_vec(&openai::responses::build_request(req)),
+            )
+        } else {
+            match ep.format {
+                WireFormat::OpenAi => {
+                    (openai::endpoint(&ep.base_url), serde_json::to_vec(&openai::build_request(req, true)))
+                }
+                WireFormat::Anthropic => (
+                    anthropic::endpoint(&ep.base_url),
+                    serde_json::to_vec(&anthropic::build_request(req, true)),
+                ),
+                WireFormat::Gemini => (
+                    gemini::endpoint(&ep.base_url, &req.model, true),
+                    serde_json::to_vec(&gemini::build_request(req)),
+                ),
             }
-            WireFormat::Anthropic => with_beta(
-                self.http.post(anthropic::endpoint(&ep.base_url)).json(&anthropic::build_request(req, true)),
-                req,
-            ),
-            WireFormat::Gemini => self
-                .http
-                .post(gemini::endpoint(&ep.base_url, &req.model, true))
-                .json(&gemini::build_request(req)),
         };
-        Self::authorize(ep, b)
+        let body = body.map_err(|e| {
+            parse_failure(&StreamParseError(format!("the request could not be written: {e}")))
+        })?;
+        let mut headers = upstream::json_headers();
+        let beta = beta_of(req).filter(|_| ep.format == WireFormat::Anthropic && !ep.via_responses(req));
+        let extra = auth_headers(ep).into_iter().chain(beta.map(|v| ("anthropic-beta", v.to_string())));
+        for (name, value) in extra {
+            // A key that cannot be a header value fails as reqwest's request would.
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&value).map_err(|_| transport_error(false))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(Outgoing { url, headers, body: body.into() })
+    }
+
+    /// Sends a streamed request: through Arbor's own client when it may carry the URL,
+    /// otherwise through reqwest.
+    async fn send(&self, out: Outgoing) -> Result<upstream::Incoming, upstream::Broken> {
+        match self.direct.as_ref().and_then(|d| d.carries(&out.url).map(|uri| (d, uri))) {
+            Some((direct, uri)) => direct.post(uri, out).await,
+            None => upstream::post_with(&self.http, out).await,
+        }
     }
 
     /// The HTTP client (for the requests of the other call kinds, such as images).
@@ -332,17 +383,16 @@ impl ProviderClient {
             .timeout(self.idle_timeout)
             .send()
             .await
-            .map_err(|e| transport_error(&e))?;
-        let status = res.status().as_u16();
-        let ok = res.status().is_success();
-        let retry_after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+            .map_err(|e| transport_error(e.is_timeout()))?;
+        let res = upstream::from_reqwest(res);
+        let ok = is_success(res.status);
         let body = if ok {
-            read_capped(res, cap, false).await?
+            read_capped(res.body, res.content_length, cap, false).await?
         } else {
-            read_capped(res, MAX_ERROR_BYTES, true).await?
+            read_capped(res.body, res.content_length, MAX_ERROR_BYTES, true).await?
         };
         if !ok {
-            let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
+            let mut err = Self::parse_error(ep.format, res.status, res.retry_after.as_deref(), &body);
             err.message = redact(&err.message, &ep.api_key);
             return Err(err);
         }
@@ -492,20 +542,19 @@ impl ProviderClient {
     ) -> Result<(Vec<ProviderEvent>, Reading), ProviderError> {
         // The idle timeout also bounds the wait for the response headers: a provider that
         // accepts the connection and then says nothing must not hold the run forever.
-        let res = match tokio::time::timeout(self.idle_timeout, self.request(ep, req).send()).await {
-            Ok(sent) => sent.map_err(|e| transport_error(&e))?,
+        let out = Self::outgoing(ep, req)?;
+        let res = match tokio::time::timeout(self.idle_timeout, self.send(out)).await {
+            Ok(sent) => sent.map_err(|e| transport_error(e.timeout))?,
             Err(_) => return Err(idle_timeout_error()),
         };
-        let status = res.status().as_u16();
-        if !res.status().is_success() {
-            let retry_after =
-                res.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-            let body = tokio::time::timeout(self.idle_timeout, read_capped(res, MAX_ERROR_BYTES, true))
+        if !is_success(res.status) {
+            let read = read_capped(res.body, res.content_length, MAX_ERROR_BYTES, true);
+            let body = tokio::time::timeout(self.idle_timeout, read)
                 .await
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or_default();
-            let mut err = Self::parse_error(ep.format, status, retry_after.as_deref(), &body);
+            let mut err = Self::parse_error(ep.format, res.status, res.retry_after.as_deref(), &body);
             err.message = redact(&err.message, &ep.api_key);
             return Err(err);
         }
@@ -514,8 +563,7 @@ impl ProviderClient {
         } else {
             Decoder::new(ep.format)
         };
-        let mut reading =
-            Reading::new(Box::pin(res.bytes_stream()), decoder, self.idle_timeout, ep.api_key.clone());
+        let mut reading = Reading::new(res.body, decoder, self.idle_timeout, ep.api_key.clone());
         let mut held = Vec::new();
         while let Some(ev) = reading.next().await {
             let ev = reading.redact(ev);

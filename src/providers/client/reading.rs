@@ -2,11 +2,11 @@
 //! the idle timeout and the key kept out of error messages.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 
+use super::upstream::Body;
 use super::{Decoder, parse_failure, redact, transport_error};
 use crate::providers::sse::{SseEvent, SseParser};
 use crate::providers::types::{ProviderError, ProviderEvent};
@@ -14,7 +14,7 @@ use crate::secret::Secret;
 
 /// A streamed response being read: bytes -> SSE events -> provider events.
 pub(super) struct Reading {
-    body: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    body: Body,
     parser: SseParser,
     decoder: Decoder,
     /// Parsed but not yet decoded: one network read may hold a whole fast stream, and decoding
@@ -29,12 +29,7 @@ pub(super) struct Reading {
 impl Reading {
     /// Reading `body` with `decoder`, ending with an error after `idle_timeout` of silence;
     /// `key` is taken out of error messages.
-    pub(super) fn new(
-        body: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-        decoder: Decoder,
-        idle_timeout: Duration,
-        key: Secret,
-    ) -> Reading {
+    pub(super) fn new(body: Body, decoder: Decoder, idle_timeout: Duration, key: Secret) -> Reading {
         Reading {
             body,
             parser: SseParser::new(),
@@ -82,7 +77,7 @@ impl Reading {
                 Some(Ok(chunk)) => self.raw.extend(self.parser.push(&chunk)),
                 Some(Err(e)) => {
                     self.done = true;
-                    return Some(ProviderEvent::Error(transport_error(&e)));
+                    return Some(ProviderEvent::Error(transport_error(e.timeout)));
                 }
                 None => {
                     for sse in self.parser.finish() {
