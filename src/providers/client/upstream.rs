@@ -22,9 +22,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-/// The largest read buffer of a streamed connection: two network reads of 8 KiB, far more
-/// than one chunk, and room for 16 KiB of response headers.
-const MAX_READ_BUFFER: usize = 16 * 1024;
+/// The largest read buffer of a streamed connection, hyper's smallest: far more than one
+/// chunk, and room for 8 KiB of response headers (nginx's own default limit for what it reads
+/// of an upstream's headers is 4 or 8 KiB). With 16 KiB a stream at 1,000 held 25 KB of read
+/// buffer (BENCHMARKS step 18).
+const MAX_READ_BUFFER: usize = 8 * 1024;
 
 /// A request ready to send: where, its headers and its JSON body.
 pub(super) struct Outgoing {
