@@ -337,7 +337,7 @@ impl ProviderClient {
             parse_failure(&StreamParseError(format!("the request could not be written: {e}")))
         })?;
         let mut headers = upstream::json_headers();
-        let beta = beta_of(req).filter(|_| ep.format == WireFormat::Anthropic && !ep.via_responses(req));
+        let beta = beta_of(req).filter(|_| ep.format == WireFormat::Anthropic);
         let extra = auth_headers(ep).into_iter().chain(beta.map(|v| ("anthropic-beta", v.to_string())));
         for (name, value) in extra {
             // A key that cannot be a header value fails as reqwest's request would.
@@ -392,9 +392,7 @@ impl ProviderClient {
             read_capped(res.body, res.content_length, MAX_ERROR_BYTES, true).await?
         };
         if !ok {
-            let mut err = Self::parse_error(ep.format, res.status, res.retry_after.as_deref(), &body);
-            err.message = redact(&err.message, &ep.api_key);
-            return Err(err);
+            return Err(Self::refusal(ep, res.status, res.retry_after.as_deref(), &body));
         }
         Ok(body)
     }
@@ -526,12 +524,16 @@ impl ProviderClient {
         Ok(Some(out))
     }
 
-    fn parse_error(format: WireFormat, status: u16, retry_after: Option<&str>, body: &[u8]) -> ProviderError {
-        match format {
+    /// The error an unsuccessful answer stands for, read from its body in `ep`'s format, with
+    /// the key taken out of its message.
+    fn refusal(ep: &Endpoint, status: u16, retry_after: Option<&str>, body: &[u8]) -> ProviderError {
+        let mut err = match ep.format {
             WireFormat::OpenAi => openai::parse_error(status, retry_after, body),
             WireFormat::Anthropic => anthropic::parse_error(status, retry_after, body),
             WireFormat::Gemini => gemini::parse_error(status, retry_after, body),
-        }
+        };
+        err.message = redact(&err.message, &ep.api_key);
+        err
     }
 
     /// One attempt: the HTTP exchange, then events up to and including the first content event.
@@ -554,9 +556,7 @@ impl ProviderClient {
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or_default();
-            let mut err = Self::parse_error(ep.format, res.status, res.retry_after.as_deref(), &body);
-            err.message = redact(&err.message, &ep.api_key);
-            return Err(err);
+            return Err(Self::refusal(ep, res.status, res.retry_after.as_deref(), &body));
         }
         let decoder = if ep.via_responses(req) {
             Decoder::OpenAiResponses(openai::responses::StreamDecoder::new())
