@@ -5,12 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{IndexOp, SearchIndex};
 
 /// Commit at once, without waiting for the interval, when this many changes are waiting.
 const MAX_BATCH: usize = 10_000;
+
+/// Close the writer once nothing has been written for this long (its memory and threads are
+/// not needed by a quiet server); the next change opens it again.
+const RELEASE_WRITER_AFTER: Duration = Duration::from_secs(30);
 
 /// The queue's name in the metrics.
 const QUEUE: &str = "search_indexer";
@@ -40,8 +44,19 @@ impl Indexer {
         interval: Duration,
         on_commit: impl Fn(u64) + Send + Sync + 'static,
     ) -> Indexer {
+        Self::spawn_releasing_after(index, interval, RELEASE_WRITER_AFTER, on_commit)
+    }
+
+    /// [`Indexer::spawn`], closing the index's writer once nothing was committed for
+    /// `release_after` (checked on the interval).
+    fn spawn_releasing_after(
+        index: SearchIndex,
+        interval: Duration,
+        release_after: Duration,
+        on_commit: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Indexer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(Task::new(index, Arc::new(on_commit)), interval, rx));
+        tokio::spawn(run(Task::new(index, Arc::new(on_commit)), interval, release_after, rx));
         Indexer { tx }
     }
 
@@ -79,6 +94,8 @@ struct Task {
     /// A batch was lost (its commit panicked): the watermark must not move past it.
     lost: bool,
     waiters: Vec<oneshot::Sender<()>>,
+    /// When the last commit was made, while the writer it used may still be open.
+    committed_at: Option<Instant>,
 }
 
 impl Task {
@@ -92,6 +109,7 @@ impl Task {
             failing: false,
             lost: false,
             waiters: Vec::new(),
+            committed_at: None,
         }
     }
 
@@ -121,6 +139,21 @@ impl Task {
         }
     }
 
+    /// Closes the writer if nothing was committed for `after`.
+    async fn release_if_quiet(&mut self, after: Duration) {
+        if self.committed_at.is_none_or(|at| at.elapsed() < after) {
+            return;
+        }
+        self.committed_at = None;
+        let index = self.index.clone();
+        // It waits for the writer's merges to end.
+        match tokio::task::spawn_blocking(move || index.release_writer()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "closing the quiet search index writer failed"),
+            Err(e) => tracing::warn!(error = %e, "closing the quiet search index writer panicked"),
+        }
+    }
+
     async fn commit_pending(&mut self) {
         let ops = std::mem::take(&mut self.pending);
         let count = ops.len();
@@ -134,6 +167,7 @@ impl Task {
         match done {
             Ok((_, Ok(()))) => {
                 self.failing = false;
+                self.committed_at = Some(Instant::now());
                 if let Some(seq) = self.pending_seq.take() {
                     let committed = self.committed.map_or(seq, |c| c.max(seq));
                     self.committed = Some(committed);
@@ -161,7 +195,12 @@ impl Task {
     }
 }
 
-async fn run(mut task: Task, interval: Duration, mut rx: mpsc::UnboundedReceiver<Msg>) {
+async fn run(
+    mut task: Task,
+    interval: Duration,
+    release_after: Duration,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+) {
     // Tokio panics on a zero period.
     let interval = interval.max(Duration::from_millis(1));
     // Not `interval()`: its first tick is immediate, which would commit a burst early.
@@ -184,7 +223,9 @@ async fn run(mut task: Task, interval: Duration, mut rx: mpsc::UnboundedReceiver
                 }
             }
             _ = ticker.tick() => {
-                if !task.pending.is_empty() {
+                if task.pending.is_empty() {
+                    task.release_if_quiet(release_after).await;
+                } else {
                     task.commit().await;
                 }
             }
@@ -310,6 +351,32 @@ mod tests {
         }
         assert_eq!(*seen.lock().unwrap(), [7]);
         assert_eq!(index.num_docs(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_quiet_index_closes_its_writer_and_the_next_change_opens_it_again() {
+        let index = SearchIndex::open_in_ram().unwrap();
+        let (seen, on_commit) = recorder();
+        let indexer = Indexer::spawn_releasing_after(
+            index.clone(),
+            Duration::from_millis(10),
+            Duration::from_millis(200),
+            on_commit,
+        );
+        let user = Uuid::new_v4();
+        assert!(!index.has_writer(), "no writer before the first change");
+        indexer.send(1, IndexOp::Upsert(doc(user, "first")));
+        indexer.flush().await;
+        assert!(index.has_writer());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while index.has_writer() {
+            assert!(tokio::time::Instant::now() < deadline, "the quiet writer was not closed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        indexer.send(2, IndexOp::Upsert(doc(user, "first again")));
+        indexer.flush().await;
+        assert_eq!(hits(&index, user, "first"), 2);
+        assert_eq!(*seen.lock().unwrap(), [1, 2]);
     }
 
     #[test]

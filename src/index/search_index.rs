@@ -2,14 +2,14 @@
 //! searching one user's messages.
 
 use std::ops::Range;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
 use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::directory::error::OpenReadError;
-use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
+use tantivy::directory::{Directory, DirectoryLock, INDEX_WRITER_LOCK, Lock};
 use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::{Schema, Value};
 use tantivy::snippet::SnippetGenerator;
@@ -46,6 +46,12 @@ const SNIPPET_BYTES: usize = 200;
 
 /// Marks which [`SCHEMA_VERSION`] wrote the index in its directory.
 const VERSION_FILE: &str = "arbor-search-version";
+
+/// Held for as long as an index in a directory is open, so that a second process (another
+/// server on the same data directory, `arbor reindex` beside a running one) cannot open it.
+/// Tantivy's writer lock cannot do this: the writer is made only while there is something to
+/// write (see [`SearchIndex::release_writer`]).
+const OPEN_LOCK: &str = "arbor-index.lock";
 
 /// One page of results.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,8 +96,12 @@ struct Inner {
     reader: IndexReader,
     fields: Fields,
     analyzer: TextAnalyzer,
-    /// `None` after a failure the writer could not roll back from: the next write makes a new one.
+    /// Made by the first write, and again after a failure it could not roll back from or after
+    /// [`SearchIndex::release_writer`]: an open writer holds about 3 MB (a channel of 10,000
+    /// document slots) and its threads, which an index nobody writes to does not need.
     writer: Mutex<Option<IndexWriter>>,
+    /// [`OPEN_LOCK`], for an index in a directory.
+    _open: Option<Arc<DirectoryLock>>,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -154,20 +164,30 @@ fn new_writer(index: &Index) -> Result<IndexWriter, IndexError> {
         // Merges run in the background; one thread is plenty and leaves a core to the server.
         .num_merge_threads(1)
         .build();
-    // The writer's lock is a `flock`, which a child process forked at that moment (an agent's
-    // command, an MCP server) holds until it execs: a lock taken and released just before
-    // (as `open` does while wiping) can still read as busy for a few milliseconds. Try again
-    // for up to a second before calling the index busy.
+    Ok(retry_if_locked(|| index.writer_with_options(options.clone()))?)
+}
+
+/// Tantivy's locks are `flock`s, which a child process forked at that moment (an agent's
+/// command, an MCP server) holds until it execs: a lock taken and released just before (as
+/// `open` does while wiping, or a writer just released) can still read as busy for a few
+/// milliseconds. Try again for up to a second before calling the index busy.
+fn retry_if_locked<T>(mut take: impl FnMut() -> tantivy::Result<T>) -> tantivy::Result<T> {
     let mut tries = 0;
     loop {
-        match index.writer_with_options(options.clone()) {
+        match take() {
             Err(TantivyError::LockFailure(..)) if tries < 50 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            result => return Ok(result?),
+            result => return result,
         }
     }
+}
+
+fn hold_open_lock(directory: &IndexDirectory) -> tantivy::Result<Arc<DirectoryLock>> {
+    let lock = Lock { filepath: PathBuf::from(OPEN_LOCK), is_blocking: false };
+    retry_if_locked(|| directory.acquire_lock(&lock).map_err(|e| TantivyError::LockFailure(e, None)))
+        .map(Arc::new)
 }
 
 impl SearchIndex {
@@ -180,9 +200,10 @@ impl SearchIndex {
         std::fs::create_dir_all(dir)?;
         let (schema, fields) = schema::build_schema();
         let directory = IndexDirectory::open(dir)?;
+        let open = hold_open_lock(&directory)?;
         if version_matches(dir)
             && Index::exists(&directory).map_err(TantivyError::from)?
-            && let Some(index) = Self::open_existing(&directory, &schema, fields)?
+            && let Some(index) = Self::open_existing(&directory, &schema, fields, &open)?
         {
             return Ok((index, false));
         }
@@ -200,7 +221,7 @@ impl SearchIndex {
         }
         let index = Index::builder().schema(schema).settings(schema::settings()).open_or_create(directory)?;
         drop(lock);
-        let index = Self::from_index(index, fields)?;
+        let index = Self::from_index(index, fields, Some(open))?;
         // Written last: a crash before this point rebuilds again at the next start.
         write_version(dir)?;
         Ok((index, true))
@@ -211,6 +232,7 @@ impl SearchIndex {
         directory: &IndexDirectory,
         schema: &Schema,
         fields: Fields,
+        open: &Arc<DirectoryLock>,
     ) -> Result<Option<SearchIndex>, IndexError> {
         let index = match Index::open(directory.clone()) {
             Ok(index)
@@ -223,7 +245,7 @@ impl SearchIndex {
             Err(e) if unusable(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        match Self::from_index(index, fields) {
+        match Self::from_index(index, fields, Some(open.clone())) {
             Ok(index) => Ok(Some(index)),
             Err(IndexError::Tantivy(e)) if unusable(&e) => Ok(None),
             Err(e) => Err(e),
@@ -234,24 +256,58 @@ impl SearchIndex {
     pub fn open_in_ram() -> Result<SearchIndex, IndexError> {
         let (schema, fields) = schema::build_schema();
         let index = Index::builder().schema(schema).settings(schema::settings()).create_in_ram()?;
-        Self::from_index(index, fields)
+        Self::from_index(index, fields, None)
     }
 
-    fn from_index(index: Index, fields: Fields) -> Result<SearchIndex, IndexError> {
+    fn from_index(
+        index: Index,
+        fields: Fields,
+        open: Option<Arc<DirectoryLock>>,
+    ) -> Result<SearchIndex, IndexError> {
         // Tokenizers are not persisted with the index: register ours on every open.
         index.tokenizers().register(ANALYZER, schema::analyzer());
         // Manual: `apply` reloads after each commit, so searches see it as soon as it returns.
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        let writer = new_writer(&index)?;
         Ok(SearchIndex {
             inner: Arc::new(Inner {
                 index,
                 reader,
                 fields,
                 analyzer: schema::analyzer(),
-                writer: Mutex::new(Some(writer)),
+                writer: Mutex::new(None),
+                _open: open,
             }),
         })
+    }
+
+    /// Closes the writer, if one is open, once its merges are done; the next write opens a new
+    /// one. The indexer calls it when the index has been quiet for a while, so that a server
+    /// nobody is chatting on does not keep the writer's memory and threads. Blocking (it waits
+    /// for merges): call it from `spawn_blocking` in async code. `true` if a writer was closed.
+    pub fn release_writer(&self) -> Result<bool, IndexError> {
+        // The slot stays locked until the writer is gone: a write meanwhile waits instead of
+        // finding Tantivy's writer lock still held.
+        let mut slot = self.writer_slot();
+        match slot.take() {
+            Some(writer) => {
+                writer.wait_merging_threads()?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn writer_slot(&self) -> MutexGuard<'_, Option<IndexWriter>> {
+        self.inner.writer.lock().unwrap_or_else(|poisoned| {
+            // A panic while writing took the writer out of the slot (it was dropped).
+            self.inner.writer.clear_poison();
+            poisoned.into_inner()
+        })
+    }
+
+    /// Whether a writer is open (for tests of [`SearchIndex::release_writer`]).
+    pub fn has_writer(&self) -> bool {
+        self.writer_slot().is_some()
     }
 
     /// Runs `f` with the writer. If `f` fails, what it added since the last commit is rolled
@@ -261,14 +317,7 @@ impl SearchIndex {
         &self,
         f: impl FnOnce(&mut IndexWriter) -> Result<T, IndexError>,
     ) -> Result<T, IndexError> {
-        let mut slot = match self.inner.writer.lock() {
-            Ok(slot) => slot,
-            Err(poisoned) => {
-                // A panic while writing took the writer out of the slot (it was dropped).
-                self.inner.writer.clear_poison();
-                poisoned.into_inner()
-            }
-        };
+        let mut slot = self.writer_slot();
         let mut writer = match slot.take() {
             Some(w) => w,
             None => new_writer(&self.inner.index)?,
@@ -472,11 +521,13 @@ impl SearchIndex {
     /// the commit.
     pub(super) fn add_uncommitted(&self, docs: &[super::IndexDoc]) {
         let f = self.inner.fields;
-        let slot = self.inner.writer.lock().unwrap();
-        let w = slot.as_ref().unwrap();
-        for d in docs {
-            w.add_document(schema::to_document(&f, d)).unwrap();
-        }
+        self.with_writer(|w| {
+            for d in docs {
+                w.add_document(schema::to_document(&f, d))?;
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 }
 

@@ -378,6 +378,31 @@ fn reopening_keeps_committed_documents_and_drops_uncommitted_ones() {
 }
 
 #[test]
+fn an_open_index_keeps_other_opens_out_with_or_without_its_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let u = Uuid::new_v4();
+    let (index, _) = SearchIndex::open(dir.path()).unwrap();
+    // Nothing written yet: no writer, and still nobody else may open the directory.
+    assert!(!index.has_writer());
+    let second = SearchIndex::open(dir.path()).map(|_| ()).unwrap_err();
+    assert!(matches!(second, IndexError::Tantivy(TantivyError::LockFailure(..))), "{second:?}");
+    upsert(&index, &[doc(u, "written")]);
+    assert!(index.has_writer());
+    // Closing the writer keeps what it committed, and the next write opens a new one.
+    assert!(index.release_writer().unwrap());
+    assert!(!index.has_writer());
+    assert!(!index.release_writer().unwrap(), "nothing left to close");
+    assert!(SearchIndex::open(dir.path()).is_err());
+    assert_eq!(search(&index, u, "written").total, 1);
+    upsert(&index, &[doc(u, "written again")]);
+    assert_eq!(search(&index, u, "written").total, 2);
+    drop(index);
+    let (index, fresh) = SearchIndex::open(dir.path()).unwrap();
+    assert!(!fresh);
+    assert_eq!(index.num_docs(), 2);
+}
+
+#[test]
 fn an_index_of_another_schema_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let foreign = dir.path().join("notes.txt");
