@@ -41,6 +41,7 @@ fn main() {
         let _ = writeln!(code, "];");
     }
     link_in_code_order(&root);
+    pack_relative_relocations();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into())).join("assets.rs");
     if let Err(e) = std::fs::write(&out, code) {
         panic!("cannot write {}: {e}", out.display());
@@ -65,5 +66,32 @@ fn link_in_code_order(root: &Path) {
     if wanted {
         println!("cargo:rustc-link-arg-bin=arbor=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bin=arbor=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// Links the server with its relative relocations packed (`DT_RELR`): the dynamic loader reads
+/// every relocation at start, and the 2 MiB table of the usual format then stays mapped for the
+/// life of the process; packed, it is a few KiB (BENCHMARKS.md, step 19). The loader must know
+/// the format: glibc 2.36 and later (Debian 12, as in the image; the binary names the
+/// requirement, so an older glibc refuses it at start rather than misloading it). Only when the
+/// glibc of the build host, which the binary is linked against, is that recent, and only on
+/// x86_64 Linux, where rustc links with lld (debug builds too, so the test suite runs it).
+fn pack_relative_relocations() {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let version = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    let recent = version
+        .trim()
+        .strip_prefix("glibc ")
+        .and_then(|v| {
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+            Some((parts.next()??, parts.next()??))
+        })
+        .is_some_and(|v| v >= (2, 36));
+    if var("TARGET") == "x86_64-unknown-linux-gnu" && recent {
+        println!("cargo:rustc-link-arg-bin=arbor=-Wl,-z,pack-relative-relocs");
     }
 }
