@@ -306,7 +306,8 @@ impl SearchIndex {
     }
 
     /// Whether a writer is open (for tests of [`SearchIndex::release_writer`]).
-    pub fn has_writer(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_writer(&self) -> bool {
         self.writer_slot().is_some()
     }
 
