@@ -169,9 +169,12 @@ pub async fn connect_counted(config: &Config) -> StorageResult<(DatabaseConnecti
     let mut db = connect(config).await?;
     let counter = QueryCounter::default();
     let inner = counter.0.clone();
-    db.set_metric_callback(move |_| {
+    db.set_metric_callback(move |info| {
         inner.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         crate::metrics::db_statement();
+        // `RUST_LOG=arbor::sql=trace` lists every statement: how the per-request counts in
+        // BENCHMARKS.md are broken down.
+        tracing::trace!(target: "arbor::sql", elapsed_us = info.elapsed.as_micros() as u64, failed = info.failed, "{}", info.statement.sql);
     });
     Ok((db, counter))
 }
