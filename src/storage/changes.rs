@@ -1,5 +1,5 @@
 //! Generations of the tables whose rows the domain keeps in memory between writes (tokens and
-//! browser sessions with their users, aliases, quotas, vault secrets, workspaces): every write to one moves its generation, and a
+//! browser sessions with their users, aliases, quotas, vault secrets, workspaces, MCP servers): every write to one moves its generation, and a
 //! copy read at an older generation is stale. Writes made here are also offered to the other
 //! instances ([`local_changes`]), whose listeners move their own generation ([`heard`]).
 //!
@@ -27,14 +27,18 @@ pub enum Kept {
     Vault,
     /// `workspaces` (their settings and attached key; who may open them is read each time).
     Workspaces,
+    /// Which MCP servers a member's runs may use: `mcp_servers`, and `group_members` (servers
+    /// are shared with groups).
+    McpServers,
 }
 
 impl Kept {
     /// Every kind, for a gap in what the other instances said.
-    pub const ALL: [Kept; 5] = [Kept::Accounts, Kept::Aliases, Kept::Quotas, Kept::Vault, Kept::Workspaces];
+    pub const ALL: [Kept; 6] =
+        [Kept::Accounts, Kept::Aliases, Kept::Quotas, Kept::Vault, Kept::Workspaces, Kept::McpServers];
 
     fn slot(self) -> &'static AtomicU64 {
-        static SLOTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+        static SLOTS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
         &SLOTS[self as usize]
     }
 }

@@ -1076,6 +1076,13 @@ async fn shared_with_a_group_it_reaches_the_groups_agents_and_never_shows_its_he
     assert!(page.contains("shared-mcp-list") && page.contains("<code>mine</code>"), "{page}");
     assert!(!page.contains("secret-header-value") && !page.contains("X-Api-Key"), "{page}");
 
+    // Each reply's list of servers is kept between writes: a member who leaves the group loses
+    // the tools at once, and has them again at once when added back.
+    app.state.teams.groups.remove_member(&proof, &Origin::cli(), platform.id, other.id).await.unwrap();
+    assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));
+    app.state.teams.groups.add_member(&proof, &Origin::cli(), platform.id, &other.email).await.unwrap();
+    assert!(mcp.tools_for(other.id).await.iter().any(|t| t.spec.name == "mine__echo"));
+
     // Shared with nobody again, or the group deleted: gone from their agent.
     assert_eq!(share("group=".into(), &b.c.s).await.status(), 200);
     assert!(mcp.tools_for(other.id).await.iter().all(|t| !t.spec.name.starts_with("mine__")));

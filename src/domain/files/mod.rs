@@ -241,15 +241,27 @@ impl Files {
     /// The parts a model gets for messages' attachments: images as image parts when the model
     /// sees images, PDFs as document parts when its API reads them, text files as text, anything
     /// else as a short note that a file was attached.
+    ///
+    /// One read serves both halves of a request's files: `asked` (the user messages, whose
+    /// files become parts) and `answered` (answers, whose files an image model made: returned
+    /// as views, for naming them to the model).
     pub async fn provider_parts(
         &self,
-        message_ids: &[Uuid],
+        asked: &[Uuid],
+        answered: &[Uuid],
         vision: bool,
         documents: bool,
-    ) -> DomainResult<HashMap<Uuid, Vec<Part>>> {
-        let (db, store) = (&self.db, &self.store);
+    ) -> DomainResult<(HashMap<Uuid, Vec<Part>>, HashMap<Uuid, Vec<FileView>>)> {
+        let store = &self.store;
+        let ids: Vec<Uuid> = asked.iter().chain(answered).copied().collect();
+        let asked: std::collections::HashSet<Uuid> = asked.iter().copied().collect();
         let mut out: HashMap<Uuid, Vec<Part>> = HashMap::new();
-        for a in repo::attachments_of(db, message_ids).await? {
+        let mut made: HashMap<Uuid, Vec<FileView>> = HashMap::new();
+        for a in repo::attachments_of(&self.db, &ids).await? {
+            if !asked.contains(&a.message_id) {
+                made.entry(a.message_id).or_default().push(view_of(a));
+                continue;
+            }
             let note = Part::Text {
                 text: format!("[Attached file: {} ({}, {})]", a.file_name, a.mime, readable_size(a.size)),
             };
@@ -287,7 +299,7 @@ impl Files {
             };
             out.entry(a.message_id).or_default().push(part);
         }
-        Ok(out)
+        Ok((out, made))
     }
 }
 

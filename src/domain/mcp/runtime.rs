@@ -13,12 +13,14 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::domain::agent::{OfferedTool, tool_digest};
+use crate::domain::fresh::FreshCopies;
 use crate::domain::mcp::servers::{self, Transport};
 use crate::domain::{DomainError, DomainResult};
 use crate::model::mcp::McpServerRecord;
 use crate::netguard::AllowedRanges;
 use crate::providers::types::ToolSpec;
 use crate::storage::Db;
+use crate::storage::changes::{self, Kept};
 use crate::storage::repos::mcp_servers as repo;
 use crate::tools::mcp::{McpManager, McpServerConfig, McpTransport};
 use crate::tools::{Risk, ToolOutput};
@@ -36,7 +38,15 @@ pub struct McpRuntime {
     /// Servers whose tools could not be listed, and until when runs go on without them (so a
     /// server that is down does not hold up every reply for its start timeout).
     resting: Mutex<HashMap<Uuid, std::time::Instant>>,
+    /// The servers each member may use, by workspace (see [`Self::servers_for`]).
+    kept: FreshCopies<(Uuid, Option<Uuid>), Vec<McpServerRecord>>,
 }
+
+/// How long a kept list of servers is used at most (bounds a missed note from another instance
+/// or a write by the command line).
+const KEPT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Lists kept at most; past it all are read again.
+const KEPT_MOST: usize = 4096;
 
 /// How long runs go on without a server whose tools could not be listed.
 const REST_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -70,6 +80,7 @@ impl McpRuntime {
             member_allowed,
             configs: Mutex::new(HashMap::new()),
             resting: Mutex::new(HashMap::new()),
+            kept: FreshCopies::new(KEPT_AGE, KEPT_MOST),
         }
     }
 
@@ -81,13 +92,22 @@ impl McpRuntime {
         user_id: Uuid,
         workspace: Option<Uuid>,
     ) -> DomainResult<Vec<McpServerRecord>> {
-        let groups = crate::storage::repos::groups::group_ids_of(&self.db, user_id).await?;
-        let mut seen = std::collections::HashSet::new();
-        Ok(repo::enabled_for(&self.db, user_id, &groups, workspace)
-            .await?
-            .into_iter()
-            .filter(|r| seen.insert(r.name.clone()))
-            .collect())
+        // Every reply asks this before its first call: the list is kept between writes to the
+        // servers or to group memberships (`Kept::McpServers`), like the other kept rows.
+        let generation = changes::generation(Kept::McpServers);
+        self.kept
+            .get_or_read((user_id, workspace), generation, async || {
+                let groups = crate::storage::repos::groups::group_ids_of(&self.db, user_id).await?;
+                let mut seen = std::collections::HashSet::new();
+                Ok::<_, DomainError>(
+                    repo::enabled_for(&self.db, user_id, &groups, workspace)
+                        .await?
+                        .into_iter()
+                        .filter(|r| seen.insert(r.name.clone()))
+                        .collect(),
+                )
+            })
+            .await
     }
 
     /// The server's configuration for the manager, decrypting its secrets only when it changed.

@@ -441,7 +441,12 @@ impl Pages {
         session: &ChatSession,
         shown: &[Message],
     ) -> DomainResult<MessageExtras> {
-        let calls = self.engine.calls_by_result_in(session).await?;
+        // Calls are shown on their results only: a window without one (an answer's end, most
+        // pages of a chat) needs none of them.
+        let calls = match shown.iter().any(|m| m.role == Role::Tool) {
+            true => self.engine.calls_by_result_in(session).await?,
+            false => HashMap::new(),
+        };
         let ids: Vec<Uuid> = shown.iter().map(|m| m.id).collect();
         let files = self.files.views_of(&ids).await?;
         let results: Vec<&Message> = shown.iter().filter(|m| is_subagent_result(m)).collect();

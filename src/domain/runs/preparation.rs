@@ -44,28 +44,24 @@ impl RunEngine {
         let Some(files) = &self.files else { return Default::default() };
         let files_from = context::window(path).files_from;
         let sent = path.get(files_from..).unwrap_or_default();
-        let ids: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
-        // PDFs go as documents to the three APIs that read them, for models that see images.
-        let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
-        let mut parts = match files.provider_parts(&ids, model.info.vision, documents).await {
-            Ok(parts) => parts,
-            Err(e) => {
-                tracing::warn!(error = %e, "attachments could not be read for a request");
-                Default::default()
-            }
-        };
+        let asked: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::User).map(|m| m.id).collect();
         // The images an image model answered with are named to the model (so that it knows
         // of them, and can give them to `generate_image` to edit).
         let answers: Vec<Uuid> = sent.iter().filter(|m| m.role == Role::Assistant).map(|m| m.id).collect();
-        match files.views_of(&answers).await {
-            Ok(made) => {
-                for (id, views) in made {
-                    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
-                    let text = format!("[Images made for the user: {}]", names.join(", "));
-                    parts.entry(id).or_default().push(Part::Text { text });
+        // PDFs go as documents to the three APIs that read them, for models that see images.
+        let documents = model.info.vision && model.kind != crate::config::ProviderKind::OpenAiCompatible;
+        let (mut parts, made) =
+            match files.provider_parts(&asked, &answers, model.info.vision, documents).await {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(error = %e, "attachments could not be read for a request");
+                    Default::default()
                 }
-            }
-            Err(e) => tracing::warn!(error = %e, "the images of answers could not be read for a request"),
+            };
+        for (id, views) in made {
+            let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+            let text = format!("[Images made for the user: {}]", names.join(", "));
+            parts.entry(id).or_default().push(Part::Text { text });
         }
         parts
     }

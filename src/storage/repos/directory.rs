@@ -244,6 +244,7 @@ pub async fn members<C: ConnectionTrait>(
 /// Takes everyone out of a group.
 pub async fn clear_members<C: ConnectionTrait>(conn: &C, group_id: Uuid) -> StorageResult<()> {
     group_member::Entity::delete_many().filter(group_member::Column::GroupId.eq(group_id)).exec(conn).await?;
+    crate::storage::changes::changed(crate::storage::changes::Kept::McpServers);
     Ok(())
 }
 

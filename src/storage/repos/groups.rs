@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::model::accounts::{Role, User};
 use crate::model::teams::{Group, name_key};
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::{group, group_member, user};
 use crate::storage::repos::users::to_domain as to_user;
 use crate::storage::{Db, StorageResult};
@@ -115,7 +116,9 @@ pub async fn rename(db: &Db, id: Uuid, name: &str) -> StorageResult<bool> {
 
 /// Deletes a group (its memberships go with it).
 pub async fn delete<C: ConnectionTrait>(conn: &C, id: Uuid) -> StorageResult<bool> {
-    Ok(group::Entity::delete_by_id(id).exec(conn).await?.rows_affected == 1)
+    let deleted = group::Entity::delete_by_id(id).exec(conn).await?.rows_affected == 1;
+    changes::changed(Kept::McpServers);
+    Ok(deleted)
 }
 
 /// The group's members by email.
@@ -153,6 +156,8 @@ pub async fn add_member<C: ConnectionTrait>(conn: &C, group_id: Uuid, user_id: U
         )
         .exec_without_returning(conn)
         .await?;
+    // Who is in a group decides which shared MCP servers they may use.
+    changes::changed(Kept::McpServers);
     Ok(n == 1)
 }
 
@@ -162,13 +167,15 @@ pub async fn remove_member<C: ConnectionTrait>(
     group_id: Uuid,
     user_id: Uuid,
 ) -> StorageResult<bool> {
-    Ok(group_member::Entity::delete_many()
+    let removed = group_member::Entity::delete_many()
         .filter(group_member::Column::GroupId.eq(group_id))
         .filter(group_member::Column::UserId.eq(user_id))
         .exec(conn)
         .await?
         .rows_affected
-        == 1)
+        == 1;
+    changes::changed(Kept::McpServers);
+    Ok(removed)
 }
 
 /// The groups a person is in, by name.
@@ -224,12 +231,14 @@ pub async fn leave_managed_except<C: ConnectionTrait>(
         .and_where(group::Column::ManagedByIdp.eq(true))
         .and_where(group::Column::Id.is_not_in(keep.iter().copied()))
         .to_owned();
-    Ok(group_member::Entity::delete_many()
+    let left = group_member::Entity::delete_many()
         .filter(group_member::Column::UserId.eq(user_id))
         .filter(group_member::Column::GroupId.in_subquery(managed))
         .exec(conn)
         .await?
-        .rows_affected)
+        .rows_affected;
+    changes::changed(Kept::McpServers);
+    Ok(left)
 }
 
 /// Every membership as (person, group name), at most `limit` (for usage by group).

@@ -7,6 +7,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::model::mcp::McpServerRecord;
+use crate::storage::changes::{self, Kept};
 use crate::storage::entities::mcp_server;
 use crate::storage::{Db, StorageResult};
 
@@ -96,6 +97,7 @@ async fn set_owned(
         .filter(mcp_server::Column::OwnerId.eq(owner))
         .exec(db)
         .await?;
+    changes::changed(Kept::McpServers);
     Ok(res.rows_affected == 1)
 }
 
@@ -106,6 +108,7 @@ pub async fn unshare_group<C: ConnectionTrait>(conn: &C, group: Uuid) -> Storage
         .filter(mcp_server::Column::GroupId.eq(group))
         .exec(conn)
         .await?;
+    changes::changed(Kept::McpServers);
     Ok(())
 }
 
@@ -145,18 +148,23 @@ pub async fn find(db: &Db, id: Uuid) -> StorageResult<Option<McpServerRecord>> {
 /// Stores a new server.
 pub async fn insert(db: &Db, record: McpServerRecord) -> StorageResult<McpServerRecord> {
     let row: mcp_server::ActiveModel = record.into();
-    Ok(mcp_server::Entity::insert(row).exec_with_returning(db).await?.into())
+    let made = mcp_server::Entity::insert(row).exec_with_returning(db).await?;
+    changes::changed(Kept::McpServers);
+    Ok(made.into())
 }
 
 /// Saves every column of an existing server.
 pub async fn update(db: &Db, record: McpServerRecord) -> StorageResult<McpServerRecord> {
     let row: mcp_server::ActiveModel = record.into();
-    Ok(row.reset_all().update(db).await?.into())
+    let saved = row.reset_all().update(db).await?;
+    changes::changed(Kept::McpServers);
+    Ok(saved.into())
 }
 
 /// Deletes a server row.
 pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     mcp_server::Entity::delete_by_id(id).exec(db).await?;
+    changes::changed(Kept::McpServers);
     Ok(())
 }
 

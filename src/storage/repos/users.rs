@@ -301,8 +301,9 @@ pub async fn search(db: &Db, query: &str, offset: u64, limit: u64) -> StorageRes
 pub async fn delete(db: &Db, id: Uuid) -> StorageResult<()> {
     user::Entity::delete_by_id(id).exec(db).await?;
     changes::changed(Kept::Accounts);
-    // Their workspaces went with them (a cascade).
+    // Their workspaces, memberships and MCP servers went with them (cascades).
     changes::changed(Kept::Workspaces);
+    changes::changed(Kept::McpServers);
     Ok(())
 }
 

@@ -249,6 +249,8 @@ pub async fn delete_workspace(db: &Db, owner_id: Uuid, id: Uuid) -> StorageResul
         .await?;
     txn.commit().await?;
     changes::changed(Kept::Workspaces);
+    // A server attached to it is attached to none now.
+    changes::changed(Kept::McpServers);
     Ok(())
 }
 
