@@ -5,9 +5,13 @@
 //! streams, closed loop, in one run against one server.
 //!
 //! ```sh
-//! cargo build --release                       # the bench runs this binary, it builds nothing
-//! taskset -c 0 cargo bench --bench browser_path -- --server-cpus 1
+//! cargo build --release && cp target/release/arbor target/arbor-release
+//! ARBOR_BIN=target/arbor-release taskset -c 0 cargo bench --bench browser_path -- --server-cpus 1
 //! ```
+//!
+//! (`cargo bench` builds `target/release/arbor` again under the `bench` profile, whose symbol
+//! names miss `link/code-order.txt`: that binary's RSS is several MB higher than the release
+//! build's, hence the copy.)
 //!
 //! Per path and level: requests completed per second, time to the first token (from sending the
 //! request to the arrival of the first token's text: a content chunk on the gateway, a `delta`

@@ -2,9 +2,13 @@
 //! events, and the gateway's throughput with two instances against one.
 //!
 //! ```sh
-//! cargo build --release                       # the bench runs this binary, it builds nothing
-//! cargo bench --bench cluster -- [events|gateway|all] [options]
+//! cargo build --release && cp target/release/arbor target/arbor-release
+//! ARBOR_BIN=target/arbor-release cargo bench --bench cluster -- [events|gateway|all] [options]
 //! ```
+//!
+//! (`cargo bench` builds `target/release/arbor` again under the `bench` profile, whose symbol
+//! names miss `link/code-order.txt`: that binary's RSS is several MB higher than the release
+//! build's, hence the copy.)
 //!
 //! Needs PostgreSQL (`$ARBOR_BENCH_DATABASE_URL`, a URL of a database to connect to for
 //! `CREATE DATABASE`, default `postgres://postgres@127.0.0.1:5432/postgres`) and Redis

@@ -1,10 +1,14 @@
 //! Streaming benchmark: added SSE latency under concurrency, and memory of idle SSE connections.
 //!
 //! ```sh
-//! cargo build --release                       # the bench runs this binary, it builds nothing
+//! cargo build --release && cp target/release/arbor target/arbor-release
 //! ulimit -n 20000                             # the idle phase holds ~11,000 sockets in this process
-//! cargo bench --bench streaming -- [latency|idle|all] [options]
+//! ARBOR_BIN=target/arbor-release cargo bench --bench streaming -- [latency|idle|all] [options]
 //! ```
+//!
+//! (`cargo bench` builds `target/release/arbor` again under the `bench` profile, whose symbol
+//! names miss `link/code-order.txt`: that binary's RSS is several MB higher than the release
+//! build's, hence the copy.)
 //!
 //! The bench starts the release binary (`$ARBOR_BIN`, else `release/arbor` next to this bench's
 //! own executable, else `$CARGO_TARGET_DIR/release/arbor`) in a fresh data directory, with a

@@ -366,8 +366,44 @@ pub fn locate_binary() -> Res<PathBuf> {
     )))
 }
 
-/// Warns when sources are newer than the binary (it would measure old code).
+/// Warns when sources are newer than the binary (it would measure old code), and when the
+/// binary was not laid out by `link/code-order.txt` (see [`layout_warning`]).
 pub fn staleness_warning(bin: &Path) -> Option<String> {
+    let warnings: Vec<String> = [sources_newer(bin), layout_warning(bin)].into_iter().flatten().collect();
+    (!warnings.is_empty()).then(|| warnings.join("\n"))
+}
+
+/// Warns when fewer than 80 % of the names in `link/code-order.txt` are in the binary: its code
+/// then lies in the linker's order and its RSS is several MB higher than the list gives. The
+/// list names legacy-mangled symbols, whose hashes follow cargo's profile: `cargo bench` builds
+/// `release/arbor` again under the `bench` profile, where few of them match, so point
+/// `ARBOR_BIN` at a copy of a release build (BENCHMARKS.md, "Browser path", how to run).
+fn layout_warning(bin: &Path) -> Option<String> {
+    let list =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("link/code-order.txt")).ok()?;
+    let listed: std::collections::HashSet<&str> =
+        list.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let out = Command::new("nm").arg(bin).stderr(Stdio::null()).output().ok()?;
+    let names = String::from_utf8_lossy(&out.stdout);
+    let present: std::collections::HashSet<&str> =
+        names.lines().filter_map(|l| l.split_whitespace().nth(2)).filter(|n| listed.contains(n)).collect();
+    if present.is_empty() && names.is_empty() {
+        return None; // stripped (the dist profile): nothing to compare
+    }
+    (present.len() * 100 < listed.len() * 80).then(|| {
+        format!(
+            "warning: only {} of the {} names in link/code-order.txt are in {}: its code is not laid \
+             out by the list, so its RSS is higher than a matching build's (a `cargo bench` build \
+             of release/arbor never matches: build with `cargo build --release` after it)",
+            present.len(),
+            listed.len(),
+            bin.display()
+        )
+    })
+}
+
+/// Names the newest source file when it is newer than the binary.
+fn sources_newer(bin: &Path) -> Option<String> {
     let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut newest: Option<(SystemTime, PathBuf)> = None;
