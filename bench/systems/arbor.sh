@@ -32,7 +32,8 @@ SYS_CHAT_URL="http://127.0.0.1:$SYS_PORT/v1/chat/completions"
 SYS_MODEL_D0=${ARBOR_BENCH_MODEL_D0:-mock-d0}
 SYS_MODEL_D5=${ARBOR_BENCH_MODEL_D5:-mock-d5}
 # Page-load probes (GET with the token). measure.sh needs the variable set, even if empty.
-# TODO: once the UI and chat API exist, list e.g. "$base/ $base/api/chats".
+# Arbor's pages take a browser session, not the API token the harness sends, so none are
+# probed here; benches/session_page.rs times the session page (BENCHMARKS.md, "Session page").
 SYS_PAGES=""
 
 sys_version() { "$ARBOR_BIN" --version; }
