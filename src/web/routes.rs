@@ -358,8 +358,8 @@ pub fn table() -> Vec<RouteEntry> {
         entry(Method::GET, "/settings/export", User, web::get().to(transfer::export_everything)),
         entry(Method::POST, "/settings/imports", User, web::post().to(transfer::import)),
         entry(Method::GET, "/settings/imports/{id}", User, web::get().to(transfer::import_status)),
-        entry(Method::GET, "/w/{id}/export", User, web::get().to(transfer::export_workspace)),
-        entry(Method::GET, "/s/{id}/export", User, web::get().to(transfer::export_session)),
+        entry(Method::GET, "/w/{workspace_id}/export", User, web::get().to(transfer::export_workspace)),
+        entry(Method::GET, "/s/{session_id}/export", User, web::get().to(transfer::export_session)),
         entry(Method::POST, "/settings/links/{id}/delete", User, web::post().to(links::revoke_mine)),
         entry(Method::POST, "/w/{workspace_id}/shares/{share_id}", User, web::post().to(shares::change)),
         entry(
@@ -376,26 +376,159 @@ pub fn specs() -> Vec<RouteSpec> {
     table().into_iter().map(|e| e.spec).collect()
 }
 
-/// Registers the table, one resource per path so several methods can share it.
+/// Registers the table, one resource per path so several methods can share it. Paths that
+/// share a prefix ending in a parameter (`/s/{session_id}/…`) are registered under one scope of
+/// that prefix: actix compiles a regex for every pattern with a parameter (about 15 KB each,
+/// per worker), and under the scope the rest of most paths is plain text
+/// (BENCHMARKS.md, "Performance work", step 22).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    let mut by_path: Vec<(&'static str, Vec<Route>)> = Vec::new();
-    for RouteEntry { spec, route } in table() {
+    for mount in plan(by_path(table())) {
+        match mount {
+            Mount::Resource(path) => cfg.service(resource(path)),
+            Mount::Scope(prefix, inner) => cfg.service(scope(prefix, inner)),
+        };
+    }
+}
+
+/// One path of the table with its routes: `rest` is what is left of `full` to register
+/// below the scopes already made.
+struct PathRoutes {
+    full: &'static str,
+    rest: &'static str,
+    routes: Vec<Route>,
+}
+
+/// How a path is registered: as a resource, or in a scope of a prefix with others.
+enum Mount {
+    Resource(PathRoutes),
+    Scope(&'static str, Vec<Mount>),
+}
+
+/// The table's routes by path, in the table's order, guarded by their access level.
+fn by_path(table: Vec<RouteEntry>) -> Vec<PathRoutes> {
+    let mut paths: Vec<PathRoutes> = Vec::new();
+    for RouteEntry { spec, route } in table {
         let route = guarded(route, spec.access);
-        match by_path.iter_mut().find(|(p, _)| *p == spec.path) {
-            Some((_, routes)) => routes.push(route),
-            None => by_path.push((spec.path, vec![route])),
+        match paths.iter_mut().find(|p| p.full == spec.path) {
+            Some(path) => path.routes.push(route),
+            None => paths.push(PathRoutes { full: spec.path, rest: spec.path, routes: vec![route] }),
         }
     }
-    for (path, routes) in by_path {
-        let mut resource = web::resource(path);
-        if handlers::api::is_api_path(path) {
-            resource = resource.default_service(web::to(handlers::api::wrong_method));
+    paths
+}
+
+/// The resources and scopes for these paths, in the order of each one's first path. A scope is
+/// made for a prefix that two or more paths share and that no other path here could be routed
+/// into: actix sends every request matching a scope's prefix into it, and would not try the
+/// services after it.
+fn plan(paths: Vec<PathRoutes>) -> Vec<Mount> {
+    let mut prefixes: Vec<&'static str> = Vec::new();
+    for path in &paths {
+        if let Some(prefix) = scope_prefix(path.rest)
+            && !prefixes.contains(&prefix)
+        {
+            prefixes.push(prefix);
         }
-        for route in routes {
-            resource = resource.route(route);
-        }
-        cfg.service(resource);
     }
+    prefixes.retain(|prefix| {
+        let members = paths.iter().filter(|p| under(prefix, p.rest).is_some()).count();
+        members >= 2 && !paths.iter().any(|p| under(prefix, p.rest).is_none() && could_enter(prefix, p.rest))
+    });
+    let mut mounts = Vec::new();
+    for path in paths {
+        let Some((prefix, rest)) =
+            prefixes.iter().find_map(|prefix| Some((*prefix, under(prefix, path.rest)?)))
+        else {
+            mounts.push(Mount::Resource(path));
+            continue;
+        };
+        let member = Mount::Resource(PathRoutes { rest, ..path });
+        // The scope stays at its first path's place.
+        match mounts.iter_mut().find(|m| matches!(m, Mount::Scope(p, _) if *p == prefix)) {
+            Some(Mount::Scope(_, members)) => members.push(member),
+            _ => mounts.push(Mount::Scope(prefix, vec![member])),
+        }
+    }
+    mounts
+        .into_iter()
+        .map(|mount| match mount {
+            Mount::Scope(prefix, members) => Mount::Scope(prefix, plan(resources(members))),
+            resource => resource,
+        })
+        .collect()
+}
+
+/// The paths of a scope's members, to plan again below the scope.
+fn resources(members: Vec<Mount>) -> Vec<PathRoutes> {
+    members
+        .into_iter()
+        .filter_map(|m| match m {
+            Mount::Resource(path) => Some(path),
+            Mount::Scope(..) => None,
+        })
+        .collect()
+}
+
+fn scope(prefix: &'static str, inner: Vec<Mount>) -> actix_web::Scope {
+    let mut scope = web::scope(prefix);
+    for mount in inner {
+        scope = match mount {
+            Mount::Resource(path) => scope.service(resource(path)),
+            Mount::Scope(prefix, inner) => scope.service(self::scope(prefix, inner)),
+        };
+    }
+    scope
+}
+
+fn resource(path: PathRoutes) -> actix_web::Resource {
+    let mut resource = web::resource(path.rest);
+    if handlers::api::is_api_path(path.full) {
+        resource = resource.default_service(web::to(handlers::api::wrong_method));
+    }
+    for route in path.routes {
+        resource = resource.route(route);
+    }
+    resource
+}
+
+/// The start of `path` up to and including its first segment with a parameter, when more
+/// segments follow it: `/s/{session_id}` of `/s/{session_id}/messages`. None when that
+/// parameter has its own pattern (`{path:.*}` may span segments).
+fn scope_prefix(path: &'static str) -> Option<&'static str> {
+    let param = path.find('{')?;
+    let end = param + path[param..].find('/')?;
+    (!path[param..end].contains(':')).then(|| &path[..end])
+}
+
+/// What is left of `path` below `prefix`, when `path` is `prefix` or goes on below it.
+fn under(prefix: &str, path: &'static str) -> Option<&'static str> {
+    let rest = path.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+/// Whether a request for `path` could match a scope of `prefix`: each of the prefix's segments
+/// could match the path's segment in its place (text against equal text, a parameter against
+/// anything not empty).
+fn could_enter(prefix: &str, path: &str) -> bool {
+    let mut segments = path.split('/');
+    for wanted in prefix.split('/') {
+        let Some(segment) = segments.next() else {
+            return false;
+        };
+        if segment.contains(':') {
+            // A parameter with its own pattern may take any text, slashes included.
+            return true;
+        }
+        let fits = if wanted.starts_with('{') {
+            !segment.is_empty()
+        } else {
+            segment.starts_with('{') || wanted == segment
+        };
+        if !fits {
+            return false;
+        }
+    }
+    true
 }
 
 /// The table's access level, enforced before the handler runs: a route cannot be reached by
@@ -433,6 +566,134 @@ async fn enforce(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scope_prefix_ends_at_the_first_parameter_with_segments_after_it() {
+        assert_eq!(scope_prefix("/s/{session_id}/messages"), Some("/s/{session_id}"));
+        assert_eq!(scope_prefix("/s/{session_id}/messages/{message_id}/edit"), Some("/s/{session_id}"));
+        assert_eq!(scope_prefix("/messages/{message_id}/edit"), Some("/messages/{message_id}"));
+        assert_eq!(scope_prefix("/s/{session_id}"), None);
+        assert_eq!(scope_prefix("/healthz"), None);
+        assert_eq!(scope_prefix("/static/{path:.*}"), None);
+        assert_eq!(scope_prefix("/v1beta/models/{target:.*}/x"), None);
+        assert_eq!(under("/s/{session_id}", "/s/{session_id}"), Some(""));
+        assert_eq!(under("/s/{session_id}", "/s/{session_id}/tree"), Some("/tree"));
+        assert_eq!(under("/s/{session_id}", "/s/{session_id}x/tree"), None);
+    }
+
+    #[test]
+    fn a_path_that_a_scope_could_take_is_seen() {
+        assert!(could_enter("/s/{session_id}", "/s/new"));
+        assert!(could_enter("/s/{session_id}", "/s/{id}/export"));
+        assert!(could_enter("/s/{session_id}", "/{kind}/x"));
+        assert!(could_enter("/s/{session_id}", "/{rest:.*}"));
+        assert!(!could_enter("/s/{session_id}", "/s"));
+        assert!(!could_enter("/s/{session_id}", "/settings/keys"));
+        assert!(!could_enter("/admin/users/{id}", "/admin/groups/{id}/rename"));
+    }
+
+    fn answering(paths: &[&'static str]) -> Vec<PathRoutes> {
+        paths
+            .iter()
+            .map(|&path| PathRoutes {
+                full: path,
+                rest: path,
+                routes: vec![web::get().to(move |req: actix_web::HttpRequest| async move {
+                    format!(
+                        "{path} {} {}",
+                        req.match_pattern().unwrap_or_default(),
+                        req.match_info().segment_count()
+                    )
+                })],
+            })
+            .collect()
+    }
+
+    async fn answers(paths: &[&'static str], requests: &[&str]) -> Vec<String> {
+        let app = actix_web::test::init_service(actix_web::App::new().configure(|cfg| {
+            for mount in plan(answering(paths)) {
+                match mount {
+                    Mount::Resource(path) => cfg.service(resource(path)),
+                    Mount::Scope(prefix, inner) => cfg.service(scope(prefix, inner)),
+                };
+            }
+        }))
+        .await;
+        let mut out = Vec::new();
+        for uri in requests {
+            let req = actix_web::test::TestRequest::get().uri(uri).to_request();
+            let res = actix_web::test::call_service(&app, req).await;
+            let status = res.status();
+            let body = actix_web::test::read_body(res).await;
+            out.push(format!("{} {}", status.as_u16(), String::from_utf8_lossy(&body)));
+        }
+        out
+    }
+
+    #[actix_web::test]
+    async fn scoped_paths_reach_their_handlers_with_their_whole_pattern_and_parameters() {
+        let paths = [
+            "/s/{session_id}",
+            "/s/{session_id}/tree",
+            "/healthz",
+            "/s/{session_id}/messages/{message_id}/edit",
+            "/s/{session_id}/messages/{message_id}/open",
+            "/static/{path:.*}",
+        ];
+        let got = answers(
+            &paths,
+            &[
+                "/s/a",
+                "/s/a/tree",
+                "/s/a/messages/b/edit",
+                "/s/a/messages/b/open",
+                "/static/x/y.css",
+                "/s/a/nothing",
+            ],
+        )
+        .await;
+        assert_eq!(
+            got,
+            [
+                "200 /s/{session_id} /s/{session_id} 1",
+                "200 /s/{session_id}/tree /s/{session_id}/tree 1",
+                "200 /s/{session_id}/messages/{message_id}/edit /s/{session_id}/messages/{message_id}/edit 2",
+                "200 /s/{session_id}/messages/{message_id}/open /s/{session_id}/messages/{message_id}/open 2",
+                "200 /static/{path:.*} /static/{path:.*} 1",
+                "404 ",
+            ]
+        );
+    }
+
+    #[actix_web::test]
+    async fn no_scope_is_made_where_it_would_take_another_paths_requests() {
+        // `/s/new/tree` is tried first; a scope of `/s/{session_id}` made at the place of that
+        // prefix's first path would take its requests and answer 404.
+        let paths = ["/s/{session_id}", "/s/new/tree", "/s/{session_id}/tree"];
+        assert!(!plan(answering(&paths)).iter().any(|m| matches!(m, Mount::Scope(..))));
+        let got = answers(&paths, &["/s/new/tree", "/s/a/tree"]).await;
+        assert_eq!(got, ["200 /s/new/tree /s/new/tree 0", "200 /s/{session_id}/tree /s/{session_id}/tree 1"]);
+    }
+
+    /// The patterns actix compiles to a regex: the ones with a parameter.
+    fn parameter_patterns(mounts: &[Mount]) -> usize {
+        mounts
+            .iter()
+            .map(|m| match m {
+                Mount::Resource(path) => usize::from(path.rest.contains('{')),
+                Mount::Scope(_, inner) => 1 + parameter_patterns(inner),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn the_table_is_registered_in_under_half_as_many_patterns_with_parameters_as_it_has_such_paths() {
+        let paths = by_path(table());
+        let with_parameters = paths.iter().filter(|p| p.full.contains('{')).count();
+        let compiled = parameter_patterns(&plan(paths));
+        assert!(with_parameters >= 90, "{with_parameters}");
+        assert!(compiled * 2 < with_parameters, "{compiled} of {with_parameters}");
+    }
 
     #[test]
     fn the_openapi_document_lists_exactly_the_v1_routes() {

@@ -385,8 +385,8 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect { anonymous: 401, other_member: 202, owner: 202, admin: 202 },
         ),
         get("/settings/imports/{id}", |ids| format!("/settings/imports/{}", ids.import_job), OWNER_ONLY(200)),
-        get("/w/{id}/export", |ids| format!("/w/{}/export", ids.workspace), OWNER_ONLY(200)),
-        get("/s/{id}/export", |ids| format!("/s/{}/export", ids.session), OWNER_ONLY(200)),
+        get("/w/{workspace_id}/export", |ids| format!("/w/{}/export", ids.workspace), OWNER_ONLY(200)),
+        get("/s/{session_id}/export", |ids| format!("/s/{}/export", ids.session), OWNER_ONLY(200)),
         post(
             "/settings/links/{id}/delete",
             |ids| format!("/settings/links/{}/delete", ids.spare_link),

@@ -67,7 +67,7 @@ pub async fn export_everything(
     Ok(download(state.transfers.export(&user.0.actor, ExportWhat::Everything).await?))
 }
 
-/// `GET /w/{id}/export`: one workspace of the member's.
+/// `GET /w/{workspace_id}/export`: one workspace of the member's.
 pub async fn export_workspace(
     state: web::Data<AppState>,
     user: CurrentUser,
@@ -76,7 +76,7 @@ pub async fn export_workspace(
     Ok(download(state.transfers.export(&user.0.actor, ExportWhat::Workspace(id.into_inner())).await?))
 }
 
-/// `GET /s/{id}/export`: one session the member may read.
+/// `GET /s/{session_id}/export`: one session the member may read.
 pub async fn export_session(
     state: web::Data<AppState>,
     user: CurrentUser,
