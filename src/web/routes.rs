@@ -434,37 +434,31 @@ fn plan(paths: Vec<PathRoutes>) -> Vec<Mount> {
         let members = paths.iter().filter(|p| under(prefix, p.rest).is_some()).count();
         members >= 2 && !paths.iter().any(|p| under(prefix, p.rest).is_none() && could_enter(prefix, p.rest))
     });
-    let mut mounts = Vec::new();
+    /// A path's place: alone, or among a scope's members.
+    enum Place {
+        Alone(PathRoutes),
+        Scoped(&'static str, Vec<PathRoutes>),
+    }
+    let mut places = Vec::new();
     for path in paths {
         let Some((prefix, rest)) =
             prefixes.iter().find_map(|prefix| Some((*prefix, under(prefix, path.rest)?)))
         else {
-            mounts.push(Mount::Resource(path));
+            places.push(Place::Alone(path));
             continue;
         };
-        let member = Mount::Resource(PathRoutes { rest, ..path });
+        let member = PathRoutes { rest, ..path };
         // The scope stays at its first path's place.
-        match mounts.iter_mut().find(|m| matches!(m, Mount::Scope(p, _) if *p == prefix)) {
-            Some(Mount::Scope(_, members)) => members.push(member),
-            _ => mounts.push(Mount::Scope(prefix, vec![member])),
+        match places.iter_mut().find(|m| matches!(m, Place::Scoped(p, _) if *p == prefix)) {
+            Some(Place::Scoped(_, members)) => members.push(member),
+            _ => places.push(Place::Scoped(prefix, vec![member])),
         }
     }
-    mounts
+    places
         .into_iter()
-        .map(|mount| match mount {
-            Mount::Scope(prefix, members) => Mount::Scope(prefix, plan(resources(members))),
-            resource => resource,
-        })
-        .collect()
-}
-
-/// The paths of a scope's members, to plan again below the scope.
-fn resources(members: Vec<Mount>) -> Vec<PathRoutes> {
-    members
-        .into_iter()
-        .filter_map(|m| match m {
-            Mount::Resource(path) => Some(path),
-            Mount::Scope(..) => None,
+        .map(|place| match place {
+            Place::Alone(path) => Mount::Resource(path),
+            Place::Scoped(prefix, members) => Mount::Scope(prefix, plan(members)),
         })
         .collect()
 }
