@@ -383,10 +383,7 @@ pub fn specs() -> Vec<RouteSpec> {
 /// (BENCHMARKS.md, "Performance work", step 22).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     for mount in plan(by_path(table())) {
-        match mount {
-            Mount::Resource(path) => cfg.service(resource(path)),
-            Mount::Scope(prefix, inner) => cfg.service(scope(prefix, inner)),
-        };
+        cfg.service(mount);
     }
 }
 
@@ -402,6 +399,18 @@ struct PathRoutes {
 enum Mount {
     Resource(PathRoutes),
     Scope(&'static str, Vec<Mount>),
+}
+
+impl actix_web::dev::HttpServiceFactory for Mount {
+    fn register(self, config: &mut actix_web::dev::AppService) {
+        match self {
+            Mount::Resource(path) => resource(path).register(config),
+            Mount::Scope(prefix, inner) => inner
+                .into_iter()
+                .fold(web::scope(prefix), |scope, mount| scope.service(mount))
+                .register(config),
+        }
+    }
 }
 
 /// The table's routes by path, in the table's order, guarded by their access level.
@@ -461,17 +470,6 @@ fn plan(paths: Vec<PathRoutes>) -> Vec<Mount> {
             Place::Scoped(prefix, members) => Mount::Scope(prefix, plan(members)),
         })
         .collect()
-}
-
-fn scope(prefix: &'static str, inner: Vec<Mount>) -> actix_web::Scope {
-    let mut scope = web::scope(prefix);
-    for mount in inner {
-        scope = match mount {
-            Mount::Resource(path) => scope.service(resource(path)),
-            Mount::Scope(prefix, inner) => scope.service(self::scope(prefix, inner)),
-        };
-    }
-    scope
 }
 
 fn resource(path: PathRoutes) -> actix_web::Resource {
@@ -606,10 +604,7 @@ mod tests {
     async fn answers(paths: &[&'static str], requests: &[&str]) -> Vec<String> {
         let app = actix_web::test::init_service(actix_web::App::new().configure(|cfg| {
             for mount in plan(answering(paths)) {
-                match mount {
-                    Mount::Resource(path) => cfg.service(resource(path)),
-                    Mount::Scope(prefix, inner) => cfg.service(scope(prefix, inner)),
-                };
+                cfg.service(mount);
             }
         }))
         .await;
