@@ -19,7 +19,7 @@ async fn assert_every_table(db: &sea_orm::DatabaseConnection, when: &str) {
 async fn existing_tables(db: &sea_orm::DatabaseConnection) -> Vec<String> {
     let sql = match db.get_database_backend() {
         DbBackend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
-        _ => "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+        _ => "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
     };
     let rows = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.unwrap();
     rows.iter().map(|r| r.try_get_by_index::<String>(0).unwrap()).collect()
@@ -188,4 +188,18 @@ async fn sqlite_durability_settings_are_checked_at_start() {
     plain.execute_unprepared("PRAGMA synchronous = OFF").await.unwrap();
     let err = arbor::storage::check_pragmas(&plain).await.unwrap_err().to_string();
     assert!(err.contains("synchronous"), "{err}");
+}
+
+/// On PostgreSQL each test has a schema of its own in one shared database (`support::TestDb`):
+/// Arbor's tables land in it, and another test's schema holds none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_postgres_test_has_a_schema_of_its_own() {
+    let (mine, other) = (TestDb::fresh_postgres().await, TestDb::fresh_postgres().await);
+    let db = Database::connect(&mine.url).await.unwrap();
+    arbor::storage::migrate_up(&db).await.unwrap();
+    assert_every_table(&db, "in the test's own schema").await;
+    let theirs = Database::connect(&other.url).await.unwrap();
+    assert_eq!(existing_tables(&theirs).await, Vec::<String>::new(), "the other schema is empty");
+    db.close().await.unwrap();
+    theirs.close().await.unwrap();
 }
