@@ -203,3 +203,99 @@ async fn each_postgres_test_has_a_schema_of_its_own() {
     db.close().await.unwrap();
     theirs.close().await.unwrap();
 }
+
+/// Waits (up to 10 s) until every connection of the pool is idle, as sqlx hands them back on
+/// spawned tasks; returns the pool's (open, idle).
+async fn settled(db: &sea_orm::DatabaseConnection) -> (u32, usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (open, idle) = arbor::storage::pool_use(db);
+        if idle == open as usize || std::time::Instant::now() > deadline {
+            return (open, idle);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A pool on `db`'s URL (whichever database the run uses) with `n` connections held, each in
+/// a transaction, which holds its connection until it ends.
+async fn hold(db: &sea_orm::DatabaseConnection, n: usize) -> Vec<sea_orm::DatabaseTransaction> {
+    futures_util::future::join_all((0..n).map(|_| async {
+        let txn = sea_orm::TransactionTrait::begin(db).await.unwrap();
+        txn.execute_unprepared("SELECT 1").await.unwrap();
+        txn
+    }))
+    .await
+}
+
+/// A configuration on a SQLite file of its own, in either run (the trimming is SQLite's).
+fn sqlite_config(test_db: &TestDb) -> arbor::config::Config {
+    let mut config = crate::support::test_config(test_db);
+    config.database.url = format!("sqlite://{}?mode=rwc", test_db.data_dir.join("own.db").display());
+    config
+}
+
+/// A SQLite pool that grew (at start, in a burst) closes its idle connections down to the two
+/// the idle server's poll uses, and never one in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sqlite_connections_beyond_two_are_closed_and_busy_ones_never() {
+    let test_db = TestDb::fresh().await;
+    let db = arbor::storage::connect(&sqlite_config(&test_db)).await.unwrap();
+    settled(&db).await;
+    let mut held = hold(&db, 4).await;
+    assert_eq!(arbor::storage::pool_use(&db).0, 4);
+    let busy = held.pop().unwrap();
+    for txn in held {
+        txn.commit().await.unwrap();
+    }
+    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 0, "a connection is in use");
+    busy.commit().await.unwrap();
+    assert_eq!(settled(&db).await, (4, 4));
+    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 2);
+    assert_eq!(arbor::storage::pool_use(&db), (2, 2));
+    // Nothing more to close; the pool still serves and grows again when asked to.
+    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 0);
+    let held = hold(&db, 3).await;
+    assert_eq!(arbor::storage::pool_use(&db).0, 3);
+    for txn in held {
+        txn.commit().await.unwrap();
+    }
+    db.close().await.unwrap();
+}
+
+/// PostgreSQL's pool is left as it is: its idle connections cost the database server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_pool_is_not_trimmed() {
+    let test_db = TestDb::fresh_postgres().await;
+    let mut config = crate::support::test_config(&test_db);
+    config.database.url = test_db.url.clone();
+    let db = arbor::storage::connect(&config).await.unwrap();
+    settled(&db).await;
+    for txn in hold(&db, 4).await {
+        txn.commit().await.unwrap();
+    }
+    assert_eq!(settled(&db).await, (4, 4));
+    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 0);
+    assert_eq!(arbor::storage::pool_use(&db).0, 4);
+    db.close().await.unwrap();
+}
+
+/// The running server's SQLite pool comes back to two connections while it idles, after a
+/// burst grew it (the search feeder closes the rest every few seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_servers_sqlite_pool_shrinks_back_after_a_burst() {
+    let app = crate::support::TestApp::spawn_with(|config| {
+        config.database.url = format!("sqlite://{}?mode=rwc", config.data_dir.join("own.db").display());
+    })
+    .await;
+    for txn in hold(&app.state.db, 4).await {
+        txn.commit().await.unwrap();
+    }
+    assert!(arbor::storage::pool_use(&app.state.db).0 >= 4);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while arbor::storage::pool_use(&app.state.db).0 > 2 {
+        let now = arbor::storage::pool_use(&app.state.db);
+        assert!(std::time::Instant::now() < deadline, "the pool stayed at {now:?} (open, idle)");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -26,6 +26,9 @@ use crate::index::{IndexId, IndexOp, Indexer, SearchIndex, SearchQuery};
 use crate::storage::Db;
 use crate::storage::repos::search as repo;
 
+/// How often the feeder closes idle SQLite connections beyond what its poll uses.
+const TRIM_POOL_EVERY: Duration = Duration::from_secs(5);
+
 pub use feeder::{Cursors, TOMBSTONE_DAYS, reindex};
 
 /// The search service: the index, its indexer and the feeder.
@@ -124,8 +127,18 @@ impl SearchService {
         tokio::spawn(async move {
             let mut cursor = (start, Uuid::nil());
             let mut tombstones = feeder::Tombstones::new(cursors.tombstones, tombstones_from);
+            let mut trimmed = std::time::Instant::now();
             loop {
                 let Some(service) = weak.upgrade() else { break };
+                // This loop is what runs while the server idles: it also closes the SQLite
+                // connections a start or a burst opened beyond what its poll uses (BENCHMARKS,
+                // "Performance work", step 23). Before the pass, not after: sqlx hands the
+                // pass's last connection back on a spawned task, so just after it the pool
+                // would not look idle.
+                if trimmed.elapsed() >= TRIM_POOL_EVERY {
+                    trimmed = std::time::Instant::now();
+                    crate::storage::trim_idle_sqlite(&service.db).await;
+                }
                 match feeder::changed_after(&service.db, cursor.0, cursor.1).await {
                     Ok((docs, last, read)) => {
                         let full = read >= feeder::BATCH;
