@@ -217,8 +217,8 @@ async fn settled(db: &sea_orm::DatabaseConnection) -> (u32, usize) {
     }
 }
 
-/// A pool on `db`'s URL (whichever database the run uses) with `n` connections held, each in
-/// a transaction, which holds its connection until it ends.
+/// `n` of `db`'s pooled connections held, each by a transaction (which keeps its connection
+/// until it ends).
 async fn hold(db: &sea_orm::DatabaseConnection, n: usize) -> Vec<sea_orm::DatabaseTransaction> {
     futures_util::future::join_all((0..n).map(|_| async {
         let txn = sea_orm::TransactionTrait::begin(db).await.unwrap();

@@ -40,7 +40,7 @@ pub struct TestDb {
     /// Data directory (SQLite file, and everything else the app writes).
     pub data_dir: PathBuf,
     _dir: tempfile::TempDir,
-    /// On PostgreSQL: the admin URL and the schema's name.
+    /// On PostgreSQL: the shared database's URL and the schema's name.
     pg: Option<(String, String)>,
 }
 
