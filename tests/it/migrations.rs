@@ -228,10 +228,15 @@ async fn hold(db: &sea_orm::DatabaseConnection, n: usize) -> Vec<sea_orm::Databa
     .await
 }
 
-/// A configuration on a SQLite file of its own, in either run (the trimming is SQLite's).
+/// A SQLite file of its own in `data_dir`, in either run (the trimming is SQLite's).
+fn own_sqlite_url(data_dir: &std::path::Path) -> String {
+    format!("sqlite://{}?mode=rwc", data_dir.join("own.db").display())
+}
+
+/// The test configuration on [`own_sqlite_url`].
 fn sqlite_config(test_db: &TestDb) -> arbor::config::Config {
     let mut config = crate::support::test_config(test_db);
-    config.database.url = format!("sqlite://{}?mode=rwc", test_db.data_dir.join("own.db").display());
+    config.database.url = own_sqlite_url(&test_db.data_dir);
     config
 }
 
@@ -285,7 +290,7 @@ async fn a_postgres_pool_is_not_trimmed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_servers_sqlite_pool_shrinks_back_after_a_burst() {
     let app = crate::support::TestApp::spawn_with(|config| {
-        config.database.url = format!("sqlite://{}?mode=rwc", config.data_dir.join("own.db").display());
+        config.database.url = own_sqlite_url(&config.data_dir);
     })
     .await;
     for txn in hold(&app.state.db, 4).await {
