@@ -31,11 +31,14 @@ impl Operations {
     /// Runs by state (from the database, so every instance agrees), this instance's live
     /// replies and open event streams, and the database pool's use.
     pub async fn present(&self) -> DomainResult<Present> {
+        // The pool first: just after the count below, its connection is still on its way back
+        // (sqlx returns it on a task of its own), and the scrape would see itself as busy.
+        let pool = storage::pool_use(&self.db);
         Ok(Present {
             runs_by_state: repo::count_unfinished_runs(&self.db).await?,
             runs_live: self.runs.len(),
             sse_connections: self.streams.total(),
-            pool: storage::pool_use(&self.db),
+            pool,
         })
     }
 }

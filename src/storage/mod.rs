@@ -195,10 +195,9 @@ pub fn pool_use(db: &DatabaseConnection) -> (u32, usize) {
     }
 }
 
-/// SQLite connections kept open while the server idles: the search feeder's poll (two
-/// statements in a row, `domain::search`) uses two, since sqlx hands a connection back to the
-/// pool on a spawned task and the second statement finds none idle.
-pub const SQLITE_IDLE_CONNECTIONS: u32 = 2;
+/// SQLite connections kept open while the server idles: the one the search feeder's poll
+/// reads on (`repos::search::read_pass`).
+pub const SQLITE_IDLE_CONNECTIONS: u32 = 1;
 
 /// Closes idle SQLite connections beyond [`SQLITE_IDLE_CONNECTIONS`], and only while none is in
 /// use: each holds its own page cache (up to 1 MiB) and statement cache, and a pool that grew

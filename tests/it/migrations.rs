@@ -240,10 +240,11 @@ fn sqlite_config(test_db: &TestDb) -> arbor::config::Config {
     config
 }
 
-/// A SQLite pool that grew (at start, in a burst) closes its idle connections down to the two
+/// A SQLite pool that grew (at start, in a burst) closes its idle connections down to the one
 /// the idle server's poll uses, and never one in use.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_sqlite_connections_beyond_two_are_closed_and_busy_ones_never() {
+async fn idle_sqlite_connections_beyond_one_are_closed_and_busy_ones_never() {
+    assert_eq!(arbor::storage::SQLITE_IDLE_CONNECTIONS, 1);
     let test_db = TestDb::fresh().await;
     let db = arbor::storage::connect(&sqlite_config(&test_db)).await.unwrap();
     settled(&db).await;
@@ -256,8 +257,8 @@ async fn idle_sqlite_connections_beyond_two_are_closed_and_busy_ones_never() {
     assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 0, "a connection is in use");
     busy.commit().await.unwrap();
     assert_eq!(settled(&db).await, (4, 4));
-    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 2);
-    assert_eq!(arbor::storage::pool_use(&db), (2, 2));
+    assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 3);
+    assert_eq!(arbor::storage::pool_use(&db), (1, 1));
     // Nothing more to close; the pool still serves and grows again when asked to.
     assert_eq!(arbor::storage::trim_idle_sqlite(&db).await, 0);
     let held = hold(&db, 3).await;
@@ -285,8 +286,9 @@ async fn a_postgres_pool_is_not_trimmed() {
     db.close().await.unwrap();
 }
 
-/// The running server's SQLite pool comes back to two connections while it idles, after a
-/// burst grew it (the search feeder closes the rest every few seconds).
+/// The running server's SQLite pool comes back to one connection while it idles, after a
+/// burst grew it (the search feeder closes the rest every few seconds), and stays at one: the
+/// feeder's passes read on a single connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_servers_sqlite_pool_shrinks_back_after_a_burst() {
     let app = crate::support::TestApp::spawn_with(|config| {
@@ -298,9 +300,40 @@ async fn a_running_servers_sqlite_pool_shrinks_back_after_a_burst() {
     }
     assert!(arbor::storage::pool_use(&app.state.db).0 >= 4);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while arbor::storage::pool_use(&app.state.db).0 > 2 {
+    while arbor::storage::pool_use(&app.state.db).0 > 1 {
         let now = arbor::storage::pool_use(&app.state.db);
         assert!(std::time::Instant::now() < deadline, "the pool stayed at {now:?} (open, idle)");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Each settle waits for two more passes of the feeder, each reading messages and tombstones.
+    for _ in 0..3 {
+        app.state.search.settle().await;
+        assert_eq!(arbor::storage::pool_use(&app.state.db).0, 1, "a feeder pass opened a second connection");
+    }
+}
+
+/// The pool gauge a scrape reports does not count the scrape's own query: read while the
+/// server idles, every connection is idle (its count of runs ran after the pool was read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_gauge_does_not_count_the_scrapes_own_query() {
+    let app = crate::support::TestApp::spawn_with(|config| {
+        config.database.url = own_sqlite_url(&config.data_dir);
+    })
+    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while arbor::storage::pool_use(&app.state.db).0 > 1 {
+        assert!(std::time::Instant::now() < deadline, "the pool never shrank");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Each scrape with the pool at rest: a scrape that read the pool after its own query would
+    // find that query's connection still on its way back, every time.
+    for _ in 0..5 {
+        let at_rest = |(open, idle): (u32, usize)| open >= 1 && idle == open as usize;
+        while !at_rest(arbor::storage::pool_use(&app.state.db)) {
+            assert!(std::time::Instant::now() < deadline, "the pool never came to rest");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let (open, idle) = app.state.operations.present().await.unwrap().pool;
+        assert_eq!(idle, open as usize, "the scrape saw {open} open, {idle} idle");
     }
 }

@@ -120,8 +120,24 @@ pub(super) type Step = (Vec<(u64, IndexDoc)>, Option<(DateTime<Utc>, Uuid)>, u64
 /// Messages changed after `(at, id)`, in change order, with the documents they make (and how
 /// many rows were read).
 pub(super) async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid) -> DomainResult<Step> {
-    let repo::Changed { messages: rows, sessions, with_files } =
-        repo::changed_after(db, at, id, BATCH).await?;
+    Ok(step_of(repo::changed_after(db, at, id, BATCH).await?))
+}
+
+/// One pass of the live feeder, read on one connection: the step of the messages changed after
+/// `cursor` and, when those did not fill their batch, the first tombstones after `tombstones`'
+/// cursor (for [`Tombstones::apply`]).
+pub(super) async fn read_pass(
+    db: &Db,
+    cursor: (DateTime<Utc>, Uuid),
+    tombstones: &Tombstones,
+) -> DomainResult<(Step, Option<Vec<repo::Tombstone>>)> {
+    let pass = repo::read_pass(db, cursor, BATCH, tombstones.from(), TOMBSTONE_BATCH).await?;
+    Ok((step_of(pass.changed), pass.tombstones))
+}
+
+/// The documents a batch of changed messages makes.
+fn step_of(changed: repo::Changed) -> Step {
+    let repo::Changed { messages: rows, sessions, with_files } = changed;
     let last = rows.last().map(|m| (m.updated_at, m.id));
     let read = rows.len() as u64;
     let mut docs = Vec::new();
@@ -142,7 +158,7 @@ pub(super) async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid) -> Domai
             },
         ));
     }
-    Ok((docs, last, read))
+    (docs, last, read)
 }
 
 /// The feeder's tombstone cursor: the newest tombstone applied, and those applied within the
@@ -160,13 +176,24 @@ impl Tombstones {
         Tombstones { name, at, applied: HashMap::new(), pruned: None }
     }
 
-    /// Sends the index the deletions of every tombstone not applied yet; once they are
-    /// committed, stores how far it got. Prunes old tombstones about once an hour.
-    pub(super) async fn apply(&mut self, db: &Db, indexer: &Indexer) -> DomainResult<()> {
-        let mut from = (self.at - margin(), Uuid::nil());
+    /// Where the next read starts: the margin before the newest tombstone applied.
+    pub(super) fn from(&self) -> (DateTime<Utc>, Uuid) {
+        (self.at - margin(), Uuid::nil())
+    }
+
+    /// Sends the index the deletions of every tombstone not applied yet, starting with `first`
+    /// (the first batch after [`Tombstones::from`]) and reading on while batches come full;
+    /// once they are committed, stores how far it got. Prunes old tombstones about once an
+    /// hour.
+    pub(super) async fn apply(
+        &mut self,
+        first: Vec<repo::Tombstone>,
+        db: &Db,
+        indexer: &Indexer,
+    ) -> DomainResult<()> {
+        let mut rows = first;
         let mut sent = false;
         loop {
-            let rows = repo::tombstones_after(db, from.0, from.1, TOMBSTONE_BATCH).await?;
             let full = rows.len() as u64 >= TOMBSTONE_BATCH;
             for t in &rows {
                 if self.applied.insert(t.id, t.created_at).is_none() {
@@ -181,7 +208,9 @@ impl Tombstones {
                 self.at = self.at.max(t.created_at);
             }
             match rows.last() {
-                Some(last) if full => from = (last.created_at, last.id),
+                Some(last) if full => {
+                    rows = repo::tombstones_after(db, last.created_at, last.id, TOMBSTONE_BATCH).await?
+                }
                 _ => break,
             }
         }

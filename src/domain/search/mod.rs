@@ -139,9 +139,8 @@ impl SearchService {
                     trimmed = std::time::Instant::now();
                     crate::storage::trim_idle_sqlite(&service.db).await;
                 }
-                match feeder::changed_after(&service.db, cursor.0, cursor.1).await {
-                    Ok((docs, last, read)) => {
-                        let full = read >= feeder::BATCH;
+                match feeder::read_pass(&service.db, cursor, &tombstones).await {
+                    Ok(((docs, last, _), first_tombstones)) => {
                         for (seq, doc) in docs {
                             service.indexer.send(seq, IndexOp::Upsert(doc));
                         }
@@ -149,15 +148,16 @@ impl SearchService {
                             cursor = last;
                         }
                         // A full batch: more is waiting, read on at once.
-                        if full {
-                            continue;
+                        let Some(first_tombstones) = first_tombstones else { continue };
+                        // After the messages: a deletion that raced with this read is undone
+                        // here.
+                        if let Err(e) =
+                            tombstones.apply(first_tombstones, &service.db, &service.indexer).await
+                        {
+                            tracing::warn!(error = %e, "the search feeder could not read tombstones");
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "the search feeder could not read messages"),
-                }
-                // After the messages: a deletion that raced with this read is undone here.
-                if let Err(e) = tombstones.apply(&service.db, &service.indexer).await {
-                    tracing::warn!(error = %e, "the search feeder could not read tombstones");
+                    Err(e) => tracing::warn!(error = %e, "the search feeder could not read"),
                 }
                 caught_up.fetch_add(1, Ordering::SeqCst);
                 drop(service);

@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -49,7 +50,12 @@ pub struct Changed {
 
 /// Up to `limit` messages changed after `(at, id)`, in change order (three queries; one when
 /// nothing changed).
-pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> StorageResult<Changed> {
+pub async fn changed_after<C: ConnectionTrait>(
+    db: &C,
+    at: DateTime<Utc>,
+    id: Uuid,
+    limit: u64,
+) -> StorageResult<Changed> {
     let messages = message::Entity::find()
         .filter(
             Condition::any()
@@ -61,9 +67,7 @@ pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> 
         .limit(limit)
         .all(db)
         .await?;
-    // The idle server's poll: the two look-ups below would each run an empty `IN ()` query, and
-    // a run of statements grows the pool by one connection each (sqlx returns a connection on a
-    // spawned task, so the next statement finds none idle; BENCHMARKS step 23).
+    // The idle server's poll: the two look-ups below would each run an empty `IN ()` query.
     if messages.is_empty() {
         return Ok(Changed::default());
     }
@@ -98,6 +102,40 @@ pub async fn changed_after(db: &Db, at: DateTime<Utc>, id: Uuid, limit: u64) -> 
         })
         .collect();
     Ok(Changed { messages, sessions, with_files })
+}
+
+/// What one pass of the search feeder reads.
+pub struct Pass {
+    /// The messages changed after the message cursor.
+    pub changed: Changed,
+    /// The first tombstones after the tombstone cursor; `None` when the messages filled their
+    /// batch (more are waiting, and the tombstones are read once they are caught up).
+    pub tombstones: Option<Vec<Tombstone>>,
+}
+
+/// A feeder pass's reads, both on one connection (a read transaction): up to `limit` messages
+/// changed after `message_from`, then, unless those fill their batch, the first
+/// `tombstone_limit` tombstones after `tombstone_from`. Why one connection: sqlx hands a
+/// connection back to the pool on a spawned task, so statements run one after another on the
+/// pool each find the one before not back yet and open another, and the idle server, which
+/// runs this once a second, kept two SQLite connections (BENCHMARKS, "Performance work",
+/// step 24).
+pub async fn read_pass(
+    db: &Db,
+    message_from: (DateTime<Utc>, Uuid),
+    limit: u64,
+    tombstone_from: (DateTime<Utc>, Uuid),
+    tombstone_limit: u64,
+) -> StorageResult<Pass> {
+    let txn = db.begin().await?;
+    let changed = changed_after(&txn, message_from.0, message_from.1, limit).await?;
+    let tombstones = if (changed.messages.len() as u64) < limit {
+        Some(tombstones_after(&txn, tombstone_from.0, tombstone_from.1, tombstone_limit).await?)
+    } else {
+        None
+    };
+    txn.commit().await?;
+    Ok(Pass { changed, tombstones })
 }
 
 /// Of these messages, the ones that still exist, with their session ids.
@@ -167,8 +205,8 @@ pub async fn add_tombstone(db: &Db, session_id: Option<Uuid>, user_id: Option<Uu
 }
 
 /// Up to `limit` tombstones written after `(at, id)`, oldest first.
-pub async fn tombstones_after(
-    db: &Db,
+pub async fn tombstones_after<C: ConnectionTrait>(
+    db: &C,
     at: DateTime<Utc>,
     id: Uuid,
     limit: u64,
