@@ -23,6 +23,7 @@ pub mod secret;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
+pub mod tls;
 pub mod tools;
 pub mod vault;
 pub mod web;

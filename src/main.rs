@@ -531,7 +531,7 @@ fn report<E: std::fmt::Display>(result: Result<String, E>) -> ExitCode {
 }
 
 async fn healthcheck(url: &str) -> ExitCode {
-    let client = match reqwest::Client::builder().timeout(std::time::Duration::from_secs(5)).build() {
+    let client = match arbor::tls::client_builder().timeout(std::time::Duration::from_secs(5)).build() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");

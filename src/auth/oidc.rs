@@ -175,7 +175,7 @@ impl Oidc {
         if cfg.issuer.is_empty() {
             return Ok(None);
         }
-        let http = reqwest::Client::builder()
+        let http = crate::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(15))
             .build()

@@ -94,7 +94,7 @@ const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
 /// kept briefly (after a burst they would otherwise stay for 90 s, as many as it opened, each
 /// with its buffers).
 fn builder(connect_timeout: Duration) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
+    crate::tls::client_builder()
         .connect_timeout(connect_timeout)
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)

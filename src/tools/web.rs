@@ -79,7 +79,7 @@ async fn follow(url: &str, limits: &FetchLimits) -> Result<ToolOutput, String> {
                 format!("The page redirected to {current}, which was refused: {e}")
             }
         })?;
-        let builder = reqwest::Client::builder().user_agent(USER_AGENT).connect_timeout(limits.timeout);
+        let builder = crate::tls::client_builder().user_agent(USER_AGENT).connect_timeout(limits.timeout);
         let client = pinned_client(&target, builder)
             .map_err(|e| format!("Could not prepare the request for {current}: {}.", describe(e)))?;
         let response = client

@@ -177,7 +177,7 @@ impl Providers {
         if self.configured.iter().any(|e| e.name == "ollama") {
             return false;
         }
-        let Ok(http) = reqwest::Client::builder().timeout(Duration::from_millis(500)).build() else {
+        let Ok(http) = crate::tls::client_builder().timeout(Duration::from_millis(500)).build() else {
             return false;
         };
         let answered = matches!(

@@ -97,15 +97,8 @@ impl Direct {
         idle_per_host: usize,
         idle_timeout: Duration,
     ) -> Result<Direct, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            rustls_platform_verifier::Verifier::new(provider.clone()).map_err(|e| e.to_string())?;
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
+        // No ALPN here: the connector offers its own (HTTP/2 and HTTP/1.1).
+        let tls = crate::tls::client_config(&[])?;
         let pool = Pool { connect_timeout, idle_per_host, idle_timeout };
         Ok(Direct::with(tls, Matcher::from_system(), &pool))
     }

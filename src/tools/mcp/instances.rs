@@ -195,7 +195,7 @@ impl Inner {
             McpTransport::Http { url, headers, guard } => {
                 let redactor = Arc::new(Redactor::new(header_secrets(headers), Some(url)));
                 let default_headers = header_map(&server.name, headers)?;
-                let builder = reqwest::Client::builder()
+                let builder = crate::tls::client_builder()
                     .default_headers(default_headers)
                     .connect_timeout(self.start_timeout)
                     .redirect(reqwest::redirect::Policy::none());
