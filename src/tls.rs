@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
 /// The platform's certificate verifier, made at the first certificate it is asked to verify.
-pub struct SystemRoots {
+struct SystemRoots {
     provider: Arc<CryptoProvider>,
     platform: OnceLock<Result<rustls_platform_verifier::Verifier, String>>,
 }
@@ -35,7 +35,7 @@ impl SystemRoots {
     }
 
     /// Whether the system's root certificates have been read.
-    pub fn is_loaded(&self) -> bool {
+    fn is_loaded(&self) -> bool {
         self.platform.get().is_some()
     }
 
@@ -99,7 +99,7 @@ impl ServerCertVerifier for SystemRoots {
 }
 
 /// The process's one verifier.
-pub fn system_roots() -> Arc<SystemRoots> {
+fn system_roots() -> Arc<SystemRoots> {
     static ROOTS: OnceLock<Arc<SystemRoots>> = OnceLock::new();
     ROOTS
         .get_or_init(|| Arc::new(SystemRoots::new(Arc::new(rustls::crypto::ring::default_provider()))))
