@@ -763,7 +763,10 @@ async fn a_browser_on_one_instance_watches_a_run_another_executes_and_search_the
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await.unwrap();
 
-    // Search on B finds what was written through A within two seconds of its end.
+    // Search on B finds what was written through A, from B's own index, without a restart.
+    // B's feeder reads the database once a second; the bound is generous because these are
+    // debug builds on a machine that runs other tests beside them (CI saw more than 2 s). How
+    // soon it is found on an idle server is the benchmarks' business, not a test's.
     c.mock.enqueue(Provider::OpenAi, slow(&["The ", "quokka ", "smiles."], 0));
     let answer = c.send(0, "Tell me about marsupials").await;
     c.settled(answer, Duration::from_secs(15)).await;
@@ -773,7 +776,11 @@ async fn a_browser_on_one_instance_watches_a_run_another_executes_and_search_the
         if html.contains(&answer.to_string()) {
             break;
         }
-        assert!(began.elapsed() < Duration::from_secs(2), "B's search never found it:\n{html}\n{}", c.logs());
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "B's search never found it:\n{html}\n{}",
+            c.logs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
