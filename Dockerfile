@@ -16,8 +16,10 @@
 # The full (non-slim) image already has gcc and make, which is all the C code in the tree needs
 # (ring, zstd-sys and the bundled libsqlite3); no OpenSSL or other -dev packages are required.
 # Bookworm to match the runtime stage: the binary links glibc dynamically, so the builder's
-# glibc must not be newer than the runtime's.
-FROM rust:1.95-bookworm AS builder
+# glibc must not be newer than the runtime's. The exact toolchain that wrote link/code-order.txt:
+# its names carry a hash of the compiler's version, so another version lays nothing out
+# (scripts/check-dockerfile compares the two).
+FROM rust:1.95.0-bookworm AS builder
 
 WORKDIR /src
 
@@ -38,7 +40,7 @@ RUN mkdir -p src migration/src benches \
  && echo 'fn main() {}' > build.rs \
  && for bench in streaming session_page search context browser_path cluster; do echo 'fn main() {}' > "benches/$bench.rs"; done \
  && touch migration/src/lib.rs \
- && cargo build --profile dist --locked
+ && cargo build --release --locked
 
 # --- Real sources. ----------------------------------------------------------------------------
 # build.rs reads templates/ and static/ to embed them, and src/config.rs include_str!s
@@ -55,8 +57,11 @@ COPY benches ./benches
 # COPY keeps the files' original mtimes, which are older than the stub artifacts built above;
 # cargo's freshness check is mtime-based, so without the touch it would consider the stubs
 # up to date and ship an empty binary.
+# The release profile, the one every benchmark measures: build.rs lays its code out by
+# link/code-order.txt, whose names match only a build of that profile (BENCHMARKS.md,
+# "Container image"). Its symbol table is stripped in the rootfs stage.
 RUN touch build.rs src/main.rs migration/src/lib.rs \
- && cargo build --profile dist --locked
+ && cargo build --release --locked
 
 # ---------------------------------------------------------------------------------------------
 # Runtime file system
@@ -69,13 +74,14 @@ RUN touch build.rs src/main.rs migration/src/lib.rs \
 # "Container image"). Bookworm, as in the builder: the binary needs that glibc.
 FROM debian:bookworm-slim AS rootfs
 
-# Versions are not pinned: bookworm only gets security updates.
+# Versions are not pinned: bookworm only gets security updates. binutils only strips the
+# binary here; it is not in the image.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates tini bubblewrap busybox-static \
+ && apt-get install -y --no-install-recommends ca-certificates tini bubblewrap busybox-static binutils \
  && rm -rf /var/lib/apt/lists/*
 
-COPY --from=builder /src/target/dist/arbor /usr/local/bin/arbor
+COPY --from=builder /src/target/release/arbor /usr/local/bin/arbor
 COPY scripts/assemble-rootfs /usr/local/sbin/assemble-rootfs
 # The AGPL text travels with the binary.
 COPY LICENSE /rootfs/usr/share/doc/arbor/LICENSE
