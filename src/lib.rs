@@ -44,9 +44,6 @@ pub enum StartupError {
     /// The database could not be opened, checked or migrated.
     #[error("{0}")]
     Storage(#[from] storage::StorageError),
-    /// A template failed to compile.
-    #[error("{0}")]
-    Templates(String),
     /// The OIDC settings could not be used.
     #[error("{0}")]
     Oidc(String),
@@ -98,7 +95,6 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     storage::migrate_up(&db).await?;
     let env = vault::handover::process_env();
     let vault = vault::Vault::open(&db, &env, &config.data_dir).await?;
-    let templates = web::render::build_templates().map_err(StartupError::Templates)?;
     let bus = bus::open(&config.bus.url, &config.bus.prefix, storage::instance_id()).await?;
     let runs = RunRegistry::new(config.events.channel_capacity)
         .with_owner_limit(config.limits.runs_per_member)
@@ -232,7 +228,7 @@ pub async fn build_state(config: Config) -> Result<AppState, StartupError> {
     Ok(AppState {
         config: Arc::new(config),
         db,
-        templates: Arc::new(templates),
+        templates: Arc::default(),
         runs,
         engine,
         mailer,

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use tera::Tera;
-
 use crate::config::Config;
 use crate::events::RunRegistry;
 use crate::storage::Db;
@@ -15,8 +13,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The database pool.
     pub db: Db,
-    /// Compiled templates.
-    pub templates: Arc<Tera>,
+    /// The templates, compiled at the first page rendered.
+    pub templates: Arc<crate::web::render::Templates>,
     /// Live runs and their event fan-out.
     pub runs: RunRegistry,
     /// The OpenID Connect relying party, when configured.

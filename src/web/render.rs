@@ -1,5 +1,7 @@
 //! Template loading and rendering: full pages and HTMX fragments from the same partials.
 
+use std::sync::OnceLock;
+
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse};
@@ -17,9 +19,29 @@ pub fn retarget(res: &mut HttpResponse, target: &str, swap: &'static str) {
     }
 }
 
+/// The compiled templates, compiled at the first page or mail rendered, not at start: an idle
+/// server, or one that only serves the API, never holds them (their heap and the pages of Tera's
+/// parser; BENCHMARKS.md, step 26). They are embedded at build time, so a template that does not
+/// compile is a build's defect, which `tests::every_embedded_template_compiles` catches.
+#[derive(Default)]
+pub struct Templates(OnceLock<Result<Tera, String>>);
+
+impl Templates {
+    /// Renders `name`; the first call compiles every template (a few milliseconds, once).
+    pub fn render(&self, name: &str, ctx: &Context) -> Result<String, String> {
+        let tera = self.0.get_or_init(build_templates).as_ref().map_err(Clone::clone)?;
+        tera.render(name, ctx).map_err(|e| e.to_string())
+    }
+
+    /// Whether any template has been compiled yet.
+    pub fn compiled(&self) -> bool {
+        self.0.get().is_some()
+    }
+}
+
 /// Builds the Tera instance from the embedded templates; every name ends in `.html`, so all of
 /// them are autoescaped.
-pub fn build_templates() -> Result<Tera, String> {
+fn build_templates() -> Result<Tera, String> {
     let mut tera = Tera::new();
     let mut sources = Vec::new();
     for (name, bytes, _) in assets::TEMPLATES {
@@ -192,4 +214,30 @@ pub fn json_lines(body: String, download: Option<&str>) -> HttpResponse {
         ));
     }
     res.body(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_template_compiles() {
+        let tera = build_templates().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tera.get_template_names().count(), assets::TEMPLATES.len());
+    }
+
+    #[test]
+    fn templates_are_compiled_at_the_first_render_and_errors_name_the_template() {
+        let templates = Templates::default();
+        assert!(!templates.compiled());
+        let mut ctx = Context::new();
+        ctx.insert("status", &404);
+        ctx.insert("reason", "Not Found");
+        ctx.insert("message", "gone");
+        let html = templates.render("partials/_error.html", &ctx).unwrap();
+        assert!(html.contains("gone"));
+        assert!(templates.compiled());
+        let missing = templates.render("pages/no-such-page.html", &ctx).unwrap_err();
+        assert!(missing.contains("no-such-page"), "{missing}");
+    }
 }

@@ -38,6 +38,19 @@ async fn health_and_readiness() {
     assert_eq!(res.text().await.unwrap(), "ready");
 }
 
+/// The templates are compiled at the first page, not at start: a server that only answers
+/// probes and the API never holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_templates_are_compiled_at_the_first_page_not_at_start() {
+    let app = TestApp::spawn().await;
+    assert_eq!(app.get("/healthz", None).await.status(), 200);
+    assert!(!app.state.templates.compiled(), "compiled before any page was asked for");
+    let res = app.get("/login", None).await;
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().contains("<html"), "the sign-in page was rendered");
+    assert!(app.state.templates.compiled());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_fails_when_a_migration_is_pending() {
     let app = TestApp::spawn().await;
