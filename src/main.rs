@@ -373,6 +373,7 @@ async fn serve(config: Config) -> ExitCode {
         }
     }
     let engine = state.engine.clone();
+    let usage = state.usage.clone();
     let state_grace = state.config.server.shutdown_timeout_secs;
     let server = match arbor::serve(state, listener) {
         Ok(s) => s,
@@ -392,6 +393,8 @@ async fn serve(config: Config) -> ExitCode {
         }
         Err(e) => tracing::error!(error = %e, "could not mark the live replies interrupted"),
     }
+    // The usage rows of the last calls, still gathering for their batch.
+    usage.flush().await;
     // MCP servers started by the agent go with us.
     engine.shutdown_mcp().await;
     match stopped {

@@ -290,6 +290,50 @@ async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text()
     drop(db);
 }
 
+/// Usage rows of API calls are written in batches a moment after the call (BENCHMARKS step
+/// 27): a SIGTERM right after a call still leaves its row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_an_api_call_still_writes_its_usage_row() {
+    let CrashServer { mock, db, dir, config, port, mut server, conn, user, .. } =
+        crash_server("[server]\nshutdown_timeout_secs = 1\n").await;
+    let made = arbor(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["admin", "token", "--email", "ada@example.com", "--name", "usage", "--data-dir"])
+        .arg(&db.data_dir)
+        .env("ARBOR_DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    let reply = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({
+            "model": "gpt-4o-mini",
+            "stream": true,
+            "messages": [{ "role": "user", "content": "hello" }],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let body = reply.text().await.unwrap();
+    assert!(body.contains("data: [DONE]"), "{body}");
+    crate::cli::sigterm(&server.0);
+    let status = wait_exit(&mut server.0, Duration::from_secs(15)).expect("exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    use arbor::storage::entities::usage;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let rows = usage::Entity::find().filter(usage::Column::UserId.eq(user.id)).all(&conn).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].via, "api");
+    assert!(rows[0].tokens_out > 0, "{:?}", rows[0]);
+    conn.close().await.unwrap();
+    drop(db);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_during_a_tool_call_offers_the_call_again_after_the_restart() {
     // A page that never answers, so the call is running when the server dies.
