@@ -4,11 +4,14 @@
 //! copy is used while the generation its table's writes move (`storage::changes`) has not moved
 //! since it was read, and for a fixed age at most. Writes on other instances move the
 //! generation here through the bus ([`share_changes`]); the age bounds what a lost note or a
-//! write by the command line (which has no bus) leaves stale.
+//! write by the command line (which has no bus) leaves stale. The copies a provider call reads
+//! (aliases, quotas, own keys) are read again beside the call once aged
+//! ([`FreshCopies::get_or_refresh`]), so the read is never in the call's way; the token and
+//! the browser session, which decide who may call at all, are read in the call.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,7 +25,13 @@ struct Copy<V> {
     generation: u64,
     read_at: Instant,
     value: V,
+    /// A read to replace it runs beside the calls ([`FreshCopies::get_or_refresh`]).
+    refreshing: bool,
 }
+
+/// An aged copy is still used, while it is read again beside the call, until it is this many
+/// ages old; older, the call reads it itself.
+const REFRESH_BESIDE_UNTIL: u32 = 4;
 
 /// Copies by key, each used for `age` at most; at `most` keys all are dropped and read again.
 pub(crate) struct FreshCopies<K, V> {
@@ -53,7 +62,7 @@ impl<K: Eq + Hash, V: Clone> FreshCopies<K, V> {
         if copies.len() >= self.most {
             copies.clear();
         }
-        copies.insert(key, Copy { generation, read_at: Instant::now(), value });
+        copies.insert(key, Copy { generation, read_at: Instant::now(), value, refreshing: false });
     }
 
     /// The copy of `key` while it is fresh (see [`Self::get`]; read `generation` before the
@@ -87,6 +96,68 @@ impl<K: Eq + Hash, V: Clone> FreshCopies<K, V> {
         let value = read().await?;
         self.put(key, generation, value.clone());
         Ok(value)
+    }
+}
+
+impl<K, V> FreshCopies<K, V>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+{
+    /// [`Self::get_or_read`], except that a copy that only aged (no write moved its generation)
+    /// is still used while `read` runs again on a task of its own, and the next calls get what
+    /// it read. The read before a provider call is then never in the call's way, and with no
+    /// write here the age still bounds what another instance's or the command line's changes
+    /// wait for, plus the one call that starts the read. Writes made here move the generation,
+    /// and a copy read at another generation is never used.
+    pub(crate) async fn get_or_refresh<E, Fut>(
+        self: &Arc<Self>,
+        key: K,
+        generation: u64,
+        read: impl FnOnce() -> Fut,
+    ) -> Result<V, E>
+    where
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let aged = {
+            let mut copies = self.copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match copies.get_mut(&key).filter(|c| c.generation == generation) {
+                Some(c) if c.read_at.elapsed() < self.age => return Ok(c.value.clone()),
+                Some(c) if c.read_at.elapsed() < self.age * REFRESH_BESIDE_UNTIL => {
+                    let start = !c.refreshing;
+                    c.refreshing = true;
+                    Some((c.value.clone(), start))
+                }
+                _ => None,
+            }
+        };
+        match aged {
+            Some((value, true)) => {
+                let copies = Arc::clone(self);
+                let reading = read();
+                tokio::spawn(async move {
+                    match reading.await {
+                        Ok(fresh) => copies.put(key, generation, fresh),
+                        // Left aged: the next call tries again.
+                        Err(_) => copies.refresh_failed(&key),
+                    }
+                });
+                Ok(value)
+            }
+            Some((value, false)) => Ok(value),
+            None => {
+                let value = read().await?;
+                self.put(key, generation, value.clone());
+                Ok(value)
+            }
+        }
+    }
+
+    fn refresh_failed(&self, key: &K) {
+        let mut copies = self.copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = copies.get_mut(key) {
+            c.refreshing = false;
+        }
     }
 }
 
@@ -173,5 +244,54 @@ mod tests {
         assert_eq!(copies.get_or_find(2, 7, async || Ok::<_, ()>(None)).await, Ok(None));
         assert_eq!(copies.get(&2, 7), None, "nothing found, nothing kept");
         assert_eq!(copies.get_or_find(2, 7, async || Err::<Option<&str>, _>("down")).await, Err("down"));
+    }
+
+    /// Waits (a few seconds at most) until `done` holds.
+    async fn until(done: impl Fn() -> bool) {
+        for _ in 0..5000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_aged_copy_serves_while_it_is_read_again_beside_the_call() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        // Long enough that two calls in a row fall within it on a busy machine.
+        const AGE: Duration = Duration::from_millis(300);
+        let past = |ages: u32| AGE * ages + Duration::from_millis(20);
+        let copies = Arc::new(FreshCopies::new(AGE, 10));
+        let reads = Arc::new(AtomicUsize::new(0));
+        let read = |value: &'static str| {
+            let reads = Arc::clone(&reads);
+            move || async move {
+                reads.fetch_add(1, SeqCst);
+                Ok::<_, ()>(value)
+            }
+        };
+        assert_eq!(copies.get_or_refresh(1, 7, read("a")).await, Ok("a"), "nothing kept: read in the call");
+        assert_eq!(copies.get_or_refresh(1, 7, read("b")).await, Ok("a"), "fresh: from memory");
+        assert_eq!(reads.load(SeqCst), 1);
+        tokio::time::sleep(past(1)).await;
+        // Aged: this call gets the old copy and starts one read; the next ones do not start more.
+        assert_eq!(copies.get_or_refresh(1, 7, read("b")).await, Ok("a"));
+        until(|| copies.get(&1, 7) == Some("b")).await;
+        assert_eq!(copies.get_or_refresh(1, 7, read("c")).await, Ok("b"), "the read beside the call landed");
+        assert_eq!(reads.load(SeqCst), 2);
+        // A write here moved the generation: never the old copy, read in the call.
+        assert_eq!(copies.get_or_refresh(1, 8, read("d")).await, Ok("d"));
+        // Far past the age (a read beside calls that never lands): read in the call again.
+        tokio::time::sleep(past(REFRESH_BESIDE_UNTIL)).await;
+        assert_eq!(copies.get_or_refresh(1, 8, read("e")).await, Ok("e"));
+        // A failed read beside the call leaves the copy aged, and the next call tries again.
+        tokio::time::sleep(past(1)).await;
+        let failing = || async { Err::<&str, _>(()) };
+        assert_eq!(copies.get_or_refresh(1, 8, failing).await, Ok("e"));
+        until(|| copies.copies.lock().unwrap().get(&1).is_some_and(|c| !c.refreshing)).await;
+        assert_eq!(copies.get_or_refresh(1, 8, read("f")).await, Ok("e"));
+        until(|| copies.get(&1, 8) == Some("f")).await;
+        assert_eq!(copies.get(&1, 8), Some("f"));
     }
 }

@@ -101,10 +101,13 @@ impl QuotaHold {
 
 impl QuotaHolds {
     /// The quota table's rows: the copy in memory while this process has not written the table
-    /// since, and for [`TABLE_AGE`] at most; else read again.
+    /// since; past [`TABLE_AGE`] it is read again beside the call (`FreshCopies::get_or_refresh`).
     pub async fn table(&self, db: &Db) -> StorageResult<QuotaRows> {
         let generation = repo::generation();
-        self.table.get_or_read((), generation, async || Ok(Arc::new(repo::all(db).await?))).await
+        let db = db.clone();
+        self.table
+            .get_or_refresh((), generation, move || async move { Ok(Arc::new(repo::all(&db).await?)) })
+            .await
     }
 
     /// Holds every instance shares through `counters`.

@@ -22,7 +22,7 @@ pub struct Aliases {
     db: Db,
     /// Members' alias tables as last read: every gateway call looks its model name up, so the
     /// lookup is served from memory until an alias is written (here or, through the bus, on
-    /// another instance) or the copy is [`KEPT_AGE`] old.
+    /// another instance); a copy [`KEPT_AGE`] old is read again beside the call that finds it so.
     kept: Arc<FreshCopies<Uuid, AliasTable>>,
 }
 
@@ -79,10 +79,11 @@ impl Aliases {
         }
         let generation = changes::generation(Kept::Aliases);
         let member = actor.user_id();
+        let db = self.db.clone();
         let table = self
             .kept
-            .get_or_read(member, generation, async || {
-                Ok::<_, crate::storage::StorageError>(Arc::new(repo::list(&self.db, member).await?))
+            .get_or_refresh(member, generation, move || async move {
+                Ok::<_, crate::storage::StorageError>(Arc::new(repo::list(&db, member).await?))
             })
             .await?;
         Ok(table.iter().find(|(alias, _)| alias == name).map(|(_, target)| target.clone()))

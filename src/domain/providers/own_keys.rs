@@ -1,9 +1,11 @@
 //! Members' own provider keys (their labels and providers, never their values) as last listed:
 //! every call reads them before it asks a provider, so they are kept in memory while the vault
-//! has not been written by this process since, and for [`AGE`] at most (how long a key added or
-//! removed on another instance takes to count here; a listed key that is gone is refused when
-//! its value is revealed).
+//! has not been written by this process since; past [`AGE`] (how long a key added or removed on
+//! another instance takes to count here, plus the one call that finds the list aged) the list
+//! is read again beside the call. A listed key that is gone is refused when its value is
+//! revealed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -19,11 +21,11 @@ const AGE: Duration = Duration::from_secs(2);
 const MEMBERS: usize = 10_000;
 
 /// The lists of the members who called lately.
-pub(super) struct OwnKeys(FreshCopies<Uuid, Vec<SecretMeta>>);
+pub(super) struct OwnKeys(Arc<FreshCopies<Uuid, Vec<SecretMeta>>>);
 
 impl Default for OwnKeys {
     fn default() -> Self {
-        OwnKeys(FreshCopies::new(AGE, MEMBERS))
+        OwnKeys(Arc::new(FreshCopies::new(AGE, MEMBERS)))
     }
 }
 
@@ -31,9 +33,10 @@ impl OwnKeys {
     /// The member's own provider keys, newest first.
     pub(super) async fn of(&self, db: &Db, member: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         let generation = crate::vault::store::generation();
+        let db = db.clone();
         self.0
-            .get_or_read(member, generation, async || {
-                Vault::list_secrets(db, member, SecretKind::ProviderKey).await
+            .get_or_refresh(member, generation, move || async move {
+                Vault::list_secrets(&db, member, SecretKind::ProviderKey).await
             })
             .await
     }
