@@ -121,9 +121,13 @@ where
     {
         let aged = {
             let mut copies = self.copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match copies.get_mut(&key).filter(|c| c.generation == generation) {
-                Some(c) if c.read_at.elapsed() < self.age => return Ok(c.value.clone()),
-                Some(c) if c.read_at.elapsed() < self.age * REFRESH_BESIDE_UNTIL => {
+            match copies
+                .get_mut(&key)
+                .filter(|c| c.generation == generation)
+                .map(|c| (c.read_at.elapsed(), c))
+            {
+                Some((age, c)) if age < self.age => return Ok(c.value.clone()),
+                Some((age, c)) if age < self.age * REFRESH_BESIDE_UNTIL => {
                     let start = !c.refreshing;
                     c.refreshing = true;
                     Some((c.value.clone(), start))

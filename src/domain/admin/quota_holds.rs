@@ -104,10 +104,12 @@ impl QuotaHolds {
     /// since; past [`TABLE_AGE`] it is read again beside the call (`FreshCopies::get_or_refresh`).
     pub async fn table(&self, db: &Db) -> StorageResult<QuotaRows> {
         let generation = repo::generation();
-        let db = db.clone();
-        self.table
-            .get_or_refresh((), generation, move || async move { Ok(Arc::new(repo::all(&db).await?)) })
-            .await
+        // The pool is cloned only when the table is read, not on every call.
+        let read = || {
+            let db = db.clone();
+            async move { Ok(Arc::new(repo::all(&db).await?)) }
+        };
+        self.table.get_or_refresh((), generation, read).await
     }
 
     /// Holds every instance shares through `counters`.

@@ -79,13 +79,11 @@ impl Aliases {
         }
         let generation = changes::generation(Kept::Aliases);
         let member = actor.user_id();
-        let db = self.db.clone();
-        let table = self
-            .kept
-            .get_or_refresh(member, generation, move || async move {
-                Ok::<_, crate::storage::StorageError>(Arc::new(repo::list(&db, member).await?))
-            })
-            .await?;
+        let read = || {
+            let db = self.db.clone();
+            async move { Ok::<_, crate::storage::StorageError>(Arc::new(repo::list(&db, member).await?)) }
+        };
+        let table = self.kept.get_or_refresh(member, generation, read).await?;
         Ok(table.iter().find(|(alias, _)| alias == name).map(|(_, target)| target.clone()))
     }
 

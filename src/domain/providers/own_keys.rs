@@ -33,11 +33,10 @@ impl OwnKeys {
     /// The member's own provider keys, newest first.
     pub(super) async fn of(&self, db: &Db, member: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         let generation = crate::vault::store::generation();
-        let db = db.clone();
-        self.0
-            .get_or_refresh(member, generation, move || async move {
-                Vault::list_secrets(&db, member, SecretKind::ProviderKey).await
-            })
-            .await
+        let read = || {
+            let db = db.clone();
+            async move { Vault::list_secrets(&db, member, SecretKind::ProviderKey).await }
+        };
+        self.0.get_or_refresh(member, generation, read).await
     }
 }
