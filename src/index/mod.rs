@@ -14,6 +14,7 @@
 
 mod identity;
 mod indexer;
+mod phrase;
 mod query;
 mod schema;
 mod search_index;

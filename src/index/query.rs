@@ -7,15 +7,13 @@
 use std::ops::Bound;
 
 use chrono::NaiveDate;
-use tantivy::query::{
-    BooleanQuery, ConstScoreQuery, EnableScoring, Explanation, Occur, PhraseQuery, Query, QueryClone,
-    RangeQuery, Scorer, TermQuery, Weight,
-};
+use tantivy::Term;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{DocId, DocSet, Score, SeekDangerResult, SegmentReader, TERMINATED, Term};
 use uuid::Uuid;
 
+use super::phrase::Phrase;
 use super::schema::{Fields, id_term};
 
 /// At most this many words, phrases and exclusions are used; the rest are ignored, which bounds
@@ -179,8 +177,10 @@ fn field_clause(field: Field, tokens: &[(usize, String)]) -> Box<dyn Query> {
         [(_, t)] => Box::new(TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs)),
         _ => {
             let first = tokens.first().map_or(0, |(p, _)| *p);
-            let terms = tokens.iter().map(|(p, t)| (p - first, Term::from_field_text(field, t))).collect();
-            Box::new(PhraseQuery::new_with_offset(terms))
+            let offset = |p: usize| u32::try_from(p - first).unwrap_or(u32::MAX);
+            Box::new(Phrase::new(
+                tokens.iter().map(|(p, t)| (offset(*p), Term::from_field_text(field, t))).collect(),
+            ))
         }
     }
 }
@@ -260,95 +260,14 @@ pub(super) fn build(
     }
     for item in &q.excluded {
         let tokens = tokenize(analyzer, item);
-        match tokens.len() {
-            0 => {}
-            // A lone term query keeps Tantivy's fast path for exclusions.
-            1 => clauses.push((Occur::MustNot, field_clause(f.text, &tokens))),
-            _ => clauses.push((Occur::MustNot, Box::new(SafeSeek(field_clause(f.text, &tokens))))),
+        if !tokens.is_empty() {
+            clauses.push((Occur::MustNot, field_clause(f.text, &tokens)));
         }
     }
     Some(Built {
         query: BooleanQuery::new(clauses),
         highlight: (!highlight.is_empty()).then(|| BooleanQuery::new(highlight)),
     })
-}
-
-/// Wraps a query so that its scorers are only ever moved forward with `seek`.
-///
-/// Tantivy 0.27's exclusion (`MustNot`) asks its docset for documents that may lie behind the
-/// docset's position (`seek_danger` with a smaller target), which `PhraseScorer` rejects with a
-/// debug assertion (a panic in debug builds; release builds answer correctly). This wrapper
-/// answers such calls itself: a document behind the position is not in the set.
-#[derive(Debug)]
-struct SafeSeek(Box<dyn Query>);
-
-impl Clone for SafeSeek {
-    fn clone(&self) -> Self {
-        SafeSeek(self.0.box_clone())
-    }
-}
-
-impl Query for SafeSeek {
-    fn weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
-        Ok(Box::new(SafeSeekWeight(self.0.weight(enable_scoring)?)))
-    }
-
-    fn query_terms<'a>(&'a self, visitor: &mut dyn FnMut(&'a Term, bool)) {
-        self.0.query_terms(visitor);
-    }
-}
-
-struct SafeSeekWeight(Box<dyn Weight>);
-
-impl Weight for SafeSeekWeight {
-    fn scorer(&self, reader: &SegmentReader, boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
-        Ok(Box::new(SafeSeekScorer(self.0.scorer(reader, boost)?)))
-    }
-
-    fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
-        self.0.explain(reader, doc)
-    }
-}
-
-struct SafeSeekScorer(Box<dyn Scorer>);
-
-impl DocSet for SafeSeekScorer {
-    fn advance(&mut self) -> DocId {
-        self.0.advance()
-    }
-
-    fn seek(&mut self, target: DocId) -> DocId {
-        let doc = self.0.doc();
-        if doc >= target { doc } else { self.0.seek(target) }
-    }
-
-    fn seek_danger(&mut self, target: DocId) -> SeekDangerResult {
-        if target == TERMINATED {
-            return SeekDangerResult::SeekLowerBound(TERMINATED);
-        }
-        match self.seek(target) {
-            doc if doc == target => SeekDangerResult::Found,
-            doc => SeekDangerResult::SeekLowerBound(doc),
-        }
-    }
-
-    fn doc(&self) -> DocId {
-        self.0.doc()
-    }
-
-    fn size_hint(&self) -> u32 {
-        self.0.size_hint()
-    }
-
-    fn cost(&self) -> u64 {
-        self.0.cost()
-    }
-}
-
-impl Scorer for SafeSeekScorer {
-    fn score(&mut self) -> Score {
-        self.0.score()
-    }
 }
 
 #[cfg(test)]
