@@ -76,14 +76,23 @@ impl PhraseWeight {
         let Some((_, first)) = self.terms.first() else { return Ok(None) };
         let field = first.field();
         let index = reader.inverted_index(field)?;
-        let mut offsets = Vec::with_capacity(self.terms.len());
+        // A word the phrase repeats ("step by step") is read once per document.
+        let mut distinct: Vec<&Term> = Vec::with_capacity(self.terms.len());
         let mut postings = Vec::with_capacity(self.terms.len());
+        let mut slots = Vec::with_capacity(self.terms.len());
         for (offset, term) in &self.terms {
-            let Some(p) = index.read_postings(term, IndexRecordOption::WithFreqsAndPositions)? else {
-                return Ok(None);
+            let list = match distinct.iter().position(|t| *t == term) {
+                Some(list) => list,
+                None => {
+                    let Some(p) = index.read_postings(term, IndexRecordOption::WithFreqsAndPositions)? else {
+                        return Ok(None);
+                    };
+                    distinct.push(term);
+                    postings.push(p);
+                    postings.len() - 1
+                }
             };
-            offsets.push(*offset);
-            postings.push(p);
+            slots.push(Slot { offset: *offset, list });
         }
         let fieldnorms = match self.bm25 {
             Some(_) => reader.fieldnorms_readers().get_field(field)?,
@@ -91,7 +100,7 @@ impl PhraseWeight {
         }
         .unwrap_or_else(|| FieldNormReader::constant(reader.max_doc(), 1));
         Ok(Some(PhraseScorer::new(
-            offsets,
+            slots,
             postings,
             self.bm25.as_ref().map(|w| w.boost_by(boost)),
             fieldnorms,
@@ -138,13 +147,23 @@ impl Weight for PhraseWeight {
     }
 }
 
+/// One token of a phrase: its offset from the first, and which of the distinct terms' position
+/// lists holds it.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    offset: u32,
+    list: usize,
+}
+
 /// The documents of one segment holding the phrase, in order.
 struct PhraseScorer {
-    /// Each term's offset in the phrase and its postings, the rarest term first (it leads the
-    /// walk over the documents that hold every term).
-    offsets: Vec<u32>,
+    /// The phrase's tokens, the rarest term's first (its positions seed the count).
+    slots: Vec<Slot>,
+    /// The postings of each distinct term, the rarest first (it leads the walk over the
+    /// documents that hold every term).
     postings: Vec<SegmentPostings>,
-    /// The positions of each term in the current document, kept to reuse their allocations.
+    /// The positions of each distinct term in the current document, kept to reuse their
+    /// allocations.
     positions: Vec<Vec<u32>>,
     counting: Counting,
     /// With `matched`, a document holding the phrase; without, the first document not yet ruled
@@ -159,17 +178,27 @@ struct PhraseScorer {
 
 impl PhraseScorer {
     fn new(
-        offsets: Vec<u32>,
+        mut slots: Vec<Slot>,
         postings: Vec<SegmentPostings>,
         bm25: Option<Bm25Weight>,
         fieldnorms: FieldNormReader,
     ) -> PhraseScorer {
-        let mut terms: Vec<(u32, SegmentPostings)> = offsets.into_iter().zip(postings).collect();
-        terms.sort_by_key(|(_, p)| p.doc_freq());
-        let (offsets, postings): (Vec<u32>, Vec<SegmentPostings>) = terms.into_iter().unzip();
+        let mut order: Vec<usize> = (0..postings.len()).collect();
+        order.sort_by_key(|&list| postings[list].doc_freq());
+        // `order[rank]` is the list at `rank`; slots follow their list to its new place.
+        let mut rank_of = vec![0; order.len()];
+        for (rank, &list) in order.iter().enumerate() {
+            rank_of[list] = rank;
+        }
+        for slot in &mut slots {
+            slot.list = rank_of[slot.list];
+        }
+        slots.sort_by_key(|slot| slot.list);
+        let mut postings: Vec<Option<SegmentPostings>> = postings.into_iter().map(Some).collect();
+        let postings: Vec<SegmentPostings> = order.iter().filter_map(|&list| postings[list].take()).collect();
         PhraseScorer {
-            positions: vec![Vec::new(); offsets.len()],
-            offsets,
+            positions: vec![Vec::new(); postings.len()],
+            slots,
             postings,
             counting: Counting::default(),
             doc: 0,
@@ -206,7 +235,7 @@ impl PhraseScorer {
         for (p, out) in self.postings.iter_mut().zip(&mut self.positions) {
             p.positions(out);
         }
-        self.counting.count(&self.offsets, &self.positions, BIT_SET_POSITIONS)
+        self.counting.count(&self.slots, &self.positions, BIT_SET_POSITIONS)
     }
 
     /// Moves to the first document at or after `target` holding the phrase.
@@ -312,62 +341,66 @@ struct Counting {
 }
 
 impl Counting {
-    /// How many times the phrase starts in a document: the starts `s` where every term `i` is at
-    /// position `s + offsets[i]`. `positions[i]` holds term `i`'s positions, ascending.
-    fn count(&mut self, offsets: &[u32], positions: &[Vec<u32>], bit_set_positions: u32) -> u32 {
-        if offsets.is_empty() || offsets.len() != positions.len() {
-            return 0;
-        }
-        // The last start every term can reach.
+    /// How many times the phrase starts in a document: the starts `s` where every slot's term
+    /// is at position `s + offset`. `positions[slot.list]` holds that term's positions,
+    /// ascending; `slots` is never empty and every `list` is in `positions`.
+    fn count(&mut self, slots: &[Slot], positions: &[Vec<u32>], bit_set_positions: u32) -> u32 {
+        // The last start every slot can reach.
         let mut limit = u32::MAX;
-        for (offset, list) in offsets.iter().zip(positions) {
-            match list.last() {
-                Some(&last) if last >= *offset => limit = limit.min(last - offset),
+        for slot in slots {
+            match positions.get(slot.list).and_then(|l| l.last()) {
+                Some(&last) if last >= slot.offset => limit = limit.min(last - slot.offset),
                 _ => return 0,
             }
         }
+        let Some((first, rest)) = slots.split_first() else { return 0 };
         if limit < bit_set_positions {
-            self.with_bits(offsets, positions, limit)
+            self.with_bits(*first, rest, positions, limit)
         } else {
-            self.by_merging(offsets, positions)
+            self.by_merging(*first, rest, positions)
         }
     }
 
-    /// Marks the first term's starts, keeps those each middle term also reaches, and counts
-    /// the last term's hits among them. No branch depends on the data, so a long list of a
+    /// Marks the first slot's starts, keeps those each middle slot also reaches, and counts
+    /// the last slot's hits among them. No branch depends on the data, so a long list of a
     /// common word costs a few cycles a position.
-    fn with_bits(&mut self, offsets: &[u32], positions: &[Vec<u32>], limit: u32) -> u32 {
+    fn with_bits(&mut self, first: Slot, rest: &[Slot], positions: &[Vec<u32>], limit: u32) -> u32 {
         let words = limit as usize / 64 + 1;
-        let starts_of = |i: usize| {
-            let offset = offsets[i];
-            positions[i].iter().filter_map(move |p| p.checked_sub(offset)).take_while(move |s| *s <= limit)
+        let starts_of = |slot: Slot| {
+            positions[slot.list]
+                .iter()
+                .filter_map(move |p| p.checked_sub(slot.offset))
+                .take_while(move |s| *s <= limit)
         };
         self.starts.clear();
         self.starts.resize(words, 0);
-        for s in starts_of(0) {
+        for s in starts_of(first) {
             self.starts[s as usize / 64] |= 1 << (s % 64);
         }
-        let last = offsets.len() - 1;
-        for i in 1..last {
+        let Some((last, middle)) = rest.split_last() else {
+            return self.starts.iter().map(|w| w.count_ones()).sum();
+        };
+        for slot in middle {
             self.next.clear();
             self.next.resize(words, 0);
-            for s in starts_of(i) {
+            for s in starts_of(*slot) {
                 self.next[s as usize / 64] |= self.starts[s as usize / 64] & (1 << (s % 64));
             }
             std::mem::swap(&mut self.starts, &mut self.next);
         }
-        starts_of(last).map(|s| ((self.starts[s as usize / 64] >> (s % 64)) & 1) as u32).sum()
+        starts_of(*last).map(|s| ((self.starts[s as usize / 64] >> (s % 64)) & 1) as u32).sum()
     }
 
-    /// Keeps the first term's starts that every other term also reaches, merging sorted lists.
-    fn by_merging(&mut self, offsets: &[u32], positions: &[Vec<u32>]) -> u32 {
+    /// Keeps the first slot's starts that every other slot also reaches, merging sorted lists.
+    fn by_merging(&mut self, first: Slot, rest: &[Slot], positions: &[Vec<u32>]) -> u32 {
         self.merged.clear();
-        self.merged.extend(positions[0].iter().filter_map(|p| p.checked_sub(offsets[0])));
-        for (offset, list) in offsets.iter().zip(positions).skip(1) {
+        self.merged.extend(positions[first.list].iter().filter_map(|p| p.checked_sub(first.offset)));
+        for slot in rest {
+            let list = &positions[slot.list];
             let mut kept = 0;
             let mut j = 0;
             for i in 0..self.merged.len() {
-                let want = u64::from(self.merged[i]) + u64::from(*offset);
+                let want = u64::from(self.merged[i]) + u64::from(slot.offset);
                 while j < list.len() && u64::from(list[j]) < want {
                     j += 1;
                 }

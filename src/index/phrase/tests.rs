@@ -9,57 +9,74 @@ use tantivy::{DocAddress, Index, IndexWriter, Searcher, TantivyDocument};
 
 use super::*;
 
-/// The count by definition: starts where every term sits at its offset.
-fn brute_count(offsets: &[u32], positions: &[Vec<u32>]) -> u32 {
+/// The count by definition: starts where every slot's term sits at its offset.
+fn brute_count(slots: &[Slot], positions: &[Vec<u32>]) -> u32 {
     let sets: Vec<BTreeSet<u32>> = positions.iter().map(|l| l.iter().copied().collect()).collect();
-    let starts = positions[0].iter().filter_map(|p| p.checked_sub(offsets[0]));
-    starts.filter(|s| offsets.iter().zip(&sets).all(|(o, set)| set.contains(&(s + o)))).count() as u32
+    let starts = positions[slots[0].list].iter().filter_map(|p| p.checked_sub(slots[0].offset));
+    starts.filter(|s| slots.iter().all(|slot| sets[slot.list].contains(&(s + slot.offset)))).count() as u32
 }
 
 fn random_positions(rng: &mut SmallRng, len: u32, density: u32) -> Vec<u32> {
     (0..len).filter(|_| rng.random_range(0..100) < density).collect()
 }
 
+/// Each offset on a list of its own.
+fn one_list_each(offsets: &[u32]) -> Vec<Slot> {
+    offsets.iter().enumerate().map(|(list, &offset)| Slot { offset, list }).collect()
+}
+
 #[test]
 fn the_bit_set_and_the_merge_count_what_the_definition_counts() {
     let mut rng = SmallRng::seed_from_u64(5);
     let mut counting = Counting::default();
-    let mut seen_matches = 0;
+    let (mut seen_matches, mut repeated) = (0, 0);
     for round in 0..4000 {
-        let terms = rng.random_range(2..5usize);
-        // Offsets with gaps sometimes (a token the analyzer dropped), the first always 0.
-        let mut offsets = vec![0u32];
-        for _ in 1..terms {
-            let last = offsets[offsets.len() - 1];
-            offsets.push(last + rng.random_range(1..3));
+        let tokens = rng.random_range(2..5usize);
+        // Offsets with gaps sometimes (a token the analyzer dropped), the first always 0; a word
+        // repeated sometimes ("step by step"): its slots share one list.
+        let mut slots = vec![Slot { offset: 0, list: 0 }];
+        let mut lists = 1;
+        for _ in 1..tokens {
+            let offset = slots[slots.len() - 1].offset + rng.random_range(1..3);
+            let list = if rng.random_range(0..4) == 0 {
+                repeated += 1;
+                rng.random_range(0..lists)
+            } else {
+                lists += 1;
+                lists - 1
+            };
+            slots.push(Slot { offset, list });
         }
         let len = if round % 10 == 0 { rng.random_range(4000..9000) } else { rng.random_range(1..400) };
-        let positions: Vec<Vec<u32>> = (0..terms).map(|_| random_positions(&mut rng, len, 40)).collect();
+        let positions: Vec<Vec<u32>> = (0..lists).map(|_| random_positions(&mut rng, len, 40)).collect();
         if positions.iter().any(Vec::is_empty) {
             continue;
         }
-        let want = brute_count(&offsets, &positions);
+        let want = brute_count(&slots, &positions);
         seen_matches += want;
-        assert_eq!(
-            counting.count(&offsets, &positions, BIT_SET_POSITIONS),
-            want,
-            "{offsets:?} {positions:?}"
-        );
-        assert_eq!(counting.count(&offsets, &positions, 0), want, "merging: {offsets:?} {positions:?}");
+        assert_eq!(counting.count(&slots, &positions, BIT_SET_POSITIONS), want, "{slots:?} {positions:?}");
+        assert_eq!(counting.count(&slots, &positions, 0), want, "merging: {slots:?} {positions:?}");
     }
     assert!(seen_matches > 1000, "the random lists held too few phrases to test anything: {seen_matches}");
+    assert!(repeated > 500, "too few repeated words: {repeated}");
 }
 
 #[test]
 fn a_term_that_cannot_reach_its_offset_means_no_phrase() {
     let mut counting = Counting::default();
     // The second term only at position 0: no start s >= 0 puts it at s + 1.
-    assert_eq!(counting.count(&[0, 1], &[vec![0, 5], vec![0]], BIT_SET_POSITIONS), 0);
-    assert_eq!(counting.count(&[0, 1], &[vec![], vec![1]], BIT_SET_POSITIONS), 0);
+    assert_eq!(counting.count(&one_list_each(&[0, 1]), &[vec![0, 5], vec![0]], BIT_SET_POSITIONS), 0);
+    assert_eq!(counting.count(&one_list_each(&[0, 1]), &[vec![], vec![1]], BIT_SET_POSITIONS), 0);
     assert_eq!(counting.count(&[], &[], BIT_SET_POSITIONS), 0);
+    // A slot naming a list that is not there counts nothing rather than panicking.
+    assert_eq!(counting.count(&[Slot { offset: 0, list: 3 }], &[vec![1]], BIT_SET_POSITIONS), 0);
     // Positions near the top of u32 do not overflow either way of counting.
     let high = vec![u32::MAX - 2, u32::MAX - 1];
-    assert_eq!(counting.count(&[0, 1], &[high.clone(), high], BIT_SET_POSITIONS), 1);
+    assert_eq!(counting.count(&one_list_each(&[0, 1]), &[high.clone(), high.clone()], BIT_SET_POSITIONS), 1);
+    // One list for a repeated word: "a a" in "a a a" starts twice.
+    let slots = [Slot { offset: 0, list: 0 }, Slot { offset: 1, list: 0 }];
+    assert_eq!(counting.count(&slots, &[vec![4, 5, 6]], BIT_SET_POSITIONS), 2);
+    assert_eq!(counting.count(&slots, &[vec![4, 5, 6]], 0), 2);
 }
 
 const WORDS: [&str; 6] = ["hea", "her", "vio", "pi", "fle", "cat"];
