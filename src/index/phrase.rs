@@ -183,19 +183,18 @@ impl PhraseScorer {
         bm25: Option<Bm25Weight>,
         fieldnorms: FieldNormReader,
     ) -> PhraseScorer {
-        let mut order: Vec<usize> = (0..postings.len()).collect();
-        order.sort_by_key(|&list| postings[list].doc_freq());
-        // `order[rank]` is the list at `rank`; slots follow their list to its new place.
-        let mut rank_of = vec![0; order.len()];
-        for (rank, &list) in order.iter().enumerate() {
-            rank_of[list] = rank;
+        // The rarest term first; each slot follows its list to the list's new place.
+        let mut ranked: Vec<(usize, SegmentPostings)> = postings.into_iter().enumerate().collect();
+        ranked.sort_by_key(|(_, p)| p.doc_freq());
+        let mut rank_of = vec![0; ranked.len()];
+        for (rank, (list, _)) in ranked.iter().enumerate() {
+            rank_of[*list] = rank;
         }
         for slot in &mut slots {
             slot.list = rank_of[slot.list];
         }
         slots.sort_by_key(|slot| slot.list);
-        let mut postings: Vec<Option<SegmentPostings>> = postings.into_iter().map(Some).collect();
-        let postings: Vec<SegmentPostings> = order.iter().filter_map(|&list| postings[list].take()).collect();
+        let postings: Vec<SegmentPostings> = ranked.into_iter().map(|(_, p)| p).collect();
         PhraseScorer {
             positions: vec![Vec::new(); postings.len()],
             slots,
@@ -276,12 +275,11 @@ impl DocSet for PhraseScorer {
     /// without reading positions up to the next match (Tantivy's intersection asks each of its
     /// other members this way). A target behind the position is answered from the position.
     fn seek_danger(&mut self, target: DocId) -> SeekDangerResult {
-        if target < self.doc || (self.matched && target == self.doc) {
-            return if self.matched && target == self.doc {
-                SeekDangerResult::Found
-            } else {
-                SeekDangerResult::SeekLowerBound(self.doc)
-            };
+        if self.matched && target == self.doc {
+            return SeekDangerResult::Found;
+        }
+        if target < self.doc {
+            return SeekDangerResult::SeekLowerBound(self.doc);
         }
         if target == TERMINATED {
             self.doc = TERMINATED;
