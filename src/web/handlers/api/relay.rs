@@ -4,6 +4,15 @@
 //! chunk). Events that are already there are written together. The provider is read only as
 //! fast as the caller reads, and the usage is recorded exactly once, when the answer ends,
 //! fails, or the caller goes away (the body is dropped).
+//!
+//! hyper hands a response body over one frame at a time: its connection task decodes the next
+//! chunk only after this body took the previous one. So when a busy worker finds several
+//! chunks waiting in the upstream socket, a relay that wrote what it had on the first
+//! `Pending` would send each chunk in a write of its own. Instead, after a poll that gathered
+//! events, the relay gives the connection task a turn (it wakes itself and returns `Pending`,
+//! as `yield_now` does) and writes when a turn brings nothing more, or after [`MAX_TURNS`]. A
+//! lone chunk waits one turn of the worker's queue; a backlog leaves in a few writes instead of
+//! one each. The first events are written at once, so the first token never waits.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,6 +30,11 @@ use crate::state::AppState;
 
 /// Bytes gathered into one write at most, when many events are ready at once.
 const BATCH: usize = 32 * 1024;
+
+/// Turns given to the upstream connection before writing what was gathered, at most: each turn
+/// brings one more chunk of a backlog, and on a saturated worker each turn waits for every
+/// other task, so the wait stays bounded (8 did better than 1, 2, 4 and 32; BENCHMARKS step 30).
+const MAX_TURNS: u8 = 8;
 
 /// Where the answer is.
 enum Phase {
@@ -52,6 +66,12 @@ pub(super) struct Relay<F: StreamFormat> {
     format: F,
     phase: Phase,
     ledger: Option<Ledger>,
+    /// Bytes gathered and not yet written.
+    gathered: String,
+    /// Turns given to the upstream connection since the last write.
+    turns: u8,
+    /// Whether events were relayed already.
+    relayed: bool,
 }
 
 impl<F: StreamFormat> Relay<F> {
@@ -68,6 +88,9 @@ impl<F: StreamFormat> Relay<F> {
             format,
             phase: Phase::Opening,
             ledger: Some(Ledger { state, caller, request, model, started, hold }),
+            gathered: String::new(),
+            turns: 0,
+            relayed: false,
         }
     }
 
@@ -100,11 +123,12 @@ impl<F: StreamFormat + Unpin> Stream for Relay<F> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let mut out = String::new();
+        // Whether this poll relayed an event and then found the upstream waiting.
+        let mut caught_up = false;
         loop {
             match &mut this.phase {
                 Phase::Opening => {
-                    push(&mut out, this.format.open());
+                    push(&mut this.gathered, this.format.open());
                     this.phase = Phase::Streaming;
                 }
                 Phase::Streaming => {
@@ -114,13 +138,15 @@ impl<F: StreamFormat + Unpin> Stream for Relay<F> {
                     };
                     match events.as_mut().poll_next(cx) {
                         Poll::Ready(Some(ProviderEvent::Error(e))) => {
-                            out.push_str(&this.format.failed(&from_provider(&e)));
+                            this.gathered.push_str(&this.format.failed(&from_provider(&e)));
                             this.phase = Phase::Ended;
                             this.settle_accounts();
                         }
                         Poll::Ready(Some(ev)) => {
-                            push(&mut out, this.format.event(ev));
-                            if out.len() >= BATCH {
+                            push(&mut this.gathered, this.format.event(ev));
+                            caught_up = true;
+                            if this.gathered.len() >= BATCH {
+                                caught_up = false;
                                 break;
                             }
                         }
@@ -139,15 +165,26 @@ impl<F: StreamFormat + Unpin> Stream for Relay<F> {
                     Poll::Pending => break,
                 },
                 Phase::Closing => {
-                    push(&mut out, this.format.close());
+                    push(&mut this.gathered, this.format.close());
                     this.phase = Phase::Ended;
                     this.settle_accounts();
                 }
                 Phase::Ended => break,
             }
         }
-        if !out.is_empty() {
-            return Poll::Ready(Some(Ok(Bytes::from(out))));
+        let streaming = matches!(this.phase, Phase::Streaming);
+        // The first events leave at once: the first token never waits.
+        let first = !this.relayed;
+        this.relayed |= caught_up;
+        if caught_up && streaming && !first && this.turns < MAX_TURNS {
+            // The upstream's connection task may hold the next chunk already: let it run first.
+            this.turns += 1;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if !this.gathered.is_empty() {
+            this.turns = 0;
+            return Poll::Ready(Some(Ok(Bytes::from(std::mem::take(&mut this.gathered)))));
         }
         match this.phase {
             Phase::Ended => Poll::Ready(None),
@@ -162,3 +199,6 @@ impl<F: StreamFormat> Drop for Relay<F> {
         self.settle_accounts();
     }
 }
+
+#[cfg(test)]
+mod tests;
