@@ -29,6 +29,9 @@ pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 /// The most data one event keeps (16 MiB, room for one maximal line); further data is dropped.
 pub const MAX_EVENT_DATA_BYTES: usize = 16 * 1024 * 1024;
 
+/// A line buffer up to this size is kept for the next line; a larger one is let go.
+const KEPT_LINE_CAPACITY: usize = 4 * 1024;
+
 /// The UTF-8 byte order mark, skipped once at the start of the stream.
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
@@ -131,7 +134,7 @@ impl SseParser {
                 bytes = tail;
             }
         }
-        while let Some(pos) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', bytes) {
             let (head, tail) = bytes.split_at(pos);
             self.append_to_line(head);
             self.end_line(out);
@@ -162,9 +165,19 @@ impl SseParser {
         }
     }
 
-    /// Processes the current line, now complete.
+    /// Processes the current line, now complete. The line's buffer is kept for the next one
+    /// unless a long line grew it.
     fn end_line(&mut self, out: &mut Vec<SseEvent>) {
-        let line = std::mem::take(&mut self.line);
+        let mut line = std::mem::take(&mut self.line);
+        self.take_line(&line, out);
+        if line.capacity() <= KEPT_LINE_CAPACITY {
+            line.clear();
+            self.line = line;
+        }
+    }
+
+    /// Processes one complete line.
+    fn take_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
         if std::mem::take(&mut self.line_truncated) {
             self.truncations += 1;
         }
@@ -177,7 +190,11 @@ impl SseParser {
         if line.first() == Some(&b':') {
             return;
         }
-        let text = String::from_utf8_lossy(&line);
+        // The common case, valid UTF-8, is checked by the faster validator first.
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let (field, value) = match text.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (text.as_ref(), ""),
@@ -198,6 +215,7 @@ impl SseParser {
         }
         let room = MAX_EVENT_DATA_BYTES.saturating_sub(self.data.len());
         if value.len() < room {
+            self.data.reserve(value.len() + 1);
             self.data.push_str(value);
             self.data.push('\n');
             return;
@@ -513,5 +531,16 @@ mod tests {
         assert_eq!(out.first().map(|e| e.data.len()), Some(MAX_EVENT_DATA_BYTES));
         // The next event is whole again.
         assert_eq!(parser.push(b"data: ok\n\n"), vec![ev("ok")]);
+    }
+
+    #[test]
+    fn a_short_lines_buffer_is_kept_and_a_long_lines_let_go() {
+        let mut parser = SseParser::new();
+        assert_eq!(parser.push(b"data: short\n\n"), vec![ev("short")]);
+        assert!(parser.line.capacity() > 0, "the buffer of a short line serves the next one");
+        let long = "x".repeat(KEPT_LINE_CAPACITY * 2);
+        assert_eq!(parser.push(format!("data: {long}\n\n").as_bytes()), vec![ev(&long)]);
+        assert!(parser.line.capacity() <= KEPT_LINE_CAPACITY, "a long line's buffer is not kept");
+        assert_eq!(parser.push(b"data: again\n\n"), vec![ev("again")]);
     }
 }

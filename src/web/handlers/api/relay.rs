@@ -111,10 +111,13 @@ impl<F: StreamFormat> Relay<F> {
     }
 }
 
-/// Appends what the format made of an event, if anything.
+/// Appends what the format made of an event, if anything (the first piece is kept as it is,
+/// not copied: a lone chunk is written from its own buffer).
 fn push(out: &mut String, made: Option<String>) {
-    if let Some(s) = made {
-        out.push_str(&s);
+    match made {
+        Some(s) if out.is_empty() => *out = s,
+        Some(s) => out.push_str(&s),
+        None => {}
     }
 }
 
