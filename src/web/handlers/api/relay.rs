@@ -33,7 +33,8 @@ const BATCH: usize = 32 * 1024;
 
 /// Turns given to the upstream connection before writing what was gathered, at most: each turn
 /// brings one more chunk of a backlog, and on a saturated worker each turn waits for every
-/// other task, so the wait stays bounded (8 did better than 1, 2, 4 and 32; BENCHMARKS step 30).
+/// other task, so the wait stays bounded (1 and 2 gained nothing, 8 about what 32 did with
+/// earlier chunks; BENCHMARKS step 30).
 const MAX_TURNS: u8 = 8;
 
 /// Where the answer is.
