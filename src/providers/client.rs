@@ -566,7 +566,6 @@ impl ProviderClient {
         let mut reading = Reading::new(res.body, decoder, self.idle_timeout, ep.api_key.clone());
         let mut held = Vec::new();
         while let Some(ev) = reading.next().await {
-            let ev = reading.redact(ev);
             if let ProviderEvent::Error(e) = ev {
                 // Nothing shown yet: the caller may retry.
                 return Err(e);
@@ -592,12 +591,7 @@ impl ProviderClient {
             attempt += 1;
             match self.attempt(ep, req).await {
                 Ok((held, reading)) => {
-                    let rest = futures_util::stream::unfold(reading, |mut r| async move {
-                        let ev = r.next().await?;
-                        let ev = r.redact(ev);
-                        Some((ev, r))
-                    });
-                    return Ok(Box::pin(futures_util::stream::iter(held).chain(rest)));
+                    return Ok(Box::pin(futures_util::stream::iter(held).chain(reading)));
                 }
                 Err(e) if e.retryable && attempt < policy.max_attempts => {
                     let backoff = policy.base_delay.saturating_mul(1 << (attempt - 1).min(10));

@@ -1,10 +1,19 @@
 //! A streamed response being read: bytes from the network, SSE events, provider events, with
 //! the idle timeout and the key kept out of error messages.
+//!
+//! The reader is a [`Stream`] polled by whoever relays the answer. Its idle timeout is one timer
+//! for the whole answer, moved on only when it fires early: arming a timer for every read (as
+//! `tokio::time::timeout` around each one does) registered and removed a timer-wheel entry per
+//! chunk, about 2 % of a busy server's CPU (BENCHMARKS step 32).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::Stream;
+use tokio::time::{Instant, Sleep};
 
 use super::upstream::Body;
 use super::{Decoder, parse_failure, redact, transport_error};
@@ -22,6 +31,11 @@ pub(super) struct Reading {
     raw: VecDeque<SseEvent>,
     pending: VecDeque<ProviderEvent>,
     idle_timeout: Duration,
+    /// Fires at the idle timeout after some earlier read; when it does, the deadline after the
+    /// last read is checked and the timer moved there if that is later.
+    idle: Pin<Box<Sleep>>,
+    /// When the network last gave bytes (or the reading began).
+    last_read: Instant,
     key: Secret,
     done: bool,
 }
@@ -30,6 +44,7 @@ impl Reading {
     /// Reading `body` with `decoder`, ending with an error after `idle_timeout` of silence;
     /// `key` is taken out of error messages.
     pub(super) fn new(body: Body, decoder: Decoder, idle_timeout: Duration, key: Secret) -> Reading {
+        let now = Instant::now();
         Reading {
             body,
             parser: SseParser::new(),
@@ -37,66 +52,15 @@ impl Reading {
             raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout,
+            idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
+            last_read: now,
             key,
             done: false,
         }
     }
 
-    /// The next event, or `None` once the stream has ended (after `Finish` or `Error`).
-    pub(super) async fn next(&mut self) -> Option<ProviderEvent> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                if matches!(ev, ProviderEvent::Error(_)) {
-                    self.done = true;
-                    self.pending.clear();
-                    self.raw.clear();
-                }
-                return Some(ev);
-            }
-            if let Some(sse) = self.raw.pop_front() {
-                match self.decoder.on_event(&sse) {
-                    Ok(events) => self.pending.extend(events),
-                    Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
-                }
-                continue;
-            }
-            if self.done {
-                return None;
-            }
-            let Ok(read) = tokio::time::timeout(self.idle_timeout, self.body.next()).await else {
-                self.done = true;
-                return Some(ProviderEvent::Error(ProviderError {
-                    status: 0,
-                    kind: "timeout".into(),
-                    message: "the provider stopped sending".into(),
-                    retryable: true,
-                    retry_after_secs: None,
-                }));
-            };
-            match read {
-                Some(Ok(chunk)) => self.raw.extend(self.parser.push(&chunk)),
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(ProviderEvent::Error(transport_error(e.timeout)));
-                }
-                None => {
-                    for sse in self.parser.finish() {
-                        if let Ok(events) = self.decoder.on_event(&sse) {
-                            self.pending.extend(events);
-                        }
-                    }
-                    match self.decoder.finish() {
-                        Ok(events) => self.pending.extend(events),
-                        Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
-                    }
-                    // What is left is handed out by the loop above, then the stream ends.
-                    self.done = true;
-                }
-            }
-        }
-    }
-
-    pub(super) fn redact(&self, ev: ProviderEvent) -> ProviderEvent {
+    /// An error event with the key taken out of its message.
+    fn redacted(&self, ev: ProviderEvent) -> ProviderEvent {
         match ev {
             ProviderEvent::Error(mut e) => {
                 e.message = redact(&e.message, &self.key);
@@ -105,4 +69,96 @@ impl Reading {
             other => other,
         }
     }
+
+    /// `Ready` once the network has been silent for the idle timeout; else the timer is armed
+    /// for the deadline after the last read.
+    fn poll_silence(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.idle.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let deadline = self.last_read + self.idle_timeout;
+            if deadline <= Instant::now() {
+                return Poll::Ready(());
+            }
+            // Reads came since the timer was set: it moves to the deadline after the last one,
+            // and is polled again to be registered there.
+            self.idle.as_mut().reset(deadline);
+        }
+    }
+
+    /// Decodes what the network gave, or the end of the body.
+    fn take(&mut self, read: Option<Result<bytes::Bytes, super::upstream::Broken>>) {
+        match read {
+            Some(Ok(chunk)) => {
+                self.last_read = Instant::now();
+                self.raw.extend(self.parser.push(&chunk));
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                self.pending.push_back(ProviderEvent::Error(transport_error(e.timeout)));
+            }
+            None => {
+                for sse in self.parser.finish() {
+                    if let Ok(events) = self.decoder.on_event(&sse) {
+                        self.pending.extend(events);
+                    }
+                }
+                match self.decoder.finish() {
+                    Ok(events) => self.pending.extend(events),
+                    Err(e) => self.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
+                }
+                // What is left is handed out first, then the stream ends.
+                self.done = true;
+            }
+        }
+    }
 }
+
+impl Stream for Reading {
+    type Item = ProviderEvent;
+
+    /// The next event, or `None` once the stream has ended (after `Finish` or `Error`).
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ProviderEvent>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(ev) = this.pending.pop_front() {
+                if matches!(ev, ProviderEvent::Error(_)) {
+                    this.done = true;
+                    this.pending.clear();
+                    this.raw.clear();
+                }
+                return Poll::Ready(Some(this.redacted(ev)));
+            }
+            if let Some(sse) = this.raw.pop_front() {
+                match this.decoder.on_event(&sse) {
+                    Ok(events) => this.pending.extend(events),
+                    Err(e) => this.pending.push_back(ProviderEvent::Error(parse_failure(&e))),
+                }
+                continue;
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Ready(read) => this.take(read),
+                Poll::Pending => {
+                    if this.poll_silence(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.done = true;
+                    return Poll::Ready(Some(ProviderEvent::Error(ProviderError {
+                        status: 0,
+                        kind: "timeout".into(),
+                        message: "the provider stopped sending".into(),
+                        retryable: true,
+                        retry_after_secs: None,
+                    })));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
