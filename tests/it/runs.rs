@@ -308,6 +308,51 @@ async fn deltas_are_coalesced() {
     assert!(deltas < 40, "{deltas} deltas for {} events", 126);
 }
 
+/// Text held back by the coalescing window is sent when the window ends, not with the next
+/// chunk: here the provider pauses for a second after two chunks that came together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_back_text_is_sent_when_the_window_ends_even_if_the_provider_pauses() {
+    let c = chat().await;
+    let chunk = |text: &str| {
+        format!(
+            "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
+        )
+    };
+    let last = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    // At once "one"; a second later "two" and "three" in one read; a second after that the end.
+    let events = vec![
+        chunk("one "),
+        format!("{}{}", chunk("two "), chunk("three ")),
+        format!("{}{last}", chunk("four")),
+    ];
+    c.mock.enqueue(Provider::OpenAi, Reply::Sse { events, chunk_delay_ms: 1000 });
+    let id = c.send_ok("Go", "openai/gpt-4o-mini").await;
+    let mut reader = c.events(id).await;
+    let mut text = String::new();
+    let (mut three_at, mut four_at) = (None, None);
+    loop {
+        let next =
+            tokio::time::timeout(Duration::from_secs(20), reader.next_event()).await.expect("stream stalled");
+        let Some((name, data)) = next else { break };
+        match name.as_str() {
+            "snapshot" => text = spans(&data, "answer-text"),
+            "delta" => text.push_str(&spans(&data, "delta")),
+            "done" => break,
+            _ => {}
+        }
+        if three_at.is_none() && text.contains("three") {
+            three_at = Some(Instant::now());
+        }
+        if four_at.is_none() && text.contains("four") {
+            four_at = Some(Instant::now());
+        }
+    }
+    assert_eq!(text, "one two three four");
+    let (Some(three), Some(four)) = (three_at, four_at) else { panic!("both seen: {text:?}") };
+    // "three" is held for the window (tens of milliseconds), then sent: well before "four".
+    assert!(four.duration_since(three) > Duration::from_millis(500), "{:?}", four.duration_since(three));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_keeps_the_partial_answer_and_continue_completes_it() {
     let c = chat().await;

@@ -180,18 +180,29 @@ impl RunEngine {
                 }
             })
         };
+        // One timer for the whole answer, moved only when the next deadline changes: a timer
+        // made in every turn of the loop was registered and removed again for every chunk.
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
             let wake = match (emit_at, flush_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            if let Some(at) = wake
+                && armed != Some(at)
+            {
+                timer.as_mut().reset(at);
+                armed = Some(at);
+            }
             tokio::select! {
                 biased;
                 _ = publisher.cancelled() => {
                     end = Some(End::Stopped);
                     break;
                 }
-                _ = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
+                _ = &mut timer, if wake.is_some() => {}
                 ev = stream.next() => {
                     let Some(ev) = ev else { break };
                     let mut changed = true;
