@@ -4,7 +4,10 @@
 //! The reader is a [`Stream`] polled by whoever relays the answer. Its idle timeout is one timer
 //! for the whole answer, moved on only when it fires early: arming a timer for every read (as
 //! `tokio::time::timeout` around each one does) registered and removed a timer-wheel entry per
-//! chunk, about 2 % of a busy server's CPU (BENCHMARKS step 32).
+//! chunk, about 2 % of a busy server's CPU (BENCHMARKS step 32). Silence counts from when the
+//! reader began to wait for the network, as with a timeout per read: a caller that stopped
+//! reading for a while (the answer waits for it) does not make the provider late, although
+//! hyper hands the next chunk over only after the first poll that follows.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -31,11 +34,12 @@ pub(super) struct Reading {
     raw: VecDeque<SseEvent>,
     pending: VecDeque<ProviderEvent>,
     idle_timeout: Duration,
-    /// Fires at the idle timeout after some earlier read; when it does, the deadline after the
-    /// last read is checked and the timer moved there if that is later.
+    /// Fires at the idle timeout after some earlier wait began; when it does, the deadline of
+    /// the present wait is checked and the timer moved there if that is later.
     idle: Pin<Box<Sleep>>,
-    /// When the network last gave bytes (or the reading began).
-    last_read: Instant,
+    /// Since when the reader waits for the network: set when a read finds nothing, cleared
+    /// when bytes come.
+    waiting_since: Option<Instant>,
     key: Secret,
     done: bool,
 }
@@ -44,7 +48,6 @@ impl Reading {
     /// Reading `body` with `decoder`, ending with an error after `idle_timeout` of silence;
     /// `key` is taken out of error messages.
     pub(super) fn new(body: Body, decoder: Decoder, idle_timeout: Duration, key: Secret) -> Reading {
-        let now = Instant::now();
         Reading {
             body,
             parser: SseParser::new(),
@@ -52,8 +55,8 @@ impl Reading {
             raw: VecDeque::new(),
             pending: VecDeque::new(),
             idle_timeout,
-            idle: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
-            last_read: now,
+            idle: Box::pin(tokio::time::sleep_until(Instant::now() + idle_timeout)),
+            waiting_since: None,
             key,
             done: false,
         }
@@ -70,19 +73,20 @@ impl Reading {
         }
     }
 
-    /// `Ready` once the network has been silent for the idle timeout; else the timer is armed
-    /// for the deadline after the last read.
+    /// `Ready` once the reader has waited for the network for the idle timeout; else the timer
+    /// is armed for the present wait's deadline.
     fn poll_silence(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
         loop {
             if self.idle.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let deadline = self.last_read + self.idle_timeout;
+            let deadline = since + self.idle_timeout;
             if deadline <= Instant::now() {
                 return Poll::Ready(());
             }
-            // Reads came since the timer was set: it moves to the deadline after the last one,
-            // and is polled again to be registered there.
+            // The timer was set for an earlier wait: it moves to this one's deadline (deadlines
+            // only move forward, so it never fires late), and is polled to be registered there.
             self.idle.as_mut().reset(deadline);
         }
     }
@@ -91,7 +95,7 @@ impl Reading {
     fn take(&mut self, read: Option<Result<bytes::Bytes, super::upstream::Broken>>) {
         match read {
             Some(Ok(chunk)) => {
-                self.last_read = Instant::now();
+                self.waiting_since = None;
                 self.raw.extend(self.parser.push(&chunk));
             }
             Some(Err(e)) => {

@@ -80,6 +80,22 @@ async fn silence_after_reads_ends_the_answer_with_one_timeout_at_the_idle_timeou
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_caller_that_stops_reading_for_longer_than_the_idle_timeout_does_not_make_the_provider_late() {
+    // The next chunk comes 10 ms after the reader asks for it (as hyper hands one over only
+    // after the poll that wants it); the caller pauses three idle timeouts between events.
+    let chunks = vec![(10, text_chunk("a")), (10, text_chunk("b")), (10, "data: [DONE]\n\n".to_string())];
+    let mut reading = reading(paced(chunks, false));
+    let mut events = Vec::new();
+    while let Some(ev) = reading.next().await {
+        events.push(ev);
+        tokio::time::sleep(IDLE * 3).await;
+    }
+    assert_eq!(texts(&events), "ab");
+    assert!(!events.iter().any(|e| matches!(e, ProviderEvent::Error(_))), "{events:?}");
+    assert!(matches!(events.last(), Some(ProviderEvent::Finish(_))), "{events:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_silent_provider_times_out_at_the_idle_timeout_from_the_start() {
     let started = tokio::time::Instant::now();
     let events: Vec<ProviderEvent> = reading(paced(Vec::new(), true)).collect().await;
