@@ -312,18 +312,16 @@ async fn deltas_are_coalesced() {
 /// chunk: here the provider pauses for a second after two chunks that came together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_back_text_is_sent_when_the_window_ends_even_if_the_provider_pauses() {
+    use crate::agent::chunk;
+    use serde_json::json;
     let c = chat().await;
-    let chunk = |text: &str| {
-        format!(
-            "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
-        )
-    };
-    let last = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let piece = |t: &str| chunk(json!({ "content": t }), None);
+    let end = format!("{}data: [DONE]\n\n", chunk(json!({}), Some("stop")));
     // At once "one"; a second later "two" and "three" in one read; a second after that the end.
     let events = vec![
-        chunk("one "),
-        format!("{}{}", chunk("two "), chunk("three ")),
-        format!("{}{last}", chunk("four")),
+        piece("one "),
+        format!("{}{}", piece("two "), piece("three ")),
+        format!("{}{end}", piece("four")),
     ];
     c.mock.enqueue(Provider::OpenAi, Reply::Sse { events, chunk_delay_ms: 1000 });
     let id = c.send_ok("Go", "openai/gpt-4o-mini").await;
