@@ -1,5 +1,6 @@
 //! Browser path beside gateway path: the same streamed answers (200 chunks 5 ms apart from the
-//! mock upstream) asked for straight from the mock (the baseline), through
+//! mock upstream) asked for straight from the mock (the baseline), through a bare relay made of
+//! the libraries Arbor is made of (`relay/mod.rs`: the floor any such server stands on), through
 //! `POST /v1/chat/completions`, and through the session page (`POST /s/{id}/messages`, then the
 //! reply followed over `GET /s/{id}/events` until `done`), at 1, 100 and 1,000 concurrent
 //! streams, closed loop, in one run against one server.
@@ -25,6 +26,7 @@
 //! Results are printed as markdown and written to `bench/results/arbor-browser-path.md`.
 
 mod common;
+mod relay;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -148,14 +150,27 @@ models = [\"bench-model\"]\n",
 enum Route {
     /// The mock upstream directly: the baseline for the time to the first token.
     Mock,
+    /// A bare relay (`relay/mod.rs`): the floor under any server on Arbor's libraries.
+    Relay(relay::Kind),
     Gateway,
     Browser,
+}
+
+impl Shared {
+    fn relay_base(&self, kind: relay::Kind) -> &str {
+        match kind {
+            relay::Kind::Libraries => &self.relay_bases[0],
+            relay::Kind::Bytes => &self.relay_bases[1],
+        }
+    }
 }
 
 impl Route {
     fn name(self) -> &'static str {
         match self {
             Route::Mock => "mock upstream directly",
+            Route::Relay(relay::Kind::Libraries) => "bare relay: actix-web + reqwest, bytes passed through",
+            Route::Relay(relay::Kind::Bytes) => "bare relay: tokio, each read written as it is",
             Route::Gateway => "gateway `/v1/chat/completions`",
             Route::Browser => "browser (session page + SSE)",
         }
@@ -174,6 +189,8 @@ struct Shared {
     auth: Auth,
     token: String,
     mock_base: String,
+    /// The two relays' bases: `libraries`, `bytes`.
+    relay_bases: [String; 2],
     script: String,
     /// The text of the answer's first and last chunk.
     first: String,
@@ -181,17 +198,18 @@ struct Shared {
     end: Instant,
 }
 
-/// One streamed Chat Completions request read to `[DONE]` (through the gateway, or straight to
-/// the mock); the first token's arrival in µs after sending.
-async fn completion_once(s: &Shared, direct: bool) -> Res<u64> {
+/// One streamed Chat Completions request read to `[DONE]` (through the gateway, the relay, or
+/// straight to the mock); the first token's arrival in µs after sending.
+async fn completion_once(s: &Shared, path: Route) -> Res<u64> {
     let body = serde_json::json!({
         "model": "mock/bench-model",
         "stream": true,
         "messages": [{"role": "user", "content": s.script}],
     });
-    let (base, model) = match direct {
-        true => (s.mock_base.as_str(), "bench-model"),
-        false => (s.auth.base.as_str(), "mock/bench-model"),
+    let (base, model) = match path {
+        Route::Mock => (s.mock_base.as_str(), "bench-model"),
+        Route::Relay(kind) => (s.relay_base(kind), "bench-model"),
+        Route::Gateway | Route::Browser => (s.auth.base.as_str(), "mock/bench-model"),
     };
     let mut body = body;
     body["model"] = model.into();
@@ -269,8 +287,7 @@ async fn worker(shared: Arc<Shared>, path: Route, sid: Option<String>) -> Worker
     while Instant::now() < shared.end {
         let once = async {
             match (path, &sid) {
-                (Route::Mock, _) => completion_once(&shared, true).await,
-                (Route::Gateway, _) => completion_once(&shared, false).await,
+                (Route::Mock | Route::Relay(_) | Route::Gateway, _) => completion_once(&shared, path).await,
                 (Route::Browser, Some(sid)) => browser_once(&shared, sid).await,
                 (Route::Browser, None) => Err(fail("a browser worker without a session")),
             }
@@ -309,9 +326,11 @@ async fn statements_run(http: &reqwest::Client, base: &str) -> Res<u64> {
         .ok_or_else(|| fail("/metrics has no arbor_db_statements_total"))
 }
 
-async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts: &Opts) -> Res<LevelResult> {
+/// One path at one level; `pid` is the process whose CPU and memory are measured (Arbor's, or
+/// the relay's on its path).
+async fn level(pid: u32, base: &Shared, path: Route, streams: usize, opts: &Opts) -> Res<LevelResult> {
     let sessions = match path {
-        Route::Mock | Route::Gateway => vec![None; streams],
+        Route::Mock | Route::Relay(_) | Route::Gateway => vec![None; streams],
         Route::Browser => create_sessions(&base.http, &base.auth, streams, "BENCH:quick")
             .await?
             .into_iter()
@@ -326,16 +345,17 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
         auth: base.auth.clone(),
         token: base.token.clone(),
         mock_base: base.mock_base.clone(),
+        relay_bases: base.relay_bases.clone(),
         script: base.script.clone(),
         first: base.first.clone(),
         last: base.last.clone(),
         end: start + opts.window,
     });
-    let cpu0 = cpu_ticks(server.pid);
+    let cpu0 = cpu_ticks(pid);
     let statements0 = statements_run(&shared.http, &shared.auth.base).await?;
     let peak = Arc::new(AtomicU64::new(0));
     let sampler = {
-        let (peak, pid, end) = (peak.clone(), server.pid, shared.end);
+        let (peak, end) = (peak.clone(), shared.end);
         tokio::spawn(async move {
             while Instant::now() < end {
                 peak.fetch_max(mem(pid).rss_kb, Ordering::Relaxed);
@@ -348,7 +368,7 @@ async fn level(server: &Server, base: &Shared, path: Route, streams: usize, opts
         set.spawn(worker(shared.clone(), path, sid));
     }
     tokio::time::sleep_until(shared.end.into()).await;
-    let cpu = cpu_ticks(server.pid).saturating_sub(cpu0);
+    let cpu = cpu_ticks(pid).saturating_sub(cpu0);
     let statements = statements_run(&shared.http, &shared.auth.base).await?.saturating_sub(statements0);
     let _ = sampler.await;
     let mut result = LevelResult {
@@ -393,12 +413,14 @@ fn table(results: &[LevelResult], idle_kb: u64, opts: &Opts) -> String {
         git_describe(),
         mib(idle_kb)
     );
-    md.push_str("| path | streams | req/s | TTFT p50 | TTFT p99 | Arbor's CPU per request | database statements per request | Arbor's peak RSS | errors |\n");
+    md.push_str("| path | streams | req/s | TTFT p50 | TTFT p99 | the server's CPU per request | database statements per request | Arbor's peak RSS | errors |\n");
     md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for r in results {
         let (cpu, statements, peak) = match r.path {
             // Arbor idles meanwhile; the mock's own CPU is this process's.
             Route::Mock => ("—".to_string(), "—".to_string(), "—".to_string()),
+            // The relay's own CPU and memory; it has no database.
+            Route::Relay(_) => (format!("{:.2} ms", r.cpu_ms_per_request), "—".to_string(), mib(r.peak_kb)),
             _ => (
                 format!("{:.2} ms", r.cpu_ms_per_request),
                 format!("{:.1}", r.statements_per_request),
@@ -428,6 +450,23 @@ fn table(results: &[LevelResult], idle_kb: u64, opts: &Opts) -> String {
                 over(99.0)
             );
         }
+        if let (Some(m), Some(g)) = (of(Route::Mock), of(Route::Gateway)) {
+            let over = |x: &LevelResult| ms(pct(&x.first_us, 50.0).saturating_sub(pct(&m.first_us, 50.0)));
+            for kind in [relay::Kind::Bytes, relay::Kind::Libraries] {
+                if let Some(r) = of(Route::Relay(kind)) {
+                    let _ = writeln!(
+                        md,
+                        "- {streams} streams: the {} relay adds {} (p50) to the first token and costs {:.2} ms \
+                         of CPU per request (the gateway: {}, {:.2} ms).",
+                        kind.arg(),
+                        over(r),
+                        r.cpu_ms_per_request,
+                        over(g),
+                        g.cpu_ms_per_request
+                    );
+                }
+            }
+        }
         if let (Some(g), Some(b)) = (of(Route::Gateway), of(Route::Browser))
             && g.cpu_ms_per_request > 0.0
         {
@@ -450,6 +489,11 @@ async fn run(opts: Opts) -> Res<()> {
         eprintln!("{warning}");
     }
     let (_mock, mock_port) = start_mock().await?;
+    let cpus = opts.server_cpus.as_deref();
+    let relays = [
+        relay::start(relay::Kind::Libraries, cpus, mock_port).await?,
+        relay::start(relay::Kind::Bytes, cpus, mock_port).await?,
+    ];
     let (server, token) = start_server(&bin, mock_port, &opts).await?;
     let outcome = async {
         let http = http_client()?;
@@ -461,6 +505,7 @@ async fn run(opts: Opts) -> Res<()> {
             auth,
             token,
             mock_base: format!("http://127.0.0.1:{mock_port}"),
+            relay_bases: relays.each_ref().map(|r| r.base()),
             script: format!("BENCH:burst:{}:{}", opts.chunks, opts.delay_ms),
             first: "b0 ".into(),
             // No space after it: the `done` event's rendered message trims the text's end.
@@ -469,9 +514,21 @@ async fn run(opts: Opts) -> Res<()> {
         };
         let mut results = Vec::new();
         for &streams in &opts.levels {
-            for path in [Route::Mock, Route::Gateway, Route::Browser] {
+            let paths = [
+                Route::Mock,
+                Route::Relay(relay::Kind::Bytes),
+                Route::Relay(relay::Kind::Libraries),
+                Route::Gateway,
+                Route::Browser,
+            ];
+            for path in paths {
                 eprintln!("{} at {streams} streams…", path.name());
-                results.push(level(&server, &base, path, streams, &opts).await?);
+                let pid = match path {
+                    Route::Relay(relay::Kind::Libraries) => relays[0].pid,
+                    Route::Relay(relay::Kind::Bytes) => relays[1].pid,
+                    _ => server.pid,
+                };
+                results.push(level(pid, &base, path, streams, &opts).await?);
             }
         }
         Ok::<_, common::Error>(table(&results, idle_kb, &opts))
@@ -483,5 +540,17 @@ async fn run(opts: Opts) -> Res<()> {
 }
 
 fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(relay::SERVE_FLAG) {
+        let port = |i: usize| args.get(i).and_then(|v| v.parse::<u16>().ok());
+        let kind = args.get(2).and_then(|k| relay::Kind::parse(k));
+        return match (kind, port(3), port(4)) {
+            (Some(kind), Some(port), Some(upstream)) => relay::serve(kind, port, upstream),
+            _ => {
+                eprintln!("usage: {} libraries|bytes PORT UPSTREAM_PORT", relay::SERVE_FLAG);
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     common::bench_main("browser_path", parse_args, run)
 }
