@@ -482,6 +482,18 @@ async fn a_waiting_dialog_survives_a_restart_and_approving_it_continues_the_run(
     handle.stop(false).await;
 }
 
+/// A run's first model call is counted in the statement that makes the run: an answer without
+/// tool calls is one call, and the loop above counts each further call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_answer_is_one_counted_model_call() {
+    let a = agent("auto-edit", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, says("Hello."));
+    a.c.send_ok("Hello", MODEL).await;
+    assert_eq!(a.ended().await, "completed");
+    assert_eq!(a.c.mock.requests_for(Provider::OpenAi).len(), 1);
+    assert_eq!(a.runs().await.pop().unwrap().iterations, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_iteration_limit_stops_a_model_that_never_stops_calling_tools() {
     let a = agent("auto-edit", |c| c.agent.max_iterations = 2).await;

@@ -294,6 +294,32 @@ async fn two_tabs_see_the_same_stream_and_a_reconnect_loses_nothing() {
     assert_eq!(c.settled(id).await.text(), expected);
 }
 
+/// The page's stream for a live run's own message opens on the run's word that the message is
+/// the session's, without a database lookup; someone who cannot see the session, and another
+/// session's stream, still get 404 for that message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_runs_message_opens_its_own_sessions_stream_only() {
+    let c = chat().await;
+    let fixture = "openai/many_small_chunks.sse";
+    c.mock.enqueue(Provider::OpenAi, slow(fixture, 15));
+    let id = c.send_ok("Count for me", "openai/gpt-4o-mini").await;
+    assert!(
+        c.app.state.runs.snapshot(c.session).is_some_and(|s| s.message_id == Some(id)),
+        "the run is live"
+    );
+    let eve = c.app.create_user("eve@example.com", Role::Member).await;
+    let eve_cookie = c.app.login(&eve).await;
+    let res = c.app.get(&format!("/s/{}/events?m={id}", c.session), Some(&eve_cookie)).await;
+    assert_eq!(res.status(), 404, "a stranger");
+    let (_, other) = c.app.create_session(&c.user).await;
+    let res = c.app.get(&format!("/s/{other}/events?m={id}"), Some(&c.s.cookie)).await;
+    assert_eq!(res.status(), 404, "the member's other session");
+    let mut tab = c.events(id).await;
+    let seen = follow(&mut tab, None).await;
+    assert_eq!(seen.text, fixture_text(&c.mock, fixture));
+    assert_eq!(seen.names.last().map(String::as_str), Some("done"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deltas_are_coalesced() {
     let c = chat().await;

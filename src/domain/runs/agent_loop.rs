@@ -167,7 +167,7 @@ impl RunEngine {
             let answer = match start {
                 Start::Model => {
                     let started = Instant::now();
-                    let (acc, end, hold) = self.call_model(&job, &mut publisher).await;
+                    let (acc, end, hold) = self.call_model(&mut job, &mut publisher).await;
                     let new_calls = calls_in(&acc.parts[job.parts.len().min(acc.parts.len())..]);
                     if !matches!(end, End::Finished) || new_calls.is_empty() || job.tools.is_empty() {
                         self.conclude(job, publisher, acc, end, started).await;

@@ -263,6 +263,8 @@ impl RunEngine {
             parts: Vec::new(),
             prior_usage: None,
             first_question: None,
+            // A run that waited for a decision: its calls so far are counted, the next is not.
+            next_call_counted: false,
         };
         self.add_run_tools(&mut job).await;
         Some(job)

@@ -121,6 +121,8 @@ pub(super) struct Job {
     pub(super) prior_usage: Option<MessageUsage>,
     /// The session's first message, when this answer should be followed by a proposed title.
     pub(super) first_question: Option<String>,
+    /// The next model call is already counted in the run's `iterations` (a new run's first).
+    pub(super) next_call_counted: bool,
 }
 
 /// Checks a composer client id: 1-64 characters of `[A-Za-z0-9_-]`.

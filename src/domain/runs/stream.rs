@@ -65,6 +65,8 @@ impl RunEngine {
                 }
                 _ => None,
             },
+            // The run was written a moment ago with its first call counted.
+            next_call_counted: true,
         };
         self.spawn(job, publisher);
     }
@@ -87,7 +89,7 @@ impl RunEngine {
     /// overspend the quota together).
     pub(super) async fn call_model(
         &self,
-        job: &Job,
+        job: &mut Job,
         publisher: &mut RunPublisher,
     ) -> (Accumulator, End, Option<QuotaHold>) {
         let mut acc = Accumulator::new(job.parts.clone());
@@ -95,9 +97,12 @@ impl RunEngine {
             Ok(hold) => hold,
             Err(refused) => return (acc, End::Failed(refused), None),
         };
-        if let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await {
+        if !std::mem::take(&mut job.next_call_counted)
+            && let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await
+        {
             tracing::warn!(run = %job.run_id, error = %e, "could not count a model call");
         }
+        let job = &*job;
         let connected = tokio::select! {
             biased;
             _ = publisher.cancelled() => None,

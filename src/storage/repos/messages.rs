@@ -322,7 +322,9 @@ async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) ->
         assistant_message_id: Set(Some(r.assistant_message_id)),
         status: Set("running".into()),
         instance_id: Set(Some(crate::storage::instance_id())),
-        iterations: Set(0),
+        // Every new run makes its first model call at once (`RunEngine::launch`): it is counted
+        // here, in the statement that makes the run, rather than in a statement of its own.
+        iterations: Set(1),
         error: Set(None),
         created_at: Set(now),
         updated_at: Set(now),

@@ -34,7 +34,12 @@ pub async fn session_events(
         Some(raw) => Some(Uuid::parse_str(raw).map_err(|_| WebError::NotFound)?),
         None => None,
     };
-    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, waiting_for).await?;
+    // The live run is taken first: a message it writes is surely this session's, and then the
+    // database need not be asked (a turn's page opens this stream right after its post).
+    let live = state.runs.subscribe(session_id);
+    let live_message = live.as_ref().and_then(|s| s.snapshot.message_id);
+    let to_check = waiting_for.filter(|m| Some(*m) != live_message);
+    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, to_check).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
@@ -44,10 +49,7 @@ pub async fn session_events(
         )
     })?;
     // A page waiting for one message must not be fed another message's run.
-    let first = state
-        .runs
-        .subscribe(session.id)
-        .filter(|s| waiting_for.is_none() || s.snapshot.message_id == waiting_for);
+    let first = live.filter(|s| waiting_for.is_none() || s.snapshot.message_id == waiting_for);
     let keepalive = Duration::from_secs(state.config.events.keepalive_secs);
     // Someone a workspace is shared with loses the stream the moment the share is revoked; the
     // last event says so in place of the answer.
