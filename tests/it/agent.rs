@@ -482,6 +482,33 @@ async fn a_waiting_dialog_survives_a_restart_and_approving_it_continues_the_run(
     handle.stop(false).await;
 }
 
+async fn post_message(a: &Agent, text: &str, client_id: &str) -> reqwest::Response {
+    let path = format!("/s/{}/messages", a.c.session);
+    a.c.app.post_form(&path, &crate::runs::form(text, client_id, MODEL), Some(&a.c.s)).await
+}
+
+/// While a tool call waits for a decision a new message is refused (409, said in the composer),
+/// and the post that started the run, sent again (a double click), gets its own turn back
+/// without a second message: both are read in one statement before a submit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_message_waits_for_the_decision_and_a_repeated_post_gets_its_turn() {
+    let a = agent("suggest", |_| {}).await;
+    a.c.mock.enqueue(Provider::OpenAi, write_call("notes/a.txt", "hello\n"));
+    assert_eq!(post_message(&a, "Write a file", "first-post").await.status(), 200);
+    a.paused().await;
+    let stored = || arbor::storage::repos::messages::session_messages(a.db(), a.c.session);
+    let before = stored().await.unwrap().len();
+
+    let refused = post_message(&a, "Something else", "second-post").await;
+    assert_eq!(refused.status(), 409);
+    assert!(refused.text().await.unwrap().contains("waiting for your decision"));
+    let again = post_message(&a, "Write a file", "first-post").await;
+    assert_eq!(again.status(), 200);
+    assert!(again.text().await.unwrap().contains("Write a file"));
+    assert_eq!(stored().await.unwrap().len(), before, "neither post added a message");
+    assert_eq!(a.runs().await.last().unwrap().status, "awaiting_confirmation");
+}
+
 /// A run's first model call is counted in the statement that makes the run: an answer without
 /// tool calls is one call, and the loop above counts each further call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,6 +144,13 @@ fn answer_placeholder(id: Uuid, parent: Uuid, reference: &str, author: Uuid) -> 
     }
 }
 
+/// The refusal of a new message while a tool call waits for the member's decision.
+fn paused_refusal() -> DomainError {
+    DomainError::Conflict(
+        "A tool call is waiting for your decision: answer it (or stop the run) first.".into(),
+    )
+}
+
 fn busy() -> DomainError {
     DomainError::Conflict("A reply is still being written: stop it or wait for it to finish.".into())
 }
@@ -258,8 +265,10 @@ impl RunEngine {
         if !valid_client_id(client_id) {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
-        if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
-            return Ok(existing);
+        // The same submit again, and a run waiting for a decision, read in one statement.
+        let (repeated, paused) = agent_repo::submit_state(&self.db, session.id, client_id).await?;
+        if let Some(user_id) = repeated {
+            return self.started_by(session.id, user_id).await;
         }
         let text = text.trim();
         if text.is_empty() && uploads.is_empty() {
@@ -271,7 +280,9 @@ impl RunEngine {
                 "The message is longer than {MAX_MESSAGE_CHARS} characters."
             )));
         }
-        self.not_paused(session.id).await?;
+        if paused {
+            return Err(paused_refusal());
+        }
         let reference = self.pick_model(actor, &session, model).await?;
         let resolved = self.admit(actor, &session, &reference).await?;
         let system = self.system_prompt(actor, &session, &reference).await?;
@@ -422,23 +433,28 @@ impl RunEngine {
     }
 
     async fn repeated_submit(&self, session_id: Uuid, client_id: &str) -> DomainResult<Option<Started>> {
-        let Some(user) = repo::find_by_client_id(&self.db, session_id, client_id).await? else {
-            return Ok(None);
-        };
+        match repo::find_by_client_id(&self.db, session_id, client_id).await? {
+            Some(user) => self.started_by(session_id, user.id).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// What an earlier submit that made the user message `user_id` started.
+    async fn started_by(&self, session_id: Uuid, user_id: Uuid) -> DomainResult<Started> {
         let all = repo::session_messages(&self.db, session_id).await?;
         // The reply the submit started: the first assistant child of the user message.
         let answer = all
             .iter()
-            .filter(|m| m.parent_id == Some(user.id) && m.role == Role::Assistant)
+            .filter(|m| m.parent_id == Some(user_id) && m.role == Role::Assistant)
             .min_by_key(|m| (m.created_at, m.id))
             .map(|m| m.id)
             .ok_or(DomainError::NotFound)?;
-        Ok(Some(Started {
-            user_message_id: Some(user.id),
+        Ok(Started {
+            user_message_id: Some(user_id),
             assistant_message_id: answer,
             created: false,
             may_have_files: true,
-        }))
+        })
     }
 
     /// Writes a new answer to the user message that `message_id` answers, as a sibling of it.
@@ -556,9 +572,7 @@ impl RunEngine {
     /// Refuses to start another reply while a tool call waits for a decision.
     async fn not_paused(&self, session_id: Uuid) -> DomainResult<()> {
         match agent_repo::paused_run(&self.db, session_id).await? {
-            Some(_) => Err(DomainError::Conflict(
-                "A tool call is waiting for your decision: answer it (or stop the run) first.".into(),
-            )),
+            Some(_) => Err(paused_refusal()),
             None => Ok(()),
         }
     }

@@ -19,7 +19,7 @@ use crate::model::sessions::Workspace;
 use crate::providers::types::Part;
 use crate::storage::entities::{approval_rule, host_root, message, run, todo, tool_call, workspace};
 use crate::storage::repos::workspaces::workspace_to_domain;
-use crate::storage::{Db, StorageResult};
+use crate::storage::{Db, StorageError, StorageResult};
 
 /// A tool call to record.
 pub struct NewToolCall<'a> {
@@ -475,6 +475,28 @@ pub async fn paused_run(db: &Db, session_id: Uuid) -> StorageResult<Option<Run>>
         .one(db)
         .await?
         .map(Into::into))
+}
+
+/// Before a submit, in one statement: the message an earlier post with the same client id made
+/// in the session (the same submit again), and whether a run of the session waits for a
+/// decision (what [`super::messages::find_by_client_id`] and [`paused_run`] read in two).
+pub async fn submit_state(db: &Db, session_id: Uuid, client_id: &str) -> StorageResult<(Option<Uuid>, bool)> {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    let backend = db.get_database_backend();
+    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
+    let sql = format!(
+        "SELECT (SELECT id FROM messages WHERE session_id = {} AND client_id = {} LIMIT 1) AS repeated, \
+         CASE WHEN EXISTS (SELECT 1 FROM runs WHERE session_id = {} AND status = 'awaiting_confirmation') \
+         THEN 1 ELSE 0 END AS paused",
+        p(1),
+        p(2),
+        p(3)
+    );
+    let values = [session_id.into(), client_id.into(), session_id.into()];
+    let Some(row) = db.query_one_raw(Statement::from_sql_and_values(backend, sql, values)).await? else {
+        return Err(StorageError::Corrupt("a select without FROM returned no row".into()));
+    };
+    Ok((row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0))
 }
 
 /// The session's latest run, if it has any.
