@@ -1240,7 +1240,8 @@ async fn a_command_the_agent_runs_sees_no_key_config_or_server_environment() {
 /// it is the latest) and the latest run, each found, and none when there are none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_waiting_and_the_latest_run_are_read_together() {
-    use arbor::storage::repos::agent::{await_confirmation, awaiting_and_latest_run, end_run};
+    use arbor::storage::repos::agent::{await_confirmation, end_run};
+    use arbor::storage::repos::run_state::awaiting_and_latest_run;
     let app = crate::support::TestApp::spawn().await;
     let user = app.create_user("ada@example.com", arbor::domain::accounts::Role::Member).await;
     let (_, session) = app.create_session(&user).await;

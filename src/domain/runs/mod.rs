@@ -266,7 +266,8 @@ impl RunEngine {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
         // The same submit again, and a run waiting for a decision, read in one statement.
-        let (repeated, paused) = agent_repo::submit_state(&self.db, session.id, client_id).await?;
+        let (repeated, paused) =
+            crate::storage::repos::run_state::submit_state(&self.db, session.id, client_id).await?;
         if let Some(user_id) = repeated {
             return self.started_by(session.id, user_id).await;
         }

@@ -92,7 +92,8 @@ impl RunEngine {
         &self,
         session: &ChatSession,
     ) -> DomainResult<(Option<PendingCall>, Option<UnfinishedCall>)> {
-        let (awaiting, latest) = agent_repo::awaiting_and_latest_run(&self.db, session.id).await?;
+        let (awaiting, latest) =
+            crate::storage::repos::run_state::awaiting_and_latest_run(&self.db, session.id).await?;
         if let Some(run) = awaiting
             && let Some(call) = agent_repo::proposed_call_of(&self.db, run.id).await?
         {

@@ -19,7 +19,7 @@ use crate::model::sessions::Workspace;
 use crate::providers::types::Part;
 use crate::storage::entities::{approval_rule, host_root, message, run, todo, tool_call, workspace};
 use crate::storage::repos::workspaces::workspace_to_domain;
-use crate::storage::{Db, StorageError, StorageResult};
+use crate::storage::{Db, StorageResult};
 
 /// A tool call to record.
 pub struct NewToolCall<'a> {
@@ -154,35 +154,6 @@ pub async fn proposed_call_of(db: &Db, run_id: Uuid) -> StorageResult<Option<Too
         .one(db)
         .await?
         .map(Into::into))
-}
-
-/// In one statement: a run of the session waiting for a decision (if any), and the session's
-/// latest run (what [`pending_call`] and [`latest_run`] read in two).
-pub async fn awaiting_and_latest_run(db: &Db, session_id: Uuid) -> StorageResult<(Option<Run>, Option<Run>)> {
-    use sea_orm::{DbBackend, Statement};
-    let backend = db.get_database_backend();
-    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
-    // Each side is a subquery so that each keeps its own LIMIT (SQLite allows no LIMIT on a
-    // member of a compound select); `which` keeps the waiting run first.
-    let sql = format!(
-        "SELECT * FROM (SELECT 0 AS which, runs.* FROM runs WHERE session_id = {} \
-         AND status = 'awaiting_confirmation' LIMIT 1) AS awaiting \
-         UNION ALL SELECT * FROM (SELECT 1 AS which, runs.* FROM runs WHERE session_id = {} \
-         ORDER BY created_at DESC, id DESC LIMIT 1) AS latest ORDER BY which",
-        p(1),
-        p(2)
-    );
-    let stmt = Statement::from_sql_and_values(backend, sql, [session_id.into(), session_id.into()]);
-    let mut rows: Vec<Run> =
-        run::Entity::find().from_raw_sql(stmt).all(db).await?.into_iter().map(Into::into).collect();
-    // A waiting run is never alone: the latest run exists whenever any run does.
-    Ok(match rows.len() {
-        2 => {
-            let latest = rows.pop();
-            (rows.pop(), latest)
-        }
-        _ => (None, rows.pop()),
-    })
 }
 
 /// A run row of the session.
@@ -475,28 +446,6 @@ pub async fn paused_run(db: &Db, session_id: Uuid) -> StorageResult<Option<Run>>
         .one(db)
         .await?
         .map(Into::into))
-}
-
-/// Before a submit, in one statement: the message an earlier post with the same client id made
-/// in the session (the same submit again), and whether a run of the session waits for a
-/// decision (what [`super::messages::find_by_client_id`] and [`paused_run`] read in two).
-pub async fn submit_state(db: &Db, session_id: Uuid, client_id: &str) -> StorageResult<(Option<Uuid>, bool)> {
-    use sea_orm::{ConnectionTrait, DbBackend, Statement};
-    let backend = db.get_database_backend();
-    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
-    let sql = format!(
-        "SELECT (SELECT id FROM messages WHERE session_id = {} AND client_id = {} LIMIT 1) AS repeated, \
-         CASE WHEN EXISTS (SELECT 1 FROM runs WHERE session_id = {} AND status = 'awaiting_confirmation') \
-         THEN 1 ELSE 0 END AS paused",
-        p(1),
-        p(2),
-        p(3)
-    );
-    let values = [session_id.into(), client_id.into(), session_id.into()];
-    let Some(row) = db.query_one_raw(Statement::from_sql_and_values(backend, sql, values)).await? else {
-        return Err(StorageError::Corrupt("a select without FROM returned no row".into()));
-    };
-    Ok((row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0))
 }
 
 /// The session's latest run, if it has any.

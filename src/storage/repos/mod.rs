@@ -19,6 +19,7 @@ pub mod model_overrides;
 pub mod prompt_templates;
 pub mod providers;
 pub mod quotas;
+pub mod run_state;
 pub mod search;
 pub mod session_files;
 pub mod setup_tokens;
