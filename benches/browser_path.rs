@@ -1,9 +1,9 @@
 //! Browser path beside gateway path: the same streamed answers (200 chunks 5 ms apart from the
-//! mock upstream) asked for straight from the mock (the baseline), through a bare relay made of
-//! the libraries Arbor is made of (`relay/mod.rs`: the floor any such server stands on), through
-//! `POST /v1/chat/completions`, and through the session page (`POST /s/{id}/messages`, then the
-//! reply followed over `GET /s/{id}/events` until `done`), at 1, 100 and 1,000 concurrent
-//! streams, closed loop, in one run against one server.
+//! mock upstream) asked for straight from the mock (the baseline), through two bare relays (tokio
+//! alone, and the libraries Arbor is made of; `relay/mod.rs`: the floors any such server stands
+//! on), through `POST /v1/chat/completions`, and through the session page
+//! (`POST /s/{id}/messages`, then the reply followed over `GET /s/{id}/events` until `done`),
+//! at 1, 100 and 1,000 concurrent streams, closed loop, in one run against one server.
 //!
 //! ```sh
 //! cargo build --release && cp target/release/arbor target/arbor-release
