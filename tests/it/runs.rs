@@ -307,6 +307,8 @@ async fn a_live_runs_message_opens_its_own_sessions_stream_only() {
         c.app.state.runs.snapshot(c.session).is_some_and(|s| s.message_id == Some(id)),
         "the run is live"
     );
+    // Opened while the run is live (the checks below take a while on a busy machine).
+    let mut tab = c.events(id).await;
     let eve = c.app.create_user("eve@example.com", Role::Member).await;
     let eve_cookie = c.app.login(&eve).await;
     let res = c.app.get(&format!("/s/{}/events?m={id}", c.session), Some(&eve_cookie)).await;
@@ -314,7 +316,6 @@ async fn a_live_runs_message_opens_its_own_sessions_stream_only() {
     let (_, other) = c.app.create_session(&c.user).await;
     let res = c.app.get(&format!("/s/{other}/events?m={id}"), Some(&c.s.cookie)).await;
     assert_eq!(res.status(), 404, "the member's other session");
-    let mut tab = c.events(id).await;
     let seen = follow(&mut tab, None).await;
     assert_eq!(seen.text, fixture_text(&c.mock, fixture));
     assert_eq!(seen.names.last().map(String::as_str), Some("done"));
