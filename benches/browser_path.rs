@@ -156,15 +156,6 @@ enum Route {
     Browser,
 }
 
-impl Shared {
-    fn relay_base(&self, kind: relay::Kind) -> &str {
-        match kind {
-            relay::Kind::Libraries => &self.relay_bases[0],
-            relay::Kind::Bytes => &self.relay_bases[1],
-        }
-    }
-}
-
 impl Route {
     fn name(self) -> &'static str {
         match self {
@@ -189,8 +180,8 @@ struct Shared {
     auth: Auth,
     token: String,
     mock_base: String,
-    /// The two relays' bases: `libraries`, `bytes`.
-    relay_bases: [String; 2],
+    /// The relays' bases, by [`relay::Kind::index`].
+    relay_bases: Vec<String>,
     script: String,
     /// The text of the answer's first and last chunk.
     first: String,
@@ -208,7 +199,7 @@ async fn completion_once(s: &Shared, path: Route) -> Res<u64> {
     });
     let (base, model) = match path {
         Route::Mock => (s.mock_base.as_str(), "bench-model"),
-        Route::Relay(kind) => (s.relay_base(kind), "bench-model"),
+        Route::Relay(kind) => (s.relay_bases[kind.index()].as_str(), "bench-model"),
         Route::Gateway | Route::Browser => (s.auth.base.as_str(), "mock/bench-model"),
     };
     let mut body = body;
@@ -452,7 +443,7 @@ fn table(results: &[LevelResult], idle_kb: u64, opts: &Opts) -> String {
         }
         if let (Some(m), Some(g)) = (of(Route::Mock), of(Route::Gateway)) {
             let over = |x: &LevelResult| ms(pct(&x.first_us, 50.0).saturating_sub(pct(&m.first_us, 50.0)));
-            for kind in [relay::Kind::Bytes, relay::Kind::Libraries] {
+            for kind in relay::Kind::ALL {
                 if let Some(r) = of(Route::Relay(kind)) {
                     let _ = writeln!(
                         md,
@@ -490,10 +481,10 @@ async fn run(opts: Opts) -> Res<()> {
     }
     let (_mock, mock_port) = start_mock().await?;
     let cpus = opts.server_cpus.as_deref();
-    let relays = [
-        relay::start(relay::Kind::Libraries, cpus, mock_port).await?,
-        relay::start(relay::Kind::Bytes, cpus, mock_port).await?,
-    ];
+    let mut relays = Vec::new();
+    for kind in relay::Kind::ALL {
+        relays.push(relay::start(kind, cpus, mock_port).await?);
+    }
     let (server, token) = start_server(&bin, mock_port, &opts).await?;
     let outcome = async {
         let http = http_client()?;
@@ -505,7 +496,7 @@ async fn run(opts: Opts) -> Res<()> {
             auth,
             token,
             mock_base: format!("http://127.0.0.1:{mock_port}"),
-            relay_bases: relays.each_ref().map(|r| r.base()),
+            relay_bases: relays.iter().map(|r| r.base()).collect(),
             script: format!("BENCH:burst:{}:{}", opts.chunks, opts.delay_ms),
             first: "b0 ".into(),
             // No space after it: the `done` event's rendered message trims the text's end.
@@ -514,18 +505,12 @@ async fn run(opts: Opts) -> Res<()> {
         };
         let mut results = Vec::new();
         for &streams in &opts.levels {
-            let paths = [
-                Route::Mock,
-                Route::Relay(relay::Kind::Bytes),
-                Route::Relay(relay::Kind::Libraries),
-                Route::Gateway,
-                Route::Browser,
-            ];
+            let relayed = relay::Kind::ALL.map(Route::Relay);
+            let paths = [Route::Mock].into_iter().chain(relayed).chain([Route::Gateway, Route::Browser]);
             for path in paths {
                 eprintln!("{} at {streams} streams…", path.name());
                 let pid = match path {
-                    Route::Relay(relay::Kind::Libraries) => relays[0].pid,
-                    Route::Relay(relay::Kind::Bytes) => relays[1].pid,
+                    Route::Relay(kind) => relays[kind.index()].pid,
                     _ => server.pid,
                 };
                 results.push(level(pid, &base, path, streams, &opts).await?);

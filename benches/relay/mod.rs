@@ -24,11 +24,18 @@ pub const SERVE_FLAG: &str = "--relay-serve";
 /// Which floor.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
-    Libraries,
     Bytes,
+    Libraries,
 }
 
 impl Kind {
+    /// Every kind, in the order the bench runs them; [`Kind::index`] is a kind's place here.
+    pub const ALL: [Kind; 2] = [Kind::Bytes, Kind::Libraries];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn arg(self) -> &'static str {
         match self {
             Kind::Libraries => "libraries",
@@ -37,7 +44,7 @@ impl Kind {
     }
 
     pub fn parse(arg: &str) -> Option<Kind> {
-        [Kind::Libraries, Kind::Bytes].into_iter().find(|k| k.arg() == arg)
+        Kind::ALL.into_iter().find(|k| k.arg() == arg)
     }
 }
 
