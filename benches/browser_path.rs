@@ -51,6 +51,7 @@ usage: cargo bench --bench browser_path -- [options]
   --delay-ms 5            gap between two chunks
   --workers 1             Arbor's server.workers
   --server-cpus LIST      pin the server with `taskset -c LIST`
+  --paths LIST            only these paths, of mock,bytes,libraries,gateway,browser (all)
   --keep                  keep the server's data directory and log
   --no-write              do not write bench/results/arbor-browser-path.md
 
@@ -64,6 +65,8 @@ struct Opts {
     delay_ms: u64,
     workers: usize,
     server_cpus: Option<String>,
+    /// The paths run, in the bench's order.
+    paths: Vec<Route>,
     keep: bool,
     write: bool,
 }
@@ -76,6 +79,7 @@ fn parse_args() -> Res<Opts> {
         delay_ms: 5,
         workers: 1,
         server_cpus: None,
+        paths: Route::ALL.to_vec(),
         keep: false,
         write: true,
     };
@@ -95,6 +99,7 @@ fn parse_args() -> Res<Opts> {
             "--server-cpus" => {
                 o.server_cpus = Some(args.next().ok_or_else(|| fail("--server-cpus needs a value"))?)
             }
+            "--paths" => o.paths = Route::parse_list(args.next())?,
             "--keep" => o.keep = true,
             "--no-write" => o.write = false,
             "-h" | "--help" => {
@@ -157,6 +162,38 @@ enum Route {
 }
 
 impl Route {
+    const ALL: [Route; 5] = [
+        Route::Mock,
+        Route::Relay(relay::Kind::Bytes),
+        Route::Relay(relay::Kind::Libraries),
+        Route::Gateway,
+        Route::Browser,
+    ];
+
+    fn short_name(self) -> &'static str {
+        match self {
+            Route::Mock => "mock",
+            Route::Relay(kind) => kind.arg(),
+            Route::Gateway => "gateway",
+            Route::Browser => "browser",
+        }
+    }
+
+    /// `--paths`: a comma-separated subset, kept in the bench's own order.
+    fn parse_list(v: Option<String>) -> Res<Vec<Route>> {
+        let v = v.ok_or_else(|| fail("--paths needs a value"))?;
+        let wanted: Vec<&str> = v.split(',').map(str::trim).collect();
+        if let Some(bad) = wanted.iter().find(|w| !Route::ALL.iter().any(|r| r.short_name() == **w)) {
+            return Err(fail(format!("--paths: unknown path {bad}\n\n{USAGE}")));
+        }
+        let chosen: Vec<Route> =
+            Route::ALL.into_iter().filter(|r| wanted.contains(&r.short_name())).collect();
+        if chosen.is_empty() {
+            return Err(fail("--paths: name at least one path"));
+        }
+        Ok(chosen)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Route::Mock => "mock upstream directly",
@@ -505,9 +542,7 @@ async fn run(opts: Opts) -> Res<()> {
         };
         let mut results = Vec::new();
         for &streams in &opts.levels {
-            let relayed = relay::Kind::ALL.map(Route::Relay);
-            let paths = [Route::Mock].into_iter().chain(relayed).chain([Route::Gateway, Route::Browser]);
-            for path in paths {
+            for &path in &opts.paths {
                 eprintln!("{} at {streams} streams…", path.name());
                 let pid = match path {
                     Route::Relay(kind) => relays[kind.index()].pid,

@@ -12,7 +12,7 @@ use crate::domain::DomainError;
 use crate::domain::pages::{AgentPanel, HomePage, MessageExtras, SessionHeader};
 use crate::domain::providers::ModelChoice;
 use crate::domain::sessions::access::ShareRole;
-use crate::domain::sessions::{self, SidebarWorkspace};
+use crate::domain::sessions::{self, ChatSession, SidebarWorkspace};
 use crate::state::AppState;
 use crate::web::extractors::CurrentUser;
 use crate::web::render::{render_to_string, signed_in};
@@ -70,17 +70,30 @@ pub(crate) fn home_context(user: &CurrentUser, home: &HomePage) -> Context {
 pub(crate) fn header_into(ctx: &mut Context, state: &AppState, user: &CurrentUser, header: &SessionHeader) {
     let conv = &header.conversation;
     ctx.insert("gauge", &session_view::gauge(conv, header.model_info.as_ref()));
-    ctx.insert("selected_model", &header.selected_model);
     ctx.insert("totals", &usage_view(&conv.totals));
-    ctx.insert("session", &conv.session);
     ctx.insert("message_count", &conv.message_count);
+    access_into(ctx, state, user, &conv.session, conv.role, &header.selected_model);
+}
+
+/// The session, its model and what the reader may do in it: what every fragment of the
+/// session's messages needs (the header's counts and gauge aside).
+pub(crate) fn access_into(
+    ctx: &mut Context,
+    state: &AppState,
+    user: &CurrentUser,
+    session: &ChatSession,
+    role: ShareRole,
+    selected_model: &Option<String>,
+) {
+    ctx.insert("selected_model", selected_model);
+    ctx.insert("session", session);
     // What the page offers: a viewer gets no composer, no edit or retry, no decisions.
     // Flags that restrict, so a fragment rendered without them offers everything (the server
     // refuses what the role does not allow either way).
-    ctx.insert("role", &conv.role);
-    ctx.insert("viewer", &(conv.role < ShareRole::Editor));
-    ctx.insert("may_not_delete", &(conv.role < ShareRole::Owner));
-    ctx.insert("shared", &(conv.session.owner_id != user.0.user.id));
+    ctx.insert("role", &role);
+    ctx.insert("viewer", &(role < ShareRole::Editor));
+    ctx.insert("may_not_delete", &(role < ShareRole::Owner));
+    ctx.insert("shared", &(session.owner_id != user.0.user.id));
     ctx.insert("public_links", &state.config.sharing.public_links);
 }
 

@@ -901,7 +901,7 @@ async fn stopped_answer(
         error: None,
         usage: None,
     };
-    messages::finish(&app.state.db, answer, run, &outcome).await.unwrap();
+    messages::finish(&app.state.db, answer, run, &outcome, None).await.unwrap();
     answer
 }
 

@@ -610,3 +610,134 @@ async fn a_new_session_starts_with_its_first_message() {
     assert_eq!(sessions.iter().filter(|s| s.id == session).count(), 1);
     assert_eq!(sessions.len(), 2, "the new one and the fixture's");
 }
+
+/// A new submit's fragment is drawn from what the submit wrote, not read back: the session (its
+/// version, model and active root), the role and the two messages equal what reading them
+/// afterwards gives, for a first turn and a later one, and the page runs no statement for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_turns_fragment_is_what_the_submit_wrote_and_reads_nothing_back() {
+    let c = chat().await;
+    let actor = arbor::domain::accounts::Actor::for_tests(&c.user);
+    let state = &c.app.state;
+    for question in ["The first question", "A second one"] {
+        // The answer waits a second: until it ends, nothing but the submit has touched the session.
+        let reply =
+            Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 0, first_byte_delay_ms: 1000 };
+        c.mock.enqueue(Provider::OpenAi, reply);
+        let client_id = Uuid::new_v4().simple().to_string();
+        let started = state
+            .engine
+            .submit(&actor, c.session, question, &client_id, Some("openai/gpt-4o-mini"))
+            .await
+            .unwrap();
+        let drawn = state.pages.turn(&actor, c.session, &started, false).await.unwrap();
+        // Read back, as the page of a repeated post is.
+        let read_back = arbor::domain::runs::Started { written: None, ..started.clone() };
+        let read = state.pages.turn(&actor, c.session, &read_back, false).await.unwrap();
+        let row = arbor::storage::repos::workspaces::find_session_by_id(&state.db, c.session)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(state.runs.is_active(c.session), "the answer ended too soon to compare");
+        assert_eq!(drawn.session, row, "the session as the submit left it");
+        assert_eq!(drawn.session, read.session);
+        assert_eq!(drawn.role, read.role);
+        assert_eq!(drawn.selected_model.as_deref(), Some("openai/gpt-4o-mini"));
+        assert_eq!(drawn.selected_model, read.selected_model);
+        assert_eq!(drawn.messages.len(), 2);
+        for (d, r) in drawn.messages.iter().zip(&read.messages) {
+            assert_eq!((d.id, d.parent_id, d.chosen_child_id), (r.id, r.parent_id, r.chosen_child_id));
+            assert_eq!((d.role, d.kind, d.status, &d.model), (r.role, r.kind, r.status, &r.model));
+            assert_eq!((&d.parts, &d.client_id, d.author_id), (&r.parts, &r.client_id, r.author_id));
+        }
+        assert_eq!(drawn.messages[0].text(), question);
+        assert_eq!(drawn.messages[1].status, MessageStatus::Streaming);
+        assert_eq!(
+            row.active_root_id,
+            c.messages().await.first().map(|m| m.id),
+            "the first turn roots the tree"
+        );
+        c.settled(started.assistant_message_id).await;
+        // No statement of its own (the search feeder shares the connection: the least of a few
+        // tries is taken).
+        let mut least = u64::MAX;
+        for _ in 0..5 {
+            let before = state.queries.count();
+            state.pages.turn(&actor, c.session, &started, false).await.unwrap();
+            least = least.min(state.queries.count() - before);
+        }
+        assert_eq!(least, 0, "the new turn's page read something back");
+    }
+}
+
+/// A reply's end and the usage row of its last call are one write: the message carries its cost
+/// exactly when the ledger does. When another instance already ended the run as interrupted, what
+/// it recorded stands, and the call is still in the ledger (it was made and is paid for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_still_counts() {
+    use arbor::domain::sessions::tree::{MessageUsage, Role as R};
+    use arbor::providers::types::Part;
+    use arbor::storage::entities::usage;
+    use arbor::storage::repos::messages::{self, NewMessage, NewRun, Outcome, UsageRow};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let c = chat().await;
+    let db = &c.app.state.db;
+    let text = [Part::Text { text: "the answer".into() }];
+    let cost = MessageUsage { input: 12, output: 34, cached: 0, cost_micros: Some(56), estimated: false };
+    let mut parent = None;
+    for interrupted_elsewhere in [false, true] {
+        let (question, answer, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let new = |id, parent_id, role, status, model| NewMessage {
+            id,
+            parent_id,
+            role,
+            parts: &text,
+            model,
+            status,
+            client_id: None,
+            author_id: Some(c.user.id),
+        };
+        let user = new(question, parent, R::User, MessageStatus::Complete, None);
+        let reply =
+            new(answer, Some(question), R::Assistant, MessageStatus::Streaming, Some("openai/gpt-4o-mini"));
+        let new_run =
+            NewRun { id: run, owner_id: c.user.id, leaf_message_id: question, assistant_message_id: answer };
+        messages::insert_turn(db, c.session, &user, &reply, &new_run).await.unwrap();
+        if interrupted_elsewhere {
+            assert_eq!(messages::interrupt_orphans(db).await.unwrap(), 1);
+        }
+        let outcome = Outcome {
+            parts: &text,
+            status: MessageStatus::Complete,
+            run_status: "completed",
+            error: None,
+            usage: Some(cost),
+        };
+        let row = UsageRow {
+            user_id: c.user.id,
+            session_id: Some(c.session),
+            message_id: Some(answer),
+            provider: "openai",
+            model: "gpt-4o-mini",
+            usage: cost,
+            latency_ms: 7,
+            via: "ui",
+        };
+        messages::finish(db, answer, run, &outcome, Some(&row)).await.unwrap();
+        let stored = c.message(answer).await;
+        let rows = usage::Entity::find().filter(usage::Column::MessageId.eq(answer)).all(db).await.unwrap();
+        assert_eq!(rows.len(), 1, "one usage row for the call");
+        assert_eq!((rows[0].tokens_in, rows[0].tokens_out, rows[0].cost_micros), (12, 34, Some(56)));
+        match interrupted_elsewhere {
+            false => {
+                assert_eq!(stored.status, MessageStatus::Complete);
+                assert_eq!(stored.usage, Some(cost), "the message carries the same cost");
+            }
+            true => {
+                assert_eq!(stored.status, MessageStatus::Interrupted, "the other instance's end stands");
+                assert_eq!(stored.usage, None);
+            }
+        }
+        parent = Some(answer);
+    }
+}

@@ -11,9 +11,9 @@ use crate::domain::accounts::Actor;
 use crate::domain::agent::TodoItem;
 use crate::domain::files::FileView;
 use crate::domain::providers::ModelChoice;
-use crate::domain::runs::UnfinishedCall;
 use crate::domain::runs::ambient::FileInContext;
 use crate::domain::runs::decisions::{CallState, PendingCall};
+use crate::domain::runs::{Started, UnfinishedCall};
 use crate::domain::sessions::access::ShareRole;
 use crate::domain::sessions::tree::{Message, MessageStatus, Role};
 use crate::domain::sessions::{ChatSession, Conversation, SidebarWorkspace, Workspace};
@@ -118,10 +118,14 @@ pub struct MessagePage {
     pub agent: AgentPanel,
 }
 
-/// The answer to a post of the composer: the messages it made, and the header.
+/// The answer to a post of the composer: the messages it made in their session.
 pub struct TurnPage {
-    /// The session's header.
-    pub header: SessionHeader,
+    /// The session.
+    pub session: ChatSession,
+    /// What the reader may do in it.
+    pub role: ShareRole,
+    /// The session's model, else the member's default (for a fresh composer).
+    pub selected_model: Option<String>,
     /// The person's message (when the post made one) and the answer being written.
     pub messages: Vec<Message>,
     /// Their attached files.
@@ -309,40 +313,43 @@ impl Pages {
         Ok(MessagePage { header, messages, extras, agent })
     }
 
-    /// What a post of the composer answers with: the messages it made (by id, in order), their
-    /// files (read when `may_have_files` or the answer already ended) and the header; with
-    /// `with_models`, the models for a fresh composer.
+    /// What a post of the composer answers with: the messages it made (in order) and their
+    /// files (read when `started.may_have_files` or the answer already ended); with
+    /// `with_models`, the models for a fresh composer. A new submit's own turn is drawn from
+    /// what it wrote; anything else (a repeated post, a retry, a continue) is read.
     pub async fn turn(
         &self,
         actor: &Actor,
         session_id: Uuid,
-        message_ids: &[Uuid],
-        may_have_files: bool,
+        started: &Started,
         with_models: bool,
     ) -> DomainResult<TurnPage> {
-        // A turn just made is the end of the active path: the header's window reads it with its
-        // content. (A repeated post may name an older turn; that is read by id.)
-        let header = self.header(actor, session_id, None, message_ids.len()).await?;
-        let path = &header.conversation.path;
-        let window = &path[path.len().saturating_sub(message_ids.len())..];
-        let in_window: Option<Vec<Message>> =
-            message_ids.iter().map(|id| window.iter().find(|m| m.id == *id).cloned()).collect();
-        let messages = match in_window {
-            Some(messages) => messages,
-            None => self.sessions.messages(actor, session_id, message_ids).await?,
+        let ids: Vec<Uuid> =
+            started.user_message_id.into_iter().chain([started.assistant_message_id]).collect();
+        let (session, role, messages) = match &started.written {
+            Some(w) if w.session.id == session_id => (w.session.clone(), w.role, w.messages.clone()),
+            _ => {
+                let (session, role) = self.sessions.view_session(actor, session_id).await?;
+                let messages = self.sessions.messages_in(&session, &ids).await?;
+                (session, role, messages)
+            }
         };
         // An answer that already ended (an image model can finish before this page is made)
         // may carry files of its own; only one still being written surely has none.
         let ended = messages.iter().any(|m| m.role != Role::User && m.status != MessageStatus::Streaming);
-        let files = match may_have_files || ended {
-            true => self.files.views_of(message_ids).await?,
+        let files = match started.may_have_files || ended {
+            true => self.files.views_of(&ids).await?,
             false => HashMap::new(),
+        };
+        let selected_model = match session.model.clone() {
+            Some(m) => Some(m),
+            None => self.engine.providers().default_model(actor).await,
         };
         let models = match with_models {
             true => self.models(actor).await,
             false => Vec::new(),
         };
-        Ok(TurnPage { header, messages, files, models })
+        Ok(TurnPage { session, role, selected_model, messages, files, models })
     }
 
     /// The panel of files carried in a session's context.

@@ -176,12 +176,8 @@ impl RunEngine {
             None => (Vec::new(), MessageStatus::Stopped, "cancelled", None),
         };
         let outcome = Outcome { parts: &parts, status, run_status, error: error.as_deref(), usage };
-        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, &outcome).await {
-            tracing::error!(run = %job.run_id, error = %e, "could not record the end of an image reply");
-        }
-        if let Some(usage) = usage {
-            self.record_usage(&job, usage, started).await;
-        }
+        let row = usage.map(|usage| self.charge_usage(&job, usage, started));
+        self.finish_with_usage(&job, &outcome, row.as_ref()).await;
         tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "image reply ended");
         match error {
             Some(message) => publisher.finish(RunEvent::Error(message)),

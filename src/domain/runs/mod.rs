@@ -19,10 +19,12 @@ mod stream;
 pub mod subagent;
 pub mod tasks;
 pub mod window;
+mod written;
 
 pub use recovery::{CallProgress, UnfinishedCall};
 pub use stream::clean_title;
 pub(crate) use stream::{Accumulator, End};
+pub use written::Written;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +40,7 @@ use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::agent_loop::Start;
 use crate::domain::runs::context::{ContextInput, Mode};
 
-use crate::domain::sessions::tree::{self, Message, MessageKind, MessageStatus, MessageUsage, Role};
+use crate::domain::sessions::tree::{self, Message, MessageStatus, MessageUsage, Role};
 use crate::domain::sessions::{self, ChatSession};
 use crate::domain::{DomainError, DomainResult};
 use crate::events::{RunEvent, RunPublisher, RunRegistry};
@@ -94,6 +96,9 @@ pub struct Started {
     /// Whether the messages may carry files: uploads came with the question, or the messages
     /// were there before. A new answer's placeholder has none, so its page need not look.
     pub may_have_files: bool,
+    /// What a new submit wrote (none for a repeated submit, a retry or a continue): its page is
+    /// drawn from this instead of reading it back.
+    pub written: Option<Written>,
 }
 
 /// A run ready to be driven.
@@ -261,7 +266,7 @@ impl RunEngine {
         model: Option<&str>,
         uploads: &[Uuid],
     ) -> DomainResult<Started> {
-        let session = self.sessions.get_session(actor, session_id).await?;
+        let (session, role) = self.sessions.writable_session(actor, session_id).await?;
         if !valid_client_id(client_id) {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
@@ -366,53 +371,36 @@ impl RunEngine {
             leaf_message_id: user_id,
             assistant_message_id: assistant_id,
         };
-        if let Err(e) =
-            repo::insert_noted_turn(&self.db, session.id, note.as_ref(), &user, &assistant, &run, uploads)
-                .await
+        let version = match repo::insert_noted_turn(
+            &self.db,
+            session.id,
+            note.as_ref(),
+            &user,
+            &assistant,
+            &run,
+            uploads,
+        )
+        .await
         {
-            publisher.abandon();
-            // Two identical submits raced: the other one won the unique client id.
-            if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
-                return Ok(existing);
+            Ok(version) => version,
+            Err(e) => {
+                publisher.abandon();
+                // Two identical submits raced: the other one won the unique client id.
+                if let Some(existing) = self.repeated_submit(session.id, client_id).await? {
+                    return Ok(existing);
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
-        }
-        if note.is_some() {
-            path.push(Message {
-                id: note_id,
-                session_id: session.id,
-                parent_id: leaf,
-                chosen_child_id: Some(user_id),
-                role: Role::System,
-                kind: MessageKind::Text,
-                parts: note_parts.clone(),
-                model: None,
-                status: MessageStatus::Complete,
-                error: None,
-                usage: None,
-                tokens: None,
-                client_id: None,
-                author_id: None,
-                created_at: chrono::Utc::now(),
-            });
-        }
-        path.push(Message {
-            id: user_id,
-            session_id: session.id,
-            parent_id: user_parent,
-            chosen_child_id: Some(assistant_id),
-            role: Role::User,
-            kind: MessageKind::Text,
-            parts: user_parts,
-            model: None,
-            status: MessageStatus::Complete,
-            error: None,
-            usage: None,
-            tokens: None,
-            client_id: Some(client_id.to_string()),
-            author_id: Some(actor.user_id()),
-            created_at: chrono::Utc::now(),
-        });
+        };
+        path.extend(note.as_ref().map(|n| written::message(session.id, n, Some(user_id))));
+        let question = written::message(session.id, &user, Some(assistant_id));
+        path.push(question.clone());
+        let first = leaf.is_none().then(|| if note.is_some() { note_id } else { user_id });
+        let written = Written {
+            session: written::session_after(&session, version, &reference, note.is_some(), first),
+            role,
+            messages: vec![question, written::message(session.id, &assistant, None)],
+        };
         self.launch(
             actor,
             &session,
@@ -430,6 +418,7 @@ impl RunEngine {
             assistant_message_id: assistant_id,
             created: true,
             may_have_files: !uploads.is_empty(),
+            written: Some(written),
         })
     }
 
@@ -455,6 +444,7 @@ impl RunEngine {
             assistant_message_id: answer,
             created: false,
             may_have_files: true,
+            written: None,
         })
     }
 
@@ -505,6 +495,7 @@ impl RunEngine {
             assistant_message_id: assistant_id,
             created: true,
             may_have_files: false,
+            written: None,
         })
     }
 
@@ -557,6 +548,7 @@ impl RunEngine {
             assistant_message_id: old.id,
             created: true,
             may_have_files: true,
+            written: None,
         })
     }
 

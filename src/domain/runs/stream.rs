@@ -312,12 +312,8 @@ impl RunEngine {
         let (call, total) = self.usage_of(&job, &acc, &end);
         let outcome =
             Outcome { parts: &acc.parts, status, run_status, error: error.as_deref(), usage: total };
-        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, &outcome).await {
-            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
-        }
-        if let Some(usage) = call {
-            self.record_usage(&job, usage, started).await;
-        }
+        let row = call.map(|usage| self.charge_usage(&job, usage, started));
+        self.finish_with_usage(&job, &outcome, row.as_ref()).await;
         if let (End::Finished, Some(question)) = (&end, job.first_question.as_deref()) {
             self.propose_title(&job, question, &acc.text()).await;
         }
@@ -339,13 +335,29 @@ impl RunEngine {
     pub(super) async fn record_call(
         &self,
         owner: Uuid,
-        (session_id, message_id): (Uuid, Uuid),
+        about: (Uuid, Uuid),
         model: &ResolvedModel,
         usage: MessageUsage,
         started: Instant,
     ) {
+        let row = self.charge_call(owner, about, model, usage, started);
+        if let Err(e) = repo::insert_usage(&self.db, &row).await {
+            tracing::warn!(session = %about.0, error = %e, "could not record usage");
+        }
+    }
+
+    /// Counts one provider call against `owner`'s quota and returns its usage row, to be written
+    /// by [`Self::record_call`] or with the end of the reply ([`Self::finish_with_usage`]).
+    fn charge_call<'m>(
+        &self,
+        owner: Uuid,
+        (session_id, message_id): (Uuid, Uuid),
+        model: &'m ResolvedModel,
+        usage: MessageUsage,
+        started: Instant,
+    ) -> repo::UsageRow<'m> {
         self.providers.spend_tokens(owner, &model.provider, usage.input + usage.output);
-        let row = repo::UsageRow {
+        repo::UsageRow {
             user_id: owner,
             session_id: Some(session_id),
             message_id: Some(message_id),
@@ -354,9 +366,34 @@ impl RunEngine {
             usage,
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             via: "ui",
-        };
-        if let Err(e) = repo::insert_usage(&self.db, &row).await {
-            tracing::warn!(session = %session_id, error = %e, "could not record usage");
+        }
+    }
+
+    /// [`Self::charge_call`] for the job's own call.
+    pub(super) fn charge_usage<'j>(
+        &self,
+        job: &'j Job,
+        usage: MessageUsage,
+        started: Instant,
+    ) -> repo::UsageRow<'j> {
+        self.charge_call(job.owner_id, (job.session_id, job.message_id), &job.model, usage, started)
+    }
+
+    /// Records a reply's end and its last call's usage row in one transaction; when that fails,
+    /// the usage row is still tried alone (the call was made and is paid for).
+    pub(super) async fn finish_with_usage(
+        &self,
+        job: &Job,
+        outcome: &Outcome<'_>,
+        row: Option<&repo::UsageRow<'_>>,
+    ) {
+        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, outcome, row).await {
+            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
+            if let Some(row) = row
+                && let Err(e) = repo::insert_usage(&self.db, row).await
+            {
+                tracing::warn!(session = %job.session_id, error = %e, "could not record usage");
+            }
         }
     }
 

@@ -256,6 +256,11 @@ impl Sessions {
         ids: &[Uuid],
     ) -> DomainResult<Vec<Message>> {
         let (session, _) = self.view_session(actor, session_id).await?;
+        self.messages_in(&session, ids).await
+    }
+
+    /// [`Self::messages`] of a session the caller already checked the actor may read.
+    pub async fn messages_in(&self, session: &ChatSession, ids: &[Uuid]) -> DomainResult<Vec<Message>> {
         Ok(messages::messages_by_ids(&self.db, session.id, ids).await?)
     }
 }

@@ -334,19 +334,23 @@ async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) ->
     Ok(())
 }
 
+/// Returns the `updated_at` it wrote: the session's version as of this write, in microseconds
+/// (what PostgreSQL keeps), so the value returned is the value read back on either database.
 async fn touch_session<C: ConnectionTrait>(
     db: &C,
     session_id: Uuid,
     model: Option<&str>,
-) -> StorageResult<()> {
+) -> StorageResult<chrono::DateTime<Utc>> {
+    use chrono::SubsecRound;
+    let now = Utc::now().trunc_subsecs(6);
     let mut update = chat_session::Entity::update_many()
-        .col_expr(chat_session::Column::UpdatedAt, Expr::value(Utc::now()))
+        .col_expr(chat_session::Column::UpdatedAt, Expr::value(now))
         .filter(chat_session::Column::Id.eq(session_id));
     if let Some(model) = model {
         update = update.col_expr(chat_session::Column::Model, Expr::value(model));
     }
     update.exec(db).await?;
-    Ok(())
+    Ok(now)
 }
 
 /// Marks the session holding `message_id` as changed, for a write that knows only the message:
@@ -378,11 +382,12 @@ pub async fn insert_turn(
     assistant: &NewMessage<'_>,
     run: &NewRun,
 ) -> StorageResult<()> {
-    insert_noted_turn(db, session_id, None, user, assistant, run, &[]).await
+    insert_noted_turn(db, session_id, None, user, assistant, run, &[]).await.map(drop)
 }
 
 /// [`insert_turn`], after a note of what changed in the session's environment (the user
-/// message goes under the note), which is then cleared from the session. One transaction.
+/// message goes under the note), which is then cleared from the session. One transaction;
+/// returns the session's `updated_at` as written.
 #[allow(clippy::too_many_arguments)]
 pub async fn insert_noted_turn(
     db: &Db,
@@ -392,7 +397,7 @@ pub async fn insert_noted_turn(
     assistant: &NewMessage<'_>,
     run: &NewRun,
     uploads: &[Uuid],
-) -> StorageResult<()> {
+) -> StorageResult<chrono::DateTime<Utc>> {
     let txn = crate::storage::begin_write(db).await?;
     let mut now = Utc::now();
     if let Some(note) = note {
@@ -421,9 +426,9 @@ pub async fn insert_noted_turn(
     }
     choose(&txn, session_id, user.parent_id, user.id).await?;
     insert_run(&txn, session_id, run).await?;
-    touch_session(&txn, session_id, assistant.model).await?;
+    let version = touch_session(&txn, session_id, assistant.model).await?;
     txn.commit().await?;
-    Ok(())
+    Ok(version)
 }
 
 /// In one transaction: a new assistant message under `assistant.parent_id` (a sibling of earlier
@@ -495,8 +500,17 @@ pub(crate) fn answer_tokens(parts: &[Part], usage: Option<MessageUsage>) -> u64 
     }
 }
 
-/// In one transaction: the message's final state and the run's end.
-pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) -> StorageResult<()> {
+/// In one transaction: the message's final state, the run's end and the usage row of the run's
+/// last provider call (`usage_row`), so a reply's cost is on its message exactly when it is in
+/// the ledger. When another instance already ended the run, only the usage row is written (the
+/// call was made and is paid for either way).
+pub async fn finish(
+    db: &Db,
+    message_id: Uuid,
+    run_id: Uuid,
+    o: &Outcome<'_>,
+    usage_row: Option<&UsageRow<'_>>,
+) -> StorageResult<()> {
     let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
     let ended = run::Entity::update_many()
@@ -514,6 +528,9 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
         && run::Entity::find_by_id(run_id).one(&txn).await?.is_some_and(|r| r.status == "interrupted")
     {
         txn.rollback().await?;
+        if let Some(row) = usage_row {
+            insert_usage(db, row).await?;
+        }
         return Ok(());
     }
     let mut update = message::Entity::update_many()
@@ -532,6 +549,9 @@ pub async fn finish(db: &Db, message_id: Uuid, run_id: Uuid, o: &Outcome<'_>) ->
     }
     update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
     touch_session_of(&txn, message_id).await?;
+    if let Some(row) = usage_row {
+        usage_model(row).insert(&txn).await?;
+    }
     txn.commit().await?;
     Ok(())
 }

@@ -120,13 +120,11 @@ async fn turn_fragment(
     started: &Started,
     with_composer: bool,
 ) -> Result<HttpResponse, WebError> {
-    let ids: Vec<Uuid> = started.user_message_id.into_iter().chain([started.assistant_message_id]).collect();
-    let turn =
-        state.pages.turn(&user.0.actor, session_id, &ids, started.may_have_files, with_composer).await?;
+    let turn = state.pages.turn(&user.0.actor, session_id, started, with_composer).await?;
     let mut shown = session_view::message_views(turn.messages).await?;
     files_into(&mut shown, &turn.files);
     let mut ctx = signed_in(user);
-    header_into(&mut ctx, state, user, &turn.header);
+    access_into(&mut ctx, state, user, &turn.session, turn.role, &turn.selected_model);
     if with_composer {
         composer_into(&mut ctx, &turn.models);
     }
