@@ -94,7 +94,7 @@ impl Chat {
         SseReader::new(res)
     }
 
-    async fn message(&self, id: Uuid) -> Message {
+    pub(crate) async fn message(&self, id: Uuid) -> Message {
         arbor::storage::repos::messages::find_message(&self.app.state.db, self.session, id)
             .await
             .unwrap()

@@ -218,6 +218,61 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     c.app.state.sessions.delete_session(&c.actor(), other.id).await.unwrap();
 }
 
+/// A finished message's page reads the skeleton and that message whole in one statement: the
+/// conversation equals the one read as skeleton plus a window (every field but the other
+/// messages' content), the message equals its row, for a short session and for a long one whose
+/// skeleton is cached; a message of another session is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_messages_conversation_is_its_skeleton_and_it_whole_in_one_read() {
+    let c = chat().await;
+    let (question, answer) = c.exchange("What is said here?").await;
+    let state = &c.app.state;
+    let sessions = &state.sessions;
+    for long in [false, true] {
+        if long {
+            // Past the skeleton cache's threshold; the page before the last turn fills the cache.
+            let parent = c.messages().await.last().map(|m| m.id);
+            let mut parent = parent;
+            for _ in 0..110 {
+                let (_, _, a) = crate::support::seed_turn(&state.db, c.session, c.user.id, parent, "x").await;
+                parent = Some(a);
+            }
+            c.page().await;
+        }
+        for id in [question, answer] {
+            let (conv, message) = sessions.conversation_with(&c.actor(), c.session, id).await.unwrap();
+            let row = c.message(id).await;
+            assert_eq!(message, row, "the message whole");
+            let windowed = sessions.conversation_window(&c.actor(), c.session, None, 0).await.unwrap();
+            assert_eq!(conv.session, windowed.session);
+            assert_eq!(
+                (conv.message_count, conv.totals, conv.role),
+                (windowed.message_count, windowed.totals, windowed.role)
+            );
+            assert_eq!(conv.branch_sizes, windowed.branch_sizes);
+            assert_eq!(conv.siblings.len(), windowed.siblings.len());
+            assert_eq!(conv.path.len(), windowed.path.len());
+            for (a, b) in conv.path.iter().zip(&windowed.path) {
+                match a.id == id {
+                    true => assert_eq!(a, &row, "on the path, the message carries its content"),
+                    false => assert_eq!(a, b, "the rest of the path is the skeleton"),
+                }
+            }
+        }
+    }
+    // Another member's message, or one of another session, is not found.
+    let other = sessions
+        .create_session(
+            &c.actor(),
+            sessions.get_session(&c.actor(), c.session).await.unwrap().workspace_id,
+            "Other",
+        )
+        .await
+        .unwrap();
+    let err = sessions.conversation_with(&c.actor(), other.id, answer).await.err();
+    assert!(matches!(err, Some(arbor::domain::DomainError::NotFound)), "{err:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_sessions_totals_count_an_answer_that_ended_after_the_page_was_shown() {
     let c = chat().await;

@@ -24,10 +24,6 @@ use crate::providers::types::Part;
 /// Messages a session page shows at first, and per "earlier messages" step.
 pub const THREAD_WINDOW: usize = 40;
 
-/// Messages a finished message's page reads with their content: the end of the active path,
-/// where a run's answer is.
-const FINAL_WINDOW: usize = 2;
-
 /// The signed-in home page: the composer (where a new session starts, with which model) and
 /// the sidebar.
 pub struct HomePage {
@@ -108,7 +104,8 @@ impl SessionPage {
 
 /// One finished message as the `done` event shows it, with what the run wrote after it.
 pub struct MessagePage {
-    /// The session's header (its latest exchange carries content: the gauge reads its usage).
+    /// The session's header (the path as a skeleton, the message with its content: the gauge reads
+    /// the path's sizes and usage).
     pub header: SessionHeader,
     /// The message, then what the run wrote after it up to the next message of a person.
     pub messages: Vec<Message>,
@@ -247,6 +244,11 @@ impl Pages {
         window: usize,
     ) -> DomainResult<SessionHeader> {
         let conversation = self.sessions.conversation_window(actor, session_id, before, window).await?;
+        Ok(self.header_of(actor, conversation).await)
+    }
+
+    /// The header of a conversation: its model, else the member's default, and what is known of it.
+    async fn header_of(&self, actor: &Actor, conversation: Conversation) -> SessionHeader {
         let selected_model = match conversation.session.model.clone() {
             Some(m) => Some(m),
             None => self.engine.providers().default_model(actor).await,
@@ -255,7 +257,7 @@ impl Pages {
             Some(m) => self.engine.model_info(actor, &conversation.session, m).await,
             None => None,
         };
-        Ok(SessionHeader { conversation, selected_model, model_info })
+        SessionHeader { conversation, selected_model, model_info }
     }
 
     /// The session page; with `focus`, the window is placed so that this message (on the active
@@ -298,17 +300,13 @@ impl Pages {
         session_id: Uuid,
         message_id: Uuid,
     ) -> DomainResult<MessagePage> {
-        let header = self.header(actor, session_id, None, FINAL_WINDOW).await?;
-        // The window's messages carry their content, and the finished message is nearly always
-        // in it (the path's last): then it is not read again.
-        let path = &header.conversation.path;
-        let full_from = path.len().saturating_sub(FINAL_WINDOW);
-        let message = match path[full_from..].iter().find(|m| m.id == message_id) {
-            Some(m) => m.clone(),
-            None => self.sessions.message(actor, session_id, message_id).await?,
-        };
+        // The skeleton and the message whole in one read; the gauge reads the path's sizes and
+        // usage, which the skeleton carries.
+        let (conversation, message) = self.sessions.conversation_with(actor, session_id, message_id).await?;
+        let header = self.header_of(actor, conversation).await;
         let mut messages = vec![message];
-        messages.extend(self.run_tail(actor, &header.conversation, message_id, full_from).await?);
+        let content_from = header.conversation.path.len();
+        messages.extend(self.run_tail(actor, &header.conversation, message_id, content_from).await?);
         let (extras, agent) = self.agent_state(actor, &header.conversation.session, &messages).await?;
         Ok(MessagePage { header, messages, extras, agent })
     }

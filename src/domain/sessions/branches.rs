@@ -80,31 +80,34 @@ impl Sessions {
         let db = &self.db;
         let (session, role) = self.view_session(actor, session_id).await?;
         let all = messages::session_skeleton_at(db, session.id, session.updated_at).await?;
-        let totals = MessageUsage::total(all.iter());
         let index = TreeIndex::new(&all);
-        let path_refs = index.active_path(session.active_root_id);
-        let ids: Vec<Uuid> = path_refs.iter().map(|m| m.id).collect();
-        let siblings = ids
-            .iter()
-            .map(|id| {
-                index.siblings(*id).unwrap_or(Siblings { position: 1, count: 1, previous: None, next: None })
-            })
-            .collect();
-        let sizes = index.branch_sizes();
-        let branch_sizes = ids.iter().map(|id| sizes.get(id).copied().unwrap_or(1)).collect();
+        let path = index.active_path(session.active_root_id);
+        let ids: Vec<Uuid> = path.iter().map(|m| m.id).collect();
         let end = match before {
             Some(id) => ids.iter().position(|x| *x == id).ok_or(DomainError::NotFound)?,
             None => ids.len(),
         };
         let start = end.saturating_sub(window);
-        let mut full: std::collections::HashMap<Uuid, Message> =
-            messages::messages_by_ids(db, session.id, &ids[start..end])
-                .await?
-                .into_iter()
-                .map(|m| (m.id, m))
-                .collect();
-        let path = path_refs.into_iter().map(|m| full.remove(&m.id).unwrap_or_else(|| m.clone())).collect();
-        Ok(Conversation { session, path, siblings, branch_sizes, message_count: all.len(), totals, role })
+        let full = messages::messages_by_ids(db, session.id, &ids[start..end]).await?;
+        Ok(assemble(session, role, &all, &index, path, full))
+    }
+
+    /// The actor's session with its active path, where only `message_id` carries its content
+    /// (read in the same statement as the skeleton: a finished message's page), and that message
+    /// (`NotFound` when the session has no such message).
+    pub async fn conversation_with(
+        &self,
+        actor: &Actor,
+        session_id: Uuid,
+        message_id: Uuid,
+    ) -> DomainResult<(Conversation, Message)> {
+        let (session, role) = self.view_session(actor, session_id).await?;
+        let (all, message) =
+            messages::session_skeleton_with(&self.db, session.id, session.updated_at, message_id).await?;
+        let message = message.ok_or(DomainError::NotFound)?;
+        let index = TreeIndex::new(&all);
+        let path = index.active_path(session.active_root_id);
+        Ok((assemble(session, role, &all, &index, path, vec![message.clone()]), message))
     }
 
     /// The whole tree of one of the actor's sessions, compactly, with the active path marked.
@@ -262,5 +265,36 @@ impl Sessions {
     /// [`Self::messages`] of a session the caller already checked the actor may read.
     pub async fn messages_in(&self, session: &ChatSession, ids: &[Uuid]) -> DomainResult<Vec<Message>> {
         Ok(messages::messages_by_ids(&self.db, session.id, ids).await?)
+    }
+}
+
+/// The conversation of a session from its skeleton (`all`, walked by `index` into `path_refs`,
+/// its active path), the path's messages found in `full` carrying their content.
+fn assemble(
+    session: ChatSession,
+    role: ShareRole,
+    all: &[Message],
+    index: &TreeIndex<'_>,
+    path_refs: Vec<&Message>,
+    full: Vec<Message>,
+) -> Conversation {
+    let siblings = path_refs
+        .iter()
+        .map(|m| {
+            index.siblings(m.id).unwrap_or(Siblings { position: 1, count: 1, previous: None, next: None })
+        })
+        .collect();
+    let sizes = index.branch_sizes();
+    let branch_sizes = path_refs.iter().map(|m| sizes.get(&m.id).copied().unwrap_or(1)).collect();
+    let mut full: std::collections::HashMap<Uuid, Message> = full.into_iter().map(|m| (m.id, m)).collect();
+    let path = path_refs.into_iter().map(|m| full.remove(&m.id).unwrap_or_else(|| m.clone())).collect();
+    Conversation {
+        session,
+        path,
+        siblings,
+        branch_sizes,
+        message_count: all.len(),
+        totals: MessageUsage::total(all.iter()),
+        role,
     }
 }

@@ -15,65 +15,149 @@ use crate::storage::{Db, StorageError, StorageResult};
 /// costliest column to decode).
 pub async fn session_skeleton(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
     use sea_orm::QuerySelect;
-    // Read by position into a tuple: by name (a `FromQueryResult` struct) it took twice as long.
-    // id, parent, chosen child, role, size; tokens in, out and cached, cost, estimated.
-    type Row = (
-        Uuid,
-        Option<Uuid>,
-        Option<Uuid>,
-        String,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        bool,
-    );
-    let rows: Vec<Row> = message::Entity::find()
+    let rows: Vec<SkeletonRow> = message::Entity::find()
         .select_only()
-        .columns([
-            message::Column::Id,
-            message::Column::ParentId,
-            message::Column::ChosenChildId,
-            message::Column::Role,
-            message::Column::TokenCount,
-            message::Column::TokensIn,
-            message::Column::TokensOut,
-            message::Column::TokensCached,
-            message::Column::CostMicros,
-            message::Column::UsageEstimated,
-        ])
+        .columns(SKELETON_COLUMNS)
         .filter(message::Column::SessionId.eq(session_id))
         .order_by_asc(message::Column::CreatedAt)
         .order_by_asc(message::Column::Id)
         .into_tuple()
         .all(db)
         .await?;
+    rows.into_iter().enumerate().map(|(i, row)| skeleton_message(session_id, i, row)).collect()
+}
+
+/// A skeleton row, read by position into a tuple (by name, a `FromQueryResult` struct, it took
+/// twice as long): id, parent, chosen child, role, size; tokens in, out and cached, cost,
+/// estimated.
+type SkeletonRow = (
+    Uuid,
+    Option<Uuid>,
+    Option<Uuid>,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    bool,
+);
+
+const SKELETON_COLUMNS: [message::Column; 10] = [
+    message::Column::Id,
+    message::Column::ParentId,
+    message::Column::ChosenChildId,
+    message::Column::Role,
+    message::Column::TokenCount,
+    message::Column::TokensIn,
+    message::Column::TokensOut,
+    message::Column::TokensCached,
+    message::Column::CostMicros,
+    message::Column::UsageEstimated,
+];
+
+/// The `i`-th message of the skeleton (its place stands in for its creation time).
+fn skeleton_message(session_id: Uuid, i: usize, row: SkeletonRow) -> StorageResult<Message> {
+    let (id, parent_id, chosen_child_id, role, tokens, tin, tout, cached, cost, estimated) = row;
+    let role = Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
     let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH;
-    rows.into_iter()
-        .enumerate()
-        .map(|(i, (id, parent_id, chosen_child_id, role, tokens, tin, tout, cached, cost, estimated))| {
-            let role =
-                Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("message role {role:?}")))?;
-            Ok(Message {
-                id,
-                session_id,
-                parent_id,
-                chosen_child_id,
-                role,
-                kind: MessageKind::Text,
-                parts: Vec::new(),
-                model: None,
-                status: MessageStatus::Complete,
-                error: None,
-                usage: super::usage_of(tin, tout, cached, cost, estimated),
-                tokens: tokens.and_then(|n| u64::try_from(n).ok()),
-                client_id: None,
-                author_id: None,
-                created_at: epoch + chrono::Duration::microseconds(i64::try_from(i).unwrap_or(i64::MAX)),
-            })
-        })
-        .collect()
+    Ok(Message {
+        id,
+        session_id,
+        parent_id,
+        chosen_child_id,
+        role,
+        kind: MessageKind::Text,
+        parts: Vec::new(),
+        model: None,
+        status: MessageStatus::Complete,
+        error: None,
+        usage: super::usage_of(tin, tout, cached, cost, estimated),
+        tokens: tokens.and_then(|n| u64::try_from(n).ok()),
+        client_id: None,
+        author_id: None,
+        created_at: epoch + chrono::Duration::microseconds(i64::try_from(i).unwrap_or(i64::MAX)),
+    })
+}
+
+/// The columns a skeleton leaves out, in the order [`session_skeleton_with`] reads them after the
+/// skeleton's.
+const WHOLE_COLUMNS: [message::Column; 8] = [
+    message::Column::Kind,
+    message::Column::Parts,
+    message::Column::Model,
+    message::Column::Status,
+    message::Column::Error,
+    message::Column::ClientId,
+    message::Column::AuthorId,
+    message::Column::CreatedAt,
+];
+
+/// [`session_skeleton_at`] and one message of it whole (`whole`, when the session holds it) in
+/// one statement: what a finished message's page reads. The other rows carry NULL in the
+/// columns a skeleton leaves out. A cached skeleton is used when the tree has not changed
+/// since `version`; then the message is read alone.
+pub async fn session_skeleton_with(
+    db: &Db,
+    session_id: Uuid,
+    version: chrono::DateTime<Utc>,
+    whole: Uuid,
+) -> StorageResult<(std::sync::Arc<Vec<Message>>, Option<Message>)> {
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{ConnectionTrait, QuerySelect, QueryTrait};
+    if let Some(skeleton) = cached(session_id, version) {
+        return Ok((skeleton, super::find_message(db, session_id, whole).await?));
+    }
+    let mut select = message::Entity::find().select_only().columns(SKELETON_COLUMNS);
+    for column in WHOLE_COLUMNS {
+        select = select.expr(Expr::case(message::Column::Id.eq(whole), Expr::col(column)));
+    }
+    let statement = select
+        .filter(message::Column::SessionId.eq(session_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+        .build(db.get_database_backend());
+    let rows = db.query_all_raw(statement).await?;
+    let mut skeleton = Vec::with_capacity(rows.len());
+    let mut found = None;
+    for (i, row) in rows.iter().enumerate() {
+        let message = skeleton_message(session_id, i, row.try_get_many_by_index::<SkeletonRow>()?)?;
+        if message.id == whole {
+            found = Some(whole_message(&message, row)?);
+        }
+        skeleton.push(message);
+    }
+    let skeleton = std::sync::Arc::new(skeleton);
+    keep(session_id, version, &skeleton);
+    Ok((skeleton, found))
+}
+
+/// The message of a skeleton row read with [`WHOLE_COLUMNS`] after the skeleton's.
+fn whole_message(skeleton: &Message, row: &sea_orm::QueryResult) -> StorageResult<Message> {
+    let at = SKELETON_COLUMNS.len();
+    let text = |i: usize| row.try_get_by_index::<Option<String>>(at + i);
+    let required = |i: usize, what: &str| {
+        text(i)?.ok_or_else(|| StorageError::Corrupt(format!("message {} has no {what}", skeleton.id)))
+    };
+    let kind = required(0, "kind")?;
+    let status = required(3, "status")?;
+    let parts = row.try_get_by_index::<Option<serde_json::Value>>(at + 1)?.unwrap_or_default();
+    let created_at = row.try_get_by_index::<Option<chrono::DateTime<Utc>>>(at + 7)?;
+    Ok(Message {
+        kind: MessageKind::parse(&kind)
+            .ok_or_else(|| StorageError::Corrupt(format!("message kind {kind:?}")))?,
+        parts: serde_json::from_value(parts)
+            .map_err(|e| StorageError::Corrupt(format!("parts of message {}: {e}", skeleton.id)))?,
+        model: text(2)?,
+        status: MessageStatus::parse(&status)
+            .ok_or_else(|| StorageError::Corrupt(format!("message status {status:?}")))?,
+        error: text(4)?,
+        client_id: text(5)?,
+        author_id: row.try_get_by_index::<Option<Uuid>>(at + 6)?,
+        created_at: created_at
+            .ok_or_else(|| StorageError::Corrupt(format!("message {} has no time", skeleton.id)))?,
+        ..skeleton.clone()
+    })
 }
 
 /// Sessions shorter than this are read afresh each time; caching them gains nothing.
@@ -95,6 +179,29 @@ fn skeletons() -> std::sync::MutexGuard<'static, SkeletonCache> {
     SKELETONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The cached skeleton of the session as of `version`, if it is kept.
+fn cached(session_id: Uuid, version: chrono::DateTime<Utc>) -> Option<std::sync::Arc<Vec<Message>>> {
+    skeletons()
+        .get(&session_id)
+        .filter(|(cached, _)| *cached == version)
+        .map(|(_, skeleton)| skeleton.clone())
+}
+
+/// Keeps a long session's skeleton as of `version` (a short one is read afresh).
+fn keep(session_id: Uuid, version: chrono::DateTime<Utc>, skeleton: &std::sync::Arc<Vec<Message>>) {
+    if skeleton.len() < SKELETON_CACHE_MIN {
+        return;
+    }
+    let mut cache = skeletons();
+    if cache.len() >= SKELETON_CACHE_SESSIONS && !cache.contains_key(&session_id) {
+        let evict = cache.iter().min_by_key(|(_, (v, _))| *v).map(|(id, _)| *id);
+        if let Some(id) = evict {
+            cache.remove(&id);
+        }
+    }
+    cache.insert(session_id, (version, skeleton.clone()));
+}
+
 /// [`session_skeleton`] for the session as of `version` (its `updated_at`), from the cache when
 /// the tree has not changed since.
 pub async fn session_skeleton_at(
@@ -102,21 +209,10 @@ pub async fn session_skeleton_at(
     session_id: Uuid,
     version: chrono::DateTime<Utc>,
 ) -> StorageResult<std::sync::Arc<Vec<Message>>> {
-    if let Some((cached_version, skeleton)) = skeletons().get(&session_id)
-        && *cached_version == version
-    {
-        return Ok(skeleton.clone());
+    if let Some(skeleton) = cached(session_id, version) {
+        return Ok(skeleton);
     }
     let fresh = std::sync::Arc::new(session_skeleton(db, session_id).await?);
-    if fresh.len() >= SKELETON_CACHE_MIN {
-        let mut cache = skeletons();
-        if cache.len() >= SKELETON_CACHE_SESSIONS && !cache.contains_key(&session_id) {
-            let evict = cache.iter().min_by_key(|(_, (v, _))| *v).map(|(id, _)| *id);
-            if let Some(id) = evict {
-                cache.remove(&id);
-            }
-        }
-        cache.insert(session_id, (version, fresh.clone()));
-    }
+    keep(session_id, version, &fresh);
     Ok(fresh)
 }
