@@ -29,8 +29,15 @@ pub enum RunEvent {
     /// The run finished the message it was writing and now writes this one (a tool result or
     /// the next answer); whoever watched the old message renders it final.
     Advance { message_id: Uuid },
-    /// The run ended normally; the final message is stored under this id.
-    Done { message_id: Option<Uuid> },
+    /// The run ended normally; the final message is stored under this id. `plain`: the run
+    /// wrote that one answer and nothing else, and it is complete (no tool was called, no file
+    /// attached): beside the message and the session's counts nothing changed, no decision waits
+    /// and no call was left unfinished.
+    Done {
+        message_id: Option<Uuid>,
+        #[serde(default)]
+        plain: bool,
+    },
     /// The run failed; the message is safe to show.
     Error(String),
 }
@@ -39,5 +46,21 @@ impl RunEvent {
     /// Whether this event ends the run's stream.
     pub fn is_terminal(&self) -> bool {
         matches!(self, RunEvent::Done { .. } | RunEvent::Error(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An instance from before `plain` was said (a rolling upgrade) is read as not plain: its
+    /// watchers' pages read everything, as they did.
+    #[test]
+    fn a_done_that_does_not_say_plain_reads_as_not_plain() {
+        let said = r#"{"Done":{"message_id":null}}"#;
+        let read: RunEvent = serde_json::from_str(said).unwrap();
+        assert_eq!(read, RunEvent::Done { message_id: None, plain: false });
+        let both = RunEvent::Done { message_id: Some(Uuid::nil()), plain: true };
+        assert_eq!(serde_json::from_str::<RunEvent>(&serde_json::to_string(&both).unwrap()).unwrap(), both);
     }
 }

@@ -358,7 +358,8 @@ impl RunPublisher {
 
     /// Publishes the terminal event and removes the run.
     pub fn finish(mut self, event: RunEvent) {
-        let event = if event.is_terminal() { event } else { RunEvent::Done { message_id: None } };
+        let event =
+            if event.is_terminal() { event } else { RunEvent::Done { message_id: None, plain: false } };
         self.finished = true;
         self.registry.publish(self.session_id, self.run_id, event);
     }
@@ -386,7 +387,7 @@ mod tests {
         let s = Uuid::new_v4();
         let p = reg.begin(s, Uuid::new_v4(), None).unwrap();
         assert_eq!(reg.begin(s, Uuid::new_v4(), None).err(), Some(AlreadyRunning));
-        p.finish(RunEvent::Done { message_id: None });
+        p.finish(RunEvent::Done { message_id: None, plain: false });
         assert!(!reg.is_active(s));
         assert!(reg.begin(s, Uuid::new_v4(), None).is_ok());
     }
@@ -401,7 +402,7 @@ mod tests {
         assert_eq!(sub.snapshot.text, "Hel");
         assert_eq!(sub.snapshot.seq, 1);
         p.publish(RunEvent::Delta("lo".into()));
-        p.finish(RunEvent::Done { message_id: None });
+        p.finish(RunEvent::Done { message_id: None, plain: false });
         let a = sub.receiver.recv().await.unwrap();
         let b = sub.receiver.recv().await.unwrap();
         assert_eq!((a.seq, &a.event), (2, &RunEvent::Delta("lo".into())));
@@ -439,8 +440,8 @@ mod tests {
         });
         tokio::spawn(async move {
             live.cancelled().await;
-            live.finish(RunEvent::Done { message_id: None });
-            late.finish(RunEvent::Done { message_id: None });
+            live.finish(RunEvent::Done { message_id: None, plain: false });
+            late.finish(RunEvent::Done { message_id: None, plain: false });
         });
         assert!(waiter.await.unwrap());
         assert!(reg.is_empty());

@@ -226,14 +226,17 @@ pub(crate) async fn session_fragment(
     Ok(render::html_response(StatusCode::OK, html))
 }
 
-/// Renders one message of the actor's session, as the `done` event and pages show it.
+/// Renders one message of the actor's session, as the `done` event and pages show it; `plain`
+/// when the run that wrote it said that answer is all it wrote (then the agent's panel is left
+/// as the page shows it, see [`crate::domain::pages::Pages::message`]).
 pub(crate) async fn final_message_html(
     state: &AppState,
     user: &CurrentUser,
     session_id: Uuid,
     message_id: Uuid,
+    plain: bool,
 ) -> Result<String, WebError> {
-    let page = state.pages.message(&user.0.actor, session_id, message_id).await?;
+    let page = state.pages.message(&user.0.actor, session_id, message_id, plain).await?;
     let mut ctx = signed_in(user);
     header_into(&mut ctx, state, user, &page.header);
     let mut messages = page.messages.into_iter();
@@ -241,7 +244,10 @@ pub(crate) async fn final_message_html(
     let mut views = vec![session_view::single_view(&page.header.conversation, first).await?];
     views.extend(session_view::message_views(messages.collect()).await?);
     extras_into(&mut views, &page.extras, user);
-    agent_into(&mut ctx, &page.agent);
+    if let Some(agent) = &page.agent {
+        agent_into(&mut ctx, agent);
+    }
+    ctx.insert("agent_panel", &page.agent.is_some());
     let mut views = views.into_iter();
     ctx.insert("m", &views.next());
     ctx.insert("tail", &views.collect::<Vec<_>>());

@@ -75,8 +75,14 @@ pub fn run_event(e: &RunEvent) -> Option<sse::Event> {
 pub enum StreamItem {
     /// Send as is.
     Event(sse::Event),
-    /// The run is over (or there was none): send `done` with this message rendered.
-    Done(Option<Uuid>),
+    /// The run is over (or there was none): send `done` with this message rendered; `plain`
+    /// when the run said it wrote that one answer and nothing else ([`RunEvent::Done`]).
+    Done { message: Option<Uuid>, plain: bool },
+}
+
+/// The end of a stream whose run said nothing more of what it wrote.
+fn done(message: Option<Uuid>) -> StreamItem {
+    StreamItem::Done { message, plain: false }
 }
 
 enum Phase {
@@ -101,8 +107,8 @@ pub fn session_stream(
         let registry = registry.clone();
         async move {
             match phase {
-                Phase::Start(None) => Some((StreamItem::Done(None), Phase::End)),
-                Phase::Closing(id) => Some((StreamItem::Done(id), Phase::End)),
+                Phase::Start(None) => Some((done(None), Phase::End)),
+                Phase::Closing(id) => Some((done(id), Phase::End)),
                 Phase::Start(Some(sub)) => {
                     let last_seq = sub.snapshot.seq;
                     Some((StreamItem::Event(snapshot_event(&sub.snapshot)), Phase::Live { sub, last_seq }))
@@ -112,13 +118,15 @@ pub fn session_stream(
                     match sub.receiver.recv().await {
                         Ok(env) if env.run_id != sub.snapshot.run_id || env.seq <= last_seq => continue,
                         Ok(env) => match &env.event {
-                            RunEvent::Done { message_id: done_id } => {
-                                break Some((StreamItem::Done(done_id.or(message_id)), Phase::End));
+                            RunEvent::Done { message_id: done_id, plain } => {
+                                let item =
+                                    StreamItem::Done { message: done_id.or(message_id), plain: *plain };
+                                break Some((item, Phase::End));
                             }
                             // The watched message is finished; the page renders it (and what
                             // follows it) and connects to the next one itself.
                             RunEvent::Advance { .. } => {
-                                break Some((StreamItem::Done(message_id), Phase::End));
+                                break Some((done(message_id), Phase::End));
                             }
                             other => {
                                 let next = if matches!(other, RunEvent::Error(_)) {
@@ -128,7 +136,7 @@ pub fn session_stream(
                                 };
                                 match run_event(other) {
                                     Some(ev) => break Some((StreamItem::Event(ev), next)),
-                                    None => break Some((StreamItem::Done(message_id), Phase::End)),
+                                    None => break Some((done(message_id), Phase::End)),
                                 }
                             }
                         },
@@ -140,9 +148,9 @@ pub fn session_stream(
                                     Phase::Live { sub: fresh, last_seq },
                                 ));
                             }
-                            None => break Some((StreamItem::Done(message_id), Phase::End)),
+                            None => break Some((done(message_id), Phase::End)),
                         },
-                        Err(RecvError::Closed) => break Some((StreamItem::Done(message_id), Phase::End)),
+                        Err(RecvError::Closed) => break Some((done(message_id), Phase::End)),
                     }
                 },
                 Phase::End => None,

@@ -585,6 +585,63 @@ async fn write_todo_keeps_the_sessions_list_and_the_page_shows_it() {
     assert!(page.contains("Write &lt;tests&gt;"), "{page}");
 }
 
+/// A plain answer's `done` leaves the agent's panel as the page shows it: the run said it wrote
+/// that answer and nothing else, so its page reads neither the panel nor files (two statements
+/// fewer than a full read at least). An answer after tool work brings the panel with it, and so
+/// does any answer in a session that exposes folders (the files in context follow the path).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_answers_done_leaves_the_agents_panel_and_one_after_tool_work_brings_it() {
+    use crate::runs::follow;
+    let a = agent("auto-edit", |_| {}).await;
+    let (c, actor) = (&a.c, Actor::for_tests(&a.c.user));
+    // Slow enough that the page's stream is open before the answer ends: `done` comes from the run.
+    let slow_text =
+        || Reply::Fixture { path: "openai/text.sse".into(), chunk_delay_ms: 0, first_byte_delay_ms: 800 };
+    let done_of = async |question: &str| {
+        let id = c.send_ok(question, MODEL).await;
+        let done = follow(&mut c.events(id).await, None).await.done;
+        assert_eq!(a.ended().await, "completed");
+        (id, done)
+    };
+    // Tool work first: the todo list is written, and the answer after it brings the panel.
+    c.mock.enqueue(
+        Provider::OpenAi,
+        calls(&[("t1", "write_todo", json!({"todos": [{"text": "Read the spec", "status": "done"}]}))]),
+    );
+    c.mock.enqueue(Provider::OpenAi, says("Planned."));
+    let (_, done) = done_of("Plan").await;
+    assert!(done.contains("id=\"todos\"") && done.contains("Read the spec"), "{done}");
+    // With folders exposed, even a plain answer's `done` brings the panel.
+    c.mock.enqueue(Provider::OpenAi, slow_text());
+    let (_, done) = done_of("Words, with folders").await;
+    assert!(done.contains("id=\"context-files\""), "{done}");
+    // Without them, a plain answer's `done` is the answer, the counts and the title only.
+    let form = arbor::domain::sessions::SessionForm {
+        model: MODEL.into(),
+        approval_mode: "auto-edit".into(),
+        ..Default::default()
+    };
+    c.app.state.sessions.update_session(&actor, c.session, &form).await.unwrap();
+    c.mock.enqueue(Provider::OpenAi, slow_text());
+    let (answer, done) = done_of("Just words").await;
+    let text = crate::runs::fixture_text(&c.mock, "openai/text.sse");
+    assert!(done.contains(text.trim_end()), "{done}");
+    assert!(done.contains("id=\"session-stats\"") && done.contains("id=\"session-title\""), "{done}");
+    assert!(!done.contains("id=\"todos\"") && !done.contains("id=\"context-files\""), "{done}");
+    // And its page reads less (the least of a few tries: the search feeder shares the connection).
+    let pages = &c.app.state.pages;
+    let mut least = [u64::MAX; 2];
+    for _ in 0..5 {
+        for (i, plain) in [true, false].into_iter().enumerate() {
+            let before = c.app.state.queries.count();
+            let page = pages.message(&actor, c.session, answer, plain).await.unwrap();
+            assert_eq!(page.agent.is_some(), !plain);
+            least[i] = least[i].min(c.app.state.queries.count() - before);
+        }
+    }
+    assert!(least[0] + 2 <= least[1], "plain {} statements, full {}", least[0], least[1]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_while_waiting_refuses_the_call_and_ends_the_run() {
     let a = agent("suggest", |_| {}).await;

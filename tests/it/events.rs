@@ -52,7 +52,7 @@ async fn two_clients_receive_the_same_events_in_order() {
     run.publish(RunEvent::Delta("\n\nevent: done\ndata: injected\n".into()));
     run.publish(RunEvent::Usage { input: 12, output: 34 });
     let message_id = Uuid::now_v7();
-    run.finish(RunEvent::Done { message_id: Some(message_id) });
+    run.finish(RunEvent::Done { message_id: Some(message_id), plain: false });
 
     let ea = read_all(&mut a).await;
     let eb = read_all(&mut b).await;
@@ -106,7 +106,7 @@ async fn idle_streams_get_keep_alive_comments() {
     assert!(matches!(r.next().await, Some(Frame::Event { .. })));
     let frame = tokio::time::timeout(Duration::from_secs(5), r.next()).await.expect("keep-alive within 5 s");
     assert!(matches!(frame, Some(Frame::Comment(_))), "{frame:?}");
-    run.finish(RunEvent::Done { message_id: None });
+    run.finish(RunEvent::Done { message_id: None, plain: false });
     assert_eq!(read_all(&mut r).await.last().unwrap().0, "done");
 }
 
@@ -135,7 +135,7 @@ async fn a_client_that_connects_mid_run_misses_nothing() {
             }
             // Stay live until the client is connected, so the stream is never just `done`.
             let _ = connected_rx.await;
-            run.finish(RunEvent::Done { message_id: None });
+            run.finish(RunEvent::Done { message_id: None, plain: false });
         })
     };
     half_rx.await.unwrap();

@@ -87,7 +87,7 @@ impl Chat {
         streaming_id(&res.text().await.unwrap())
     }
 
-    async fn events(&self, message: Uuid) -> SseReader {
+    pub(crate) async fn events(&self, message: Uuid) -> SseReader {
         let res =
             self.app.get(&format!("/s/{}/events?m={message}", self.session), Some(&self.s.cookie)).await;
         assert_eq!(res.status(), 200);
@@ -157,13 +157,13 @@ fn spans(html: &str, class: &str) -> String {
 
 /// What one connection showed: the answer text as a browser would assemble it, event names,
 /// and the final message HTML of `done`.
-struct Seen {
-    text: String,
-    names: Vec<String>,
-    done: String,
+pub(crate) struct Seen {
+    pub(crate) text: String,
+    pub(crate) names: Vec<String>,
+    pub(crate) done: String,
 }
 
-async fn follow(reader: &mut SseReader, stop_after: Option<usize>) -> Seen {
+pub(crate) async fn follow(reader: &mut SseReader, stop_after: Option<usize>) -> Seen {
     let mut seen = Seen { text: String::new(), names: Vec::new(), done: String::new() };
     loop {
         let next =

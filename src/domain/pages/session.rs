@@ -111,8 +111,8 @@ pub struct MessagePage {
     pub messages: Vec<Message>,
     /// What the messages carry besides their content.
     pub extras: MessageExtras,
-    /// The agent's state.
-    pub agent: AgentPanel,
+    /// The agent's state; none when the run's plain answer changed nothing it shows.
+    pub agent: Option<AgentPanel>,
 }
 
 /// The answer to a post of the composer: the messages it made in their session.
@@ -293,12 +293,16 @@ impl Pages {
         Ok(SessionPage { window, focus, extras, agent, models: self.models(actor).await, sidebar, header })
     }
 
-    /// One finished message of the actor's session with what the run wrote after it.
+    /// One finished message of the actor's session with what the run wrote after it. `plain`:
+    /// the run that wrote it said this answer is all it wrote (`RunEvent::Done`): then it has no
+    /// files, and unless the session exposes folders (whose panel follows the path's window) the
+    /// agent's state is as the page shows it, so neither is read.
     pub async fn message(
         &self,
         actor: &Actor,
         session_id: Uuid,
         message_id: Uuid,
+        plain: bool,
     ) -> DomainResult<MessagePage> {
         // The skeleton and the message whole in one read; the gauge reads the path's sizes and
         // usage, which the skeleton carries.
@@ -307,7 +311,14 @@ impl Pages {
         let mut messages = vec![message];
         let content_from = header.conversation.path.len();
         messages.extend(self.run_tail(actor, &header.conversation, message_id, content_from).await?);
-        let (extras, agent) = self.agent_state(actor, &header.conversation.session, &messages).await?;
+        let session = &header.conversation.session;
+        let (extras, agent) = match plain && session.exposed_roots.is_empty() {
+            true => (self.extras(actor, session, &messages, false).await?, None),
+            false => {
+                let (extras, agent) = self.agent_state(actor, session, &messages).await?;
+                (extras, Some(agent))
+            }
+        };
         Ok(MessagePage { header, messages, extras, agent })
     }
 
@@ -423,7 +434,7 @@ impl Pages {
         shown: &[Message],
     ) -> DomainResult<(MessageExtras, AgentPanel)> {
         let (workspace, _) = self.sessions.view_workspace(actor, session.workspace_id).await?;
-        let extras = self.extras(actor, session, shown).await?;
+        let extras = self.extras(actor, session, shown, true).await?;
         // `session` came from the check of the actor's access that read the page's
         // conversation: what follows reads in it without checking again.
         // The call waiting for a decision, or else one a stopped, interrupted or failed run
@@ -439,12 +450,14 @@ impl Pages {
         Ok((extras, agent))
     }
 
-    /// Calls, files, sub-agent branches and authors of the shown messages, each in one read.
+    /// Calls, files (read unless `may_have_files` is false), sub-agent branches and authors of
+    /// the shown messages, each in one read.
     async fn extras(
         &self,
         actor: &Actor,
         session: &ChatSession,
         shown: &[Message],
+        may_have_files: bool,
     ) -> DomainResult<MessageExtras> {
         // Calls are shown on their results only: a window without one (an answer's end, most
         // pages of a chat) needs none of them.
@@ -453,7 +466,10 @@ impl Pages {
             false => HashMap::new(),
         };
         let ids: Vec<Uuid> = shown.iter().map(|m| m.id).collect();
-        let files = self.files.views_of(&ids).await?;
+        let files = match may_have_files {
+            true => self.files.views_of(&ids).await?,
+            false => HashMap::new(),
+        };
         let results: Vec<&Message> = shown.iter().filter(|m| is_subagent_result(m)).collect();
         let side_branches = match results.is_empty() {
             true => HashMap::new(),

@@ -200,7 +200,7 @@ impl RunEngine {
                 },
                 Flow::Paused => {
                     tracing::info!(run = %job.run_id, "run waits for a decision");
-                    publisher.finish(RunEvent::Done { message_id: Some(job.message_id) });
+                    publisher.finish(RunEvent::Done { message_id: Some(job.message_id), plain: false });
                     return;
                 }
                 Flow::Ended { status, error } => {
@@ -219,7 +219,7 @@ impl RunEngine {
         tracing::info!(run = %job.run_id, session = %job.session_id, status, "run ended");
         match error {
             Some(message) => publisher.finish(RunEvent::Error(message)),
-            None => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+            None => publisher.finish(RunEvent::Done { message_id: Some(job.message_id), plain: false }),
         }
     }
 

@@ -294,7 +294,7 @@ impl RunEngine {
             tracing::error!(error = %e, "could not end a refused run");
         }
         tracing::info!(run = %run_id, session = %session.id, "run ended by a refusal");
-        publisher.finish(RunEvent::Done { message_id: Some(result_id) });
+        publisher.finish(RunEvent::Done { message_id: Some(result_id), plain: false });
     }
 
     /// Asks the model why it wants to make a waiting call; the answer is stored on the call.

@@ -181,7 +181,7 @@ impl RunEngine {
         tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "image reply ended");
         match error {
             Some(message) => publisher.finish(RunEvent::Error(message)),
-            None => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+            None => publisher.finish(RunEvent::Done { message_id: Some(job.message_id), plain: false }),
         }
     }
 

@@ -318,11 +318,30 @@ impl RunEngine {
             self.propose_title(&job, question, &acc.text()).await;
         }
         tracing::info!(run = %job.run_id, session = %job.session_id, status = run_status, "reply ended");
+        let plain = plain_answer(&job.request.messages, &acc.parts, &end);
         match end {
             End::Failed(message) => publisher.finish(RunEvent::Error(message)),
-            _ => publisher.finish(RunEvent::Done { message_id: Some(job.message_id) }),
+            _ => publisher.finish(RunEvent::Done { message_id: Some(job.message_id), plain }),
         }
     }
+}
+
+/// Whether a reply was a plain answer: finished, of text (and thoughts) only, after no tool work
+/// since the person's last message. Then the run wrote this one message and nothing beside it
+/// changed: no call waits for a decision or was left unfinished, no file was attached, the todo
+/// list is as it was (see [`RunEvent::Done`]). Tool work of an earlier run counts too: it errs
+/// towards "not plain", whose page reads everything.
+pub(super) fn plain_answer(
+    request: &[crate::providers::types::ChatMessage],
+    answer: &[Part],
+    end: &End,
+) -> bool {
+    use crate::providers::types::ChatRole;
+    let answer_is_text = answer.iter().all(|p| matches!(p, Part::Text { .. } | Part::Thought { .. }));
+    let since_question = request.iter().rev().take_while(|m| m.role != ChatRole::User);
+    let tool_work =
+        since_question.flat_map(|m| &m.parts).any(|p| !matches!(p, Part::Text { .. } | Part::Thought { .. }));
+    matches!(end, End::Finished) && answer_is_text && !tool_work
 }
 
 impl RunEngine {

@@ -53,3 +53,48 @@ fn provider_errors_read_well() {
     };
     assert_eq!(describe_error(&e), "The provider refused the key (401): invalid x-api-key");
 }
+
+#[test]
+fn only_a_finished_text_answer_after_no_tool_work_is_plain() {
+    use crate::providers::types::{ChatMessage, ChatRole};
+    use stream::plain_answer;
+    let text = |t: &str| Part::Text { text: t.into() };
+    let message = |role, parts| ChatMessage { role, parts };
+    let call = Part::ToolCall {
+        id: "c1".into(),
+        name: "write_todo".into(),
+        arguments: serde_json::json!({}),
+        signature: None,
+    };
+    let result = Part::ToolResult {
+        call_id: "c1".into(),
+        name: "write_todo".into(),
+        content: "ok".into(),
+        is_error: false,
+    };
+    let question = vec![
+        message(ChatRole::User, vec![text("earlier")]),
+        message(ChatRole::Assistant, vec![call.clone()]),
+        message(ChatRole::Tool, vec![result.clone()]),
+        message(ChatRole::User, vec![text("now")]),
+    ];
+    let answer = [text("the answer"), Part::Thought { text: "hm".into(), signature: None, redacted: None }];
+    // Tool work before the person's last message is an earlier turn's.
+    assert!(plain_answer(&question, &answer, &End::Finished));
+    // Not finished, or stopped: not plain.
+    assert!(!plain_answer(&question, &answer, &End::Stopped));
+    assert!(!plain_answer(&question, &answer, &End::Failed("x".into())));
+    // An answer that calls a tool, or carries anything but text and thoughts.
+    assert!(!plain_answer(&question, &[text("a"), call.clone()], &End::Finished));
+    let image = Part::Image { mime: "image/png".into(), data_base64: "AAAA".into() };
+    assert!(!plain_answer(&question, &[image], &End::Finished));
+    // Tool work since the person's last message (an answer after a call, a continued run).
+    let mut after_tools = question.clone();
+    after_tools.push(message(ChatRole::Assistant, vec![text("let me look"), call]));
+    after_tools.push(message(ChatRole::Tool, vec![result]));
+    assert!(!plain_answer(&after_tools, &answer, &End::Finished));
+    // A continued answer's own text before it does not count as tool work.
+    let mut continued = question;
+    continued.push(message(ChatRole::Assistant, vec![text("Partial ")]));
+    assert!(plain_answer(&continued, &answer, &End::Finished));
+}

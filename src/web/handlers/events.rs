@@ -76,13 +76,17 @@ pub async fn session_events(
         async move {
             match item {
                 StreamItem::Event(e) => e,
-                StreamItem::Done(run_message) => {
+                StreamItem::Done { message: run_message, plain } => {
                     let html = match waiting_for.or(run_message) {
                         Some(id) => {
-                            final_message_html(&state, &user, session.id, id).await.unwrap_or_else(|e| {
-                                tracing::warn!(error = %e, "final message could not be rendered");
-                                String::new()
-                            })
+                            // The run's word that its answer is all it wrote holds for that answer.
+                            let plain = plain && run_message == Some(id);
+                            final_message_html(&state, &user, session.id, id, plain).await.unwrap_or_else(
+                                |e| {
+                                    tracing::warn!(error = %e, "final message could not be rendered");
+                                    String::new()
+                                },
+                            )
                         }
                         None => String::new(),
                     };

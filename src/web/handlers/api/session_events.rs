@@ -197,7 +197,7 @@ async fn follow(
                             };
                             continue;
                         }
-                        RunEvent::Done { message_id } => {
+                        RunEvent::Done { message_id, .. } => {
                             last_message = message_id.or(Some(message));
                             break;
                         }
