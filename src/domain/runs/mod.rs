@@ -266,13 +266,20 @@ impl RunEngine {
         model: Option<&str>,
         uploads: &[Uuid],
     ) -> DomainResult<Started> {
-        let (session, role) = self.sessions.writable_session(actor, session_id).await?;
+        // The session, the same submit again and a run waiting for a decision, in one statement;
+        // the actor's access is checked on the row as always.
+        let found =
+            crate::storage::repos::run_state::session_for_submit(&self.db, session_id, client_id).await?;
+        let (row, repeated, paused) = match found {
+            Some((session, repeated, paused)) => (Some(session), repeated, paused),
+            None => (None, None, false),
+        };
+        let (session, role) =
+            sessions::access::session_row_as(&self.db, actor, row, sessions::access::ShareRole::Editor)
+                .await?;
         if !valid_client_id(client_id) {
             return Err(DomainError::Invalid("The form is out of date: reload the page.".into()));
         }
-        // The same submit again, and a run waiting for a decision, read in one statement.
-        let (repeated, paused) =
-            crate::storage::repos::run_state::submit_state(&self.db, session.id, client_id).await?;
         if let Some(user_id) = repeated {
             return self.started_by(session.id, user_id).await;
         }

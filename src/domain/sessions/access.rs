@@ -58,7 +58,19 @@ pub async fn session_as(
     session_id: Uuid,
     need: ShareRole,
 ) -> DomainResult<(ChatSession, ShareRole)> {
-    let session = repo::find_session_by_id(db, session_id).await?.ok_or(DomainError::NotFound)?;
+    let session = repo::find_session_by_id(db, session_id).await?;
+    session_row_as(db, actor, session, need).await
+}
+
+/// [`session_as`] on a session's row a caller read itself (with more in the same statement);
+/// `None`, no such session, is `NotFound` like a session the actor may not see.
+pub async fn session_row_as(
+    db: &Db,
+    actor: &Actor,
+    session: Option<ChatSession>,
+    need: ShareRole,
+) -> DomainResult<(ChatSession, ShareRole)> {
+    let session = session.ok_or(DomainError::NotFound)?;
     let role = check(role_in(db, actor, session.owner_id, session.workspace_id).await?, need)?;
     Ok((session, role))
 }

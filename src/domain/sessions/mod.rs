@@ -294,16 +294,8 @@ impl Sessions {
     /// A session the actor may change (send, branch, edit, regenerate, decide): theirs, or one in a
     /// workspace they edit. A viewer gets `Forbidden`, anyone else `NotFound`.
     pub async fn get_session(&self, actor: &Actor, session_id: Uuid) -> DomainResult<ChatSession> {
-        Ok(self.writable_session(actor, session_id).await?.0)
-    }
-
-    /// [`Self::get_session`] with the actor's role in it.
-    pub async fn writable_session(
-        &self,
-        actor: &Actor,
-        session_id: Uuid,
-    ) -> DomainResult<(ChatSession, ShareRole)> {
-        session_as(&self.db, actor, session_id, ShareRole::Editor).await
+        let db = &self.db;
+        Ok(session_as(db, actor, session_id, ShareRole::Editor).await?.0)
     }
 
     /// A session the actor may at least read (and follow live), with their role in it.

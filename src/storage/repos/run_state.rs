@@ -1,12 +1,14 @@
 //! A session's run state read in one statement each where a request would otherwise read it in
-//! two: hand-written SQL with each backend's placeholders, as one row or one pair of rows.
+//! two or three: hand-written SQL with each backend's placeholders, as one row or one pair of
+//! rows.
 
 use sea_orm::EntityTrait;
 use uuid::Uuid;
 
 use crate::model::agent::Run;
-use crate::storage::entities::run;
-use crate::storage::{Db, StorageError, StorageResult};
+use crate::model::sessions::ChatSession;
+use crate::storage::entities::{chat_session, run};
+use crate::storage::{Db, StorageResult};
 
 /// In one statement: a run of the session waiting for a decision (if any), and the session's
 /// latest run (what [`super::agent::pending_call`] and [`super::agent::latest_run`] read in two).
@@ -37,24 +39,32 @@ pub async fn awaiting_and_latest_run(db: &Db, session_id: Uuid) -> StorageResult
     })
 }
 
-/// Before a submit, in one statement: the message an earlier post with the same client id made
-/// in the session (the same submit again), and whether a run of the session waits for a
-/// decision (what [`super::messages::find_by_client_id`] and [`super::agent::paused_run`] read in two).
-pub async fn submit_state(db: &Db, session_id: Uuid, client_id: &str) -> StorageResult<(Option<Uuid>, bool)> {
-    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+/// Before a submit, in one statement: the session's row (whoever owns it: the domain checks the
+/// actor's role), the message an earlier post with the same client id made in it (the same
+/// submit again), and whether a run of it waits for a decision (what
+/// [`super::workspaces::find_session_by_id`], [`super::messages::find_by_client_id`] and
+/// [`super::agent::paused_run`] read in three). None when there is no such session.
+pub async fn session_for_submit(
+    db: &Db,
+    session_id: Uuid,
+    client_id: &str,
+) -> StorageResult<Option<(ChatSession, Option<Uuid>, bool)>> {
+    use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
     let backend = db.get_database_backend();
     let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
     let sql = format!(
-        "SELECT (SELECT id FROM messages WHERE session_id = {} AND client_id = {} LIMIT 1) AS repeated, \
+        "SELECT sessions.*, \
+         (SELECT id FROM messages WHERE session_id = {} AND client_id = {} LIMIT 1) AS repeated, \
          CASE WHEN EXISTS (SELECT 1 FROM runs WHERE session_id = {} AND status = 'awaiting_confirmation') \
-         THEN 1 ELSE 0 END AS paused",
+         THEN 1 ELSE 0 END AS paused FROM sessions WHERE id = {}",
         p(1),
         p(2),
-        p(3)
+        p(3),
+        p(4)
     );
-    let values = [session_id.into(), client_id.into(), session_id.into()];
-    let Some(row) = db.query_one_raw(Statement::from_sql_and_values(backend, sql, values)).await? else {
-        return Err(StorageError::Corrupt("a select without FROM returned no row".into()));
-    };
-    Ok((row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0))
+    let values = [session_id.into(), client_id.into(), session_id.into(), session_id.into()];
+    let statement = Statement::from_sql_and_values(backend, sql, values);
+    let Some(row) = db.query_one_raw(statement).await? else { return Ok(None) };
+    let session = super::workspaces::session_to_domain(chat_session::Model::from_query_result(&row, "")?);
+    Ok(Some((session, row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0)))
 }
