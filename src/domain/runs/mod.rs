@@ -268,12 +268,8 @@ impl RunEngine {
     ) -> DomainResult<Started> {
         // The session, the same submit again and a run waiting for a decision, in one statement;
         // the actor's access is checked on the row as always.
-        let found =
+        let (row, repeated, paused) =
             crate::storage::repos::run_state::session_for_submit(&self.db, session_id, client_id).await?;
-        let (row, repeated, paused) = match found {
-            Some((session, repeated, paused)) => (Some(session), repeated, paused),
-            None => (None, None, false),
-        };
         let (session, role) =
             sessions::access::session_row_as(&self.db, actor, row, sessions::access::ShareRole::Editor)
                 .await?;

@@ -10,12 +10,20 @@ use crate::model::sessions::ChatSession;
 use crate::storage::entities::{chat_session, run};
 use crate::storage::{Db, StorageResult};
 
+/// The `n`-th bound value's placeholder in `backend`'s SQL.
+fn placeholder(backend: sea_orm::DbBackend, n: usize) -> String {
+    match backend {
+        sea_orm::DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_string(),
+    }
+}
+
 /// In one statement: a run of the session waiting for a decision (if any), and the session's
 /// latest run (what [`super::agent::pending_call`] and [`super::agent::latest_run`] read in two).
 pub async fn awaiting_and_latest_run(db: &Db, session_id: Uuid) -> StorageResult<(Option<Run>, Option<Run>)> {
-    use sea_orm::{DbBackend, Statement};
+    use sea_orm::Statement;
     let backend = db.get_database_backend();
-    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
+    let p = |n| placeholder(backend, n);
     // Each side is a subquery so that each keeps its own LIMIT (SQLite allows no LIMIT on a
     // member of a compound select); `which` keeps the waiting run first.
     let sql = format!(
@@ -43,15 +51,16 @@ pub async fn awaiting_and_latest_run(db: &Db, session_id: Uuid) -> StorageResult
 /// actor's role), the message an earlier post with the same client id made in it (the same
 /// submit again), and whether a run of it waits for a decision (what
 /// [`super::workspaces::find_session_by_id`], [`super::messages::find_by_client_id`] and
-/// [`super::agent::paused_run`] read in three). None when there is no such session.
+/// [`super::agent::paused_run`] read in three). No session, then no repeat and nothing waiting,
+/// when there is no such session.
 pub async fn session_for_submit(
     db: &Db,
     session_id: Uuid,
     client_id: &str,
-) -> StorageResult<Option<(ChatSession, Option<Uuid>, bool)>> {
-    use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
+) -> StorageResult<(Option<ChatSession>, Option<Uuid>, bool)> {
+    use sea_orm::{ConnectionTrait, FromQueryResult, Statement};
     let backend = db.get_database_backend();
-    let p = |n: usize| if backend == DbBackend::Postgres { format!("${n}") } else { "?".to_string() };
+    let p = |n| placeholder(backend, n);
     let sql = format!(
         "SELECT sessions.*, \
          (SELECT id FROM messages WHERE session_id = {} AND client_id = {} LIMIT 1) AS repeated, \
@@ -64,7 +73,7 @@ pub async fn session_for_submit(
     );
     let values = [session_id.into(), client_id.into(), session_id.into(), session_id.into()];
     let statement = Statement::from_sql_and_values(backend, sql, values);
-    let Some(row) = db.query_one_raw(statement).await? else { return Ok(None) };
+    let Some(row) = db.query_one_raw(statement).await? else { return Ok((None, None, false)) };
     let session = super::workspaces::session_to_domain(chat_session::Model::from_query_result(&row, "")?);
-    Ok(Some((session, row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0)))
+    Ok((Some(session), row.try_get::<Option<Uuid>>("", "repeated")?, row.try_get::<i32>("", "paused")? != 0))
 }
