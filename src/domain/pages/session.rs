@@ -247,12 +247,17 @@ impl Pages {
         Ok(self.header_of(actor, conversation).await)
     }
 
-    /// The header of a conversation: its model, else the member's default, and what is known of it.
-    async fn header_of(&self, actor: &Actor, conversation: Conversation) -> SessionHeader {
-        let selected_model = match conversation.session.model.clone() {
+    /// The model a session answers with: its own, else the member's default.
+    async fn selected_model(&self, actor: &Actor, session: &ChatSession) -> Option<String> {
+        match session.model.clone() {
             Some(m) => Some(m),
             None => self.engine.providers().default_model(actor).await,
-        };
+        }
+    }
+
+    /// The header of a conversation: its model, else the member's default, and what is known of it.
+    async fn header_of(&self, actor: &Actor, conversation: Conversation) -> SessionHeader {
+        let selected_model = self.selected_model(actor, &conversation.session).await;
         let model_info = match selected_model.as_deref() {
             Some(m) => self.engine.model_info(actor, &conversation.session, m).await,
             None => None,
@@ -350,10 +355,7 @@ impl Pages {
             true => self.files.views_of(&ids).await?,
             false => HashMap::new(),
         };
-        let selected_model = match session.model.clone() {
-            Some(m) => Some(m),
-            None => self.engine.providers().default_model(actor).await,
-        };
+        let selected_model = self.selected_model(actor, &session).await;
         let models = match with_models {
             true => self.models(actor).await,
             false => Vec::new(),
