@@ -157,9 +157,9 @@ pub fn dequeued(queue: &'static str, n: usize) {
     gauge!("arbor_queue_depth", "queue" => queue).decrement(n as f64);
 }
 
-/// A statement ran on the database.
-pub fn db_statement() {
-    counter!("arbor_db_statements_total").increment(1);
+/// `n` statements ran on the database (one call, or a script of several).
+pub fn db_statements(n: u64) {
+    counter!("arbor_db_statements_total").increment(n);
 }
 
 /// The present, read when a scraper asks.

@@ -672,7 +672,9 @@ async fn a_new_turns_fragment_is_what_the_submit_wrote_and_reads_nothing_back() 
 
 /// A reply's end and the usage row of its last call are one write: the message carries its cost
 /// exactly when the ledger does. When another instance already ended the run as interrupted, what
-/// it recorded stands, and the call is still in the ledger (it was made and is paid for).
+/// it recorded stands, and the call is still in the ledger (it was made and is paid for); that
+/// holds for an end this instance writes as interrupted too (it is going down), whose status
+/// alone cannot tell the two apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_still_counts() {
     use arbor::domain::sessions::tree::{MessageUsage, Role as R};
@@ -685,7 +687,9 @@ async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_sti
     let text = [Part::Text { text: "the answer".into() }];
     let cost = MessageUsage { input: 12, output: 34, cached: 0, cost_micros: Some(56), estimated: false };
     let mut parent = None;
-    for interrupted_elsewhere in [false, true] {
+    let combinations =
+        [("completed", false), ("completed", true), ("interrupted", false), ("interrupted", true)];
+    for (own_end, interrupted_elsewhere) in combinations {
         let (question, answer, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let new = |id, parent_id, role, status, model| NewMessage {
             id,
@@ -706,13 +710,10 @@ async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_sti
         if interrupted_elsewhere {
             assert_eq!(messages::interrupt_orphans(db).await.unwrap(), 1);
         }
-        let outcome = Outcome {
-            parts: &text,
-            status: MessageStatus::Complete,
-            run_status: "completed",
-            error: None,
-            usage: Some(cost),
-        };
+        let own_status =
+            if own_end == "completed" { MessageStatus::Complete } else { MessageStatus::Interrupted };
+        let outcome =
+            Outcome { parts: &text, status: own_status, run_status: own_end, error: None, usage: Some(cost) };
         let row = UsageRow {
             user_id: c.user.id,
             session_id: Some(c.session),
@@ -723,19 +724,29 @@ async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_sti
             latency_ms: 7,
             via: "ui",
         };
+        let version = || async {
+            use arbor::storage::entities::chat_session;
+            chat_session::Entity::find_by_id(c.session).one(db).await.unwrap().unwrap().updated_at
+        };
+        let before = version().await;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         messages::finish(db, answer, run, &outcome, Some(&row)).await.unwrap();
         let stored = c.message(answer).await;
+        let run_row = arbor::storage::entities::run::Entity::find_by_id(run).one(db).await.unwrap().unwrap();
+        assert_eq!(run_row.status, if interrupted_elsewhere { "interrupted" } else { own_end });
         let rows = usage::Entity::find().filter(usage::Column::MessageId.eq(answer)).all(db).await.unwrap();
         assert_eq!(rows.len(), 1, "one usage row for the call");
         assert_eq!((rows[0].tokens_in, rows[0].tokens_out, rows[0].cost_micros), (12, 34, Some(56)));
         match interrupted_elsewhere {
             false => {
-                assert_eq!(stored.status, MessageStatus::Complete);
+                assert_eq!(stored.status, own_status, "{own_end}");
                 assert_eq!(stored.usage, Some(cost), "the message carries the same cost");
+                assert!(version().await > before, "{own_end}: the session's version moves");
             }
             true => {
                 assert_eq!(stored.status, MessageStatus::Interrupted, "the other instance's end stands");
-                assert_eq!(stored.usage, None);
+                assert_eq!(stored.usage, None, "{own_end}");
+                assert_eq!(version().await, before, "{own_end}: nothing of the session is written");
             }
         }
         parent = Some(answer);

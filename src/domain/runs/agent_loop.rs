@@ -5,7 +5,6 @@
 //! A pause is durable: the run's row says `awaiting_confirmation` and the call's row
 //! `proposed`; nothing of it lives only in memory, so a decision after a restart resumes it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,7 +12,6 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::agent::{self, OfferedTool};
-use crate::domain::providers::ResolvedModel;
 use crate::domain::runs::context::{self, ContextInput, Mode};
 use crate::domain::runs::{Accumulator, End, Job, RunEngine};
 use crate::domain::sessions::ChatSession;
@@ -125,42 +123,6 @@ sentences: why you want to make this call, what it will do (and change), and wha
 not call any tool.";
 
 impl RunEngine {
-    /// The tools a session's runs offer this model.
-    pub(super) fn offered_tools(&self, session: &ChatSession, model: &ResolvedModel) -> Vec<OfferedTool> {
-        if !model.info.tools {
-            return Vec::new();
-        }
-        // Folders are resolved (and checked) when a tool runs.
-        let mut tools =
-            agent::toolbox(!session.exposed_roots.is_empty(), self.agent_settings.shell_available());
-        if self.search.is_some() && self.files.is_some() {
-            tools.extend(agent::memory_tools());
-        }
-        tools.extend(agent::memory::tools());
-        tools.extend(super::tasks::task_tools());
-        tools
-    }
-
-    /// Adds the tools of the MCP servers the user may use (starting them on first use), when
-    /// the model takes tools at all.
-    pub(super) async fn add_mcp_tools(&self, job: &mut Job) {
-        let (Some(mcp), false) = (&self.mcp, job.tools.is_empty()) else { return };
-        // The servers attached to the run's workspace come too (whoever started the run).
-        let extra = mcp.tools_in(job.owner_id, Some(job.workspace_id)).await;
-        if extra.is_empty() {
-            return;
-        }
-        let mut tools: Vec<OfferedTool> = job.tools.as_ref().clone();
-        for t in extra {
-            // A server's tool never shadows another tool: the first of a name wins.
-            if !tools.iter().any(|x| x.spec.name == t.spec.name) {
-                tools.push(t);
-            }
-        }
-        job.request.tools = tools.iter().map(|t| t.spec.clone()).collect();
-        job.tools = Arc::new(tools);
-    }
-
     /// Drives a run from `start` until it ends or pauses.
     pub(super) async fn run_loop(&self, mut job: Job, mut publisher: RunPublisher, mut start: Start) {
         loop {

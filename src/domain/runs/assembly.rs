@@ -34,6 +34,7 @@ impl RunEngine {
             files: None,
             search: None,
             lease: None,
+            tool_sets: Default::default(),
         }
     }
 

@@ -16,7 +16,6 @@ use crate::providers::types::{ChatMessage, ChatRequest, ChatRole, GenParams, Par
 use crate::storage::repos::agent::{self as repo, DecisionRecord};
 use crate::storage::repos::messages;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -239,7 +238,7 @@ impl RunEngine {
     ) -> Option<Job> {
         let model = model?;
         let system = self.system_prompt(actor, session, &model.reference()).await.ok().flatten();
-        let tools = Arc::new(self.offered_tools(session, &model));
+        let tools = self.offered_tools(session, &model);
         let params: GenParams = serde_json::from_value(session.params.clone()).unwrap_or_default();
         let mut job = Job {
             actor: actor.clone(),

@@ -18,6 +18,7 @@ mod recovery;
 mod stream;
 pub mod subagent;
 pub mod tasks;
+mod toolset;
 pub mod window;
 mod written;
 
@@ -82,6 +83,9 @@ pub struct RunEngine {
     pub(super) lease: Option<Duration>,
     /// What running calls hold of their members' token and dollar quotas.
     pub(super) quotas: crate::domain::admin::quotas::QuotaGate,
+    /// The built-in tools a run offers, made once for each combination of what decides them
+    /// (their specs and digests do not change while the process runs).
+    tool_sets: Arc<toolset::ToolSets>,
 }
 
 /// What a submit, retry or continue produced.

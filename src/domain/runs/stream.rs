@@ -36,7 +36,7 @@ impl RunEngine {
             attachments: Some(&supplements.attachments),
             files: &supplements.files,
         });
-        let tools = Arc::new(self.offered_tools(session, &model));
+        let tools = self.offered_tools(session, &model);
         request.tools = tools.iter().map(|t| t.spec.clone()).collect();
         let job = Job {
             actor: actor.clone(),

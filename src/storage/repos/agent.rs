@@ -257,14 +257,7 @@ pub async fn close_message(
             Expr::value(crate::model::messages::MessageKind::ToolCall.as_str()),
         );
     }
-    if let Some(u) = usage {
-        update = update
-            .col_expr(message::Column::TokensIn, Expr::value(to_i64(u.input)))
-            .col_expr(message::Column::TokensOut, Expr::value(to_i64(u.output)))
-            .col_expr(message::Column::TokensCached, Expr::value(to_i64(u.cached)))
-            .col_expr(message::Column::CostMicros, Expr::value(u.cost_micros))
-            .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
-    }
+    let update = super::messages::with_usage(update, usage);
     let txn = crate::storage::begin_write(db).await?;
     update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
     super::messages::touch_session_of(&txn, message_id).await?;

@@ -14,16 +14,19 @@ use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, 
 use crate::providers::tokens::count_parts;
 use crate::providers::types::Part;
 use crate::storage::entities::{chat_session, message, run, usage};
+use crate::storage::script::Script;
 use crate::storage::{Db, StorageError, StorageResult};
 
 mod boundaries;
 mod copies;
 mod run_records;
 mod skeleton;
+mod turns;
 pub use boundaries::*;
 pub use copies::*;
 pub use run_records::*;
 pub use skeleton::*;
+pub use turns::*;
 
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -185,8 +188,20 @@ async fn insert_kind<C: ConnectionTrait>(
     kind: MessageKind,
     at: chrono::DateTime<Utc>,
 ) -> StorageResult<()> {
-    message::Entity::insert(message_row(session_id, m, kind, at)).exec_without_returning(db).await?;
-    Ok(())
+    let mut script = Script::new(db);
+    insert_kind_into(&mut script, session_id, m, kind, at);
+    script.run(db).await
+}
+
+/// [`insert_kind`] as a statement of a script.
+fn insert_kind_into(
+    script: &mut Script,
+    session_id: Uuid,
+    m: &NewMessage<'_>,
+    kind: MessageKind,
+    at: chrono::DateTime<Utc>,
+) {
+    script.push(message::Entity::insert(message_row(session_id, m, kind, at)));
 }
 
 /// The row of a new message, not chosen below yet.
@@ -229,24 +244,26 @@ pub(crate) async fn choose<C: ConnectionTrait>(
     parent: Option<Uuid>,
     child: Uuid,
 ) -> StorageResult<()> {
+    let mut script = Script::new(db);
+    choose_into(&mut script, session_id, parent, child);
+    script.run(db).await
+}
+
+/// [`choose`] as a statement of a script.
+pub(crate) fn choose_into(script: &mut Script, session_id: Uuid, parent: Option<Uuid>, child: Uuid) {
     match parent {
-        Some(parent) => {
+        Some(parent) => script.push(
             message::Entity::update_many()
                 .col_expr(message::Column::ChosenChildId, Expr::value(child))
                 .filter(message::Column::Id.eq(parent))
-                .filter(message::Column::SessionId.eq(session_id))
-                .exec(db)
-                .await?;
-        }
-        None => {
+                .filter(message::Column::SessionId.eq(session_id)),
+        ),
+        None => script.push(
             chat_session::Entity::update_many()
                 .col_expr(chat_session::Column::ActiveRootId, Expr::value(child))
-                .filter(chat_session::Column::Id.eq(session_id))
-                .exec(db)
-                .await?;
-        }
-    }
-    Ok(())
+                .filter(chat_session::Column::Id.eq(session_id)),
+        ),
+    };
 }
 
 /// Ids of a message's children, oldest first.
@@ -296,262 +313,6 @@ pub async fn insert_chosen(db: &Db, session_id: Uuid, m: &NewMessage<'_>) -> Sto
     let txn = crate::storage::begin_write(db).await?;
     insert_message(&txn, session_id, m, Utc::now()).await?;
     choose(&txn, session_id, m.parent_id, m.id).await?;
-    txn.commit().await?;
-    Ok(())
-}
-
-/// A run to record.
-pub struct NewRun {
-    /// Id chosen by the caller (the registry already knows it).
-    pub id: Uuid,
-    /// The session's owner.
-    pub owner_id: Uuid,
-    /// The message the run answers.
-    pub leaf_message_id: Uuid,
-    /// The message it writes.
-    pub assistant_message_id: Uuid,
-}
-
-async fn insert_run<C: ConnectionTrait>(db: &C, session_id: Uuid, r: &NewRun) -> StorageResult<()> {
-    let now = Utc::now();
-    let row = run::ActiveModel {
-        id: Set(r.id),
-        session_id: Set(session_id),
-        owner_id: Set(r.owner_id),
-        leaf_message_id: Set(Some(r.leaf_message_id)),
-        assistant_message_id: Set(Some(r.assistant_message_id)),
-        status: Set("running".into()),
-        instance_id: Set(Some(crate::storage::instance_id())),
-        // Every new run makes its first model call at once (`RunEngine::launch`): it is counted
-        // here, in the statement that makes the run, rather than in a statement of its own.
-        iterations: Set(1),
-        error: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
-        finished_at: Set(None),
-    };
-    run::Entity::insert(row).exec_without_returning(db).await?;
-    Ok(())
-}
-
-/// Returns the `updated_at` it wrote: the session's version as of this write, in microseconds
-/// (what PostgreSQL keeps), so the value returned is the value read back on either database.
-async fn touch_session<C: ConnectionTrait>(
-    db: &C,
-    session_id: Uuid,
-    model: Option<&str>,
-) -> StorageResult<chrono::DateTime<Utc>> {
-    use chrono::SubsecRound;
-    let now = Utc::now().trunc_subsecs(6);
-    let mut update = chat_session::Entity::update_many()
-        .col_expr(chat_session::Column::UpdatedAt, Expr::value(now))
-        .filter(chat_session::Column::Id.eq(session_id));
-    if let Some(model) = model {
-        update = update.col_expr(chat_session::Column::Model, Expr::value(model));
-    }
-    update.exec(db).await?;
-    Ok(now)
-}
-
-/// Marks the session holding `message_id` as changed, for a write that knows only the message:
-/// its usage and size count in the session's cached skeleton, which is keyed by `updated_at`.
-pub(crate) async fn touch_session_of<C: ConnectionTrait>(db: &C, message_id: Uuid) -> StorageResult<()> {
-    use sea_orm::sea_query::Query;
-    chat_session::Entity::update_many()
-        .col_expr(chat_session::Column::UpdatedAt, Expr::value(Utc::now()))
-        .filter(
-            chat_session::Column::Id.in_subquery(
-                Query::select()
-                    .column(message::Column::SessionId)
-                    .from(message::Entity)
-                    .and_where(message::Column::Id.eq(message_id))
-                    .to_owned(),
-            ),
-        )
-        .exec(db)
-        .await?;
-    Ok(())
-}
-
-/// In one transaction: the user message under `user.parent_id`, the assistant placeholder under
-/// it, both chosen on the active path, and the run writing the placeholder.
-pub async fn insert_turn(
-    db: &Db,
-    session_id: Uuid,
-    user: &NewMessage<'_>,
-    assistant: &NewMessage<'_>,
-    run: &NewRun,
-) -> StorageResult<()> {
-    insert_noted_turn(db, session_id, None, user, assistant, run, &[]).await.map(drop)
-}
-
-/// [`insert_turn`], after a note of what changed in the session's environment (the user
-/// message goes under the note), which is then cleared from the session. One transaction;
-/// returns the session's `updated_at` as written.
-#[allow(clippy::too_many_arguments)]
-pub async fn insert_noted_turn(
-    db: &Db,
-    session_id: Uuid,
-    note: Option<&NewMessage<'_>>,
-    user: &NewMessage<'_>,
-    assistant: &NewMessage<'_>,
-    run: &NewRun,
-    uploads: &[Uuid],
-) -> StorageResult<chrono::DateTime<Utc>> {
-    let txn = crate::storage::begin_write(db).await?;
-    let mut now = Utc::now();
-    if let Some(note) = note {
-        insert_message(&txn, session_id, note, now).await?;
-        choose(&txn, session_id, note.parent_id, note.id).await?;
-        chat_session::Entity::update_many()
-            .col_expr(chat_session::Column::EnvNote, Expr::value(Option::<String>::None))
-            .filter(chat_session::Column::Id.eq(session_id))
-            .exec(&txn)
-            .await?;
-        now += chrono::Duration::microseconds(1);
-    }
-    // The question and the answer's placeholder in one statement, the question already
-    // pointing at its answer: the foreign keys are checked when the statement ends.
-    let mut question = message_row(session_id, user, kind_of(user), now);
-    question.chosen_child_id = Set(Some(assistant.id));
-    // A later timestamp keeps "oldest first" ordering stable within the turn.
-    let answer =
-        message_row(session_id, assistant, kind_of(assistant), now + chrono::Duration::microseconds(1));
-    message::Entity::insert_many([question, answer]).exec_without_returning(&txn).await?;
-    // The files come with the message, or not at all.
-    let moved = super::files::attach_uploads(&txn, run.owner_id, session_id, user.id, uploads).await?;
-    if moved != uploads.len() {
-        txn.rollback().await?;
-        return Err(StorageError::Corrupt("an upload of this message is gone".into()));
-    }
-    choose(&txn, session_id, user.parent_id, user.id).await?;
-    insert_run(&txn, session_id, run).await?;
-    let version = touch_session(&txn, session_id, assistant.model).await?;
-    txn.commit().await?;
-    Ok(version)
-}
-
-/// In one transaction: a new assistant message under `assistant.parent_id` (a sibling of earlier
-/// answers), chosen on the active path, and its run.
-pub async fn insert_answer(
-    db: &Db,
-    session_id: Uuid,
-    assistant: &NewMessage<'_>,
-    run: &NewRun,
-) -> StorageResult<()> {
-    let txn = crate::storage::begin_write(db).await?;
-    insert_message(&txn, session_id, assistant, Utc::now()).await?;
-    choose(&txn, session_id, assistant.parent_id, assistant.id).await?;
-    insert_run(&txn, session_id, run).await?;
-    touch_session(&txn, session_id, assistant.model).await?;
-    txn.commit().await?;
-    Ok(())
-}
-
-/// In one transaction: an existing message goes back to `streaming` and a run resumes it.
-pub async fn resume_message(db: &Db, session_id: Uuid, message_id: Uuid, run: &NewRun) -> StorageResult<()> {
-    let txn = crate::storage::begin_write(db).await?;
-    message::Entity::update_many()
-        .col_expr(message::Column::Status, Expr::value(MessageStatus::Streaming.as_str()))
-        .col_expr(message::Column::Error, Expr::value(Option::<String>::None))
-        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
-        .filter(message::Column::Id.eq(message_id))
-        .filter(message::Column::SessionId.eq(session_id))
-        .exec(&txn)
-        .await?;
-    insert_run(&txn, session_id, run).await?;
-    touch_session(&txn, session_id, None).await?;
-    txn.commit().await?;
-    Ok(())
-}
-
-/// Writes a streaming message's content so far.
-pub async fn save_parts(db: &Db, message_id: Uuid, parts: &[Part]) -> StorageResult<()> {
-    message::Entity::update_many()
-        .col_expr(message::Column::Parts, Expr::value(parts_json(parts)))
-        .col_expr(message::Column::UpdatedAt, Expr::value(Utc::now()))
-        .filter(message::Column::Id.eq(message_id))
-        // Only while it streams: another instance may have ended it as interrupted meanwhile.
-        .filter(message::Column::Status.eq(MessageStatus::Streaming.as_str()))
-        .exec(db)
-        .await?;
-    Ok(())
-}
-
-/// How a run ended, for its message and its row.
-pub struct Outcome<'a> {
-    /// Final content.
-    pub parts: &'a [Part],
-    /// Final message status.
-    pub status: MessageStatus,
-    /// Run status: completed, cancelled or failed.
-    pub run_status: &'a str,
-    /// Error shown with the message.
-    pub error: Option<&'a str>,
-    /// Usage, when the call got that far.
-    pub usage: Option<MessageUsage>,
-}
-
-/// An answer's size: the provider's count of what it wrote, else Arbor's count of its parts.
-pub(crate) fn answer_tokens(parts: &[Part], usage: Option<MessageUsage>) -> u64 {
-    match usage {
-        Some(u) if !u.estimated && u.output > 0 => u.output,
-        _ => count_parts(parts),
-    }
-}
-
-/// In one transaction: the message's final state, the run's end and the usage row of the run's
-/// last provider call (`usage_row`), so a reply's cost is on its message exactly when it is in
-/// the ledger. When another instance already ended the run, only the usage row is written (the
-/// call was made and is paid for either way).
-pub async fn finish(
-    db: &Db,
-    message_id: Uuid,
-    run_id: Uuid,
-    o: &Outcome<'_>,
-    usage_row: Option<&UsageRow<'_>>,
-) -> StorageResult<()> {
-    let txn = crate::storage::begin_write(db).await?;
-    let now = Utc::now();
-    let ended = run::Entity::update_many()
-        .col_expr(run::Column::Status, Expr::value(o.run_status))
-        .col_expr(run::Column::Error, Expr::value(o.error.map(str::to_string)))
-        .col_expr(run::Column::UpdatedAt, Expr::value(now))
-        .col_expr(run::Column::FinishedAt, Expr::value(Some(now)))
-        .filter(run::Column::Id.eq(run_id))
-        .filter(run::Column::Status.ne("interrupted"))
-        .exec(&txn)
-        .await?;
-    // Another instance ended this run as interrupted while this one was paused past its lease:
-    // what it recorded stands. (Read only then: a run row that is gone does not stop the answer.)
-    if ended.rows_affected == 0
-        && run::Entity::find_by_id(run_id).one(&txn).await?.is_some_and(|r| r.status == "interrupted")
-    {
-        txn.rollback().await?;
-        if let Some(row) = usage_row {
-            insert_usage(db, row).await?;
-        }
-        return Ok(());
-    }
-    let mut update = message::Entity::update_many()
-        .col_expr(message::Column::Parts, Expr::value(parts_json(o.parts)))
-        .col_expr(message::Column::Status, Expr::value(o.status.as_str()))
-        .col_expr(message::Column::Error, Expr::value(o.error.map(str::to_string)))
-        .col_expr(message::Column::UpdatedAt, Expr::value(now))
-        .col_expr(message::Column::TokenCount, Expr::value(to_i64(answer_tokens(o.parts, o.usage))));
-    if let Some(u) = o.usage {
-        update = update
-            .col_expr(message::Column::TokensIn, Expr::value(to_i64(u.input)))
-            .col_expr(message::Column::TokensOut, Expr::value(to_i64(u.output)))
-            .col_expr(message::Column::TokensCached, Expr::value(to_i64(u.cached)))
-            .col_expr(message::Column::CostMicros, Expr::value(u.cost_micros))
-            .col_expr(message::Column::UsageEstimated, Expr::value(u.estimated));
-    }
-    update.filter(message::Column::Id.eq(message_id)).exec(&txn).await?;
-    touch_session_of(&txn, message_id).await?;
-    if let Some(row) = usage_row {
-        usage_model(row).insert(&txn).await?;
-    }
     txn.commit().await?;
     Ok(())
 }
