@@ -99,9 +99,18 @@ pub async fn connect(config: &Config) -> StorageResult<DatabaseConnection> {
         })?;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pool_size = config.database.pool_size(url.starts_with("sqlite:"), cores);
+    let sqlite = url.starts_with("sqlite:");
+    let pool_size = config.database.pool_size(sqlite, cores);
     let mut opts = ConnectOptions::new(url);
     let busy = Duration::from_millis(config.database.sqlite_busy_timeout_ms);
+    if sqlite {
+        // sqlx pings a pooled connection before handing it out: on SQLite a round trip to the
+        // connection's own thread and back before every statement, for a connection in this
+        // process that nothing outside can break (BENCHMARKS.md, "Performance work", step 43).
+        // PostgreSQL keeps the ping: a server restart or a dropped TCP connection is found
+        // there, before a request's statement fails on it.
+        opts.test_before_acquire(false);
+    }
     opts.max_connections(pool_size)
         // No minimum: sqlx opens it from a background task while `connect` opens its own first
         // connection, and on a new SQLite file both then switch it to WAL, which takes a lock the
