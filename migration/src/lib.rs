@@ -34,6 +34,7 @@ mod m20261127_000030_search_tombstones;
 mod m20261127_000031_message_tokens;
 mod m20261127_000032_member_model_overrides;
 mod m20261127_000033_tool_call_description;
+mod m20261207_000034_attachments_session_index;
 
 /// The ordered list of every schema change.
 pub struct Migrator;
@@ -75,6 +76,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000031_message_tokens::Migration),
             Box::new(m20261127_000032_member_model_overrides::Migration),
             Box::new(m20261127_000033_tool_call_description::Migration),
+            Box::new(m20261207_000034_attachments_session_index::Migration),
         ]
     }
 }

@@ -92,6 +92,47 @@ async fn an_attached_image_reaches_the_model_and_is_served_inline_to_its_owner_o
     assert_eq!(c.app.get(&format!("/blobs/{hash}"), None).await.status(), 401);
 }
 
+/// A submit reads whether its session has files with the session's messages: without any, its
+/// reply looks none up; once a message has one, every later reply still sends it, also after a
+/// post that brings none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_reply_still_sends_an_earlier_file_and_a_session_without_files_has_none_to_read() {
+    use arbor::storage::repos::messages::session_messages_and_files;
+    let c = chat_with(|_| {}).await;
+    let db = &c.app.state.db;
+    assert!(!session_messages_and_files(db, c.session).await.unwrap().1, "no messages yet");
+    c.mock.enqueue(Provider::OpenAi, says("Hello to you."));
+    let res = send_with(&c, "Hello", &[]).await;
+    assert_eq!(res.status(), 200);
+    c.settled(crate::runs::streaming_id(&res.text().await.unwrap())).await;
+    let (messages, has_files) = session_messages_and_files(db, c.session).await.unwrap();
+    assert_eq!((messages.len(), has_files), (2, false));
+
+    let res = upload(&c, &c.s, "photo.png", png()).await;
+    let (id, _) = chip_ids(&res.text().await.unwrap());
+    c.mock.enqueue(Provider::OpenAi, says("A tiny image."));
+    let res = send_with(&c, "What is this?", &[id]).await;
+    assert_eq!(res.status(), 200);
+    c.settled(crate::runs::streaming_id(&res.text().await.unwrap())).await;
+    let (messages, has_files) = session_messages_and_files(db, c.session).await.unwrap();
+    assert_eq!((messages.len(), has_files), (4, true));
+
+    c.mock.enqueue(Provider::OpenAi, says("Still red."));
+    let res = send_with(&c, "And its colour?", &[]).await;
+    assert_eq!(res.status(), 200);
+    c.settled(crate::runs::streaming_id(&res.text().await.unwrap())).await;
+    let requests = c.mock.requests_for(Provider::OpenAi);
+    assert_eq!(requests.len(), 3);
+    let body = requests[2].json().unwrap();
+    let asked: Vec<&serde_json::Value> =
+        body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user").collect();
+    assert_eq!(asked.len(), 3, "{body}");
+    assert_eq!(asked[0]["content"], "Hello", "{body}");
+    assert_eq!(asked[1]["content"][0]["type"], "image_url", "the earlier image is sent again: {body}");
+    assert_eq!(asked[1]["content"][1]["text"], "What is this?");
+    assert_eq!(asked[2]["content"], "And its colour?", "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identical_bytes_give_each_user_a_reference_and_deleting_one_keeps_the_other() {
     let c = chat_with(|_| {}).await;

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::domain::agent::{self, OfferedTool};
 use crate::domain::runs::context::{self, ContextInput, Mode};
+use crate::domain::runs::preparation::Files;
 use crate::domain::runs::{Accumulator, End, Job, RunEngine};
 use crate::domain::sessions::ChatSession;
 use crate::domain::sessions::tree::{self, MessageStatus, Role};
@@ -244,7 +245,7 @@ impl RunEngine {
             .await
             .map_err(storage)?;
         publisher.advance(id);
-        let supplements = self.supplements(&session, &path, &job.model).await;
+        let supplements = self.supplements(&session, &path, &job.model, Files::Look).await;
         let mut request = context::render(&ContextInput {
             system: job.system.as_deref(),
             path: &path,

@@ -40,6 +40,7 @@ use crate::domain::providers::describe_error;
 use crate::domain::providers::{Providers, ResolvedModel};
 use crate::domain::runs::agent_loop::Start;
 use crate::domain::runs::context::{ContextInput, Mode};
+use crate::domain::runs::preparation::Files;
 
 use crate::domain::sessions::tree::{self, Message, MessageStatus, MessageUsage, Role};
 use crate::domain::sessions::{self, ChatSession};
@@ -317,7 +318,9 @@ impl RunEngine {
                     return Err(busy());
                 }
             };
-        let all = repo::session_messages(&self.db, session.id).await?;
+        // With whether the session has files, in the same read: the path and that answer are
+        // of one moment (a run that just ended may have attached images to its answer).
+        let (all, has_files) = repo::session_messages_and_files(&self.db, session.id).await?;
         let leaf = match replacing {
             None => tree::active_path(&all, session.active_root_id).last().map(|m| m.id),
             Some(id) => match all.iter().find(|m| m.id == id) {
@@ -408,6 +411,11 @@ impl RunEngine {
             role,
             messages: vec![question, written::message(session.id, &assistant, None)],
         };
+        // A session without files before this post has none now but the uploads it brought.
+        let files = match has_files || !uploads.is_empty() {
+            true => Files::Look,
+            false => Files::NoneAttached,
+        };
         self.launch(
             actor,
             &session,
@@ -415,6 +423,7 @@ impl RunEngine {
             &path,
             resolved,
             Mode::Answer,
+            files,
             (run_id, assistant_id),
             None,
             publisher,
@@ -492,6 +501,7 @@ impl RunEngine {
             &path,
             resolved,
             Mode::Answer,
+            Files::Look,
             (run_id, assistant_id),
             None,
             publisher,
@@ -545,6 +555,7 @@ impl RunEngine {
             &path,
             resolved,
             Mode::Continue,
+            Files::Look,
             (run_id, old.id),
             Some(old),
             publisher,

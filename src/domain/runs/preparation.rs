@@ -11,6 +11,15 @@ use crate::domain::sessions::{self, ChatSession, prompt};
 use crate::domain::{DomainError, DomainResult};
 use crate::providers::types::Part;
 
+/// What is known of the files attached in a session before its reply starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Files {
+    /// Some may be: the context's messages are looked up.
+    Look,
+    /// None is attached to any message of the session (its submit read so): nothing to look up.
+    NoneAttached,
+}
+
 /// What a request carries beside the path (see [`RunEngine::supplements`]).
 pub(super) struct Supplements {
     /// The parts standing for the files attached to messages, by message id.
@@ -27,9 +36,13 @@ impl RunEngine {
         session: &ChatSession,
         path: &[Message],
         model: &ResolvedModel,
+        files: Files,
     ) -> Supplements {
         Supplements {
-            attachments: self.attachment_parts(path, model).await,
+            attachments: match files {
+                Files::Look => self.attachment_parts(path, model).await,
+                Files::NoneAttached => Default::default(),
+            },
             files: self.ambient_files(session, path).await,
         }
     }

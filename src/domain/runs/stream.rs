@@ -17,11 +17,12 @@ impl RunEngine {
         path: &[Message],
         model: ResolvedModel,
         mode: Mode,
+        files: Files,
         ids: (Uuid, Uuid),
         prior: Option<&Message>,
         publisher: RunPublisher,
     ) {
-        let supplements = self.supplements(session, path, &model).await;
+        let supplements = self.supplements(session, path, &model, files).await;
         let (run_id, message_id) = ids;
         let reference = model.reference();
         let params = gen_params(session);

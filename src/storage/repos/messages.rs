@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::model::messages::{Message, MessageKind, MessageStatus, MessageUsage, Role};
 use crate::providers::tokens::count_parts;
 use crate::providers::types::Part;
-use crate::storage::entities::{chat_session, message, run, usage};
+use crate::storage::entities::{attachment, chat_session, message, run, usage};
 use crate::storage::script::Script;
 use crate::storage::{Db, StorageError, StorageResult};
 
@@ -84,6 +84,41 @@ fn to_domain(m: message::Model) -> StorageResult<Message> {
 
 pub(crate) fn parts_json(parts: &[Part]) -> serde_json::Value {
     serde_json::to_value(parts).unwrap_or_else(|_| serde_json::json!([]))
+}
+
+/// Every message of a session, oldest first, and in the same statement whether any message of
+/// it has a file attached (false for a session without messages).
+pub async fn session_messages_and_files(db: &Db, session_id: Uuid) -> StorageResult<(Vec<Message>, bool)> {
+    use sea_orm::sea_query::{Query, SimpleExpr};
+    use sea_orm::{FromQueryResult, QueryTrait};
+    let has_files: SimpleExpr = Expr::case(
+        Expr::exists(
+            Query::select()
+                .expr(Expr::val(1))
+                .from(attachment::Entity)
+                .and_where(attachment::Column::SessionId.eq(session_id))
+                .to_owned(),
+        ),
+        1,
+    )
+    .finally(0)
+    .into();
+    let statement = message::Entity::find()
+        .expr_as(has_files, "has_files")
+        .filter(message::Column::SessionId.eq(session_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+        .build(db.get_database_backend());
+    let rows = db.query_all_raw(statement).await?;
+    let has_files = match rows.first() {
+        Some(row) => row.try_get::<i32>("", "has_files")? != 0,
+        None => false,
+    };
+    let messages = rows
+        .iter()
+        .map(|row| message::Model::from_query_result(row, "").map_err(StorageError::from).and_then(to_domain))
+        .collect::<StorageResult<Vec<_>>>()?;
+    Ok((messages, has_files))
 }
 
 /// Every message of a session, oldest first.
