@@ -327,6 +327,17 @@ impl RunPublisher {
         }
     }
 
+    /// [`RunPublisher::cancelled`] as a future of its own, which does not hold the publisher:
+    /// a loop that publishes can keep one pinned instead of making one in every turn.
+    pub fn stop_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut cancelled = self.cancelled.clone();
+        async move {
+            if cancelled.wait_for(|stop| *stop).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// Whether Stop was pressed.
     pub fn is_cancelled(&self) -> bool {
         *self.cancelled.borrow()

@@ -191,6 +191,9 @@ impl RunEngine {
         let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
         let mut armed: Option<Instant> = None;
+        // Likewise one wait for Stop (a new one registered with the channel on every chunk).
+        let stop = publisher.stop_signal();
+        tokio::pin!(stop);
         loop {
             let wake = match (emit_at, flush_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -204,7 +207,7 @@ impl RunEngine {
             }
             tokio::select! {
                 biased;
-                _ = publisher.cancelled() => {
+                _ = &mut stop => {
                     end = Some(End::Stopped);
                     break;
                 }
