@@ -71,7 +71,8 @@ pub(super) async fn touch_session<C: ConnectionTrait>(
     Ok(version)
 }
 
-/// The session holding `message_id`, as changed: `updated_at` of the sessions `filter` leaves.
+/// The update marking the session that holds `message_id` as changed (its `updated_at`), to which
+/// a caller may add conditions.
 fn touch_session_of_where(message_id: Uuid) -> sea_orm::UpdateMany<chat_session::Entity> {
     chat_session::Entity::update_many()
         .col_expr(chat_session::Column::UpdatedAt, Expr::value(Utc::now()))
