@@ -86,6 +86,14 @@ pub(crate) fn parts_json(parts: &[Part]) -> serde_json::Value {
     serde_json::to_value(parts).unwrap_or_else(|_| serde_json::json!([]))
 }
 
+/// The select of every message of a session, oldest first.
+fn all_of_session(session_id: Uuid) -> sea_orm::Select<message::Entity> {
+    message::Entity::find()
+        .filter(message::Column::SessionId.eq(session_id))
+        .order_by_asc(message::Column::CreatedAt)
+        .order_by_asc(message::Column::Id)
+}
+
 /// Every message of a session, oldest first, and in the same statement whether any message of
 /// it has a file attached (false for a session without messages).
 pub async fn session_messages_and_files(db: &Db, session_id: Uuid) -> StorageResult<(Vec<Message>, bool)> {
@@ -103,12 +111,8 @@ pub async fn session_messages_and_files(db: &Db, session_id: Uuid) -> StorageRes
     )
     .finally(0)
     .into();
-    let statement = message::Entity::find()
-        .expr_as(has_files, "has_files")
-        .filter(message::Column::SessionId.eq(session_id))
-        .order_by_asc(message::Column::CreatedAt)
-        .order_by_asc(message::Column::Id)
-        .build(db.get_database_backend());
+    let statement =
+        all_of_session(session_id).expr_as(has_files, "has_files").build(db.get_database_backend());
     let rows = db.query_all_raw(statement).await?;
     let has_files = match rows.first() {
         Some(row) => row.try_get::<i32>("", "has_files")? != 0,
@@ -123,15 +127,7 @@ pub async fn session_messages_and_files(db: &Db, session_id: Uuid) -> StorageRes
 
 /// Every message of a session, oldest first.
 pub async fn session_messages(db: &Db, session_id: Uuid) -> StorageResult<Vec<Message>> {
-    message::Entity::find()
-        .filter(message::Column::SessionId.eq(session_id))
-        .order_by_asc(message::Column::CreatedAt)
-        .order_by_asc(message::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(to_domain)
-        .collect()
+    all_of_session(session_id).all(db).await?.into_iter().map(to_domain).collect()
 }
 
 /// These messages of a session, whole, in the order of `ids`.

@@ -267,14 +267,7 @@ pub async fn finish(
             .to_owned(),
     )
     .not();
-    script.push(message_end(message_id, o, now).filter(not_interrupted.clone()));
-    script.push(touch_session_of_where(message_id).filter(not_interrupted));
-    if let Some(row) = usage_row {
-        script.push(usage::Entity::insert(usage_model(row)));
-    }
-    script.run(&txn).await?;
-    txn.commit().await?;
-    Ok(())
+    end_message(txn, script, message_id, o, now, usage_row, Some(not_interrupted)).await
 }
 
 /// [`finish`] for a run this instance ends as interrupted (it is going down): the run's status
@@ -299,9 +292,28 @@ async fn finish_interrupted(
         }
         return Ok(());
     }
-    let mut script = Script::new(&txn);
-    script.push(message_end(message_id, o, now));
-    script.push(touch_session_of_where(message_id));
+    let script = Script::new(&txn);
+    end_message(txn, script, message_id, o, now, usage_row, None).await
+}
+
+/// What a reply's end writes after its run's: the message, its session's version and the usage
+/// row, added to `script`, which then runs, and the commit. `guard`, when given, conditions the
+/// message's and the session's updates (the usage row is written either way).
+async fn end_message(
+    txn: sea_orm::DatabaseTransaction,
+    mut script: Script,
+    message_id: Uuid,
+    o: &Outcome<'_>,
+    now: chrono::DateTime<Utc>,
+    usage_row: Option<&UsageRow<'_>>,
+    guard: Option<Expr>,
+) -> StorageResult<()> {
+    let (mut message, mut session) = (message_end(message_id, o, now), touch_session_of_where(message_id));
+    if let Some(guard) = guard {
+        message = message.filter(guard.clone());
+        session = session.filter(guard);
+    }
+    script.push(message).push(session);
     if let Some(row) = usage_row {
         script.push(usage::Entity::insert(usage_model(row)));
     }
