@@ -10,7 +10,7 @@ pub mod registry;
 mod snapshot;
 mod wire;
 
-pub use registry::{BeginError, RunPublisher, RunRegistry, Subscription};
+pub use registry::{BeginError, RunPublisher, RunRegistry, SessionOf, Subscription};
 pub use snapshot::{Envelope, RunSnapshot};
 
 use uuid::Uuid;

@@ -18,6 +18,18 @@ pub struct Subscription {
     pub snapshot: RunSnapshot,
     /// Events after the snapshot (the receiver may also hold older ones; skip `seq <= snapshot.seq`).
     pub receiver: broadcast::Receiver<Arc<Envelope>>,
+    /// Whose session it is, when the run that began here said so.
+    pub session: Option<SessionOf>,
+}
+
+/// Whose a live run's session is: its owner and workspace, which never change for a session,
+/// so a page following the run can be authorized without reading the session again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOf {
+    /// The session's owner.
+    pub owner_id: Uuid,
+    /// The workspace holding it.
+    pub workspace_id: Uuid,
 }
 
 pub(super) struct LiveRun {
@@ -28,6 +40,8 @@ pub(super) struct LiveRun {
     cancel: watch::Sender<bool>,
     /// The instance executing it when that is another one (this entry mirrors it).
     pub(super) remote: Option<Uuid>,
+    /// Whose session it is, when known (see [`RunPublisher::in_session_of`]).
+    session: Option<SessionOf>,
 }
 
 impl LiveRun {
@@ -40,7 +54,7 @@ impl LiveRun {
     ) -> LiveRun {
         // Stop reaches a mirrored run through the bus, never through this channel.
         let (cancel, _) = watch::channel(false);
-        LiveRun { owner, snapshot, sender, cancel, remote: Some(from) }
+        LiveRun { owner, snapshot, sender, cancel, remote: Some(from), session: None }
     }
 }
 
@@ -141,7 +155,9 @@ impl RunRegistry {
         // that `stop_all` takes, so none slips between).
         let (cancel, cancelled) = watch::channel(self.is_stopping());
         let snapshot = RunSnapshot { run_id, message_id, ..Default::default() };
-        inner.runs.insert(session_id, LiveRun { owner, snapshot, sender, cancel, remote: None });
+        inner
+            .runs
+            .insert(session_id, LiveRun { owner, snapshot, sender, cancel, remote: None, session: None });
         RunPublisher { registry: self.clone(), session_id, run_id, cancelled, finished: false }
     }
 
@@ -259,7 +275,11 @@ impl RunRegistry {
     pub fn subscribe(&self, session_id: Uuid) -> Option<Subscription> {
         let inner = self.lock();
         let run = inner.runs.get(&session_id)?;
-        Some(Subscription { snapshot: run.snapshot.clone(), receiver: run.sender.subscribe() })
+        Some(Subscription {
+            snapshot: run.snapshot.clone(),
+            receiver: run.sender.subscribe(),
+            session: run.session,
+        })
     }
 
     /// The current snapshot of a session's live run.
@@ -319,6 +339,16 @@ pub struct RunPublisher {
 }
 
 impl RunPublisher {
+    /// Records whose session the run is in, for the pages that follow it.
+    pub fn in_session_of(self, of: SessionOf) -> RunPublisher {
+        if let Some(run) = self.registry.lock().runs.get_mut(&self.session_id)
+            && run.snapshot.run_id == self.run_id
+        {
+            run.session = Some(of);
+        }
+        self
+    }
+
     /// Resolves once Stop was pressed (at once if it already was).
     pub async fn cancelled(&mut self) {
         // An error means the registry dropped the run: nothing will ever cancel it.

@@ -179,14 +179,18 @@ pub async fn connect_counted(config: &Config) -> StorageResult<(DatabaseConnecti
     let mut db = connect(config).await?;
     let counter = QueryCounter::default();
     let inner = counter.0.clone();
-    db.set_metric_callback(move |info| {
-        // A script of several statements is one call (`script::Script`); each counts.
-        let statements = script::statements_in(&info.statement.sql);
+    let observer: script::Observer = std::sync::Arc::new(move |sql, statements, elapsed, failed| {
         inner.fetch_add(statements, std::sync::atomic::Ordering::Relaxed);
         crate::metrics::db_statements(statements);
         // `RUST_LOG=arbor::sql=trace` lists every statement: how the per-request counts in
         // BENCHMARKS.md are broken down.
-        tracing::trace!(target: "arbor::sql", elapsed_us = info.elapsed.as_micros() as u64, failed = info.failed, "{}", info.statement.sql);
+        tracing::trace!(target: "arbor::sql", elapsed_us = elapsed.as_micros() as u64, failed, "{sql}");
+    });
+    script::observe(&db, observer.clone());
+    db.set_metric_callback(move |info| {
+        // A script of several statements is one call (`script::Script`); each counts.
+        let statements = script::statements_in(&info.statement.sql);
+        observer(&info.statement.sql, statements, info.elapsed, info.failed);
     });
     Ok((db, counter))
 }

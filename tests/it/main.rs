@@ -53,6 +53,7 @@ mod shares;
 mod tasks;
 mod transfer;
 mod tree;
+mod turn_writes;
 mod vault;
 mod web_basics;
 mod xss;

@@ -12,6 +12,8 @@ use uuid::Uuid;
 
 use crate::support::mock_upstream::{self, MockUpstream, Provider, Reply};
 use crate::support::sse_client::SseReader;
+use arbor::storage::repos::messages::NewMessage;
+
 use crate::support::{TestApp, TestSession};
 
 /// The three configured providers, pointed at the mock, with fixed model lists (no discovery).
@@ -295,8 +297,8 @@ async fn two_tabs_see_the_same_stream_and_a_reconnect_loses_nothing() {
 }
 
 /// The page's stream for a live run's own message opens on the run's word that the message is
-/// the session's, without a database lookup; someone who cannot see the session, and another
-/// session's stream, still get 404 for that message.
+/// the session's and whose the session is, without a database lookup; someone who cannot see the
+/// session, and another session's stream, still get 404 for that message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_runs_message_opens_its_own_sessions_stream_only() {
     let c = chat().await;
@@ -309,6 +311,15 @@ async fn a_live_runs_message_opens_its_own_sessions_stream_only() {
     );
     // Opened while the run is live (the checks below take a while on a busy machine).
     let mut tab = c.events(id).await;
+    // The owner's stream reads nothing (the least of a few tries: the search feeder shares the
+    // connection).
+    let mut least = u64::MAX;
+    for _ in 0..5 {
+        let before = c.app.state.queries.count();
+        drop(c.events(id).await);
+        least = least.min(c.app.state.queries.count() - before);
+    }
+    assert_eq!(least, 0, "opening the live run's stream read something");
     let eve = c.app.create_user("eve@example.com", Role::Member).await;
     let eve_cookie = c.app.login(&eve).await;
     let res = c.app.get(&format!("/s/{}/events?m={id}", c.session), Some(&eve_cookie)).await;
@@ -670,6 +681,32 @@ async fn a_new_turns_fragment_is_what_the_submit_wrote_and_reads_nothing_back() 
     }
 }
 
+/// A question by `c`'s member under `parent` and the placeholder of its streaming answer, to
+/// write straight to the database.
+pub(crate) fn turn_messages<'a>(
+    c: &Chat,
+    text: &'a [arbor::providers::types::Part],
+    question: Uuid,
+    answer: Uuid,
+    parent: Option<Uuid>,
+) -> (NewMessage<'a>, NewMessage<'a>) {
+    use arbor::domain::sessions::tree::Role as R;
+    let new = |id, parent_id, role, status, model| NewMessage {
+        id,
+        parent_id,
+        role,
+        parts: text,
+        model,
+        status,
+        client_id: None,
+        author_id: Some(c.user.id),
+    };
+    let user = new(question, parent, R::User, MessageStatus::Complete, None);
+    let reply =
+        new(answer, Some(question), R::Assistant, MessageStatus::Streaming, Some("openai/gpt-4o-mini"));
+    (user, reply)
+}
+
 /// A reply's end and the usage row of its last call are one write: the message carries its cost
 /// exactly when the ledger does. When another instance already ended the run as interrupted, what
 /// it recorded stands, and the call is still in the ledger (it was made and is paid for); that
@@ -677,10 +714,10 @@ async fn a_new_turns_fragment_is_what_the_submit_wrote_and_reads_nothing_back() 
 /// alone cannot tell the two apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_still_counts() {
-    use arbor::domain::sessions::tree::{MessageUsage, Role as R};
+    use arbor::domain::sessions::tree::MessageUsage;
     use arbor::providers::types::Part;
     use arbor::storage::entities::usage;
-    use arbor::storage::repos::messages::{self, NewMessage, NewRun, Outcome, UsageRow};
+    use arbor::storage::repos::messages::{self, NewRun, Outcome, UsageRow};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let c = chat().await;
     let db = &c.app.state.db;
@@ -691,19 +728,7 @@ async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_sti
         [("completed", false), ("completed", true), ("interrupted", false), ("interrupted", true)];
     for (own_end, interrupted_elsewhere) in combinations {
         let (question, answer, run) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let new = |id, parent_id, role, status, model| NewMessage {
-            id,
-            parent_id,
-            role,
-            parts: &text,
-            model,
-            status,
-            client_id: None,
-            author_id: Some(c.user.id),
-        };
-        let user = new(question, parent, R::User, MessageStatus::Complete, None);
-        let reply =
-            new(answer, Some(question), R::Assistant, MessageStatus::Streaming, Some("openai/gpt-4o-mini"));
+        let (user, reply) = turn_messages(&c, &text, question, answer, parent);
         let new_run =
             NewRun { id: run, owner_id: c.user.id, leaf_message_id: question, assistant_message_id: answer };
         messages::insert_turn(db, c.session, &user, &reply, &new_run).await.unwrap();

@@ -165,6 +165,12 @@ fn busy() -> DomainError {
     DomainError::Conflict("A reply is still being written: stop it or wait for it to finish.".into())
 }
 
+/// Whose session a run is in, kept with the live run so the page that follows it is
+/// authorized without reading the session again.
+fn session_of(session: &ChatSession) -> crate::events::SessionOf {
+    crate::events::SessionOf { owner_id: session.owner_id, workspace_id: session.workspace_id }
+}
+
 /// A run that could not begin, in the person's terms.
 fn begin_refused(e: crate::events::BeginError) -> DomainError {
     match e {
@@ -305,7 +311,7 @@ impl RunEngine {
         let (user_id, assistant_id) = (Uuid::now_v7(), Uuid::now_v7());
         let publisher =
             match self.registry.begin_owned(actor.user_id(), session.id, run_id, Some(assistant_id)) {
-                Ok(p) => p,
+                Ok(p) => p.in_session_of(session_of(&session)),
                 Err(e @ crate::events::BeginError::TooMany { .. }) => return Err(begin_refused(e)),
                 Err(_) => {
                     // The same submit may be a moment ahead of us, its turn not yet written.
@@ -481,7 +487,8 @@ impl RunEngine {
         let publisher = self
             .registry
             .begin_owned(actor.user_id(), session.id, run_id, Some(assistant_id))
-            .map_err(begin_refused)?;
+            .map_err(begin_refused)?
+            .in_session_of(session_of(&session));
         let assistant = answer_placeholder(assistant_id, parent, &reference, actor.user_id());
         let run = NewRun {
             id: run_id,
@@ -536,7 +543,8 @@ impl RunEngine {
         let publisher = self
             .registry
             .begin_owned(actor.user_id(), session.id, run_id, Some(old.id))
-            .map_err(begin_refused)?;
+            .map_err(begin_refused)?
+            .in_session_of(session_of(&session));
         let run = NewRun {
             id: run_id,
             owner_id: actor.user_id(),

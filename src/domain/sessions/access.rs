@@ -42,6 +42,17 @@ pub async fn shared_workspace_ids(db: &Db, user_id: Uuid) -> DomainResult<Vec<Uu
         .collect())
 }
 
+/// The actor's role in a workspace whose owner is known, when it is at least `need`.
+pub async fn role_as(
+    db: &Db,
+    actor: &Actor,
+    owner_id: Uuid,
+    workspace_id: Uuid,
+    need: ShareRole,
+) -> DomainResult<ShareRole> {
+    check(role_in(db, actor, owner_id, workspace_id).await?, need)
+}
+
 fn check(role: Option<ShareRole>, need: ShareRole) -> DomainResult<ShareRole> {
     match role {
         None => Err(DomainError::NotFound),

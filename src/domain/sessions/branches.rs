@@ -4,13 +4,26 @@
 
 use uuid::Uuid;
 
-use super::{Sessions, activity};
+use super::{Sessions, access, activity};
 use crate::domain::accounts::Actor;
 use crate::domain::sessions::access::ShareRole;
 use crate::domain::sessions::tree::{Message, MessageUsage, OverviewRow, Siblings, TreeIndex};
 use crate::domain::{DomainError, DomainResult};
+use crate::events::SessionOf;
 use crate::model::sessions::ChatSession;
 use crate::storage::repos::messages;
+
+/// A session a page follows live: which one, and whose (to end the stream when a share is
+/// revoked).
+#[derive(Debug, Clone, Copy)]
+pub struct FollowedSession {
+    /// The session.
+    pub id: Uuid,
+    /// Its owner.
+    pub owner_id: Uuid,
+    /// The workspace holding it.
+    pub workspace_id: Uuid,
+}
 
 /// A session as its page shows it: the active path and the session's totals.
 #[derive(Debug, Clone)]
@@ -170,20 +183,32 @@ impl Sessions {
     }
 
     /// The session whose live events the actor may follow; `waiting_for`, when given, must be
-    /// one of its messages. One access check for both.
+    /// one of its messages. One access check for both. `live` is whose session it is as the live
+    /// run there knows it: a session's owner and workspace never change, so then only the
+    /// actor's role is looked up (nothing for the owner) instead of the session's row.
     pub async fn session_waiting_for(
         &self,
         actor: &Actor,
         session_id: Uuid,
         waiting_for: Option<Uuid>,
-    ) -> DomainResult<ChatSession> {
-        let (session, _) = self.view_session(actor, session_id).await?;
+        live: Option<SessionOf>,
+    ) -> DomainResult<FollowedSession> {
+        let of = match live {
+            Some(of) => {
+                access::role_as(&self.db, actor, of.owner_id, of.workspace_id, ShareRole::Viewer).await?;
+                of
+            }
+            None => {
+                let (session, _) = self.view_session(actor, session_id).await?;
+                SessionOf { owner_id: session.owner_id, workspace_id: session.workspace_id }
+            }
+        };
         if let Some(id) = waiting_for
-            && !messages::holds_message(&self.db, session.id, id).await?
+            && !messages::holds_message(&self.db, session_id, id).await?
         {
             return Err(DomainError::NotFound);
         }
-        Ok(session)
+        Ok(FollowedSession { id: session_id, owner_id: of.owner_id, workspace_id: of.workspace_id })
     }
 
     /// A message's replies (its children, oldest first): the branches below it.

@@ -39,7 +39,8 @@ pub async fn session_events(
     let live = state.runs.subscribe(session_id);
     let live_message = live.as_ref().and_then(|s| s.snapshot.message_id);
     let to_check = waiting_for.filter(|m| Some(*m) != live_message);
-    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, to_check).await?;
+    let known = live.as_ref().and_then(|s| s.session);
+    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, to_check, known).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {

@@ -1,6 +1,6 @@
 //! The writes of a turn: its messages and run when it starts, the partial text while it streams,
 //! its end with the usage row. Each start and end is one transaction sent as one script
-//! ([`Script`]: one call on SQLite instead of one per statement).
+//! ([`Script::run_as_transaction`]: one call on SQLite, its `BEGIN` and `COMMIT` included).
 
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 
@@ -119,8 +119,7 @@ pub async fn insert_noted_turn(
     run: &NewRun,
     uploads: &[Uuid],
 ) -> StorageResult<chrono::DateTime<Utc>> {
-    let txn = crate::storage::begin_write(db).await?;
-    let mut script = Script::new(&txn);
+    let mut script = Script::new(db);
     let mut now = Utc::now();
     if let Some(note) = note {
         insert_kind_into(&mut script, session_id, note, kind_of(note), now);
@@ -140,20 +139,26 @@ pub async fn insert_noted_turn(
     let answer =
         message_row(session_id, assistant, kind_of(assistant), now + chrono::Duration::microseconds(1));
     script.push(message::Entity::insert_many([question, answer]));
-    if !uploads.is_empty() {
-        script.run(&txn).await?;
-        script = Script::new(&txn);
-        // The files come with the message, or not at all.
-        let moved =
-            super::super::files::attach_uploads(&txn, run.owner_id, session_id, user.id, uploads).await?;
-        if moved != uploads.len() {
-            txn.rollback().await?;
-            return Err(StorageError::Corrupt("an upload of this message is gone".into()));
-        }
+    let chosen_and_run = |script: &mut Script| {
+        choose_into(script, session_id, user.parent_id, user.id);
+        insert_run_into(script, session_id, run);
+        touch_session_into(script, session_id, assistant.model)
+    };
+    if uploads.is_empty() {
+        let version = chosen_and_run(&mut script);
+        script.run_as_transaction(db).await?;
+        return Ok(version);
     }
-    choose_into(&mut script, session_id, user.parent_id, user.id);
-    insert_run_into(&mut script, session_id, run);
-    let version = touch_session_into(&mut script, session_id, assistant.model);
+    // The files come with the message, or not at all: how many moved is read in between.
+    let txn = crate::storage::begin_write(db).await?;
+    script.run(&txn).await?;
+    let moved = super::super::files::attach_uploads(&txn, run.owner_id, session_id, user.id, uploads).await?;
+    if moved != uploads.len() {
+        txn.rollback().await?;
+        return Err(StorageError::Corrupt("an upload of this message is gone".into()));
+    }
+    let mut script = Script::new(&txn);
+    let version = chosen_and_run(&mut script);
     script.run(&txn).await?;
     txn.commit().await?;
     Ok(version)
@@ -167,21 +172,17 @@ pub async fn insert_answer(
     assistant: &NewMessage<'_>,
     run: &NewRun,
 ) -> StorageResult<()> {
-    let txn = crate::storage::begin_write(db).await?;
-    let mut script = Script::new(&txn);
+    let mut script = Script::new(db);
     insert_kind_into(&mut script, session_id, assistant, kind_of(assistant), Utc::now());
     choose_into(&mut script, session_id, assistant.parent_id, assistant.id);
     insert_run_into(&mut script, session_id, run);
     touch_session_into(&mut script, session_id, assistant.model);
-    script.run(&txn).await?;
-    txn.commit().await?;
-    Ok(())
+    script.run_as_transaction(db).await
 }
 
 /// In one transaction: an existing message goes back to `streaming` and a run resumes it.
 pub async fn resume_message(db: &Db, session_id: Uuid, message_id: Uuid, run: &NewRun) -> StorageResult<()> {
-    let txn = crate::storage::begin_write(db).await?;
-    let mut script = Script::new(&txn);
+    let mut script = Script::new(db);
     script.push(
         message::Entity::update_many()
             .col_expr(message::Column::Status, Expr::value(MessageStatus::Streaming.as_str()))
@@ -192,9 +193,7 @@ pub async fn resume_message(db: &Db, session_id: Uuid, message_id: Uuid, run: &N
     );
     insert_run_into(&mut script, session_id, run);
     touch_session_into(&mut script, session_id, None);
-    script.run(&txn).await?;
-    txn.commit().await?;
-    Ok(())
+    script.run_as_transaction(db).await
 }
 
 /// Writes a streaming message's content so far.
@@ -249,8 +248,7 @@ pub async fn finish(
     if o.run_status == INTERRUPTED {
         return finish_interrupted(db, message_id, run_id, o, usage_row).await;
     }
-    let txn = crate::storage::begin_write(db).await?;
-    let mut script = Script::new(&txn);
+    let mut script = Script::new(db);
     let now = Utc::now();
     script.push(run_end(run_id, o, now));
     // The message and its session are written unless another instance ended the run as
@@ -267,7 +265,8 @@ pub async fn finish(
             .to_owned(),
     )
     .not();
-    end_message(txn, script, message_id, o, now, usage_row, Some(not_interrupted)).await
+    end_message_into(&mut script, message_id, o, now, usage_row, Some(not_interrupted));
+    script.run_as_transaction(db).await
 }
 
 /// [`finish`] for a run this instance ends as interrupted (it is going down): the run's status
@@ -292,22 +291,24 @@ async fn finish_interrupted(
         }
         return Ok(());
     }
-    let script = Script::new(&txn);
-    end_message(txn, script, message_id, o, now, usage_row, None).await
+    let mut script = Script::new(&txn);
+    end_message_into(&mut script, message_id, o, now, usage_row, None);
+    script.run(&txn).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// What a reply's end writes after its run's: the message, its session's version and the usage
-/// row, added to `script`, which then runs, and the commit. `guard`, when given, conditions the
-/// message's and the session's updates (the usage row is written either way).
-async fn end_message(
-    txn: sea_orm::DatabaseTransaction,
-    mut script: Script,
+/// row, added to `script`. `guard`, when given, conditions the message's and the session's
+/// updates (the usage row is written either way).
+fn end_message_into(
+    script: &mut Script,
     message_id: Uuid,
     o: &Outcome<'_>,
     now: chrono::DateTime<Utc>,
     usage_row: Option<&UsageRow<'_>>,
     guard: Option<Expr>,
-) -> StorageResult<()> {
+) {
     let (mut message, mut session) = (message_end(message_id, o, now), touch_session_of_where(message_id));
     if let Some(guard) = guard {
         message = message.filter(guard.clone());
@@ -317,9 +318,6 @@ async fn end_message(
     if let Some(row) = usage_row {
         script.push(usage::Entity::insert(usage_model(row)));
     }
-    script.run(&txn).await?;
-    txn.commit().await?;
-    Ok(())
 }
 
 /// The run's end, unless another instance already ended it as interrupted.
