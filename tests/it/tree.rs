@@ -218,10 +218,11 @@ async fn a_long_chain_is_deleted_without_deep_cascades() {
     c.app.state.sessions.delete_session(&c.actor(), other.id).await.unwrap();
 }
 
-/// A finished message's page reads the skeleton and that message whole in one statement: the
-/// conversation equals the one read as skeleton plus a window (every field but the other
-/// messages' content), the message equals its row, for a short session and for a long one whose
-/// skeleton is cached; a message of another session is not found.
+/// A finished message's page reads the session, the skeleton and that message whole in one
+/// statement: the conversation equals the one read as skeleton plus a window (every field but the
+/// other messages' content), the message equals its row, for a short session and for a long one
+/// whose skeleton is cached; a message of another session, and the message for someone who
+/// cannot see the session, are not found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_messages_conversation_is_its_skeleton_and_it_whole_in_one_read() {
     let c = chat().await;
@@ -271,6 +272,18 @@ async fn a_finished_messages_conversation_is_its_skeleton_and_it_whole_in_one_re
         .unwrap();
     let err = sessions.conversation_with(&c.actor(), other.id, answer).await.err();
     assert!(matches!(err, Some(arbor::domain::DomainError::NotFound)), "{err:?}");
+    let eve = c.app.create_user("eve@example.com", arbor::domain::accounts::Role::Member).await;
+    let stranger = arbor::domain::accounts::Actor::for_tests(&eve);
+    let err = sessions.conversation_with(&stranger, c.session, answer).await.err();
+    assert!(matches!(err, Some(arbor::domain::DomainError::NotFound)), "{err:?}");
+    // One statement (the least of a few tries: the search feeder shares the connection).
+    let mut least = u64::MAX;
+    for _ in 0..5 {
+        let before = state.queries.count();
+        sessions.conversation_with(&c.actor(), c.session, answer).await.unwrap();
+        least = least.min(state.queries.count() - before);
+    }
+    assert_eq!(least, 1, "the session, the skeleton and the message in one read");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

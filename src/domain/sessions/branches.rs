@@ -106,17 +106,22 @@ impl Sessions {
     }
 
     /// The actor's session with its active path, where only `message_id` carries its content
-    /// (read in the same statement as the skeleton: a finished message's page), and that message
-    /// (`NotFound` when the session has no such message).
+    /// (the session, the skeleton and the message in one statement: a finished message's page),
+    /// and that message (`NotFound` when the session has no such message).
     pub async fn conversation_with(
         &self,
         actor: &Actor,
         session_id: Uuid,
         message_id: Uuid,
     ) -> DomainResult<(Conversation, Message)> {
-        let (session, role) = self.view_session(actor, session_id).await?;
-        let (all, message) =
-            messages::session_skeleton_with(&self.db, session.id, session.updated_at, message_id).await?;
+        // The session comes with the skeleton, and is checked as it would be alone: a session
+        // the actor may not see and one without that message are both not found.
+        let read = messages::session_skeleton_with(&self.db, session_id, message_id).await?;
+        let (row, all, message) = match read {
+            Some((session, all, message)) => (Some(session), all, Some(message)),
+            None => (None, Default::default(), None),
+        };
+        let (session, role) = access::session_row_as(&self.db, actor, row, ShareRole::Viewer).await?;
         let message = message.ok_or(DomainError::NotFound)?;
         let index = TreeIndex::new(&all);
         let path = index.active_path(session.active_root_id);

@@ -5,7 +5,9 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
 
 use crate::model::messages::{Message, MessageKind, MessageStatus, Role};
-use crate::storage::entities::message;
+use crate::model::sessions::ChatSession;
+use crate::storage::entities::{chat_session, message};
+use crate::storage::repos::workspaces::session_to_domain;
 use crate::storage::{Db, StorageError, StorageResult};
 
 /// Every message of a session without its content, oldest first: ids, links, role, size and
@@ -93,44 +95,58 @@ const WHOLE_COLUMNS: [message::Column; 8] = [
     message::Column::CreatedAt,
 ];
 
-/// [`session_skeleton_at`] and one message of it whole (`whole`, when the session holds it) in
-/// one statement: what a finished message's page reads. The other rows carry NULL in the
-/// columns a skeleton leaves out. A cached skeleton is used when the tree has not changed
-/// since `version`; then the message is read alone.
+/// The session, its skeleton and one message of it whole (`whole`), in one statement: what a
+/// finished message's page reads, right after the answer's end moved the session's version (a
+/// kept skeleton is stale then). The other rows carry NULL in the columns a skeleton leaves out;
+/// the session's columns come on `whole`'s row only (a join on it), so `None` when the session
+/// does not hold that message. The skeleton is kept as of the version read with it.
 pub async fn session_skeleton_with(
     db: &Db,
     session_id: Uuid,
-    version: chrono::DateTime<Utc>,
     whole: Uuid,
-) -> StorageResult<(std::sync::Arc<Vec<Message>>, Option<Message>)> {
-    use sea_orm::sea_query::Expr;
-    use sea_orm::{ConnectionTrait, QuerySelect, QueryTrait};
-    if let Some(skeleton) = cached(session_id, version) {
-        return Ok((skeleton, super::find_message(db, session_id, whole).await?));
-    }
+) -> StorageResult<Option<(ChatSession, std::sync::Arc<Vec<Message>>, Message)>> {
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait, JoinType};
+    use sea_orm::{ConnectionTrait, FromQueryResult, Iterable, QuerySelect, QueryTrait};
     let mut select = message::Entity::find().select_only().columns(SKELETON_COLUMNS);
     for column in WHOLE_COLUMNS {
-        select = select.expr(Expr::case(message::Column::Id.eq(whole), Expr::col(column)));
+        // Named with their table: the session has a `model` and a `created_at` too.
+        select = select.expr(Expr::case(message::Column::Id.eq(whole), Expr::col((message::Entity, column))));
     }
-    let statement = select
+    let mut select = select
         .filter(message::Column::SessionId.eq(session_id))
         .order_by_asc(message::Column::CreatedAt)
-        .order_by_asc(message::Column::Id)
-        .build(db.get_database_backend());
-    let rows = db.query_all_raw(statement).await?;
+        .order_by_asc(message::Column::Id);
+    let query = QueryTrait::query(&mut select);
+    query.join(
+        JoinType::LeftJoin,
+        chat_session::Entity,
+        Expr::col((chat_session::Entity, chat_session::Column::Id))
+            .equals((message::Entity, message::Column::SessionId))
+            .and(Expr::col((message::Entity, message::Column::Id)).eq(whole)),
+    );
+    for column in chat_session::Column::iter() {
+        let name = format!("{SESSION_PREFIX}{}", sea_orm::sea_query::Iden::unquoted(&column));
+        query.expr_as(Expr::col((chat_session::Entity, column)), Alias::new(name));
+    }
+    let rows = db.query_all_raw(select.build(db.get_database_backend())).await?;
     let mut skeleton = Vec::with_capacity(rows.len());
     let mut found = None;
     for (i, row) in rows.iter().enumerate() {
         let message = skeleton_message(session_id, i, row.try_get_many_by_index::<SkeletonRow>()?)?;
         if message.id == whole {
-            found = Some(whole_message(&message, row)?);
+            let session = chat_session::Model::from_query_result(row, SESSION_PREFIX)?;
+            found = Some((session_to_domain(session), whole_message(&message, row)?));
         }
         skeleton.push(message);
     }
+    let Some((session, message)) = found else { return Ok(None) };
     let skeleton = std::sync::Arc::new(skeleton);
-    keep(session_id, version, &skeleton);
-    Ok((skeleton, found))
+    keep(session_id, session.updated_at, &skeleton);
+    Ok(Some((session, skeleton, message)))
 }
+
+/// What the session's columns are called in [`session_skeleton_with`]'s rows.
+const SESSION_PREFIX: &str = "session_";
 
 /// The message of a skeleton row read with [`WHOLE_COLUMNS`] after the skeleton's.
 fn whole_message(skeleton: &Message, row: &sea_orm::QueryResult) -> StorageResult<Message> {
