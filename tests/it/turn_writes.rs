@@ -115,18 +115,23 @@ async fn a_turn_whose_caller_goes_away_is_written_whole_or_not_at_all() {
     use futures_util::FutureExt;
     let c = chat_with(|_| {}).await;
     let mut parent = None;
-    for _ in 0..5 {
+    for _ in 0..4 {
         let abandoned = Turn::new();
-        // Polled once (the write is sent), then dropped.
-        assert!(
-            abandoned.insert(&c, parent, c.user.id).now_or_never().is_none(),
-            "the write waited for nothing"
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Polled once (the write is sent), then dropped. A write that ended in that one poll
+        // (it can, on a fast connection) is held to its own word.
+        let polled = abandoned.insert(&c, parent, c.user.id).now_or_never();
+        // A write still running lands soon (SQLite: in its own task) or never (PostgreSQL: the
+        // dropped transaction rolls back); waiting longer only slows a run that wrote nothing.
+        let deadline = Instant::now() + Duration::from_secs(3);
         let mut written = abandoned.rows_written(&c).await;
-        while written == 0 && Instant::now() < deadline {
+        while polled.is_none() && written == 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
             written = abandoned.rows_written(&c).await;
+        }
+        match &polled {
+            Some(Ok(())) => assert_eq!(written, 3, "a write that said it was done"),
+            Some(Err(e)) => assert_eq!(written, 0, "a write that failed: {e}"),
+            None => {}
         }
         assert!(written == 0 || written == 3, "{written} of the turn's 3 rows");
         let next = Turn::new();

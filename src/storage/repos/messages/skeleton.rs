@@ -145,8 +145,9 @@ pub async fn session_skeleton_with(
     Ok(Some((session, skeleton, message)))
 }
 
-/// What the session's columns are called in [`session_skeleton_with`]'s rows.
-const SESSION_PREFIX: &str = "session_";
+/// What the session's columns are called in [`session_skeleton_with`]'s rows (`session__id`, not
+/// a name a message's column has, such as `session_id`).
+const SESSION_PREFIX: &str = "session__";
 
 /// The message of a skeleton row read with [`WHOLE_COLUMNS`] after the skeleton's.
 fn whole_message(skeleton: &Message, row: &sea_orm::QueryResult) -> StorageResult<Message> {
