@@ -83,21 +83,21 @@ impl Script {
     fn joined(self, around: Option<(&str, &str)>) -> Statement {
         let mut sql = String::new();
         let mut values: Vec<Value> = Vec::new();
-        let texts = self.statements.into_iter().map(|statement| {
-            values.extend(statement.values.map(|v| v.0).unwrap_or_default());
-            statement.sql
-        });
-        let texts: Vec<String> = match around {
-            Some((first, last)) => {
-                std::iter::once(first.to_string()).chain(texts).chain([last.to_string()]).collect()
-            }
-            None => texts.collect(),
-        };
-        for (i, text) in texts.iter().enumerate() {
-            if i > 0 {
+        let mut add = |text: &str| {
+            if !sql.is_empty() {
                 sql.push_str(JOINT);
             }
             sql.push_str(text);
+        };
+        if let Some((first, _)) = around {
+            add(first);
+        }
+        for statement in self.statements {
+            add(&statement.sql);
+            values.extend(statement.values.map(|v| v.0).unwrap_or_default());
+        }
+        if let Some((_, last)) = around {
+            add(last);
         }
         Statement::from_sql_and_values(DbBackend::Sqlite, sql, Values(values))
     }

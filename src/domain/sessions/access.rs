@@ -82,7 +82,7 @@ pub async fn session_row_as(
     need: ShareRole,
 ) -> DomainResult<(ChatSession, ShareRole)> {
     let session = session.ok_or(DomainError::NotFound)?;
-    let role = check(role_in(db, actor, session.owner_id, session.workspace_id).await?, need)?;
+    let role = role_as(db, actor, session.owner_id, session.workspace_id, need).await?;
     Ok((session, role))
 }
 
@@ -94,7 +94,7 @@ pub async fn workspace_as(
     need: ShareRole,
 ) -> DomainResult<(Workspace, ShareRole)> {
     let workspace = workspace_by_id(db, workspace_id).await?.ok_or(DomainError::NotFound)?;
-    let role = check(role_in(db, actor, workspace.owner_id, workspace.id).await?, need)?;
+    let role = role_as(db, actor, workspace.owner_id, workspace.id, need).await?;
     Ok((workspace, role))
 }
 

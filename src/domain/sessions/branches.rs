@@ -13,18 +13,6 @@ use crate::events::SessionOf;
 use crate::model::sessions::ChatSession;
 use crate::storage::repos::messages;
 
-/// A session a page follows live: which one, and whose (to end the stream when a share is
-/// revoked).
-#[derive(Debug, Clone, Copy)]
-pub struct FollowedSession {
-    /// The session.
-    pub id: Uuid,
-    /// Its owner.
-    pub owner_id: Uuid,
-    /// The workspace holding it.
-    pub workspace_id: Uuid,
-}
-
 /// A session as its page shows it: the active path and the session's totals.
 #[derive(Debug, Clone)]
 pub struct Conversation {
@@ -187,8 +175,9 @@ impl Sessions {
         messages::find_message(db, session.id, message_id).await?.ok_or(DomainError::NotFound)
     }
 
-    /// The session whose live events the actor may follow; `waiting_for`, when given, must be
-    /// one of its messages. One access check for both. `live` is whose session it is as the live
+    /// Whose the session is whose live events the actor may follow (to end the stream when a
+    /// share is revoked); `waiting_for`, when given, must be one of its messages. One access
+    /// check for both. `live` is whose session it is as the live
     /// run there knows it: a session's owner and workspace never change, so then only the
     /// actor's role is looked up (nothing for the owner) instead of the session's row.
     pub async fn session_waiting_for(
@@ -197,7 +186,7 @@ impl Sessions {
         session_id: Uuid,
         waiting_for: Option<Uuid>,
         live: Option<SessionOf>,
-    ) -> DomainResult<FollowedSession> {
+    ) -> DomainResult<SessionOf> {
         let of = match live {
             Some(of) => {
                 access::role_as(&self.db, actor, of.owner_id, of.workspace_id, ShareRole::Viewer).await?;
@@ -213,7 +202,7 @@ impl Sessions {
         {
             return Err(DomainError::NotFound);
         }
-        Ok(FollowedSession { id: session_id, owner_id: of.owner_id, workspace_id: of.workspace_id })
+        Ok(of)
     }
 
     /// A message's replies (its children, oldest first): the branches below it.

@@ -40,7 +40,7 @@ pub async fn session_events(
     let live_message = live.as_ref().and_then(|s| s.snapshot.message_id);
     let to_check = waiting_for.filter(|m| Some(*m) != live_message);
     let known = live.as_ref().and_then(|s| s.session);
-    let session = state.sessions.session_waiting_for(&user.0.actor, session_id, to_check, known).await?;
+    let whose = state.sessions.session_waiting_for(&user.0.actor, session_id, to_check, known).await?;
     // Each open stream holds a connection: one member may hold only so many (SECURITY.md 54).
     let max = state.config.limits.streams_per_member;
     let slot = state.streams.try_take(user.0.actor.user_id(), max).ok_or_else(|| {
@@ -57,7 +57,7 @@ pub async fn session_events(
     let revoked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let lost = {
         let (state, actor, flag) = (state.clone(), user.0.actor.clone(), revoked.clone());
-        let (owner, workspace_id) = (session.owner_id, session.workspace_id);
+        let (owner, workspace_id) = (whose.owner_id, whose.workspace_id);
         async move {
             if owner == actor.user_id() {
                 return std::future::pending().await;
@@ -70,7 +70,7 @@ pub async fn session_events(
         .filter_map(
             |lost| async move { lost.then(|| done_event(crate::web::sse::REVOKED_NOTICE.to_string())) },
         );
-    let stream = sse::session_stream(state.runs.clone(), session.id, first).then(move |item| {
+    let stream = sse::session_stream(state.runs.clone(), session_id, first).then(move |item| {
         // The slot lives as long as the stream, and is given back when the browser goes.
         let _slot = &slot;
         let (state, user) = (state.clone(), user.clone());
@@ -82,7 +82,7 @@ pub async fn session_events(
                         Some(id) => {
                             // The run's word that its answer is all it wrote holds for that answer.
                             let plain = plain && run_message == Some(id);
-                            final_message_html(&state, &user, session.id, id, plain).await.unwrap_or_else(
+                            final_message_html(&state, &user, session_id, id, plain).await.unwrap_or_else(
                                 |e| {
                                     tracing::warn!(error = %e, "final message could not be rendered");
                                     String::new()
