@@ -80,6 +80,11 @@ fn describe() {
     );
     describe_gauge!("arbor_db_pool_connections", "Database pool connections, by state.");
     describe_counter!("arbor_db_statements_total", "Statements run on the database.");
+    describe_counter!(
+        "arbor_db_write_failures_total",
+        "Attempts at a write nobody waits on that the database refused, by write (reply_end, \
+         usage); each write gets five attempts before it is given up."
+    );
     describe_gauge!(
         "arbor_allocator_bytes",
         "The memory allocator's figures: allocated (live), active (pages holding live memory), \
@@ -160,6 +165,12 @@ pub fn dequeued(queue: &'static str, n: usize) {
 /// `n` statements ran on the database (one call, or a script of several).
 pub fn db_statements(n: u64) {
     counter!("arbor_db_statements_total").increment(n);
+}
+
+/// The database refused an attempt at a `write` that is tried again
+/// ([`crate::storage::retry`]).
+pub fn write_failed(write: &'static str) {
+    counter!("arbor_db_write_failures_total", "write" => write).increment(1);
 }
 
 /// The present, read when a scraper asks.

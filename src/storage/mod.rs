@@ -3,6 +3,7 @@
 pub mod changes;
 pub mod entities;
 pub mod repos;
+pub mod retry;
 pub(crate) mod script;
 pub mod snapshot;
 pub mod usage_writer;
@@ -27,6 +28,13 @@ pub enum StorageError {
     /// A stored value could not be understood.
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+}
+
+impl StorageError {
+    /// Whether the same write may pass if sent again ([`retry::may_pass_again`]).
+    pub fn may_pass_again(&self) -> bool {
+        matches!(self, StorageError::Db(e) if retry::may_pass_again(e))
+    }
 }
 
 /// This process's id among the instances serving one database: the runs it executes carry it,

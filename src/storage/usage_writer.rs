@@ -6,18 +6,29 @@
 //! commit of a call that just ended ran at the very moment the same client's next call
 //! arrived, on the same core, and sat in that call's time to first token (BENCHMARKS,
 //! "Performance work", step 27). A shutdown waits for what is queued ([`UsageWriter::flush`]).
+//!
+//! A batch that cannot be written is tried again ([`super::retry`]): its rows are the spending
+//! that quotas and the admin console count, so a moment's database trouble must not lose them.
+//! A row whose user was deleted since the call would make the whole batch fail on its foreign
+//! key; it is kept without its user, as deleting a user does to the rows already written.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use sea_orm::EntityTrait;
+use sea_orm::{ActiveValue, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, SqlErr};
 use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
 
 use super::Db;
-use super::entities::usage;
+use super::entities::{usage, user};
 use super::repos::messages::{UsageRow, usage_model};
+use super::retry::Backoff;
 
 /// The queue's name in the metrics.
 const QUEUE: &str = "usage_writer";
+
+/// The write's name in the metrics of failed writes.
+const QUEUE_WRITE: &str = "usage";
 
 /// Rows per transaction at most.
 const BATCH: usize = 500;
@@ -126,27 +137,72 @@ async fn gather_batch(
     (batch, flushed)
 }
 
+/// Writes `batch` in one commit, tried again after a failure; the quota holds it carries go
+/// when the rows are written or given up.
 async fn write_batch(db: &Db, batch: Vec<Queued>) {
     let n = batch.len();
     crate::metrics::dequeued(QUEUE, n);
-    let (rows, kept): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-    let written = insert_in_one_commit(db, rows).await;
+    let (mut rows, kept): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+    let mut backoff = Backoff::new(super::retry::FIRST_WAIT);
+    loop {
+        let Err(e) = insert_in_one_commit(db, &rows).await else { break };
+        crate::metrics::write_failed(QUEUE_WRITE);
+        let attempt = backoff.attempt();
+        if matches!(e.sql_err(), Some(SqlErr::ForeignKeyConstraintViolation(_))) {
+            // A user deleted since their call: tried again at once without them.
+            match without_deleted_users(db, &mut rows).await {
+                Ok(()) if backoff.next_at_once() => continue,
+                Ok(()) => {}
+                Err(lookup) => tracing::warn!(error = %lookup, "usage rows: could not look up their users"),
+            }
+        }
+        tracing::warn!(rows = n, attempt, error = %e, "usage rows could not be written");
+        if !super::retry::may_pass_again(&e) || !backoff.wait_for_next().await {
+            tracing::error!(rows = n, attempts = attempt, "usage rows given up and lost");
+            break;
+        }
+    }
     drop(kept);
-    if let Err(e) = written {
-        tracing::error!(rows = n, error = %e, "usage rows could not be written");
+}
+
+/// Clears the user of every row whose user no longer exists, as `ON DELETE SET NULL` did to
+/// their rows already written: the spending still counts in the instance's totals.
+async fn without_deleted_users(db: &Db, rows: &mut [usage::ActiveModel]) -> Result<(), sea_orm::DbErr> {
+    let named: HashSet<Uuid> = rows.iter().filter_map(row_user).collect();
+    let existing: HashSet<Uuid> = user::Entity::find()
+        .select_only()
+        .column(user::Column::Id)
+        .filter(user::Column::Id.is_in(named))
+        .into_tuple::<Uuid>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    for row in rows.iter_mut() {
+        if row_user(row).is_some_and(|id| !existing.contains(&id)) {
+            row.user_id = ActiveValue::Set(None);
+        }
+    }
+    Ok(())
+}
+
+fn row_user(row: &usage::ActiveModel) -> Option<Uuid> {
+    match &row.user_id {
+        ActiveValue::Set(id) | ActiveValue::Unchanged(id) => *id,
+        ActiveValue::NotSet => None,
     }
 }
 
 /// One transaction of `INSERT`s of 64, 32, ... 1 rows: every statement's text is one of seven
 /// however many rows gathered, so the connections' statement caches stay small (one `INSERT`
 /// of all the rows made a new statement for every batch size, a few MB under load).
-async fn insert_in_one_commit(db: &Db, mut rows: Vec<usage::ActiveModel>) -> Result<(), sea_orm::DbErr> {
-    use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
-    while !rows.is_empty() {
-        let take = chunk_len(rows.len());
-        let rest = rows.split_off(take);
-        usage::Entity::insert_many(std::mem::replace(&mut rows, rest)).exec(&txn).await?;
+async fn insert_in_one_commit(db: &Db, rows: &[usage::ActiveModel]) -> Result<(), sea_orm::DbErr> {
+    let txn = super::begin_write(db).await?;
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let (chunk, left) = rest.split_at(chunk_len(rest.len()));
+        usage::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        rest = left;
     }
     txn.commit().await
 }

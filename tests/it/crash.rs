@@ -47,6 +47,66 @@ pub(crate) struct CrashServer {
 }
 
 impl CrashServer {
+    /// An API token of the seeded user, made with the CLI as an operator would.
+    pub(crate) fn api_token(&self) -> String {
+        let made = arbor(self.dir.path())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["admin", "token", "--email", "ada@example.com", "--name", "usage", "--data-dir"])
+            .arg(&self.db.data_dir)
+            .env("ARBOR_DATABASE_URL", &self.db.url)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        String::from_utf8(made.stdout).unwrap().trim().to_string()
+    }
+
+    /// Sends `message` (form-encoded) from the session page; the answer's id.
+    pub(crate) async fn send_message(&self, message: &str, client_id: &str) -> Uuid {
+        let res = self
+            .post(
+                &format!("/s/{}/messages", self.session),
+                format!("message={message}&client_id={client_id}&model=openai%2Fgpt-4o-mini"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let html = res.text().await.unwrap();
+        let at = html.find("is-streaming\" id=\"m-").unwrap() + "is-streaming\" id=\"m-".len();
+        Uuid::parse_str(&html[at..at + 36]).unwrap()
+    }
+
+    /// A streamed chat completion through the gateway, read to its end.
+    pub(crate) async fn streamed_api_call(&self, token: &str) {
+        let reply = reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{}/v1/chat/completions", self.port))
+            .bearer_auth(token)
+            .json(&serde_json::json!({
+                "model": "gpt-4o-mini",
+                "stream": true,
+                "messages": [{ "role": "user", "content": "hello" }],
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+        let body = reply.text().await.unwrap();
+        assert!(body.contains("data: [DONE]"), "{body}");
+    }
+
+    /// The seeded user's usage rows.
+    pub(crate) async fn usage_rows(&self) -> Vec<arbor::storage::entities::usage::Model> {
+        use arbor::storage::entities::usage;
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        usage::Entity::find().filter(usage::Column::UserId.eq(self.user.id)).all(&self.conn).await.unwrap()
+    }
+
+    /// What the server logged so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
     /// A form POST as the signed-in browser.
     pub(crate) fn post(&self, path: &str, body: String) -> reqwest::RequestBuilder {
         let origin = format!("http://127.0.0.1:{}", self.port);
@@ -136,18 +196,7 @@ pub(crate) async fn slow_reply(extra_config: &str) -> SlowReply {
             first_byte_delay_ms: 0,
         },
     );
-    let res = started
-        .post(
-            &format!("/s/{session}/messages"),
-            "message=Tell+me+a+story&client_id=crash-1&model=openai%2Fgpt-4o-mini".into(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let html = res.text().await.unwrap();
-    let at = html.find("is-streaming\" id=\"m-").unwrap() + "is-streaming\" id=\"m-".len();
-    let answer = Uuid::parse_str(&html[at..at + 36]).unwrap();
+    let answer = started.send_message("Tell+me+a+story", "crash-1").await;
 
     // Wait until some text has been flushed, then kill the process without warning.
     let began = Instant::now();
@@ -294,42 +343,18 @@ async fn sigterm_with_a_live_reply_leaves_nothing_streaming_and_keeps_its_text()
 /// 27): a SIGTERM right after a call still leaves its row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_right_after_an_api_call_still_writes_its_usage_row() {
-    let CrashServer { mock, db, dir, config, port, mut server, conn, user, .. } =
-        crash_server("[server]\nshutdown_timeout_secs = 1\n").await;
-    let made = arbor(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .args(["admin", "token", "--email", "ada@example.com", "--name", "usage", "--data-dir"])
-        .arg(&db.data_dir)
-        .env("ARBOR_DATABASE_URL", &db.url)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
-    mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
-    let reply = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({
-            "model": "gpt-4o-mini",
-            "stream": true,
-            "messages": [{ "role": "user", "content": "hello" }],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), 200);
-    let body = reply.text().await.unwrap();
-    assert!(body.contains("data: [DONE]"), "{body}");
-    crate::cli::sigterm(&server.0);
-    let status = wait_exit(&mut server.0, Duration::from_secs(15)).expect("exits after SIGTERM");
+    let mut started = crash_server("[server]\nshutdown_timeout_secs = 1\n").await;
+    let token = started.api_token();
+    started.mock.enqueue(Provider::OpenAi, Reply::fixture("openai/text.sse"));
+    started.streamed_api_call(&token).await;
+    crate::cli::sigterm(&started.server.0);
+    let status = wait_exit(&mut started.server.0, Duration::from_secs(15)).expect("exits after SIGTERM");
     assert!(status.success(), "{status:?}");
-    use arbor::storage::entities::usage;
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let rows = usage::Entity::find().filter(usage::Column::UserId.eq(user.id)).all(&conn).await.unwrap();
-    assert_eq!(rows.len(), 1, "{rows:?}");
+    let rows = started.usage_rows().await;
+    assert_eq!(rows.len(), 1, "{rows:?}\nthe server's log:\n{}", started.log());
     assert_eq!(rows[0].via, "api");
     assert!(rows[0].tokens_out > 0, "{:?}", rows[0]);
+    let CrashServer { conn, db, .. } = started;
     conn.close().await.unwrap();
     drop(db);
 }

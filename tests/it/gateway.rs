@@ -839,3 +839,37 @@ async fn a_caller_that_hangs_up_mid_stream_leaves_one_usage_row_for_what_it_got(
     let count = arbor::storage::entities::usage::Entity::find().count(&api.app.state.db).await.unwrap();
     assert_eq!(count, 1, "recorded once");
 }
+
+/// A user deleted while their last call's usage row was gathering for its batch: the row is
+/// kept without them (as deleting a user does to the rows already written), and the other
+/// rows of the same batch are written with it. Before, the row's foreign key failed the whole
+/// batch and every row in it was lost.
+#[tokio::test]
+async fn a_usage_row_of_a_user_deleted_meanwhile_loses_neither_itself_nor_its_batch() {
+    use arbor::model::messages::MessageUsage;
+    use arbor::storage::entities::usage;
+    use arbor::storage::repos::messages::UsageRow;
+    use sea_orm::EntityTrait;
+    let app = TestApp::spawn().await;
+    let stays = app.create_user("stays@example.com", Role::Member).await;
+    let goes = app.create_user("goes@example.com", Role::Member).await;
+    arbor::storage::repos::users::delete(&app.state.db, goes.id).await.unwrap();
+    let row = |user_id, tokens| UsageRow {
+        user_id,
+        session_id: None,
+        message_id: None,
+        provider: "openai",
+        model: "gpt-4o-mini",
+        usage: MessageUsage { output: tokens, ..MessageUsage::default() },
+        latency_ms: 5,
+        via: "api",
+    };
+    app.state.usage.write(&row(stays.id, 11));
+    app.state.usage.write(&row(goes.id, 22));
+    app.state.usage.write(&row(stays.id, 33));
+    app.state.usage.flush().await;
+    let mut rows = usage::Entity::find().all(&app.state.db).await.unwrap();
+    rows.sort_by_key(|r| r.tokens_out);
+    let written: Vec<_> = rows.iter().map(|r| (r.tokens_out, r.user_id)).collect();
+    assert_eq!(written, [(11, Some(stays.id)), (22, None), (33, Some(stays.id))]);
+}

@@ -56,4 +56,5 @@ mod tree;
 mod turn_writes;
 mod vault;
 mod web_basics;
+mod write_retries;
 mod xss;

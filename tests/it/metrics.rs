@@ -12,7 +12,7 @@ use crate::support::{TestDb, free_port, init_crypto};
 const TOKEN: &str = "scrape-secret-0123456789";
 
 /// The value of the first sample of `name` whose labels include every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
@@ -21,7 +21,7 @@ fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-async fn scrape(http: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) async fn scrape(http: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
     let mut req = http.get(url);
     if let Some(t) = token {
         req = req.bearer_auth(t);

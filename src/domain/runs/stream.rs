@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::domain::admin::quota_holds::QuotaHold;
+use crate::storage::retry::{self, Backoff};
 
 impl RunEngine {
     /// Renders the request for `path` (with the files and attachments it carries) and hands the
@@ -402,21 +403,33 @@ impl RunEngine {
         self.charge_call(job.owner_id, (job.session_id, job.message_id), &job.model, usage, started)
     }
 
-    /// Records a reply's end and its last call's usage row in one transaction; when that fails,
-    /// the usage row is still tried alone (the call was made and is paid for).
+    /// Records a reply's end and its last call's usage row in one transaction, tried again
+    /// while the database refuses it for a moment ([`crate::storage::retry`]: the reply exists
+    /// nowhere else once this run ends); when it is given up, the usage row is still tried alone
+    /// (the call was made and is paid for).
     pub(super) async fn finish_with_usage(
         &self,
         job: &Job,
         outcome: &Outcome<'_>,
         row: Option<&repo::UsageRow<'_>>,
     ) {
-        if let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, outcome, row).await {
-            tracing::error!(run = %job.run_id, error = %e, "could not record the end of a reply");
-            if let Some(row) = row
-                && let Err(e) = repo::insert_usage(&self.db, row).await
-            {
-                tracing::warn!(session = %job.session_id, error = %e, "could not record usage");
+        let mut backoff = Backoff::new(retry::FIRST_WAIT);
+        let e = loop {
+            let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, outcome, row).await else {
+                return;
+            };
+            crate::metrics::write_failed("reply_end");
+            let attempt = backoff.attempt();
+            tracing::warn!(run = %job.run_id, attempt, error = %e, "could not record the end of a reply");
+            if !e.may_pass_again() || !backoff.wait_for_next().await {
+                break e;
             }
+        };
+        tracing::error!(run = %job.run_id, error = %e, "the end of a reply was given up");
+        if let Some(row) = row
+            && let Err(e) = repo::insert_usage(&self.db, row).await
+        {
+            tracing::warn!(session = %job.session_id, error = %e, "could not record usage");
         }
     }
 
