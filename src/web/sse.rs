@@ -184,6 +184,38 @@ mod tests {
         assert_eq!(escape_text(""), "");
     }
 
+    /// A watcher that falls more than the channel's capacity behind (a slow connection) gets
+    /// one fresh snapshot holding everything so far, then the rest live, then the end: no text
+    /// lost or repeated.
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_is_caught_up_by_a_fresh_snapshot() {
+        use futures_util::StreamExt;
+        let registry = RunRegistry::new(16);
+        let (session, message) = (Uuid::now_v7(), Uuid::now_v7());
+        let run = registry.begin(session, Uuid::now_v7(), Some(message)).unwrap();
+        let first = registry.subscribe(session);
+        let stream = session_stream(registry.clone(), session, first);
+        let mut stream = std::pin::pin!(stream);
+        let shown = |item: Option<StreamItem>| match item {
+            Some(StreamItem::Event(ev)) => format!("{ev:?}"),
+            _ => panic!("an event"),
+        };
+        assert!(shown(stream.next().await).contains("snapshot"), "the snapshot at subscription");
+        for i in 0..40 {
+            run.publish(RunEvent::Delta(format!("w{i} ")));
+        }
+        let caught_up = shown(stream.next().await);
+        let all: String = (0..40).map(|i| format!("w{i} ")).collect();
+        assert!(caught_up.contains("snapshot") && caught_up.contains(&all), "{caught_up}");
+        run.publish(RunEvent::Delta("tail".into()));
+        let next = shown(stream.next().await);
+        assert!(next.contains("delta") && next.contains("tail") && !next.contains("w39"), "{next}");
+        run.finish(RunEvent::Done { message_id: Some(message), plain: true });
+        let end = stream.next().await;
+        assert!(matches!(end, Some(StreamItem::Done { message: Some(m), plain: true }) if m == message));
+        assert!(stream.next().await.is_none());
+    }
+
     #[test]
     fn delta_markup_is_escaped_inside_a_span() {
         let html = span("delta", "<img src=x onerror=alert(1)>\n");
