@@ -108,7 +108,8 @@ fn parse_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
                 parameters: f
                     .get("parameters")
                     .cloned()
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}))
+                    .into(),
             })
         })
         .collect()

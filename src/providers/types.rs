@@ -92,8 +92,10 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments object. Shared: a toolset is built once and its specs go
+    /// into the request of every run offered it (a deep copy was 34 KB a live reply;
+    /// BENCHMARKS.md, "Performance work", step 49).
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// How hard a reasoning model should think.

@@ -199,7 +199,11 @@ fn schema(properties: Value, required: &[&str]) -> Value {
 
 fn tool(name: &str, description: &str, parameters: Value, risk: Risk) -> BuiltinTool {
     BuiltinTool {
-        spec: ToolSpec { name: name.to_string(), description: description.to_string(), parameters },
+        spec: ToolSpec {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters: parameters.into(),
+        },
         risk,
     }
 }

@@ -31,7 +31,7 @@ or ones made before), name them in `images`: by file name, by id, or \"last\" fo
             },
             "required": ["prompt"],
             "additionalProperties": false
-        }),
+        }).into(),
     }
 }
 

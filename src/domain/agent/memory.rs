@@ -175,7 +175,8 @@ workspace). Both are also in your instructions when the user's prompt includes t
             "properties": {"scope": scope_property()},
             "required": ["scope"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
     };
     let write = ToolSpec {
         name: "memory_write".into(),
@@ -192,7 +193,8 @@ first). At most 20,000 characters per scope."
             },
             "required": ["scope", "content"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
     };
     [(read, Risk::Read), (write, Risk::Write)]
         .into_iter()

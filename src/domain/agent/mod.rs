@@ -321,7 +321,7 @@ before:YYYY-MM-DD, has:attachment. Returns matching snippets with their session 
             },
             "required": ["query"],
             "additionalProperties": false
-        }),
+        }).into(),
     }
 }
 
@@ -337,7 +337,7 @@ pub fn recall_spec() -> ToolSpec {
             "properties": {"hash": {"type": "string", "description": "The file's SHA-512/256 hash, 64 hex characters."}},
             "required": ["hash"],
             "additionalProperties": false
-        }),
+        }).into(),
     }
 }
 
@@ -357,7 +357,8 @@ pub fn read_tool_result_spec() -> ToolSpec {
             },
             "required": ["call_id"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
     }
 }
 
@@ -386,7 +387,7 @@ this call's result. Use it for focused research or edits whose details you do no
             },
             "required": ["task"],
             "additionalProperties": false
-        }),
+        }).into(),
     }
 }
 

@@ -33,7 +33,8 @@ list each time, with each item's status."
             },
             "required": ["todos"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
     }
 }
 

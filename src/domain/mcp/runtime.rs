@@ -187,7 +187,7 @@ impl McpRuntime {
                         let spec = ToolSpec {
                             name: t.qualified.clone(),
                             description: format!("[MCP server {}] {}", t.server, t.description),
-                            parameters: t.input_schema.clone(),
+                            parameters: t.input_schema.clone().into(),
                         };
                         // Only an admin's server is trusted to say a tool changes nothing.
                         let risk =

@@ -45,7 +45,7 @@ Use it for work with many steps whose details will not matter afterwards."
                 "properties": {"goal": {"type": "string", "description": "What the task is to achieve."}},
                 "required": ["goal"],
                 "additionalProperties": false
-            }),
+            }).into(),
         },
         ToolSpec {
             name: "finish_task".into(),
@@ -57,7 +57,7 @@ found (files changed, results, anything left open): after this, only the summary
                 "properties": {"summary": {"type": "string", "description": "The task's summary."}},
                 "required": ["summary"],
                 "additionalProperties": false
-            }),
+            }).into(),
         },
         ToolSpec {
             name: "expand_task".into(),
@@ -72,7 +72,7 @@ summary shows. Returns up to 40,000 characters from `offset`."
                 },
                 "required": ["task_id"],
                 "additionalProperties": false
-            }),
+            }).into(),
         },
     ];
     specs

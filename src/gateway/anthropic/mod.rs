@@ -234,7 +234,7 @@ fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>
         out.push(ToolSpec {
             name: name.to_string(),
             description: t.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
-            parameters: t.get("input_schema").cloned().unwrap_or_else(|| json!({ "type": "object" })),
+            parameters: t.get("input_schema").cloned().unwrap_or_else(|| json!({ "type": "object" })).into(),
         });
     }
     Ok(out)

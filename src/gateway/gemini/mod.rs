@@ -91,7 +91,7 @@ fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>
                 out.push(ToolSpec {
                     name: name.to_string(),
                     description: d.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    parameters,
+                    parameters: parameters.into(),
                 });
             }
         }

@@ -256,7 +256,8 @@ fn parse_tools(v: Option<&Value>, dropped: &mut Dropped) -> Result<Vec<ToolSpec>
                         .get("parameters")
                         .filter(|p| !p.is_null())
                         .cloned()
-                        .unwrap_or_else(|| serde_json::json!({ "type": "object", "properties": {} })),
+                        .unwrap_or_else(|| serde_json::json!({ "type": "object", "properties": {} }))
+                        .into(),
                 });
             }
             Some(other) => dropped.add(&format!("{} tools", plain(other))),

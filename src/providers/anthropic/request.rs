@@ -97,8 +97,8 @@ pub(super) fn temperature_json(t: f32) -> Option<Value> {
 
 /// One tool definition.
 pub(super) fn tool_json(tool: &ToolSpec) -> Value {
-    let schema = match &tool.parameters {
-        Value::Object(_) => tool.parameters.clone(),
+    let schema = match tool.parameters.as_ref() {
+        Value::Object(_) => tool.parameters.as_ref().clone(),
         _ => json!({ "type": "object", "properties": {} }),
     };
     json!({ "name": tool.name, "description": tool.description, "input_schema": schema })

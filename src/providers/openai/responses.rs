@@ -290,7 +290,7 @@ mod tests {
             tools: vec![ToolSpec {
                 name: "get_weather".into(),
                 description: "Weather.".into(),
-                parameters: json!({ "type": "object" }),
+                parameters: json!({ "type": "object" }).into(),
             }],
             params: GenParams {
                 reasoning_effort: Some(ReasoningEffort::High),

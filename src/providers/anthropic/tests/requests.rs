@@ -224,9 +224,9 @@ fn tools_are_declared_with_input_schema() {
         ToolSpec {
             name: "get_weather".into(),
             description: "Get the weather".into(),
-            parameters: json!({ "type": "object", "properties": { "location": { "type": "string" } }, "required": ["location"] }),
+            parameters: json!({ "type": "object", "properties": { "location": { "type": "string" } }, "required": ["location"] }).into(),
         },
-        ToolSpec { name: "now".into(), description: "The time".into(), parameters: Value::Null },
+        ToolSpec { name: "now".into(), description: "The time".into(), parameters: Value::Null.into() },
     ];
     assert_eq!(
         build_request(&req, false)["tools"],

@@ -36,7 +36,8 @@ pub(super) fn weather_tool() -> ToolSpec {
             },
             "required": ["location"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
     }
 }
 
@@ -506,7 +507,11 @@ fn schema_fan_out_is_bounded() {
 
 #[test]
 fn tools_without_arguments_omit_parameters() {
-    let tool = |parameters: Value| ToolSpec { name: "now".into(), description: "Time.".into(), parameters };
+    let tool = |parameters: Value| ToolSpec {
+        name: "now".into(),
+        description: "Time.".into(),
+        parameters: parameters.into(),
+    };
     for parameters in
         [Value::Null, json!({}), json!({"type": "object"}), json!({"type": "object", "properties": {}})]
     {

@@ -119,7 +119,7 @@ fn full_request() {
         tools: vec![ToolSpec {
             name: "zoom".into(),
             description: "Zooms in.".into(),
-            parameters: json!({ "type": "object", "properties": { "factor": { "type": "number" } } }),
+            parameters: json!({ "type": "object", "properties": { "factor": { "type": "number" } } }).into(),
         }],
         params: GenParams {
             temperature: Some(0.7),
