@@ -755,7 +755,7 @@ async fn a_replys_end_and_its_usage_row_are_one_write_and_an_ended_runs_call_sti
         };
         let before = version().await;
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        messages::finish(db, answer, run, &outcome, Some(&row)).await.unwrap();
+        messages::finish(db, answer, run, &outcome, Some(&messages::StampedUsage::of(&row))).await.unwrap();
         let stored = c.message(answer).await;
         let run_row = arbor::storage::entities::run::Entity::find_by_id(run).one(db).await.unwrap().unwrap();
         assert_eq!(run_row.status, if interrupted_elsewhere { "interrupted" } else { own_end });

@@ -413,11 +413,12 @@ impl RunEngine {
         outcome: &Outcome<'_>,
         row: Option<&repo::UsageRow<'_>>,
     ) {
+        // Stamped once: every attempt writes the same row, counted once.
+        let row = row.map(repo::StampedUsage::of);
         let mut backoff = Backoff::new(retry::FIRST_WAIT);
         let e = loop {
-            let Err(e) = repo::finish(&self.db, job.message_id, job.run_id, outcome, row).await else {
-                return;
-            };
+            let written = repo::finish(&self.db, job.message_id, job.run_id, outcome, row.as_ref()).await;
+            let Err(e) = written else { return };
             crate::metrics::write_failed("reply_end");
             let attempt = backoff.attempt();
             tracing::warn!(run = %job.run_id, attempt, error = %e, "could not record the end of a reply");
@@ -426,8 +427,8 @@ impl RunEngine {
             }
         };
         tracing::error!(run = %job.run_id, error = %e, "the end of a reply was given up");
-        if let Some(row) = row
-            && let Err(e) = repo::insert_usage(&self.db, row).await
+        if let Some(row) = &row
+            && let Err(e) = repo::insert_stamped(&self.db, row).await
         {
             tracing::warn!(session = %job.session_id, error = %e, "could not record usage");
         }

@@ -25,7 +25,29 @@ pub struct UsageRow<'a> {
 
 /// Appends a usage row.
 pub async fn insert_usage(db: &Db, u: &UsageRow<'_>) -> StorageResult<()> {
-    usage_model(u).insert(db).await?;
+    insert_stamped(db, &StampedUsage::of(u)).await
+}
+
+/// A usage row with its id and time fixed and its tokens counted in the metrics, once: a write
+/// that is tried again inserts the same row (and the repeat of one that did commit is refused
+/// by its key instead of counting the call twice).
+pub struct StampedUsage(usage::ActiveModel);
+
+impl StampedUsage {
+    /// Stamps `u` now.
+    pub fn of(u: &UsageRow<'_>) -> StampedUsage {
+        StampedUsage(usage_model(u))
+    }
+
+    /// The row's insert, for a script.
+    pub(super) fn insert(&self) -> sea_orm::Insert<usage::ActiveModel> {
+        usage::Entity::insert(self.0.clone())
+    }
+}
+
+/// Appends a stamped usage row.
+pub async fn insert_stamped(db: &Db, row: &StampedUsage) -> StorageResult<()> {
+    row.insert().exec(db).await?;
     Ok(())
 }
 

@@ -243,7 +243,7 @@ pub async fn finish(
     message_id: Uuid,
     run_id: Uuid,
     o: &Outcome<'_>,
-    usage_row: Option<&UsageRow<'_>>,
+    usage_row: Option<&StampedUsage>,
 ) -> StorageResult<()> {
     if o.run_status == INTERRUPTED {
         return finish_interrupted(db, message_id, run_id, o, usage_row).await;
@@ -277,7 +277,7 @@ async fn finish_interrupted(
     message_id: Uuid,
     run_id: Uuid,
     o: &Outcome<'_>,
-    usage_row: Option<&UsageRow<'_>>,
+    usage_row: Option<&StampedUsage>,
 ) -> StorageResult<()> {
     let txn = crate::storage::begin_write(db).await?;
     let now = Utc::now();
@@ -287,7 +287,7 @@ async fn finish_interrupted(
     {
         txn.rollback().await?;
         if let Some(row) = usage_row {
-            insert_usage(db, row).await?;
+            insert_stamped(db, row).await?;
         }
         return Ok(());
     }
@@ -306,7 +306,7 @@ fn end_message_into(
     message_id: Uuid,
     o: &Outcome<'_>,
     now: chrono::DateTime<Utc>,
-    usage_row: Option<&UsageRow<'_>>,
+    usage_row: Option<&StampedUsage>,
     guard: Option<Expr>,
 ) {
     let (mut message, mut session) = (message_end(message_id, o, now), touch_session_of_where(message_id));
@@ -316,7 +316,7 @@ fn end_message_into(
     }
     script.push(message).push(session);
     if let Some(row) = usage_row {
-        script.push(usage::Entity::insert(usage_model(row)));
+        script.push(row.insert());
     }
 }
 
