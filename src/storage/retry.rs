@@ -11,7 +11,7 @@ pub const ATTEMPTS: u32 = 5;
 /// The wait after a write's first failed attempt, doubled after each (3.75 s in all): long
 /// enough for a database that restarts or a pool that empties, short enough that a shutdown
 /// is not held up for long.
-pub const FIRST_WAIT: Duration = Duration::from_millis(250);
+const FIRST_WAIT: Duration = Duration::from_millis(250);
 
 /// The attempts left at one write and the wait before the next.
 pub struct Backoff {
@@ -19,12 +19,14 @@ pub struct Backoff {
     wait: Duration,
 }
 
-impl Backoff {
-    /// A write's first attempt is about to run; `first_wait` follows its failure.
-    pub fn new(first_wait: Duration) -> Backoff {
-        Backoff { attempt: 1, wait: first_wait }
+impl Default for Backoff {
+    /// A write's first attempt is about to run.
+    fn default() -> Backoff {
+        Backoff { attempt: 1, wait: FIRST_WAIT }
     }
+}
 
+impl Backoff {
     /// The attempt that just ran (from 1).
     pub fn attempt(&self) -> u32 {
         self.attempt
@@ -42,11 +44,10 @@ impl Backoff {
 
     /// After a failed attempt: `false` when it was the last, else waits and returns `true`.
     pub async fn wait_for_next(&mut self) -> bool {
-        if self.attempt >= ATTEMPTS {
+        if !self.next_at_once() {
             return false;
         }
         tokio::time::sleep(self.wait).await;
-        self.attempt += 1;
         self.wait = self.wait.saturating_mul(2);
         true
     }
@@ -65,7 +66,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_gets_five_attempts_with_doubling_waits_between() {
         let started = tokio::time::Instant::now();
-        let mut backoff = Backoff::new(super::FIRST_WAIT);
+        let mut backoff = Backoff::default();
         let mut waits = Vec::new();
         let mut before = started;
         while backoff.wait_for_next().await {

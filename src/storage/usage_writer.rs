@@ -143,7 +143,7 @@ async fn write_batch(db: &Db, batch: Vec<Queued>) {
     let n = batch.len();
     crate::metrics::dequeued(QUEUE, n);
     let (mut rows, kept): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-    let mut backoff = Backoff::new(super::retry::FIRST_WAIT);
+    let mut backoff = Backoff::default();
     loop {
         let Err(e) = insert_in_one_commit(db, &rows).await else { break };
         crate::metrics::write_failed(QUEUE_WRITE);

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::domain::admin::quota_holds::QuotaHold;
-use crate::storage::retry::{self, Backoff};
+use crate::storage::retry::Backoff;
 
 impl RunEngine {
     /// Renders the request for `path` (with the files and attachments it carries) and hands the
@@ -415,7 +415,7 @@ impl RunEngine {
     ) {
         // Stamped once: every attempt writes the same row, counted once.
         let row = row.map(repo::StampedUsage::of);
-        let mut backoff = Backoff::new(retry::FIRST_WAIT);
+        let mut backoff = Backoff::default();
         let e = loop {
             let written = repo::finish(&self.db, job.message_id, job.run_id, outcome, row.as_ref()).await;
             let Err(e) = written else { return };
