@@ -125,7 +125,12 @@ not call any tool.";
 
 impl RunEngine {
     /// Drives a run from `start` until it ends or pauses.
-    pub(super) async fn run_loop(&self, mut job: Job, mut publisher: RunPublisher, mut start: Start) {
+    ///
+    /// A live reply's task is allocated whole, as large as the largest state any of its awaits
+    /// can be in, for as long as the reply streams. So only the model call is awaited in place;
+    /// the work before and after it (tool calls, the next request, the end) is boxed and
+    /// allocated while it runs (see `tests::a_live_replys_task_stays_small`).
+    pub(super) async fn run_loop(&self, mut job: Box<Job>, mut publisher: RunPublisher, mut start: Start) {
         loop {
             let answer = match start {
                 Start::Model => {
@@ -133,17 +138,17 @@ impl RunEngine {
                     let (acc, end, hold) = self.call_model(&mut job, &mut publisher).await;
                     let new_calls = calls_in(&acc.parts[job.parts.len().min(acc.parts.len())..]);
                     if !matches!(end, End::Finished) || new_calls.is_empty() || job.tools.is_empty() {
-                        self.conclude(job, publisher, acc, end, started).await;
+                        Box::pin(self.conclude(*job, publisher, acc, end, started)).await;
                         drop(hold);
                         return;
                     }
-                    self.close_answer(&job, &acc, &end, started).await;
+                    Box::pin(self.close_answer(&job, &acc, &end, started)).await;
                     drop(hold);
                     job.message_id
                 }
                 Start::Calls { answer } => answer,
             };
-            let flow = match self.work_calls(&mut job, &mut publisher, answer).await {
+            let flow = match Box::pin(self.work_calls(&mut job, &mut publisher, answer)).await {
                 Ok(flow) => flow,
                 Err(e) => {
                     tracing::error!(run = %job.run_id, error = %e, "a tool step failed");
@@ -154,10 +159,10 @@ impl RunEngine {
                 }
             };
             match flow {
-                Flow::Next { last } => match self.next_answer(&mut job, &publisher, last).await {
+                Flow::Next { last } => match Box::pin(self.next_answer(&mut job, &publisher, last)).await {
                     Ok(()) => start = Start::Model,
                     Err(message) => {
-                        self.end(job, publisher, "failed", Some(message)).await;
+                        Box::pin(self.end(*job, publisher, "failed", Some(message))).await;
                         return;
                     }
                 },
@@ -167,7 +172,7 @@ impl RunEngine {
                     return;
                 }
                 Flow::Ended { status, error } => {
-                    self.end(job, publisher, status, error).await;
+                    Box::pin(self.end(*job, publisher, status, error)).await;
                     return;
                 }
             }

@@ -130,7 +130,7 @@ impl RunEngine {
             Some(job) => {
                 let engine = self.clone();
                 tokio::spawn(async move {
-                    engine.run_loop(job, publisher, Start::Calls { answer: resume_at }).await
+                    engine.run_loop(Box::new(job), publisher, Start::Calls { answer: resume_at }).await
                 });
             }
             None => {

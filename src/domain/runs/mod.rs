@@ -7,6 +7,7 @@
 
 pub mod agent_loop;
 pub mod ambient;
+mod answer;
 mod assembly;
 pub mod compaction;
 pub mod context;
@@ -22,9 +23,9 @@ mod toolset;
 pub mod window;
 mod written;
 
+pub(crate) use answer::{Accumulator, End};
 pub use recovery::{CallProgress, UnfinishedCall};
 pub use stream::clean_title;
-pub(crate) use stream::{Accumulator, End};
 pub use written::Written;
 
 use std::sync::Arc;

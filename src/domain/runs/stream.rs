@@ -2,6 +2,7 @@
 //! tree and the run registry (coalesced, so the page gets a delta per frame, not per token),
 //! concludes it, records its usage and proposes a title.
 
+use super::answer::Outbox;
 use super::*;
 use crate::domain::admin::quota_holds::QuotaHold;
 use crate::storage::retry::Backoff;
@@ -74,15 +75,14 @@ impl RunEngine {
     }
 
     pub(super) fn spawn(&self, job: Job, publisher: RunPublisher) {
-        let engine = self.clone();
-        tokio::spawn(async move { engine.drive(job, publisher).await });
+        tokio::spawn(live_reply(self.clone(), Box::new(job), publisher));
     }
 
-    pub(super) async fn drive(&self, mut job: Job, publisher: RunPublisher) {
+    pub(super) async fn drive(&self, mut job: Box<Job>, publisher: RunPublisher) {
         if job.model.info.image_output {
-            return self.image_reply(job, publisher).await;
+            return Box::pin(self.image_reply(*job, publisher)).await;
         }
-        self.add_run_tools(&mut job).await;
+        Box::pin(self.add_run_tools(&mut job)).await;
         self.run_loop(job, publisher, Start::Model).await;
     }
 
@@ -95,12 +95,12 @@ impl RunEngine {
         publisher: &mut RunPublisher,
     ) -> (Accumulator, End, Option<QuotaHold>) {
         let mut acc = Accumulator::new(job.parts.clone());
-        let hold = match self.hold_quota(job.owner_id, &job.request, &job.model).await {
+        let hold = match Box::pin(self.hold_quota(job.owner_id, &job.request, &job.model)).await {
             Ok(hold) => hold,
             Err(refused) => return (acc, End::Failed(refused), None),
         };
         if !std::mem::take(&mut job.next_call_counted)
-            && let Err(e) = agent_repo::bump_iterations(&self.db, job.run_id).await
+            && let Err(e) = Box::pin(agent_repo::bump_iterations(&self.db, job.run_id)).await
         {
             tracing::warn!(run = %job.run_id, error = %e, "could not count a model call");
         }
@@ -112,7 +112,7 @@ impl RunEngine {
         };
         let connected = match connected {
             Some(Err(e)) if refuses_tools(&e) && !job.request.tools.is_empty() => {
-                Some(self.again_without_tools(job, publisher, &mut acc).await)
+                Some(Box::pin(self.again_without_tools(job, publisher, &mut acc)).await)
             }
             other => other,
         };
@@ -331,6 +331,17 @@ impl RunEngine {
     }
 }
 
+/// A live reply's task, held whole while the reply streams. The job is boxed, and this is an
+/// async block rather than an async fn: rustc keeps an async fn's argument beside the local it
+/// is moved into, so each frame the job (700 bytes) or the engine passed through held it twice.
+pub(super) fn live_reply(
+    engine: RunEngine,
+    job: Box<Job>,
+    publisher: RunPublisher,
+) -> impl std::future::Future<Output = ()> + Send {
+    async move { engine.drive(job, publisher).await }
+}
+
 /// Whether a reply was a plain answer: finished, of text (and thoughts) only, after no tool work
 /// since the person's last message. Then the run wrote this one message and nothing beside it
 /// changed: no call waits for a decision or was left unfinished, no file was attached, the todo
@@ -546,95 +557,6 @@ pub fn clean_title(raw: &str) -> Option<String> {
         return None;
     }
     Some(sessions::title_from(&line))
-}
-
-/// How a model call ended.
-pub(crate) enum End {
-    /// The provider finished the answer.
-    Finished,
-    /// Stop was pressed.
-    Stopped,
-    /// The provider failed; the message is for the user.
-    Failed(String),
-}
-
-/// Text received but not yet published.
-#[derive(Default)]
-pub(super) struct Outbox {
-    text: String,
-    thoughts: String,
-}
-
-impl Outbox {
-    pub(super) fn emit(&mut self, publisher: &RunPublisher) {
-        if !self.thoughts.is_empty() {
-            publisher.publish(RunEvent::Thought(std::mem::take(&mut self.thoughts)));
-        }
-        if !self.text.is_empty() {
-            publisher.publish(RunEvent::Delta(std::mem::take(&mut self.text)));
-        }
-    }
-}
-
-/// Builds a message's parts from provider events.
-pub(crate) struct Accumulator {
-    pub(super) parts: Vec<Part>,
-    pub(super) usage: Option<Usage>,
-    produced: usize,
-}
-
-impl Accumulator {
-    pub(super) fn new(parts: Vec<Part>) -> Accumulator {
-        Accumulator { parts, usage: None, produced: 0 }
-    }
-
-    pub(super) fn produced_chars(&self) -> usize {
-        self.produced
-    }
-
-    /// The answer text so far.
-    pub(super) fn text(&self) -> String {
-        self.parts
-            .iter()
-            .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })
-            .collect()
-    }
-
-    pub(super) fn apply(&mut self, ev: ProviderEvent) {
-        match ev {
-            ProviderEvent::TextDelta(t) => {
-                self.produced += t.len();
-                match self.parts.last_mut() {
-                    Some(Part::Text { text }) => text.push_str(&t),
-                    _ => self.parts.push(Part::Text { text: t }),
-                }
-            }
-            ProviderEvent::ThoughtDelta(t) => {
-                self.produced += t.len();
-                match self.parts.last_mut() {
-                    Some(Part::Thought { text, signature: None, redacted: None }) => text.push_str(&t),
-                    _ => self.parts.push(Part::Thought { text: t, signature: None, redacted: None }),
-                }
-            }
-            ProviderEvent::ThoughtSignature(sig) => match self.parts.last_mut() {
-                Some(Part::Thought { signature: slot @ None, redacted: None, .. }) => *slot = Some(sig),
-                _ => self.parts.push(Part::Thought {
-                    text: String::new(),
-                    signature: Some(sig),
-                    redacted: None,
-                }),
-            },
-            ProviderEvent::RedactedThought(data) => {
-                self.parts.push(Part::Thought { text: String::new(), signature: None, redacted: Some(data) })
-            }
-            ProviderEvent::ToolCall { id, name, arguments, signature } => {
-                self.produced += arguments.to_string().len();
-                self.parts.push(Part::ToolCall { id, name, arguments, signature });
-            }
-            ProviderEvent::Usage(u) => self.usage = Some(u),
-            ProviderEvent::Finish(_) | ProviderEvent::Error(_) => {}
-        }
-    }
 }
 
 /// Whether an upstream refused a request because of its tools: a 400 (or 422) whose message

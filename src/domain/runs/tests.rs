@@ -98,3 +98,15 @@ fn only_a_finished_text_answer_after_no_tool_work_is_plain() {
     continued.push(message(ChatRole::Assistant, vec![text("Partial ")]));
     assert!(plain_answer(&continued, &answer, &End::Finished));
 }
+
+/// Each live reply holds its task for as long as it streams, allocated whole at the size of the
+/// largest state any of its awaits can be in (16 KB before the rare branches were boxed; see
+/// `RunEngine::run_loop`).
+#[test]
+fn a_live_replys_task_stays_small() {
+    fn future_size<A, B, C, F: std::future::Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    let size = future_size(stream::live_reply);
+    assert!(size <= 4096, "a live reply's task is {size} bytes");
+}
