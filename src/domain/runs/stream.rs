@@ -174,19 +174,8 @@ impl RunEngine {
         let mut end: Option<End> = None;
         // Partial text is written by a companion task, so a slow database never holds up the
         // stream; it always writes the newest snapshot and is awaited before the outcome is.
-        let (snapshot, mut latest) = tokio::sync::watch::channel(Vec::<Part>::new());
-        let saver = {
-            let db = self.db.clone();
-            let (message_id, run_id) = (job.message_id, job.run_id);
-            tokio::spawn(async move {
-                while latest.changed().await.is_ok() {
-                    let parts = latest.borrow_and_update().clone();
-                    if let Err(e) = repo::save_parts(&db, message_id, &parts).await {
-                        tracing::warn!(run = %run_id, error = %e, "could not save a reply's partial text");
-                    }
-                }
-            })
-        };
+        let (snapshot, latest) = tokio::sync::watch::channel(Vec::<Part>::new());
+        let saver = tokio::spawn(partial_text_saver(self.db.clone(), job.message_id, job.run_id, latest));
         // One timer for the whole answer, moved only when the next deadline changes: a timer
         // made in every turn of the loop was registered and removed again for every chunk.
         let timer = tokio::time::sleep_until(Instant::now());
@@ -334,12 +323,29 @@ impl RunEngine {
 /// A live reply's task, held whole while the reply streams. The job is boxed, and this is an
 /// async block rather than an async fn: rustc keeps an async fn's argument beside the local it
 /// is moved into, so each frame the job (700 bytes) or the engine passed through held it twice.
+#[allow(clippy::manual_async_fn)] // see above: an async fn would hold the engine twice
 pub(super) fn live_reply(
     engine: RunEngine,
     job: Box<Job>,
     publisher: RunPublisher,
 ) -> impl std::future::Future<Output = ()> + Send {
     async move { engine.drive(job, publisher).await }
+}
+
+/// The companion task of a streaming reply that writes its newest partial text. The write is
+/// boxed, so the task waits for the next snapshot in a few hundred bytes.
+pub(super) async fn partial_text_saver(
+    db: Db,
+    message_id: Uuid,
+    run_id: Uuid,
+    mut latest: tokio::sync::watch::Receiver<Vec<Part>>,
+) {
+    while latest.changed().await.is_ok() {
+        let parts = latest.borrow_and_update().clone();
+        if let Err(e) = Box::pin(repo::save_parts(&db, message_id, &parts)).await {
+            tracing::warn!(run = %run_id, error = %e, "could not save a reply's partial text");
+        }
+    }
 }
 
 /// Whether a reply was a plain answer: finished, of text (and thoughts) only, after no tool work

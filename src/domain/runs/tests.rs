@@ -110,3 +110,13 @@ fn a_live_replys_task_stays_small() {
     let size = future_size(stream::live_reply);
     assert!(size <= 4096, "a live reply's task is {size} bytes");
 }
+
+/// A streaming reply's partial-text writer lives as long as the reply too.
+#[test]
+fn a_replys_partial_text_writer_stays_small() {
+    fn future_size<A, B, C, D, F: std::future::Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    let size = future_size(stream::partial_text_saver);
+    assert!(size <= 512, "a partial-text writer is {size} bytes");
+}

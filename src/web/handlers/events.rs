@@ -73,32 +73,55 @@ pub async fn session_events(
     let stream = sse::session_stream(state.runs.clone(), session_id, first).then(move |item| {
         // The slot lives as long as the stream, and is given back when the browser goes.
         let _slot = &slot;
-        let (state, user) = (state.clone(), user.clone());
-        async move {
-            match item {
-                StreamItem::Event(e) => e,
-                StreamItem::Done { message: run_message, plain } => {
-                    let html = match waiting_for.or(run_message) {
-                        Some(id) => {
-                            // The run's word that its answer is all it wrote holds for that answer.
-                            let plain = plain && run_message == Some(id);
-                            final_message_html(&state, &user, session_id, id, plain).await.unwrap_or_else(
-                                |e| {
-                                    tracing::warn!(error = %e, "final message could not be rendered");
-                                    String::new()
-                                },
-                            )
-                        }
-                        None => String::new(),
-                    };
-                    done_event(html)
-                }
-            }
-        }
+        event_of(state.clone(), user.clone(), session_id, waiting_for, item)
     });
     let stream = stream.take_until(Box::pin(lost)).chain(notice);
     Ok(Sse::from_infallible_stream(stream)
         .with_keep_alive(keepalive)
         .customize()
         .insert_header(("X-Accel-Buffering", "no")))
+}
+
+/// A followed run's item as its SSE event. `done` carries the final message's page, rendered
+/// in a box: the stream holds this future's state for as long as the page follows the run, and
+/// the render would be nearly all of it (6 KB a page; see the test).
+async fn event_of(
+    state: web::Data<AppState>,
+    user: CurrentUser,
+    session_id: Uuid,
+    waiting_for: Option<Uuid>,
+    item: StreamItem,
+) -> actix_web_lab::sse::Event {
+    match item {
+        StreamItem::Event(e) => e,
+        StreamItem::Done { message: run_message, plain } => {
+            let html = match waiting_for.or(run_message) {
+                Some(id) => {
+                    // The run's word that its answer is all it wrote holds for that answer.
+                    let plain = plain && run_message == Some(id);
+                    Box::pin(final_message_html(&state, &user, session_id, id, plain)).await.unwrap_or_else(
+                        |e| {
+                            tracing::warn!(error = %e, "final message could not be rendered");
+                            String::new()
+                        },
+                    )
+                }
+                None => String::new(),
+            };
+            done_event(html)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every page following a live run holds this future in its stream.
+    #[test]
+    fn a_followed_runs_event_in_the_making_stays_small() {
+        fn future_size<A, B, C, D, E, F: std::future::Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let size = future_size(super::event_of);
+        assert!(size <= 1024, "an event in the making is {size} bytes");
+    }
 }
