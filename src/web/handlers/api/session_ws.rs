@@ -92,17 +92,20 @@ impl Connection {
 
     async fn run(&mut self, mut stream: actix_ws::AggregatedMessageStream) {
         // What the session holds already counts as sent: a resumed session replays nothing.
-        if let Ok(c) = self.state.sessions.conversation(&self.actor, self.session_id).await {
+        // What is awaited here but in one frame (the conversation, following a run, a message's
+        // handling) is boxed: the connection's task idles in the size of its largest state
+        // for as long as the client stays (12 KB each before; see the test).
+        if let Ok(c) = Box::pin(self.state.sessions.conversation(&self.actor, self.session_id)).await {
             // A message still being written is not sent yet: the client gets it when it ends.
             let finished = c.path.iter().filter(|m| m.status != sessions::tree::MessageStatus::Streaming);
             self.sent.extend(finished.map(|m| m.id));
         }
-        if self.state.runs.is_active(self.session_id) && self.follow().await.is_err() {
+        if self.state.runs.is_active(self.session_id) && Box::pin(self.follow()).await.is_err() {
             return;
         }
         while let Some(frame) = stream.next().await {
             let outcome = match frame {
-                Ok(AggregatedMessage::Text(text)) => self.handle(&text).await,
+                Ok(AggregatedMessage::Text(text)) => Box::pin(self.handle(&text)).await,
                 Ok(AggregatedMessage::Binary(_)) => self.error("Send JSON text frames.").await,
                 Ok(AggregatedMessage::Ping(bytes)) => self.out.pong(&bytes).await.map_err(|_| Gone),
                 Ok(AggregatedMessage::Pong(_)) => Ok(()),
@@ -300,4 +303,18 @@ fn approval_payload(call: &PendingCall) -> Value {
 
 fn refusal(e: DomainError) -> String {
     domain_error(e).message
+}
+
+#[cfg(test)]
+mod tests {
+    /// A connection's task idles at the size of its largest state for as long as its client
+    /// stays.
+    #[test]
+    fn an_idle_connections_task_stays_small() {
+        fn future_size<A, B, F: std::future::Future>(_: impl FnOnce(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let size = future_size(super::Connection::run);
+        assert!(size <= 2048, "a connection's task is {size} bytes");
+    }
 }
