@@ -10,6 +10,8 @@ pub mod bus;
 pub mod config;
 pub mod domain;
 pub mod events;
+#[cfg(test)]
+mod future_size;
 pub mod gateway;
 pub mod index;
 pub mod limits;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::future_size::future_size;
 
 #[test]
 fn proposed_titles_are_cleaned() {
@@ -104,19 +105,13 @@ fn only_a_finished_text_answer_after_no_tool_work_is_plain() {
 /// `RunEngine::run_loop`).
 #[test]
 fn a_live_replys_task_stays_small() {
-    fn future_size<A, B, C, F: std::future::Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
-        std::mem::size_of::<F>()
-    }
-    let size = future_size(stream::live_reply);
+    let size = future_size(|(engine, job, publisher)| stream::live_reply(engine, job, publisher));
     assert!(size <= 4096, "a live reply's task is {size} bytes");
 }
 
 /// A streaming reply's partial-text writer lives as long as the reply too.
 #[test]
 fn a_replys_partial_text_writer_stays_small() {
-    fn future_size<A, B, C, D, F: std::future::Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
-        std::mem::size_of::<F>()
-    }
-    let size = future_size(stream::partial_text_saver);
+    let size = future_size(|(db, message, run, latest)| stream::partial_text_saver(db, message, run, latest));
     assert!(size <= 512, "a partial-text writer is {size} bytes");
 }

@@ -118,10 +118,9 @@ mod tests {
     /// Every page following a live run holds this future in its stream.
     #[test]
     fn a_followed_runs_event_in_the_making_stays_small() {
-        fn future_size<A, B, C, D, E, F: std::future::Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        let size = future_size(super::event_of);
+        let size = crate::future_size::future_size(|(state, user, session, waiting_for, item)| {
+            super::event_of(state, user, session, waiting_for, item)
+        });
         assert!(size <= 1024, "an event in the making is {size} bytes");
     }
 }

@@ -311,10 +311,9 @@ mod tests {
     /// stays.
     #[test]
     fn an_idle_connections_task_stays_small() {
-        fn future_size<A, B, F: std::future::Future>(_: impl FnOnce(A, B) -> F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        let size = future_size(super::Connection::run);
+        let size = crate::future_size::future_size(|(connection, stream): (&mut super::Connection, _)| {
+            super::Connection::run(connection, stream)
+        });
         assert!(size <= 2048, "a connection's task is {size} bytes");
     }
 }
