@@ -122,7 +122,9 @@ fn not_found() -> ApiError {
     ApiError::new(404, "not_found", "No such session.")
 }
 
-/// Follows the session's run to its end (or the client's going away).
+/// Follows the session's run to its end (or the client's going away). Its task waits on the
+/// run's events for as long as the run lasts, at the size of its largest state, so the reads
+/// it makes only at the start, between messages and at the end are boxed.
 async fn follow(
     state: &AppState,
     actor: &crate::domain::accounts::Actor,
@@ -152,7 +154,7 @@ async fn follow(
             Some(p) => {
                 // The run went on past the client's message: what finished meanwhile, then all of
                 // the live one.
-                if !finished_between(state, actor, session_id, p.message, message, &out).await {
+                if !Box::pin(finished_between(state, actor, session_id, p.message, message, &out)).await {
                     return;
                 }
                 snapshot(&out, &sub.snapshot, message).await
@@ -183,7 +185,7 @@ async fn follow(
                             ("usage", json!({ "input": input, "output": output }))
                         }
                         RunEvent::Advance { message_id } => {
-                            if !send_finished(state, actor, session_id, message, &out).await {
+                            if !Box::pin(send_finished(state, actor, session_id, message, &out)).await {
                                 return;
                             }
                             message = *message_id;
@@ -232,13 +234,13 @@ async fn follow(
     }
     if ended_meanwhile
         && let Some(from) = last_message
-        && !finished_after(state, actor, session_id, from, &out).await
+        && !Box::pin(finished_after(state, actor, session_id, from, &out)).await
     {
         return;
     }
     // After a gap, `done` carries the path's last message; otherwise the run's own.
     let done_with = if ended_meanwhile { None } else { last_message };
-    end(state, actor, session_id, done_with, &out).await;
+    Box::pin(end(state, actor, session_id, done_with, &out)).await;
 }
 
 /// After a gap in which the run ended: the client's message as it ended, and every message the
@@ -363,4 +365,17 @@ async fn end(
         }
     };
     let _ = out.send("done", json!({ "message": message.as_ref().map(message_json) }), None).await;
+}
+
+#[cfg(test)]
+mod tests {
+    /// A client following a session's run holds this future in its task for as long as the run
+    /// lasts.
+    #[test]
+    fn a_followed_sessions_task_stays_small() {
+        let size = crate::future_size::future_size(|(state, actor, session_id, resume, out)| {
+            super::follow(state, actor, session_id, resume, out)
+        });
+        assert!(size <= 2048, "a follower's task is {size} bytes");
+    }
 }
